@@ -1,0 +1,36 @@
+//===- DoptOps.h - dopt operations ------------------------------*- C++ -*-===//
+#ifndef DISTOPT_DIALECT_DOPT_IR_DOPTOPS_H
+#define DISTOPT_DIALECT_DOPT_IR_DOPTOPS_H
+
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "distopt/Dialect/Dopt/IR/DoptOps.h.inc"
+
+namespace distopt::dopt {
+
+/// NumPy/ONNX multidirectional broadcasting of static shapes. Returns
+/// std::nullopt when two dimensions differ and neither is 1.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<llvm::ArrayRef<int64_t>> shapes);
+
+/// Output size of one spatial dimension of a convolution or pooling window.
+/// Returns a negative value when the window does not fit.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                         int64_t padBegin, int64_t padEnd, int64_t dilation,
+                         bool ceilMode);
+
+/// Number of elements selected by a normalised slice (see dopt.slice).
+int64_t sliceSize(int64_t start, int64_t end, int64_t step);
+
+} // namespace distopt::dopt
+
+#endif // DISTOPT_DIALECT_DOPT_IR_DOPTOPS_H

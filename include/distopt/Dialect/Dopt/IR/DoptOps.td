@@ -1,0 +1,487 @@
+//===- DoptOps.td - the dopt dialect ------------------------*- tablegen -*-===//
+//
+// The dopt dialect: distopt's own tensor-level IR. ONNX nodes import into
+// these ops (lib/Import/ONNX); the planner annotates them; the partitioner
+// rewrites them per rank; lib/Conversion lowers them.
+//
+// Conventions:
+//  * every operand and result is a statically shaped ranked tensor;
+//  * every op infers its result types from operands and attributes
+//    (InferTypeOpInterface); the same code is the op's shape verifier, so a
+//    wrong explicit result type is reported as "inferred type(s) ... are
+//    incompatible with return type(s)";
+//  * attributes are canonical: axes are non-negative and sorted, sizes are
+//    fully resolved (no ONNX -1 / 0 placeholders), per-op defaults filled in;
+//  * assembly is uniform: `dopt.op %a, %b {attrs} : (types) -> types`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_DIALECT_DOPT_IR_DOPTOPS_TD
+#define DISTOPT_DIALECT_DOPT_IR_DOPTOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Dialect
+//===----------------------------------------------------------------------===//
+
+def Dopt_Dialect : Dialect {
+  let name = "dopt";
+  let cppNamespace = "::distopt::dopt";
+  let summary = "distopt's tensor-level dialect (imported ONNX graphs)";
+  let description = [{
+    Ops on statically shaped tensors with ONNX semantics made explicit:
+    broadcasting, axes and sizes are resolved at import so that every op's
+    result type follows from its operands and attributes. Weights are
+    `dopt.weight` references to external storage (the ONNX file or its
+    external-data file), never inline data.
+  }];
+  let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 0;
+  let useDefaultTypePrinterParser = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Dopt_FloatElt : AnyTypeOf<[F16, BF16, F32, F64]>;
+def Dopt_IntElt : AnyTypeOf<[I1, I8, I16, I32, I64, UI8]>;
+def Dopt_AnyElt : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8]>;
+
+def Dopt_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I1, I8, I16, I32,
+                                       I64, UI8]>;
+def Dopt_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
+def Dopt_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16,
+                                              I32, I64, UI8]>;
+def Dopt_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Dopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Dopt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dopt_Dialect, mnemonic,
+         !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// Elementwise unary op whose result has the operand's type.
+class Dopt_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : Dopt_Op<mnemonic, traits> {
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$output);
+}
+
+// Elementwise binary op with multidirectional (NumPy) broadcasting.
+class Dopt_BinaryOp<string mnemonic, Type operandType, Type resultType,
+                    list<Trait> traits = []>
+    : Dopt_Op<mnemonic, traits> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs resultType:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and weights
+//===----------------------------------------------------------------------===//
+
+def Dopt_ConstantOp : Dopt_Op<"constant", [ConstantLike]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A constant given inline. Used for small constants (shape vectors, scalars,
+    masks); model weights are `dopt.weight`. `value` may be a `dense` or a
+    `dense_resource` attribute (the latter when weights are loaded with
+    `distopt import --inline-weights`).
+
+    ```mlir
+    %c = dopt.constant {value = dense<[2, 4]> : tensor<2xi64>} : () -> tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+}
+
+def Dopt_WeightOp : Dopt_Op<"weight"> {
+  let summary = "a reference to a named weight stored outside the IR";
+  let description = [{
+    A model weight (ONNX initializer). Its data lives outside the IR: in the
+    ONNX file (`location` absent; looked up by `name`) or in an external-data
+    file (`location`, `offset`, `length`, relative to the model's directory,
+    as ONNX's external-data convention has it). Nothing reads the data until
+    codegen or the runtime needs it, so a graph whose weights are absent can
+    still be imported and planned.
+
+    ```mlir
+    %w = dopt.weight {name = "fc1.weight", type = tensor<128x64xf32>}
+           : () -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, TypeAttr:$type,
+                   OptionalAttr<StrAttr>:$location,
+                   OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<I64Attr>:$length);
+  let results = (outs Dopt_Tensor:$output);
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def Dopt_AddOp : Dopt_BinaryOp<"add", Dopt_NumericTensor, Dopt_NumericTensor,
+                               [Commutative]> {
+  let summary = "elementwise addition with broadcasting";
+}
+def Dopt_SubOp : Dopt_BinaryOp<"sub", Dopt_NumericTensor, Dopt_NumericTensor> {
+  let summary = "elementwise subtraction with broadcasting";
+}
+def Dopt_MulOp : Dopt_BinaryOp<"mul", Dopt_NumericTensor, Dopt_NumericTensor,
+                               [Commutative]> {
+  let summary = "elementwise multiplication with broadcasting";
+}
+def Dopt_DivOp : Dopt_BinaryOp<"div", Dopt_NumericTensor, Dopt_NumericTensor> {
+  let summary = "elementwise division with broadcasting (integer: truncating)";
+}
+def Dopt_MaxOp : Dopt_BinaryOp<"max", Dopt_NumericTensor, Dopt_NumericTensor,
+                               [Commutative]> {
+  let summary = "elementwise maximum with broadcasting";
+}
+def Dopt_MinOp : Dopt_BinaryOp<"min", Dopt_NumericTensor, Dopt_NumericTensor,
+                               [Commutative]> {
+  let summary = "elementwise minimum with broadcasting";
+}
+def Dopt_PowOp : Dopt_Op<"pow"> {
+  let summary = "elementwise power with broadcasting";
+  let description = [{
+    `base ^ exponent`. The exponent may have another numeric element type
+    (as ONNX allows); the result has the base's element type.
+  }];
+  let arguments = (ins Dopt_NumericTensor:$lhs, Dopt_NumericTensor:$rhs);
+  let results = (outs Dopt_NumericTensor:$output);
+}
+
+def Dopt_EqualOp : Dopt_BinaryOp<"equal", Dopt_Tensor, Dopt_BoolTensor,
+                                 [Commutative]> {
+  let summary = "elementwise ==, with broadcasting; result i1";
+}
+def Dopt_LessOp : Dopt_BinaryOp<"less", Dopt_NumericTensor, Dopt_BoolTensor> {
+  let summary = "elementwise <, with broadcasting; result i1";
+}
+def Dopt_LessEqualOp : Dopt_BinaryOp<"less_equal", Dopt_NumericTensor,
+                                     Dopt_BoolTensor> {
+  let summary = "elementwise <=, with broadcasting; result i1";
+}
+def Dopt_GreaterOp : Dopt_BinaryOp<"greater", Dopt_NumericTensor,
+                                   Dopt_BoolTensor> {
+  let summary = "elementwise >, with broadcasting; result i1";
+}
+def Dopt_GreaterEqualOp : Dopt_BinaryOp<"greater_equal", Dopt_NumericTensor,
+                                        Dopt_BoolTensor> {
+  let summary = "elementwise >=, with broadcasting; result i1";
+}
+def Dopt_AndOp : Dopt_BinaryOp<"and", Dopt_BoolTensor, Dopt_BoolTensor,
+                               [Commutative]> {
+  let summary = "elementwise logical and, with broadcasting";
+}
+def Dopt_OrOp : Dopt_BinaryOp<"or", Dopt_BoolTensor, Dopt_BoolTensor,
+                              [Commutative]> {
+  let summary = "elementwise logical or, with broadcasting";
+}
+
+def Dopt_NegOp : Dopt_UnaryOp<"neg", Dopt_NumericTensor> {
+  let summary = "elementwise negation";
+  let hasFolder = 1;
+}
+def Dopt_AbsOp : Dopt_UnaryOp<"abs", Dopt_NumericTensor> {
+  let summary = "elementwise absolute value";
+}
+def Dopt_NotOp : Dopt_UnaryOp<"not", Dopt_BoolTensor> {
+  let summary = "elementwise logical not";
+}
+def Dopt_SqrtOp : Dopt_UnaryOp<"sqrt", Dopt_FloatTensor> {
+  let summary = "elementwise square root";
+}
+def Dopt_ReciprocalOp : Dopt_UnaryOp<"reciprocal", Dopt_FloatTensor> {
+  let summary = "elementwise 1/x";
+}
+def Dopt_ExpOp : Dopt_UnaryOp<"exp", Dopt_FloatTensor> {
+  let summary = "elementwise e^x";
+}
+def Dopt_LogOp : Dopt_UnaryOp<"log", Dopt_FloatTensor> {
+  let summary = "elementwise natural logarithm";
+}
+def Dopt_TanhOp : Dopt_UnaryOp<"tanh", Dopt_FloatTensor> {
+  let summary = "elementwise hyperbolic tangent";
+}
+def Dopt_SigmoidOp : Dopt_UnaryOp<"sigmoid", Dopt_FloatTensor> {
+  let summary = "elementwise logistic function 1/(1+e^-x)";
+}
+def Dopt_ErfOp : Dopt_UnaryOp<"erf", Dopt_FloatTensor> {
+  let summary = "elementwise error function";
+}
+def Dopt_ReluOp : Dopt_UnaryOp<"relu", Dopt_NumericTensor> {
+  let summary = "elementwise max(x, 0)";
+}
+def Dopt_LeakyReluOp : Dopt_Op<"leaky_relu"> {
+  let summary = "elementwise x if x >= 0 else alpha * x";
+  let arguments = (ins Dopt_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+def Dopt_GeluOp : Dopt_Op<"gelu"> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `approximate` is `"none"` (x·Φ(x), with erf) or `"tanh"` (the tanh
+    approximation), as ONNX's Gelu (opset 20).
+  }];
+  let arguments = (ins Dopt_FloatTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+def Dopt_WhereOp : Dopt_Op<"where"> {
+  let summary = "elementwise select with three-way broadcasting";
+  let arguments = (ins Dopt_BoolTensor:$condition, Dopt_Tensor:$lhs,
+                   Dopt_Tensor:$rhs);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_CastOp : Dopt_Op<"cast"> {
+  let summary = "elementwise element-type conversion";
+  let arguments = (ins Dopt_Tensor:$input, TypeAttr:$to);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and activations over an axis
+//===----------------------------------------------------------------------===//
+
+def Dopt_SoftmaxOp : Dopt_Op<"softmax"> {
+  let summary = "softmax along one axis";
+  let arguments = (ins Dopt_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+def Dopt_LogSoftmaxOp : Dopt_Op<"log_softmax"> {
+  let summary = "log of softmax along one axis";
+  let arguments = (ins Dopt_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+def Dopt_BatchNormOp : Dopt_Op<"batch_norm"> {
+  let summary = "batch normalisation, inference form";
+  let description = [{
+    `scale * (x - mean) / sqrt(var + epsilon) + bias` over channel axis 1;
+    `scale`, `bias`, `mean`, `var` are 1-D with the channel count.
+  }];
+  let arguments = (ins Dopt_FloatTensor:$input, Dopt_FloatTensor:$scale,
+                   Dopt_FloatTensor:$bias, Dopt_FloatTensor:$mean,
+                   Dopt_FloatTensor:$var, F32Attr:$epsilon);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+def Dopt_LayerNormOp : Dopt_Op<"layer_norm"> {
+  let summary = "layer normalisation over the trailing axes from `axis`";
+  let description = [{
+    Normalises over dimensions `axis..rank-1`; `scale` (and the optional
+    `bias`) broadcast to those dimensions.
+  }];
+  let arguments = (ins Dopt_FloatTensor:$input, Dopt_FloatTensor:$scale,
+                   Optional<Dopt_FloatTensor>:$bias, I64Attr:$axis,
+                   F32Attr:$epsilon);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def Dopt_MatMulOp : Dopt_Op<"matmul"> {
+  let summary = "matrix product with NumPy semantics";
+  let description = [{
+    As `numpy.matmul`: 1-D operands are promoted (and the added dimension
+    removed from the result), leading (batch) dimensions broadcast.
+  }];
+  let arguments = (ins Dopt_NumericTensor:$lhs, Dopt_NumericTensor:$rhs);
+  let results = (outs Dopt_NumericTensor:$output);
+}
+
+def Dopt_GemmOp : Dopt_Op<"gemm"> {
+  let summary = "alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    A and B are 2-D; `trans_a`/`trans_b` transpose them. The optional C
+    broadcasts to the M×N result.
+  }];
+  let arguments = (ins Dopt_NumericTensor:$a, Dopt_NumericTensor:$b,
+                   Optional<Dopt_NumericTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Dopt_NumericTensor:$output);
+}
+
+def Dopt_ConvOp : Dopt_Op<"conv"> {
+  let summary = "2-D convolution (NCHW), grouped, strided, dilated, padded";
+  let description = [{
+    input N×C×H×W, weight M×(C/group)×kH×kW, optional bias of M.
+    `pads` = [top, left, bottom, right] (ONNX order: begins then ends).
+  }];
+  let arguments = (ins Dopt_FloatTensor:$input, Dopt_FloatTensor:$weight,
+                   Optional<Dopt_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+def Dopt_MaxPoolOp : Dopt_Op<"max_pool"> {
+  let summary = "2-D max pooling (NCHW)";
+  let arguments = (ins Dopt_NumericTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+  let results = (outs Dopt_NumericTensor:$output);
+}
+
+def Dopt_AvgPoolOp : Dopt_Op<"avg_pool"> {
+  let summary = "2-D average pooling (NCHW)";
+  let arguments = (ins Dopt_FloatTensor:$input,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+def Dopt_GlobalAvgPoolOp : Dopt_Op<"global_avg_pool"> {
+  let summary = "mean over all spatial dimensions (N×C×... -> N×C×1×...)";
+  let arguments = (ins Dopt_FloatTensor:$input);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Dopt_ReduceOp<string mnemonic, Type tensorType>
+    : Dopt_Op<mnemonic> {
+  let description = [{
+    Reduces over `axes` (non-negative, sorted, unique; empty means no
+    reduction: the op is then the identity). `keepdims` keeps reduced
+    dimensions as size 1.
+  }];
+  let arguments = (ins tensorType:$input, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs tensorType:$output);
+}
+def Dopt_ReduceSumOp : Dopt_ReduceOp<"reduce_sum", Dopt_NumericTensor> {
+  let summary = "sum over axes";
+}
+def Dopt_ReduceMeanOp : Dopt_ReduceOp<"reduce_mean", Dopt_NumericTensor> {
+  let summary = "mean over axes";
+}
+def Dopt_ReduceMaxOp : Dopt_ReduceOp<"reduce_max", Dopt_NumericTensor> {
+  let summary = "maximum over axes";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Dopt_ReshapeOp : Dopt_Op<"reshape"> {
+  let summary = "reshape to a fully specified static shape";
+  let description = [{
+    ONNX Reshape, Flatten, Squeeze and Unsqueeze all import to this op, with
+    ONNX's `0` and `-1` placeholders resolved.
+  }];
+  let arguments = (ins Dopt_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_TransposeOp : Dopt_Op<"transpose"> {
+  let summary = "permute dimensions: output dim i = input dim perm[i]";
+  let arguments = (ins Dopt_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_ConcatOp : Dopt_Op<"concat"> {
+  let summary = "concatenate along an axis";
+  let arguments = (ins Variadic<Dopt_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_SplitOp : Dopt_Op<"split"> {
+  let summary = "split along an axis into pieces of the given sizes";
+  let arguments = (ins Dopt_Tensor:$input, I64Attr:$axis,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Dopt_Tensor>:$outputs);
+}
+
+def Dopt_SliceOp : Dopt_Op<"slice"> {
+  let summary = "strided slice with one (start, end, step) per dimension";
+  let description = [{
+    Every dimension has an entry. Values are normalised: for step > 0,
+    0 <= start <= end <= dim; for step < 0, -1 <= end <= start <= dim - 1
+    (end = -1 means "through index 0"). The size of dimension i is
+    ceil((end - start) / step), clamped at 0.
+  }];
+  let arguments = (ins Dopt_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_GatherOp : Dopt_Op<"gather"> {
+  let summary = "take entries along an axis (ONNX Gather)";
+  let description = [{
+    Result shape: data.shape[:axis] + indices.shape + data.shape[axis+1:].
+    Negative indices count from the end of the axis.
+  }];
+  let arguments = (ins Dopt_Tensor:$data, Dopt_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_ExpandOp : Dopt_Op<"expand"> {
+  let summary = "broadcast to a shape (ONNX Expand, bidirectional)";
+  let arguments = (ins Dopt_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Dopt_PadOp : Dopt_Op<"pad"> {
+  let summary = "pad each dimension (constant, reflect or edge)";
+  let description = [{
+    `pads` holds 2·rank non-negative values: all begins, then all ends.
+  }];
+  let arguments = (ins Dopt_Tensor:$input, DenseI64ArrayAttr:$pads,
+                   DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                   DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Dopt_Tensor:$output);
+}
+
+def Dopt_ShapeOp : Dopt_Op<"shape"> {
+  let summary = "the input's dimensions [start, end) as a 1-D i64 tensor";
+  let description = [{
+    Always folds (shapes are static); present so that exporters' shape
+    subgraphs can be expressed and folded by the canonicaliser.
+  }];
+  let arguments = (ins Dopt_Tensor:$input, I64Attr:$start, I64Attr:$end);
+  let results = (outs StaticShapeTensorOf<[I64]>:$output);
+  let hasFolder = 1;
+}
+
+#endif // DISTOPT_DIALECT_DOPT_IR_DOPTOPS_TD

@@ -1,0 +1,61 @@
+//===- Importer.h - ONNX -> dopt --------------------------------*- C++ -*-===//
+//
+// Imports an ONNX model (binary protobuf, or ONNX's textual syntax) into a
+// module holding one `func.func @main` of dopt ops. Errors are reported
+// through the MLIRContext's diagnostic engine, located at the ONNX node
+// (NameLoc of the node name fused with the model file), and the import
+// returns null. It never aborts on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_IMPORT_ONNX_IMPORTER_H
+#define DISTOPT_IMPORT_ONNX_IMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mlir {
+class MLIRContext;
+class DialectRegistry;
+} // namespace mlir
+
+namespace distopt {
+
+struct ONNXImportOptions {
+  /// Concrete shapes for graph inputs (`--shape x=32x256`).
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Values for symbolic dimensions by name (`--dim batch=32`).
+  llvm::StringMap<int64_t> symbolicDims;
+  /// Read every weight (including external data) into `dense_resource`
+  /// blobs instead of referencing it with `dopt.weight`.
+  bool inlineWeights = false;
+  /// Treat the input as ONNX's textual syntax rather than binary protobuf.
+  /// When unset, the `.onnxtxt` extension selects text.
+  std::optional<bool> textFormat;
+};
+
+/// Registers the dialects the importer produces.
+void registerONNXImportDialects(mlir::DialectRegistry &registry);
+
+/// Imports the ONNX model in `path`. External-data paths resolve relative to
+/// the model's directory.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXFile(mlir::MLIRContext &context, llvm::StringRef path,
+               const ONNXImportOptions &options);
+
+/// Imports a model held in memory; `bufferName` names it in diagnostics and
+/// external-data paths resolve relative to its directory.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXBuffer(mlir::MLIRContext &context, llvm::StringRef bytes,
+                 llvm::StringRef bufferName, const ONNXImportOptions &options);
+
+/// Parses a shape like "32x256" (or "32,256"; "" or "scalar" for rank 0).
+std::optional<llvm::SmallVector<int64_t>> parseShapeSpec(llvm::StringRef spec);
+
+} // namespace distopt
+
+#endif // DISTOPT_IMPORT_ONNX_IMPORTER_H

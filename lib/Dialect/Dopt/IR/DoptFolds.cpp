@@ -1,0 +1,462 @@
+//===- DoptFolds.cpp - constant folding for dopt ops ----------------------===//
+//
+// Folders evaluate ops whose operands are constants, so that the shape
+// arithmetic exporters emit (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape, Range, Where(Equal(...))) disappears at import and under
+// --canonicalize. Folding is limited to small results: large constant
+// computations are left for codegen rather than inflating the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace distopt;
+using namespace distopt::dopt;
+
+namespace {
+/// Largest result (in elements) a folder will materialise.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+/// A constant tensor read into host values: integers (sign-extended; i1 and
+/// ui8 zero-extended) or floats (as double).
+struct HostTensor {
+  RankedTensorType type;
+  bool isFloat = false;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+
+  int64_t size() const { return isFloat ? floats.size() : ints.size(); }
+};
+
+std::optional<HostTensor> readConstant(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  auto type = dyn_cast<RankedTensorType>(dense.getType());
+  if (!type || type.getNumElements() > kMaxFoldElements)
+    return std::nullopt;
+  HostTensor t;
+  t.type = type;
+  Type elt = type.getElementType();
+  if (isa<FloatType>(elt)) {
+    t.isFloat = true;
+    for (APFloat v : dense.getValues<APFloat>())
+      t.floats.push_back(v.convertToDouble());
+  } else if (auto it = dyn_cast<IntegerType>(elt)) {
+    bool zext = it.getWidth() == 1 || it.isUnsigned();
+    for (APInt v : dense.getValues<APInt>())
+      t.ints.push_back(zext ? (int64_t)v.getZExtValue() : v.getSExtValue());
+  } else {
+    return std::nullopt;
+  }
+  return t;
+}
+
+Attribute makeConstant(RankedTensorType type, ArrayRef<int64_t> ints,
+                       ArrayRef<double> floats) {
+  Type elt = type.getElementType();
+  if (auto ft = dyn_cast<FloatType>(elt)) {
+    SmallVector<APFloat> values;
+    for (double d : floats) {
+      APFloat v(d);
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    return DenseElementsAttr::get(type, values);
+  }
+  auto it = cast<IntegerType>(elt);
+  SmallVector<APInt> values;
+  for (int64_t v : ints)
+    values.push_back(it.getWidth() == 1
+                         ? APInt(1, v != 0)
+                         : APInt(it.getWidth(), (uint64_t)v, /*isSigned=*/true,
+                                 /*implicitTrunc=*/true));
+  return DenseElementsAttr::get(type, values);
+}
+
+Attribute makeConstant(const HostTensor &t) {
+  return makeConstant(t.type, t.ints, t.floats);
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// For each element of `outShape`, the linear index of the element of
+/// `inShape` it reads under NumPy broadcasting.
+SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> outShape,
+                                      ArrayRef<int64_t> inShape) {
+  int64_t n = 1;
+  for (int64_t d : outShape)
+    n *= d;
+  SmallVector<int64_t> inStrides = stridesOf(inShape);
+  size_t offset = outShape.size() - inShape.size();
+  SmallVector<int64_t> result(n);
+  SmallVector<int64_t> idx(outShape.size(), 0);
+  for (int64_t lin = 0; lin < n; ++lin) {
+    int64_t src = 0;
+    for (size_t i = 0; i < inShape.size(); ++i)
+      if (inShape[i] != 1)
+        src += idx[offset + i] * inStrides[i];
+    result[lin] = src;
+    for (int64_t d = (int64_t)outShape.size() - 1; d >= 0; --d) {
+      if (++idx[d] < outShape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return result;
+}
+
+/// Gathers `src` elements at `indices` into a tensor of `type`.
+HostTensor take(const HostTensor &src, RankedTensorType type,
+                ArrayRef<int64_t> indices) {
+  HostTensor out;
+  out.type = type;
+  out.isFloat = src.isFloat;
+  for (int64_t i : indices) {
+    if (src.isFloat)
+      out.floats.push_back(src.floats[i]);
+    else
+      out.ints.push_back(src.ints[i]);
+  }
+  return out;
+}
+
+/// Binary folding with broadcasting; `fi`/`ff` compute one integer/float
+/// element, `std::nullopt` means "do not fold" (e.g. division by zero).
+template <typename IntFn, typename FloatFn>
+Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr, Type resultType,
+                     IntFn fi, FloatFn ff) {
+  auto type = dyn_cast<RankedTensorType>(resultType);
+  if (!lhsAttr || !rhsAttr || !type ||
+      type.getNumElements() > kMaxFoldElements)
+    return {};
+  std::optional<HostTensor> lhs = readConstant(lhsAttr);
+  std::optional<HostTensor> rhs = readConstant(rhsAttr);
+  if (!lhs || !rhs || lhs->isFloat != rhs->isFloat)
+    return {};
+  SmallVector<int64_t> li = broadcastIndices(type.getShape(),
+                                             lhs->type.getShape());
+  SmallVector<int64_t> ri = broadcastIndices(type.getShape(),
+                                             rhs->type.getShape());
+  bool resultIsFloat = isa<FloatType>(type.getElementType());
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+  for (size_t k = 0; k < li.size(); ++k) {
+    if (lhs->isFloat) {
+      std::optional<double> v = ff(lhs->floats[li[k]], rhs->floats[ri[k]]);
+      if (!v)
+        return {};
+      if (resultIsFloat)
+        floats.push_back(*v);
+      else
+        ints.push_back((int64_t)*v);
+    } else {
+      std::optional<int64_t> v = fi(lhs->ints[li[k]], rhs->ints[ri[k]]);
+      if (!v)
+        return {};
+      ints.push_back(*v);
+    }
+  }
+  return makeConstant(type, ints, floats);
+}
+
+using OptI = std::optional<int64_t>;
+using OptF = std::optional<double>;
+} // namespace
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+OpFoldResult AddOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI { return x + y; },
+      [](double x, double y) -> OptF { return x + y; });
+}
+OpFoldResult SubOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI { return x - y; },
+      [](double x, double y) -> OptF { return x - y; });
+}
+OpFoldResult MulOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI { return x * y; },
+      [](double x, double y) -> OptF { return x * y; });
+}
+OpFoldResult DivOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI {
+        if (y == 0)
+          return std::nullopt;
+        return x / y;
+      },
+      [](double x, double y) -> OptF { return x / y; });
+}
+OpFoldResult MaxOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI { return std::max(x, y); },
+      [](double x, double y) -> OptF { return std::fmax(x, y); });
+}
+OpFoldResult MinOp::fold(FoldAdaptor a) {
+  return foldBinary(
+      a.getLhs(), a.getRhs(), getType(),
+      [](int64_t x, int64_t y) -> OptI { return std::min(x, y); },
+      [](double x, double y) -> OptF { return std::fmin(x, y); });
+}
+#define DOPT_COMPARE_FOLD(OP, EXPR)                                            \
+  OpFoldResult OP::fold(FoldAdaptor a) {                                       \
+    return foldBinary(                                                         \
+        a.getLhs(), a.getRhs(), getType(),                                     \
+        [](int64_t x, int64_t y) -> OptI { return (EXPR) ? 1 : 0; },           \
+        [](double x, double y) -> OptF { return (EXPR) ? 1.0 : 0.0; });        \
+  }
+DOPT_COMPARE_FOLD(EqualOp, x == y)
+DOPT_COMPARE_FOLD(LessOp, x < y)
+DOPT_COMPARE_FOLD(LessEqualOp, x <= y)
+DOPT_COMPARE_FOLD(GreaterOp, x > y)
+DOPT_COMPARE_FOLD(GreaterEqualOp, x >= y)
+DOPT_COMPARE_FOLD(AndOp, x && y)
+DOPT_COMPARE_FOLD(OrOp, x || y)
+#undef DOPT_COMPARE_FOLD
+
+OpFoldResult NegOp::fold(FoldAdaptor a) {
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t)
+    return {};
+  for (int64_t &v : t->ints)
+    v = -v;
+  for (double &v : t->floats)
+    v = -v;
+  return makeConstant(*t);
+}
+
+OpFoldResult WhereOp::fold(FoldAdaptor a) {
+  auto type = getType();
+  if (getLhs() == getRhs() && getLhs().getType() == type)
+    return getLhs();
+  std::optional<HostTensor> c = readConstant(a.getCondition());
+  std::optional<HostTensor> x = readConstant(a.getLhs());
+  std::optional<HostTensor> y = readConstant(a.getRhs());
+  if (!c || !x || !y || type.getNumElements() > kMaxFoldElements)
+    return {};
+  SmallVector<int64_t> ci = broadcastIndices(type.getShape(),
+                                             c->type.getShape());
+  SmallVector<int64_t> xi = broadcastIndices(type.getShape(),
+                                             x->type.getShape());
+  SmallVector<int64_t> yi = broadcastIndices(type.getShape(),
+                                             y->type.getShape());
+  HostTensor out;
+  out.type = type;
+  out.isFloat = x->isFloat;
+  for (size_t k = 0; k < ci.size(); ++k) {
+    bool pick = c->ints[ci[k]] != 0;
+    if (out.isFloat)
+      out.floats.push_back(pick ? x->floats[xi[k]] : y->floats[yi[k]]);
+    else
+      out.ints.push_back(pick ? x->ints[xi[k]] : y->ints[yi[k]]);
+  }
+  return makeConstant(out);
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType())
+    return getInput();
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t)
+    return {};
+  RankedTensorType type = getType();
+  Type to = type.getElementType();
+  HostTensor out;
+  out.type = type;
+  out.isFloat = isa<FloatType>(to);
+  unsigned width = out.isFloat ? 0 : to.getIntOrFloatBitWidth();
+  for (int64_t i = 0; i < t->size(); ++i) {
+    if (out.isFloat) {
+      out.floats.push_back(t->isFloat ? t->floats[i] : (double)t->ints[i]);
+      continue;
+    }
+    int64_t v;
+    if (t->isFloat) {
+      double d = t->floats[i];
+      if (width == 1) {
+        v = d != 0.0;
+      } else {
+        // Out-of-range float -> int conversion is undefined in ONNX; leave
+        // it to the runtime rather than folding an arbitrary value.
+        if (!std::isfinite(d) || std::fabs(d) >= 9.2e18)
+          return {};
+        v = (int64_t)d;
+      }
+    } else {
+      v = width == 1 ? t->ints[i] != 0 : t->ints[i];
+    }
+    out.ints.push_back(v);
+  }
+  return makeConstant(out);
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(a.getInput()))
+    return dense.reshape(getType());
+  // reshape(reshape(x)) -> reshape(x)
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor a) {
+  ArrayRef<int64_t> perm = getPerm();
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity &= perm[i] == (int64_t)i;
+  if (identity)
+    return getInput();
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t)
+    return {};
+  RankedTensorType type = getType();
+  SmallVector<int64_t> inStrides = stridesOf(t->type.getShape());
+  SmallVector<int64_t> indices;
+  SmallVector<int64_t> idx(perm.size(), 0);
+  for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
+    int64_t src = 0;
+    for (size_t d = 0; d < perm.size(); ++d)
+      src += idx[d] * inStrides[perm[d]];
+    indices.push_back(src);
+    for (int64_t d = (int64_t)perm.size() - 1; d >= 0; --d) {
+      if (++idx[d] < type.getDimSize(d))
+        break;
+      idx[d] = 0;
+    }
+  }
+  return makeConstant(take(*t, type, indices));
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor a) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  RankedTensorType type = getType();
+  if (type.getNumElements() > kMaxFoldElements)
+    return {};
+  SmallVector<HostTensor> parts;
+  for (Attribute attr : a.getInputs()) {
+    std::optional<HostTensor> t = readConstant(attr);
+    if (!t)
+      return {};
+    parts.push_back(std::move(*t));
+  }
+  int64_t axis = getAxis();
+  // Elements are copied in blocks: for each outer index, each part's slab.
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= type.getDimSize(i);
+  HostTensor out;
+  out.type = type;
+  out.isFloat = parts.front().isFloat;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const HostTensor &p : parts) {
+      int64_t slab = p.size() / std::max<int64_t>(outer, 1);
+      for (int64_t i = 0; i < slab; ++i) {
+        if (out.isFloat)
+          out.floats.push_back(p.floats[o * slab + i]);
+        else
+          out.ints.push_back(p.ints[o * slab + i]);
+      }
+    }
+  }
+  return makeConstant(out);
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType()) {
+    bool identity = true;
+    for (int64_t s : getSteps())
+      identity &= s == 1;
+    if (identity)
+      return getInput();
+  }
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t)
+    return {};
+  RankedTensorType type = getType();
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  SmallVector<int64_t> inStrides = stridesOf(t->type.getShape());
+  SmallVector<int64_t> indices;
+  SmallVector<int64_t> idx(type.getRank(), 0);
+  for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
+    int64_t src = 0;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      src += (starts[d] + idx[d] * steps[d]) * inStrides[d];
+    indices.push_back(src);
+    for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+      if (++idx[d] < type.getDimSize(d))
+        break;
+      idx[d] = 0;
+    }
+  }
+  return makeConstant(take(*t, type, indices));
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  std::optional<HostTensor> data = readConstant(a.getData());
+  std::optional<HostTensor> indices = readConstant(a.getIndices());
+  RankedTensorType type = getType();
+  if (!data || !indices || type.getNumElements() > kMaxFoldElements)
+    return {};
+  int64_t axis = getAxis();
+  ArrayRef<int64_t> shape = data->type.getShape();
+  int64_t outer = 1, inner = 1, dim = shape[axis];
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+  SmallVector<int64_t> src;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t index : indices->ints) {
+      if (index < -dim || index >= dim)
+        return {}; // out of range: a runtime error, not a fold
+      if (index < 0)
+        index += dim;
+      for (int64_t i = 0; i < inner; ++i)
+        src.push_back((o * dim + index) * inner + i);
+    }
+  return makeConstant(take(*data, type, src));
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType())
+    return getInput();
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(a.getInput());
+  if (dense && dense.isSplat())
+    return dense.resizeSplat(getType());
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t || getType().getNumElements() > kMaxFoldElements)
+    return {};
+  return makeConstant(take(*t, getType(),
+                           broadcastIndices(getType().getShape(),
+                                            t->type.getShape())));
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto shape = cast<RankedTensorType>(getInput().getType()).getShape();
+  ArrayRef<int64_t> dims = shape.slice(getStart(), getEnd() - getStart());
+  return DenseElementsAttr::get(getType(), dims);
+}

@@ -1,0 +1,898 @@
+//===- Importer.cpp - ONNX model -> dopt module ---------------------------===//
+//
+// The graph driver: parses the model, checks opsets and unsupported nodes up
+// front (one error listing all of them), builds `func.func @main` from the
+// graph inputs (specialising symbolic dimensions), turns initializers into
+// `dopt.weight` references (or small inline constants), imports each node
+// through the op table in OpImporters.cpp, and checks the graph outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/defs/parser.h>
+
+using namespace mlir;
+using namespace distopt;
+using namespace distopt::onnximport;
+using llvm::SmallVector;
+using llvm::StringRef;
+
+//===----------------------------------------------------------------------===//
+// Data types
+//===----------------------------------------------------------------------===//
+
+Type onnximport::convertDataType(MLIRContext *ctx, int32_t dataType) {
+  Builder b(ctx);
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::INT16:
+    return b.getI16Type();
+  case onnx::TensorProto::INT8:
+    return b.getI8Type();
+  case onnx::TensorProto::UINT8:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return {};
+  }
+}
+
+std::string onnximport::dataTypeName(int32_t dataType) {
+  if (onnx::TensorProto::DataType_IsValid(dataType))
+    return onnx::TensorProto::DataType_Name(
+        static_cast<onnx::TensorProto::DataType>(dataType));
+  return "data type " + std::to_string(dataType);
+}
+
+/// Bytes per element in ONNX's raw_data encoding (bool: one byte).
+static int64_t rawElementBytes(Type elt) {
+  return elt.isInteger(1) ? 1 : (elt.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+std::optional<SmallVector<int64_t>> distopt::parseShapeSpec(StringRef spec) {
+  SmallVector<int64_t> dims;
+  spec = spec.trim();
+  if (spec.empty() || spec == "scalar")
+    return dims;
+  SmallVector<StringRef> parts;
+  spec.split(parts, spec.contains(',') ? ',' : 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.trim().getAsInteger(10, d) || d < 0)
+      return std::nullopt;
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+void distopt::registerONNXImportDialects(DialectRegistry &registry) {
+  registry.insert<dopt::DoptDialect, func::FuncDialect>();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+namespace distopt::onnximport {
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &ctx, const onnx::ModelProto &model,
+                StringRef fileName, const ONNXImportOptions &options)
+      : ctx_(ctx), builder_(&ctx), model_(model), fileName_(fileName),
+        options_(options),
+        fileLoc_(FileLineColLoc::get(&ctx, fileName, 0, 0)) {
+    SmallString<256> dir(fileName);
+    llvm::sys::path::remove_filename(dir);
+    modelDir_ = std::string(dir.str());
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+  OpBuilder &builder() { return builder_; }
+  MLIRContext *context() { return &ctx_; }
+
+  /// The value named `name`: an imported node output, a graph input, or an
+  /// initializer (materialised on first use). Null if undefined; failure if
+  /// materialising an initializer failed (already reported).
+  FailureOr<Value> lookup(StringRef name);
+  void define(StringRef name, Value v) { values_[name] = v; }
+  bool isConsumed(StringRef name) const { return consumed_.contains(name); }
+
+  /// A tensor (initializer or Constant node value) as a Value: an inline
+  /// dense constant when small, otherwise a `dopt.weight` reference (or a
+  /// `dense_resource` constant with --inline-weights).
+  FailureOr<Value> tensorValue(const onnx::TensorProto &tensor,
+                               StringRef name, Location loc);
+
+  Location nameLoc(StringRef name) {
+    return NameLoc::get(StringAttr::get(&ctx_, name), fileLoc_);
+  }
+
+private:
+  LogicalResult checkModel();
+  LogicalResult checkSupported();
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &vi,
+                                        llvm::StringSet<> &usedShapes,
+                                        llvm::StringSet<> &usedDims,
+                                        SmallVectorImpl<std::string> &errors);
+  LogicalResult importNode(const onnx::NodeProto &node, int index);
+  FailureOr<std::vector<char>> readTensorBytes(const onnx::TensorProto &t,
+                                               RankedTensorType type,
+                                               Location loc);
+  FailureOr<std::vector<char>> readExternalBytes(const onnx::TensorProto &t,
+                                                 RankedTensorType type,
+                                                 Location loc);
+  static void eraseDeadOps(Block &block);
+
+  MLIRContext &ctx_;
+  OpBuilder builder_;
+  const onnx::ModelProto &model_;
+  std::string fileName_;
+  std::string modelDir_;
+  const ONNXImportOptions &options_;
+  Location fileLoc_;
+  int64_t opset_ = 0;
+  llvm::StringMap<int64_t> domainOpsets_;
+  llvm::StringMap<Value> values_;
+  llvm::StringMap<const onnx::TensorProto *> initializers_;
+  llvm::StringSet<> consumed_;
+};
+
+} // namespace distopt::onnximport
+
+static bool isDefaultDomain(StringRef domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+LogicalResult GraphImporter::checkModel() {
+  if (!model_.has_graph())
+    return emitError(fileLoc_)
+           << "not an ONNX model: the file holds no graph (is it empty, or "
+              "another kind of protobuf?)";
+  if (model_.ir_version() <= 0)
+    return emitError(fileLoc_) << "not an ONNX model: missing ir_version";
+  for (const onnx::OperatorSetIdProto &o : model_.opset_import()) {
+    if (isDefaultDomain(o.domain()))
+      opset_ = o.version();
+    domainOpsets_[o.domain()] = o.version();
+  }
+  if (opset_ == 0)
+    return emitError(fileLoc_)
+           << "the model imports no default-domain (ai.onnx) opset";
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return emitError(fileLoc_)
+           << "default-domain opset " << opset_
+           << " is not supported: distopt imports opsets " << kMinOpset
+           << " to " << kMaxOpset
+           << " (convert older models with onnx.version_converter)";
+  return success();
+}
+
+LogicalResult GraphImporter::checkSupported() {
+  const auto &table = opImporters();
+  std::string list;
+  int count = 0;
+  int index = 0;
+  for (const onnx::NodeProto &node : model_.graph().node()) {
+    ++index;
+    StringRef domain = node.domain();
+    if (isDefaultDomain(domain) && table.count(node.op_type()))
+      continue;
+    ++count;
+    int64_t version = isDefaultDomain(domain)
+                          ? opset_
+                          : domainOpsets_.lookup(node.domain());
+    std::string name =
+        node.name().empty() ? "#" + std::to_string(index) : node.name();
+    list += "\n  " + node.op_type() + " (domain " +
+            (domain.empty() ? std::string("ai.onnx") : node.domain()) +
+            ", opset " + std::to_string(version) + ") in node '" + name + "'";
+  }
+  if (!count)
+    return success();
+  return emitError(fileLoc_) << count << " unsupported ONNX node"
+                             << (count == 1 ? "" : "s") << ":" << list;
+}
+
+FailureOr<Value> GraphImporter::lookup(StringRef name) {
+  auto it = values_.find(name);
+  if (it != values_.end())
+    return it->second;
+  auto init = initializers_.find(name);
+  if (init == initializers_.end())
+    return Value();
+  FailureOr<Value> v = tensorValue(*init->second, name, nameLoc(name));
+  if (failed(v))
+    return failure();
+  values_[name] = *v;
+  return *v;
+}
+
+FailureOr<std::vector<char>>
+GraphImporter::readExternalBytes(const onnx::TensorProto &t,
+                                 RankedTensorType type, Location loc) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if ((kv.key() == "offset" &&
+              StringRef(kv.value()).getAsInteger(10, offset)) ||
+             (kv.key() == "length" &&
+              StringRef(kv.value()).getAsInteger(10, length)))
+      return emitError(loc) << "tensor '" << t.name() << "': external-data "
+                            << kv.key() << " '" << kv.value()
+                            << "' is not an integer";
+  }
+  SmallString<256> path(modelDir_);
+  llvm::sys::path::append(path, location);
+  int64_t need = type.getNumElements() * rawElementBytes(type.getElementType());
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, fileSize))
+    return emitError(loc) << "tensor '" << t.name()
+                          << "': cannot open external-data file '" << path
+                          << "': " << ec.message();
+  if (length < 0)
+    length = need;
+  if (length != need)
+    return emitError(loc) << "tensor '" << t.name() << "': external-data "
+                          << "length " << length << " does not match the "
+                          << need << " bytes of " << type;
+  if (offset < 0 || (uint64_t)(offset + length) > fileSize)
+    return emitError(loc) << "tensor '" << t.name() << "': bytes [" << offset
+                          << ", " << offset + length << ") lie outside '"
+                          << path << "' (" << fileSize << " bytes)";
+  auto buf = llvm::MemoryBuffer::getFileSlice(path, length, offset);
+  if (!buf)
+    return emitError(loc) << "tensor '" << t.name() << "': cannot read '"
+                          << path << "': " << buf.getError().message();
+  StringRef bytes = (*buf)->getBuffer();
+  return std::vector<char>(bytes.begin(), bytes.end());
+}
+
+FailureOr<std::vector<char>>
+GraphImporter::readTensorBytes(const onnx::TensorProto &t,
+                               RankedTensorType type, Location loc) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return readExternalBytes(t, type, loc);
+  Type elt = type.getElementType();
+  int64_t n = type.getNumElements();
+  int64_t eltBytes = rawElementBytes(elt);
+  std::vector<char> bytes;
+  if (t.has_raw_data()) {
+    if ((int64_t)t.raw_data().size() != n * eltBytes)
+      return emitError(loc) << "tensor '" << t.name() << "' has "
+                            << t.raw_data().size() << " bytes of raw data, "
+                            << "expected " << n * eltBytes << " for " << type;
+    bytes.assign(t.raw_data().begin(), t.raw_data().end());
+    return bytes;
+  }
+  auto countError = [&](int64_t got) {
+    return emitError(loc) << "tensor '" << t.name() << "' has " << got
+                          << " values, expected " << n << " for " << type;
+  };
+  auto appendAll = [&](const auto &field, auto convert) -> LogicalResult {
+    if (field.size() != n)
+      return countError(field.size());
+    bytes.resize(n * eltBytes);
+    for (int64_t i = 0; i < n; ++i) {
+      auto v = convert(field.Get(i));
+      std::memcpy(bytes.data() + i * eltBytes, &v, eltBytes);
+    }
+    return success();
+  };
+  LogicalResult ok = failure();
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    ok = appendAll(t.float_data(), [](float v) { return v; });
+    break;
+  case onnx::TensorProto::DOUBLE:
+    ok = appendAll(t.double_data(), [](double v) { return v; });
+    break;
+  case onnx::TensorProto::INT64:
+    ok = appendAll(t.int64_data(), [](int64_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT32:
+    ok = appendAll(t.int32_data(), [](int32_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    ok = appendAll(t.int32_data(), [](int32_t v) { return (uint16_t)v; });
+    break;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    ok = appendAll(t.int32_data(), [](int32_t v) { return (uint8_t)v; });
+    break;
+  default:
+    return emitError(loc) << "tensor '" << t.name() << "' has unsupported "
+                          << dataTypeName(t.data_type());
+  }
+  if (failed(ok))
+    return failure();
+  return bytes;
+}
+
+FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
+                                            StringRef name, Location loc) {
+  Type elt = convertDataType(&ctx_, t.data_type());
+  if (!elt)
+    return emitError(loc) << "tensor '" << name << "' has unsupported "
+                          << dataTypeName(t.data_type());
+  SmallVector<int64_t> dims;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return emitError(loc) << "tensor '" << name << "' has negative "
+                            << "dimension " << d;
+    dims.push_back(d);
+  }
+  auto type = RankedTensorType::get(dims, elt);
+  int64_t n = type.getNumElements();
+  bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
+  // Small tensors (scalars, shape vectors, index lists, masks) are part of
+  // the graph's logic and fold: keep them inline. Model weights stay out of
+  // the IR text.
+  bool smallLogic = n <= 1 || (isa<IntegerType>(elt) && n <= 4096);
+  if (!external && smallLogic) {
+    FailureOr<std::vector<char>> bytes = readTensorBytes(t, type, loc);
+    if (failed(bytes))
+      return failure();
+    DenseElementsAttr attr;
+    if (elt.isInteger(1)) {
+      SmallVector<bool> bits;
+      for (char c : *bytes)
+        bits.push_back(c != 0);
+      attr = DenseElementsAttr::get(type, bits);
+    } else {
+      attr = DenseElementsAttr::getFromRawBuffer(type, *bytes);
+    }
+    return dopt::ConstantOp::create(builder_, loc, attr).getResult();
+  }
+  if (options_.inlineWeights) {
+    FailureOr<std::vector<char>> bytes = readTensorBytes(t, type, loc);
+    if (failed(bytes))
+      return failure();
+    AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        *bytes, alignof(uint64_t));
+    auto attr = DenseResourceElementsAttr::get(type, name, std::move(blob));
+    return dopt::ConstantOp::create(builder_, loc, attr).getResult();
+  }
+  StringAttr location;
+  IntegerAttr offset, length;
+  if (external) {
+    std::string path;
+    int64_t off = 0, len = -1;
+    for (const onnx::StringStringEntryProto &kv : t.external_data()) {
+      if (kv.key() == "location")
+        path = kv.value();
+      else if ((kv.key() == "offset" &&
+                StringRef(kv.value()).getAsInteger(10, off)) ||
+               (kv.key() == "length" &&
+                StringRef(kv.value()).getAsInteger(10, len)))
+        return emitError(loc) << "tensor '" << name << "': external-data "
+                              << kv.key() << " '" << kv.value()
+                              << "' is not an integer";
+    }
+    if (path.empty())
+      return emitError(loc) << "tensor '" << name
+                            << "': external data without a location";
+    // ONNX's rule: the path is relative to the model and stays inside its
+    // directory.
+    if (llvm::sys::path::is_absolute(path) ||
+        llvm::is_contained(llvm::make_range(llvm::sys::path::begin(path),
+                                            llvm::sys::path::end(path)),
+                           ".."))
+      return emitError(loc) << "tensor '" << name << "': external-data path '"
+                            << path << "' must be relative to the model and "
+                            << "stay inside its directory";
+    int64_t need = n * rawElementBytes(elt);
+    if (len < 0)
+      len = need;
+    if (off < 0 || len != need)
+      return emitError(loc) << "tensor '" << name << "': external-data "
+                            << "offset " << off << " / length " << len
+                            << " do not describe the " << need
+                            << " bytes of " << type;
+    location = builder_.getStringAttr(path);
+    offset = builder_.getI64IntegerAttr(off);
+    length = builder_.getI64IntegerAttr(len);
+  } else {
+    // Check the embedded data now so that later stages can trust it.
+    int64_t have = t.has_raw_data() ? (int64_t)t.raw_data().size()
+                                    : -1;
+    if (have >= 0 && have != n * rawElementBytes(elt))
+      return emitError(loc) << "tensor '" << name << "' has " << have
+                            << " bytes of raw data, expected "
+                            << n * rawElementBytes(elt) << " for " << type;
+  }
+  return dopt::WeightOp::create(builder_, loc, builder_.getStringAttr(name),
+                                TypeAttr::get(type), location, offset, length)
+      .getResult();
+}
+
+FailureOr<RankedTensorType>
+GraphImporter::inputType(const onnx::ValueInfoProto &vi,
+                         llvm::StringSet<> &usedShapes,
+                         llvm::StringSet<> &usedDims,
+                         SmallVectorImpl<std::string> &errors) {
+  Location loc = nameLoc(vi.name());
+  if (!vi.type().has_tensor_type())
+    return emitError(loc) << "graph input '" << vi.name()
+                          << "' is not a tensor (sequences, maps and "
+                             "optionals are not supported)";
+  const onnx::TypeProto::Tensor &tt = vi.type().tensor_type();
+  Type elt = convertDataType(&ctx_, tt.elem_type());
+  if (!elt)
+    return emitError(loc) << "graph input '" << vi.name()
+                          << "' has unsupported element type "
+                          << dataTypeName(tt.elem_type());
+  auto forced = options_.inputShapes.find(vi.name());
+  if (forced != options_.inputShapes.end()) {
+    usedShapes.insert(vi.name());
+    if (tt.has_shape() && tt.shape().dim_size() != (int)forced->second.size())
+      return emitError(loc) << "--shape " << vi.name() << " has rank "
+                            << forced->second.size() << " but the input has "
+                            << "rank " << tt.shape().dim_size();
+    if (tt.has_shape())
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto &d = tt.shape().dim(i);
+        if (d.has_dim_value() && d.dim_value() != forced->second[i])
+          return emitError(loc)
+                 << "--shape " << vi.name() << " sets dimension " << i
+                 << " to " << forced->second[i] << " but the model fixes it "
+                 << "at " << d.dim_value();
+      }
+    return RankedTensorType::get(forced->second, elt);
+  }
+  if (!tt.has_shape()) {
+    errors.push_back("input '" + vi.name() +
+                     "' has no shape: give one with --shape " + vi.name() +
+                     "=AxBx...");
+    return RankedTensorType();
+  }
+  SmallVector<int64_t> dims;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto &d = tt.shape().dim(i);
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      dims.push_back(d.dim_value());
+      continue;
+    }
+    if (d.has_dim_param() && options_.symbolicDims.count(d.dim_param())) {
+      usedDims.insert(d.dim_param());
+      dims.push_back(options_.symbolicDims.lookup(d.dim_param()));
+      continue;
+    }
+    std::string what = d.has_dim_param() ? "symbolic ('" + d.dim_param() + "')"
+                                         : std::string("unknown");
+    std::string fix = d.has_dim_param() ? "--dim " + d.dim_param() + "=N or "
+                                        : std::string();
+    errors.push_back("input '" + vi.name() + "' dimension " +
+                     std::to_string(i) + " is " + what + ": specialise it " +
+                     "with " + fix + "--shape " + vi.name() + "=AxBx...");
+    dims.push_back(ShapedType::kDynamic);
+  }
+  return RankedTensorType::get(dims, elt);
+}
+
+void GraphImporter::eraseDeadOps(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (op.use_empty() && op.getDialect() &&
+        isa<dopt::DoptDialect>(op.getDialect()) && isMemoryEffectFree(&op))
+      op.erase();
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
+                                        int index) {
+  std::string name =
+      node.name().empty() ? node.op_type() + "#" + std::to_string(index)
+                          : node.name();
+  Location loc = nameLoc(name);
+  NodeContext nc(*this, node, loc, opset_);
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty())
+      continue;
+    FailureOr<Value> v = lookup(node.input(i));
+    if (failed(v))
+      return failure();
+    if (!*v)
+      return nc.error("input '" + node.input(i) +
+                      "' is not defined before this node (the graph is not "
+                      "topologically sorted, or refers to an outer scope)");
+  }
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.type() == onnx::AttributeProto::GRAPH ||
+        a.type() == onnx::AttributeProto::GRAPHS)
+      return nc.error("subgraph attribute '" + a.name() +
+                      "' is not supported");
+  if (failed(opImporters().lookup(node.op_type())(nc)))
+    return failure();
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && !values_.count(node.output(i)) &&
+        nc.outputUsed(i))
+      return nc.error("output " + std::to_string(i) + " ('" + node.output(i) +
+                      "') is not supported by distopt, but the graph uses it");
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  if (failed(checkModel()) || failed(checkSupported()))
+    return nullptr;
+  const onnx::GraphProto &graph = model_.graph();
+  for (const onnx::TensorProto &t : graph.initializer())
+    initializers_[t.name()] = &t;
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &in : node.input())
+      consumed_.insert(in);
+  for (const onnx::ValueInfoProto &out : graph.output())
+    consumed_.insert(out.name());
+
+  // Graph inputs (an input that also has an initializer is a constant).
+  SmallVector<Type> argTypes;
+  SmallVector<const onnx::ValueInfoProto *> args;
+  SmallVector<std::string> shapeErrors;
+  llvm::StringSet<> usedShapes, usedDims, inputNames;
+  for (const onnx::ValueInfoProto &vi : graph.input()) {
+    inputNames.insert(vi.name());
+    if (initializers_.count(vi.name()))
+      continue;
+    FailureOr<RankedTensorType> t =
+        inputType(vi, usedShapes, usedDims, shapeErrors);
+    if (failed(t))
+      return nullptr;
+    args.push_back(&vi);
+    argTypes.push_back(*t);
+  }
+  for (const auto &kv : options_.inputShapes)
+    if (!inputNames.contains(kv.getKey())) {
+      std::string names;
+      for (const onnx::ValueInfoProto *vi : args)
+        names += (names.empty() ? "" : ", ") + vi->name();
+      emitError(fileLoc_) << "--shape names '" << kv.getKey()
+                          << "', which is not a graph input (inputs: "
+                          << names << ")";
+      return nullptr;
+    }
+  // An unused --dim is harmless (one command line may serve several
+  // models) but may be a typo: warn.
+  for (const auto &kv : options_.symbolicDims)
+    if (!usedDims.contains(kv.getKey()))
+      emitWarning(fileLoc_) << "--dim " << kv.getKey()
+                            << " matches no symbolic dimension of the graph "
+                               "inputs";
+  if (!shapeErrors.empty()) {
+    auto diag = emitError(fileLoc_)
+                << "distopt compiles static shapes; specialise the graph's "
+                   "symbolic input dimensions:";
+    for (const std::string &e : shapeErrors)
+      diag << "\n  " << e;
+    return nullptr;
+  }
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc_);
+  module->getOperation()->setAttr("dopt.source",
+                                  builder_.getStringAttr(fileName_));
+  module->getOperation()->setAttr("dopt.opset",
+                                  builder_.getI64IntegerAttr(opset_));
+  if (!model_.producer_name().empty())
+    module->getOperation()->setAttr(
+        "dopt.producer",
+        builder_.getStringAttr(model_.producer_name() +
+                               (model_.producer_version().empty()
+                                    ? ""
+                                    : " " + model_.producer_version())));
+  builder_.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder_, nameLoc(graph.name()), "main",
+                                   builder_.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (size_t i = 0; i < args.size(); ++i) {
+    func.setArgAttr(i, "dopt.name", builder_.getStringAttr(args[i]->name()));
+    values_[args[i]->name()] = body->getArgument(i);
+  }
+  builder_.setInsertionPointToEnd(body);
+
+  int index = 0;
+  for (const onnx::NodeProto &node : graph.node())
+    if (failed(importNode(node, index++)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    Location loc = nameLoc(out.name());
+    FailureOr<Value> v = lookup(out.name());
+    if (failed(v))
+      return nullptr;
+    if (!*v) {
+      emitError(loc) << "graph output '" << out.name()
+                     << "' is not produced by any node";
+      return nullptr;
+    }
+    auto type = cast<RankedTensorType>(v->getType());
+    if (out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      Type elt = convertDataType(&ctx_, tt.elem_type());
+      if (tt.elem_type() != 0 && elt != type.getElementType()) {
+        emitError(loc) << "graph output '" << out.name() << "' is declared "
+                       << dataTypeName(tt.elem_type()) << " but computes "
+                       << type.getElementType();
+        return nullptr;
+      }
+      if (tt.has_shape()) {
+        bool rankOk = tt.shape().dim_size() == type.getRank();
+        for (int i = 0; rankOk && i < tt.shape().dim_size(); ++i) {
+          const auto &d = tt.shape().dim(i);
+          rankOk = !d.has_dim_value() || d.dim_value() == type.getDimSize(i);
+        }
+        if (!rankOk) {
+          emitError(loc) << "graph output '" << out.name()
+                         << "' is declared with a shape that does not "
+                            "match the computed "
+                         << type;
+          return nullptr;
+        }
+      }
+    }
+    results.push_back(*v);
+    resultTypes.push_back(type);
+  }
+  func::ReturnOp::create(builder_, fileLoc_, results);
+  func.setType(builder_.getFunctionType(argTypes, resultTypes));
+  for (int i = 0; i < graph.output_size(); ++i)
+    func.setResultAttr(i, "dopt.name",
+                       builder_.getStringAttr(graph.output(i).name()));
+  eraseDeadOps(*body);
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
+                         Location loc, int64_t opset)
+    : importer_(importer), node_(node), loc_(loc), opset_(opset) {}
+
+OpBuilder &NodeContext::builder() { return importer_.builder(); }
+MLIRContext *NodeContext::context() { return importer_.context(); }
+
+Value NodeContext::input(int i) const {
+  if (i >= node_.input_size() || node_.input(i).empty())
+    return {};
+  FailureOr<Value> v = importer_.lookup(node_.input(i));
+  return succeeded(v) ? *v : Value();
+}
+
+FailureOr<Value> NodeContext::requiredInput(int i) {
+  Value v = input(i);
+  if (!v) {
+    (void)error("missing required input " + std::to_string(i));
+    return failure();
+  }
+  return v;
+}
+
+RankedTensorType NodeContext::inputType(int i) const {
+  Value v = input(i);
+  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+InFlightDiagnostic NodeContext::emitError() {
+  return mlir::emitError(loc_) << "ONNX node '"
+                               << cast<NameLoc>(loc_).getName().getValue()
+                               << "' (" << node_.op_type() << "): ";
+}
+
+LogicalResult NodeContext::error(const llvm::Twine &msg) {
+  return emitError() << msg;
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
+                                                          StringRef what) {
+  Value v = input(i);
+  DenseElementsAttr attr;
+  if (v)
+    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
+      attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!attr || !isa<IntegerType>(attr.getElementType())) {
+    (void)error(what + " (input " + std::to_string(i) +
+                ") must be an integer constant after shape folding; distopt "
+                "needs it to compute static shapes");
+    return failure();
+  }
+  SmallVector<int64_t> out;
+  for (APInt x : attr.getValues<APInt>())
+    out.push_back(x.getSExtValue());
+  return out;
+}
+
+FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
+  Value v = input(i);
+  DenseElementsAttr attr;
+  if (v)
+    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
+      attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!attr || attr.getNumElements() != 1) {
+    (void)error(what + " (input " + std::to_string(i) +
+                ") must be a constant scalar");
+    return failure();
+  }
+  if (isa<FloatType>(attr.getElementType()))
+    return (*attr.getValues<APFloat>().begin()).convertToDouble();
+  APInt x = *attr.getValues<APInt>().begin();
+  return attr.getElementType().isUnsignedInteger() || x.getBitWidth() == 1
+             ? (double)x.getZExtValue()
+             : (double)x.getSExtValue();
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const onnx::AttributeProto &a : node_.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+bool NodeContext::hasAttr(StringRef name) const { return attr(name); }
+
+FailureOr<int64_t> NodeContext::intAttr(StringRef name, int64_t dflt) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::INT &&
+      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_i()))
+    return error("attribute '" + name + "' must be an int");
+  return a->i();
+}
+
+FailureOr<float> NodeContext::floatAttr(StringRef name, float dflt) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::FLOAT &&
+      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_f()))
+    return error("attribute '" + name + "' must be a float");
+  return a->f();
+}
+
+FailureOr<std::string> NodeContext::stringAttr(StringRef name,
+                                               StringRef dflt) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::string(dflt);
+  if (a->type() != onnx::AttributeProto::STRING &&
+      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_s()))
+    return error("attribute '" + name + "' must be a string");
+  return a->s();
+}
+
+FailureOr<std::optional<SmallVector<int64_t>>>
+NodeContext::intsAttr(StringRef name) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::optional<SmallVector<int64_t>>();
+  if (a->type() != onnx::AttributeProto::INTS &&
+      a->type() != onnx::AttributeProto::UNDEFINED)
+    return error("attribute '" + name + "' must be a list of ints");
+  return std::optional<SmallVector<int64_t>>(
+      SmallVector<int64_t>(a->ints().begin(), a->ints().end()));
+}
+
+bool NodeContext::outputUsed(int i) const {
+  return i < node_.output_size() && !node_.output(i).empty() &&
+         importer_.isConsumed(node_.output(i));
+}
+
+void NodeContext::setOutput(int i, Value value) {
+  if (i < node_.output_size() && !node_.output(i).empty())
+    importer_.define(node_.output(i), value);
+}
+
+FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
+                                              StringRef what) {
+  if (axis < -rank || axis >= rank) {
+    (void)error(what + " " + std::to_string(axis) +
+                " is out of range for rank " + std::to_string(rank));
+    return failure();
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+FailureOr<Value> NodeContext::tensorValue(const onnx::TensorProto &t,
+                                          StringRef name) {
+  return importer_.tensorValue(t, name, loc_);
+}
+
+Value NodeContext::constantI64(ArrayRef<int64_t> values,
+                               ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, builder().getI64Type());
+  return dopt::ConstantOp::create(builder(), loc_,
+                                  DenseElementsAttr::get(type, values));
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> distopt::importONNXBuffer(MLIRContext &context,
+                                                StringRef bytes,
+                                                StringRef bufferName,
+                                                const ONNXImportOptions &opts) {
+  context.loadDialect<dopt::DoptDialect, func::FuncDialect>();
+  Location fileLoc = FileLineColLoc::get(&context, bufferName, 0, 0);
+  bool text = opts.textFormat.value_or(bufferName.ends_with(".onnxtxt"));
+  onnx::ModelProto model;
+  if (bytes.empty()) {
+    emitError(fileLoc) << "the file is empty, not an ONNX model";
+    return nullptr;
+  }
+  if (text) {
+    std::string copy(bytes); // the parser wants a NUL-terminated string
+    onnx::OnnxParser parser(copy.c_str());
+    onnx::Common::Status status = parser.Parse(model);
+    if (!status.IsOK()) {
+      emitError(fileLoc) << "cannot parse ONNX text: "
+                         << status.ErrorMessage();
+      return nullptr;
+    }
+    // The parser accepts a graph without a model header; a model always
+    // needs an ir_version, so give the textual form the current one.
+    if (model.ir_version() == 0)
+      model.set_ir_version(onnx::IR_VERSION);
+  } else {
+    if (bytes.size() > (size_t)INT_MAX) {
+      emitError(fileLoc) << "the model file is over 2 GiB; store the weights "
+                            "as ONNX external data";
+      return nullptr;
+    }
+    if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {
+      emitError(fileLoc) << "cannot parse the ONNX protobuf: the file is "
+                            "truncated, corrupt, or not an ONNX model";
+      return nullptr;
+    }
+  }
+  GraphImporter importer(context, model, bufferName, opts);
+  return importer.run();
+}
+
+OwningOpRef<ModuleOp> distopt::importONNXFile(MLIRContext &context,
+                                              StringRef path,
+                                              const ONNXImportOptions &opts) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    emitError(FileLineColLoc::get(&context, path, 0, 0))
+        << "cannot open '" << path << "': " << buf.getError().message();
+    return nullptr;
+  }
+  return importONNXBuffer(context, (*buf)->getBuffer(), path, opts);
+}

@@ -1,0 +1,119 @@
+//===- ImporterImpl.h - ONNX importer internals -----------------*- C++ -*-===//
+//
+// Shared between the graph driver (Importer.cpp) and the per-op importers
+// (OpImporters.cpp). Not a public header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_LIB_IMPORT_ONNX_IMPORTERIMPL_H
+#define DISTOPT_LIB_IMPORT_ONNX_IMPORTERIMPL_H
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Import/ONNX/Importer.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+
+namespace distopt::onnximport {
+
+/// Lowest and highest default-domain opset the importer accepts.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+
+class GraphImporter;
+
+/// What a per-op importer sees: the node, its location, typed access to its
+/// inputs and attributes, and a way to define its outputs. Every error is
+/// reported at the node's location and names the node.
+class NodeContext {
+public:
+  NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
+              mlir::Location loc, int64_t opset);
+
+  const onnx::NodeProto &node() const { return node_; }
+  mlir::Location loc() const { return loc_; }
+  int64_t opset() const { return opset_; }
+  mlir::OpBuilder &builder();
+  mlir::MLIRContext *context();
+
+  /// Number of inputs given (trailing empty names count as given-but-empty).
+  int numInputs() const { return node_.input_size(); }
+  /// Input `i`, or a null Value when it is absent or has an empty name.
+  mlir::Value input(int i) const;
+  /// Input `i`; reports an error when it is absent.
+  mlir::FailureOr<mlir::Value> requiredInput(int i);
+  /// Input `i` as a ranked tensor type (null if absent).
+  mlir::RankedTensorType inputType(int i) const;
+
+  /// Input `i` as integer constant values. It must be a constant after shape
+  /// folding; otherwise an error explains that distopt needs it static.
+  mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,
+                                                           llvm::StringRef what);
+  /// Input `i` as a float constant scalar (any float or integer type).
+  mlir::FailureOr<double> constantScalar(int i, llvm::StringRef what);
+
+  bool hasAttr(llvm::StringRef name) const;
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  mlir::FailureOr<int64_t> intAttr(llvm::StringRef name, int64_t dflt);
+  mlir::FailureOr<float> floatAttr(llvm::StringRef name, float dflt);
+  mlir::FailureOr<std::string> stringAttr(llvm::StringRef name,
+                                          llvm::StringRef dflt);
+  /// A list-of-ints attribute; `std::nullopt` when absent.
+  mlir::FailureOr<std::optional<llvm::SmallVector<int64_t>>>
+  intsAttr(llvm::StringRef name);
+
+  /// Whether output `i` exists and something (a node or a graph output)
+  /// reads it.
+  bool outputUsed(int i) const;
+  int numOutputs() const { return node_.output_size(); }
+  /// Defines output `i` (ignored when the node does not name it).
+  void setOutput(int i, mlir::Value value);
+
+  /// Normalises `axis` (may be negative) against `rank`; error if out of range.
+  mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
+                                         llvm::StringRef what = "axis");
+
+  /// Reports "ONNX node 'name' (OpType): msg" at the node's location.
+  mlir::InFlightDiagnostic emitError();
+  mlir::LogicalResult error(const llvm::Twine &msg);
+
+  /// Builds `OpTy` and folds it when its operands are constants.
+  template <typename OpTy, typename... Args>
+  mlir::Value create(Args &&...args) {
+    return builder().createOrFold<OpTy>(loc_, std::forward<Args>(args)...);
+  }
+
+  /// A tensor attribute or initializer as a Value (see
+  /// GraphImporter::tensorValue): inline constant or weight reference.
+  mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &t,
+                                           llvm::StringRef name);
+
+  /// A dopt.constant holding `values` with element type i64.
+  mlir::Value constantI64(llvm::ArrayRef<int64_t> values,
+                          llvm::ArrayRef<int64_t> shape);
+
+private:
+  GraphImporter &importer_;
+  const onnx::NodeProto &node_;
+  mlir::Location loc_;
+  int64_t opset_;
+};
+
+using OpImporterFn = std::function<mlir::LogicalResult(NodeContext &)>;
+
+/// The table of ONNX op types (default domain) the importer supports.
+const llvm::StringMap<OpImporterFn> &opImporters();
+
+/// ONNX TensorProto data type -> MLIR element type (null if unsupported).
+mlir::Type convertDataType(mlir::MLIRContext *ctx, int32_t dataType);
+/// Name of an ONNX data type for messages ("FLOAT", "INT64", ...).
+std::string dataTypeName(int32_t dataType);
+
+} // namespace distopt::onnximport
+
+#endif // DISTOPT_LIB_IMPORT_ONNX_IMPORTERIMPL_H

@@ -1,0 +1,897 @@
+//===- OpImporters.cpp - one importer per ONNX op type --------------------===//
+//
+// Each entry maps one ONNX node (default domain, opsets 13-21) to dopt ops,
+// resolving what ONNX leaves to run time (negative axes, 0/-1 in shapes,
+// auto_pad, optional inputs, inputs that became attributes across opsets)
+// into canonical static attributes. Constant inputs fold as they are built,
+// so exporters' shape subgraphs vanish during import.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImporterImpl.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace distopt;
+using namespace distopt::onnximport;
+using llvm::SmallVector;
+using llvm::StringRef;
+
+namespace {
+
+#define TRY(var, expr)                                                         \
+  auto var##OrErr = (expr);                                                    \
+  if (failed(var##OrErr))                                                      \
+    return failure();                                                          \
+  auto var = *var##OrErr;
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult importUnary(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  nc.setOutput(0, nc.create<OpTy>(x));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult importBinary(NodeContext &nc) {
+  TRY(a, nc.requiredInput(0));
+  TRY(b, nc.requiredInput(1));
+  nc.setOutput(0, nc.create<OpTy>(a, b));
+  return success();
+}
+
+/// Max / Min / Sum-like variadic ops: a left fold of the binary op.
+template <typename OpTy>
+LogicalResult importVariadic(NodeContext &nc) {
+  TRY(acc, nc.requiredInput(0));
+  for (int i = 1; i < nc.numInputs(); ++i) {
+    TRY(next, nc.requiredInput(i));
+    acc = nc.create<OpTy>(acc, next);
+  }
+  nc.setOutput(0, acc);
+  return success();
+}
+
+LogicalResult importIdentity(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  nc.setOutput(0, x);
+  return success();
+}
+
+LogicalResult importDropout(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  if (nc.input(2)) {
+    TRY(training, nc.constantScalar(2, "training_mode"));
+    if (training != 0)
+      return nc.error("training_mode = true is not supported: distopt "
+                      "imports Dropout for inference (identity)");
+  }
+  nc.setOutput(0, x);
+  if (nc.outputUsed(1)) {
+    // In inference mode the mask keeps everything.
+    auto type = cast<RankedTensorType>(x.getType());
+    auto maskType = type.clone(nc.builder().getI1Type());
+    nc.setOutput(1, dopt::ConstantOp::create(
+                        nc.builder(), nc.loc(),
+                        DenseElementsAttr::get(maskType, true)));
+  }
+  return success();
+}
+
+LogicalResult importLeakyRelu(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(alpha, nc.floatAttr("alpha", 0.01f));
+  nc.setOutput(0, nc.create<dopt::LeakyReluOp>(
+                      x, nc.builder().getF32FloatAttr(alpha)));
+  return success();
+}
+
+LogicalResult importGelu(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(approx, nc.stringAttr("approximate", "none"));
+  if (approx != "none" && approx != "tanh")
+    return nc.error("approximate must be \"none\" or \"tanh\", got \"" +
+                    approx + "\"");
+  nc.setOutput(0, nc.create<dopt::GeluOp>(
+                      x, nc.builder().getStringAttr(approx)));
+  return success();
+}
+
+LogicalResult importWhere(NodeContext &nc) {
+  TRY(c, nc.requiredInput(0));
+  TRY(x, nc.requiredInput(1));
+  TRY(y, nc.requiredInput(2));
+  nc.setOutput(0, nc.create<dopt::WhereOp>(c, x, y));
+  return success();
+}
+
+LogicalResult importCast(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  const onnx::AttributeProto *to = nc.attr("to");
+  if (!to)
+    return nc.error("missing attribute 'to'");
+  Type elt = convertDataType(nc.context(), to->i());
+  if (!elt)
+    return nc.error("cast to " + dataTypeName(to->i()) + " is not supported");
+  nc.setOutput(0, nc.create<dopt::CastOp>(x, TypeAttr::get(elt)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, normalisation
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult importSoftmax(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(axis, nc.intAttr("axis", -1));
+  TRY(a, nc.normalizeAxis(axis, nc.inputType(0).getRank()));
+  nc.setOutput(0, nc.create<OpTy>(x, nc.builder().getI64IntegerAttr(a)));
+  return success();
+}
+
+LogicalResult importBatchNorm(NodeContext &nc) {
+  Value in[5];
+  for (int i = 0; i < 5; ++i) {
+    TRY(v, nc.requiredInput(i));
+    in[i] = v;
+  }
+  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
+  TRY(training, nc.intAttr("training_mode", 0));
+  if (training)
+    return nc.error("training_mode = 1 is not supported: distopt imports "
+                    "BatchNormalization in inference form");
+  nc.setOutput(0, nc.create<dopt::BatchNormOp>(
+                      in[0], in[1], in[2], in[3], in[4],
+                      nc.builder().getF32FloatAttr(eps)));
+  return success();
+}
+
+LogicalResult importLayerNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  TRY(axis, nc.intAttr("axis", -1));
+  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
+  TRY(a, nc.normalizeAxis(axis, nc.inputType(0).getRank()));
+  nc.setOutput(0, nc.create<dopt::LayerNormOp>(
+                      x, scale, nc.input(2), nc.builder().getI64IntegerAttr(a),
+                      nc.builder().getF32FloatAttr(eps)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul, Gemm, Conv, pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult importGemm(NodeContext &nc) {
+  TRY(a, nc.requiredInput(0));
+  TRY(b, nc.requiredInput(1));
+  TRY(alpha, nc.floatAttr("alpha", 1.0f));
+  TRY(beta, nc.floatAttr("beta", 1.0f));
+  TRY(transA, nc.intAttr("transA", 0));
+  TRY(transB, nc.intAttr("transB", 0));
+  OpBuilder &b_ = nc.builder();
+  nc.setOutput(0, nc.create<dopt::GemmOp>(
+                      a, b, nc.input(2), b_.getF32FloatAttr(alpha),
+                      b_.getF32FloatAttr(beta), b_.getBoolAttr(transA != 0),
+                      b_.getBoolAttr(transB != 0)));
+  return success();
+}
+
+/// Resolves ONNX's auto_pad into explicit [begins..., ends...] pads for a
+/// 2-D window.
+FailureOr<SmallVector<int64_t>>
+resolvePads(NodeContext &nc, ArrayRef<int64_t> inSpatial,
+            ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+            ArrayRef<int64_t> dilations) {
+  TRY(autoPad, nc.stringAttr("auto_pad", "NOTSET"));
+  TRY(padsAttr, nc.intsAttr("pads"));
+  size_t n = kernel.size();
+  if (autoPad == "NOTSET") {
+    SmallVector<int64_t> pads = padsAttr.value_or(SmallVector<int64_t>(2 * n));
+    if (pads.size() != 2 * n) {
+      (void)nc.error("pads must have " + std::to_string(2 * n) +
+                     " entries, got " + shapeStr(pads));
+      return failure();
+    }
+    return pads;
+  }
+  SmallVector<int64_t> pads(2 * n, 0);
+  if (autoPad == "VALID")
+    return pads;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER") {
+    (void)nc.error("auto_pad '" + autoPad + "' is not one of NOTSET, "
+                   "SAME_UPPER, SAME_LOWER, VALID");
+    return failure();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    int64_t out = (inSpatial[i] + strides[i] - 1) / strides[i];
+    int64_t total = std::max<int64_t>(
+        0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 -
+               inSpatial[i]);
+    int64_t small = total / 2, big = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : big;
+    pads[i + n] = autoPad == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
+                                           size_t n) {
+  TRY(v, nc.intsAttr(name));
+  if (!v)
+    return SmallVector<int64_t>(n, 1);
+  if (v->size() != n) {
+    (void)nc.error(name + " must have " + std::to_string(n) +
+                   " entries, got " + shapeStr(*v));
+    return failure();
+  }
+  return *v;
+}
+
+LogicalResult require2D(NodeContext &nc, RankedTensorType in) {
+  if (in.getRank() != 4)
+    return nc.error("only 2-D windows on 4-D (NCHW) inputs are supported, "
+                    "got input of rank " +
+                    std::to_string(in.getRank()));
+  return success();
+}
+
+LogicalResult importConv(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(w, nc.requiredInput(1));
+  RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
+  if (failed(require2D(nc, in)))
+    return failure();
+  if (wt.getRank() != 4)
+    return nc.error("weight must be 4-D, got rank " +
+                    std::to_string(wt.getRank()));
+  TRY(kernelAttr, nc.intsAttr("kernel_shape"));
+  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
+  if (kernelAttr && *kernelAttr != kernel)
+    return nc.error("kernel_shape " + shapeStr(*kernelAttr) +
+                    " does not match the weight's " + shapeStr(kernel));
+  TRY(strides, windowAttr(nc, "strides", 2));
+  TRY(dilations, windowAttr(nc, "dilations", 2));
+  TRY(group, nc.intAttr("group", 1));
+  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), kernel, strides,
+                        dilations));
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::ConvOp>(
+                      x, w, nc.input(2), b.getDenseI64ArrayAttr(strides),
+                      b.getDenseI64ArrayAttr(pads),
+                      b.getDenseI64ArrayAttr(dilations),
+                      b.getI64IntegerAttr(group)));
+  return success();
+}
+
+LogicalResult importMaxPool(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  if (failed(require2D(nc, in)))
+    return failure();
+  TRY(kernel, nc.intsAttr("kernel_shape"));
+  if (!kernel || kernel->size() != 2)
+    return nc.error("kernel_shape must have 2 entries");
+  TRY(strides, windowAttr(nc, "strides", 2));
+  TRY(dilations, windowAttr(nc, "dilations", 2));
+  TRY(ceil, nc.intAttr("ceil_mode", 0));
+  TRY(order, nc.intAttr("storage_order", 0));
+  if (order != 0)
+    return nc.error("storage_order = 1 (column-major indices) is not "
+                    "supported");
+  if (nc.outputUsed(1))
+    return nc.error("the Indices output is not supported");
+  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
+                        dilations));
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::MaxPoolOp>(
+                      x, b.getDenseI64ArrayAttr(*kernel),
+                      b.getDenseI64ArrayAttr(strides),
+                      b.getDenseI64ArrayAttr(pads),
+                      b.getDenseI64ArrayAttr(dilations),
+                      b.getBoolAttr(ceil != 0)));
+  return success();
+}
+
+LogicalResult importAveragePool(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  if (failed(require2D(nc, in)))
+    return failure();
+  TRY(kernel, nc.intsAttr("kernel_shape"));
+  if (!kernel || kernel->size() != 2)
+    return nc.error("kernel_shape must have 2 entries");
+  TRY(strides, windowAttr(nc, "strides", 2));
+  TRY(dilations, windowAttr(nc, "dilations", 2));
+  if (dilations != SmallVector<int64_t>{1, 1})
+    return nc.error("dilated average pooling is not supported");
+  TRY(ceil, nc.intAttr("ceil_mode", 0));
+  TRY(countPad, nc.intAttr("count_include_pad", 0));
+  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
+                        dilations));
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::AvgPoolOp>(
+                      x, b.getDenseI64ArrayAttr(*kernel),
+                      b.getDenseI64ArrayAttr(strides),
+                      b.getDenseI64ArrayAttr(pads), b.getBoolAttr(ceil != 0),
+                      b.getBoolAttr(countPad != 0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// `sinceInput`: the opset from which `axes` is an input, not an attribute.
+template <typename OpTy, int64_t sinceInput>
+LogicalResult importReduce(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  int64_t rank = nc.inputType(0).getRank();
+  TRY(keepdims, nc.intAttr("keepdims", 1));
+  TRY(noopEmpty, nc.intAttr("noop_with_empty_axes", 0));
+  SmallVector<int64_t> axes;
+  if (nc.opset() >= sinceInput) {
+    if (nc.hasAttr("axes"))
+      return nc.error("'axes' is an input since opset " +
+                      std::to_string(sinceInput) + ", not an attribute");
+    if (nc.input(1)) {
+      TRY(a, nc.constantInts(1, "axes"));
+      axes = a;
+    }
+  } else {
+    TRY(a, nc.intsAttr("axes"));
+    if (a)
+      axes = *a;
+  }
+  if (axes.empty() && !noopEmpty)
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  for (int64_t &a : axes) {
+    TRY(n, nc.normalizeAxis(a, rank));
+    a = n;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return nc.error("axes contain a duplicate");
+  nc.setOutput(0, nc.create<OpTy>(x, nc.builder().getDenseI64ArrayAttr(axes),
+                                  nc.builder().getBoolAttr(keepdims != 0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+Value reshape(NodeContext &nc, Value x, ArrayRef<int64_t> shape) {
+  return nc.create<dopt::ReshapeOp>(x,
+                                    nc.builder().getDenseI64ArrayAttr(shape));
+}
+
+LogicalResult importReshape(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(target, nc.constantInts(1, "shape"));
+  TRY(allowZero, nc.intAttr("allowzero", 0));
+  RankedTensorType in = nc.inputType(0);
+  SmallVector<int64_t> shape(target);
+  int64_t known = 1, inferred = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowZero) {
+      if ((int64_t)i >= in.getRank())
+        return nc.error("shape " + shapeStr(target) + " copies dimension " +
+                        std::to_string(i) + " (0), which the input " +
+                        shapeStr(in.getShape()) + " lacks");
+      shape[i] = in.getDimSize(i);
+    }
+    if (shape[i] == -1) {
+      if (inferred >= 0)
+        return nc.error("shape " + shapeStr(target) + " has more than one -1");
+      inferred = i;
+      continue;
+    }
+    if (shape[i] < 0)
+      return nc.error("shape " + shapeStr(target) + " has a negative size");
+    known *= shape[i];
+  }
+  if (inferred >= 0) {
+    if (known == 0 || in.getNumElements() % known != 0)
+      return nc.error("cannot infer the -1 in shape " + shapeStr(target) +
+                      " for input " + shapeStr(in.getShape()));
+    shape[inferred] = in.getNumElements() / known;
+  }
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  if (count != in.getNumElements())
+    return nc.error("cannot reshape " + shapeStr(in.getShape()) + " to " +
+                    shapeStr(target));
+  nc.setOutput(0, reshape(nc, x, shape));
+  return success();
+}
+
+LogicalResult importFlatten(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axisAttr, nc.intAttr("axis", 1));
+  int64_t rank = in.getRank();
+  if (axisAttr < -rank || axisAttr > rank)
+    return nc.error("axis " + std::to_string(axisAttr) +
+                    " is out of range for rank " + std::to_string(rank));
+  int64_t axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= in.getDimSize(i);
+  nc.setOutput(0, reshape(nc, x, {outer, inner}));
+  return success();
+}
+
+/// Squeeze / Unsqueeze axes: an input since opset 13.
+FailureOr<std::optional<SmallVector<int64_t>>> axesInput(NodeContext &nc) {
+  if (nc.hasAttr("axes")) {
+    (void)nc.error("'axes' is an input since opset 13, not an attribute");
+    return failure();
+  }
+  if (!nc.input(1))
+    return std::optional<SmallVector<int64_t>>();
+  TRY(axes, nc.constantInts(1, "axes"));
+  return std::optional<SmallVector<int64_t>>(axes);
+}
+
+LogicalResult importSqueeze(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axesOpt, axesInput(nc));
+  SmallVector<bool> drop(in.getRank(), false);
+  if (axesOpt) {
+    for (int64_t a : *axesOpt) {
+      TRY(n, nc.normalizeAxis(a, in.getRank()));
+      if (in.getDimSize(n) != 1)
+        return nc.error("cannot squeeze dimension " + std::to_string(n) +
+                        " of size " + std::to_string(in.getDimSize(n)));
+      drop[n] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < in.getRank(); ++i)
+      drop[i] = in.getDimSize(i) == 1;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < in.getRank(); ++i)
+    if (!drop[i])
+      shape.push_back(in.getDimSize(i));
+  nc.setOutput(0, reshape(nc, x, shape));
+  return success();
+}
+
+LogicalResult importUnsqueeze(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axesOpt, axesInput(nc));
+  if (!axesOpt)
+    return nc.error("missing required input 1 (axes)");
+  int64_t outRank = in.getRank() + axesOpt->size();
+  SmallVector<bool> inserted(outRank, false);
+  for (int64_t a : *axesOpt) {
+    TRY(n, nc.normalizeAxis(a, outRank));
+    if (inserted[n])
+      return nc.error("axes contain a duplicate");
+    inserted[n] = true;
+  }
+  SmallVector<int64_t> shape;
+  int64_t src = 0;
+  for (int64_t i = 0; i < outRank; ++i)
+    shape.push_back(inserted[i] ? 1 : in.getDimSize(src++));
+  nc.setOutput(0, reshape(nc, x, shape));
+  return success();
+}
+
+LogicalResult importTranspose(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  int64_t rank = nc.inputType(0).getRank();
+  TRY(permAttr, nc.intsAttr("perm"));
+  SmallVector<int64_t> perm;
+  if (permAttr) {
+    perm = *permAttr;
+  } else {
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  nc.setOutput(0, nc.create<dopt::TransposeOp>(
+                      x, nc.builder().getDenseI64ArrayAttr(perm)));
+  return success();
+}
+
+LogicalResult importConcat(NodeContext &nc) {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < nc.numInputs(); ++i) {
+    TRY(v, nc.requiredInput(i));
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    return nc.error("needs at least one input");
+  if (!nc.hasAttr("axis"))
+    return nc.error("missing attribute 'axis'");
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  nc.setOutput(0, nc.create<dopt::ConcatOp>(
+                      inputs, nc.builder().getI64IntegerAttr(axis)));
+  return success();
+}
+
+LogicalResult importSplit(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  int64_t dim = in.getDimSize(axis);
+  SmallVector<int64_t> sizes;
+  if (nc.hasAttr("split"))
+    return nc.error("'split' is an input since opset 13, not an attribute");
+  if (nc.input(1)) {
+    TRY(s, nc.constantInts(1, "split"));
+    sizes = s;
+    if ((int)sizes.size() != nc.numOutputs())
+      return nc.error("split has " + std::to_string(sizes.size()) +
+                      " sizes but the node has " +
+                      std::to_string(nc.numOutputs()) + " outputs");
+  } else {
+    int64_t n = nc.numOutputs();
+    if (nc.hasAttr("num_outputs")) {
+      if (nc.opset() < 18)
+        return nc.error("num_outputs exists only since opset 18");
+      TRY(numOutputs, nc.intAttr("num_outputs", n));
+      if (numOutputs != n)
+        return nc.error("num_outputs = " + std::to_string(numOutputs) +
+                        " but the node has " + std::to_string(n) + " outputs");
+    }
+    if (n <= 0)
+      return nc.error("has no outputs");
+    // Equal pieces; since opset 18 the last may be smaller.
+    int64_t piece = (dim + n - 1) / n;
+    if (nc.opset() < 18 && dim % n != 0)
+      return nc.error("dimension " + std::to_string(dim) +
+                      " does not split evenly into " + std::to_string(n));
+    for (int64_t i = 0, left = dim; i < n; ++i) {
+      sizes.push_back(std::min(piece, left));
+      left -= sizes.back();
+    }
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (total != dim)
+    return nc.error("split sizes " + shapeStr(sizes) + " do not add up to " +
+                    "dimension " + std::to_string(axis) + " (" +
+                    std::to_string(dim) + ")");
+  auto op = dopt::SplitOp::create(nc.builder(), nc.loc(), x,
+                                  nc.builder().getI64IntegerAttr(axis),
+                                  nc.builder().getDenseI64ArrayAttr(sizes));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    nc.setOutput(i, op.getResult(i));
+  return success();
+}
+
+LogicalResult importSlice(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  int64_t rank = in.getRank();
+  TRY(starts, nc.constantInts(1, "starts"));
+  TRY(ends, nc.constantInts(2, "ends"));
+  SmallVector<int64_t> axes, steps;
+  if (nc.input(3)) {
+    TRY(a, nc.constantInts(3, "axes"));
+    axes = a;
+  } else {
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  }
+  if (nc.input(4)) {
+    TRY(s, nc.constantInts(4, "steps"));
+    steps = s;
+  } else {
+    steps.assign(starts.size(), 1);
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return nc.error("starts, ends, axes and steps must have the same length");
+  SmallVector<int64_t> s(rank, 0), e(in.getShape()), st(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    TRY(axis, nc.normalizeAxis(axes[k], rank));
+    if (seen[axis])
+      return nc.error("axes contain a duplicate");
+    seen[axis] = true;
+    int64_t d = in.getDimSize(axis), step = steps[k];
+    if (step == 0)
+      return nc.error("steps must be non-zero");
+    // ONNX Slice semantics: negative indices count from the end, then
+    // clamp to [0, d] for positive steps and [-1, d-1] for negative ones.
+    auto adjust = [d](int64_t v) {
+      if (v < 0)
+        v = v < std::numeric_limits<int64_t>::min() + d ? -1 : v + d;
+      return v;
+    };
+    int64_t b = adjust(starts[k]), en = adjust(ends[k]);
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, d);
+      en = std::clamp<int64_t>(en, 0, d);
+      en = std::max(en, b);
+    } else {
+      b = std::clamp<int64_t>(b, -1, d - 1);
+      en = std::clamp<int64_t>(en, -1, d - 1);
+      en = std::min(en, b);
+    }
+    s[axis] = b;
+    e[axis] = en;
+    st[axis] = step;
+  }
+  OpBuilder &bld = nc.builder();
+  nc.setOutput(0, nc.create<dopt::SliceOp>(x, bld.getDenseI64ArrayAttr(s),
+                                           bld.getDenseI64ArrayAttr(e),
+                                           bld.getDenseI64ArrayAttr(st)));
+  return success();
+}
+
+LogicalResult importGather(NodeContext &nc) {
+  TRY(data, nc.requiredInput(0));
+  TRY(indices, nc.requiredInput(1));
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  nc.setOutput(0, nc.create<dopt::GatherOp>(
+                      data, indices, nc.builder().getI64IntegerAttr(axis)));
+  return success();
+}
+
+LogicalResult importExpand(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(shape, nc.constantInts(1, "shape"));
+  nc.setOutput(0, nc.create<dopt::ExpandOp>(
+                      x, nc.builder().getDenseI64ArrayAttr(shape)));
+  return success();
+}
+
+LogicalResult importPad(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  int64_t rank = in.getRank();
+  TRY(mode, nc.stringAttr("mode", "constant"));
+  if (mode == "wrap")
+    return nc.error("mode 'wrap' is not supported");
+  TRY(given, nc.constantInts(1, "pads"));
+  SmallVector<int64_t> axes;
+  if (nc.input(3)) {
+    TRY(a, nc.constantInts(3, "axes"));
+    axes = a;
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  if (given.size() != 2 * axes.size())
+    return nc.error("pads has " + std::to_string(given.size()) +
+                    " entries, expected " + std::to_string(2 * axes.size()));
+  SmallVector<int64_t> pads(2 * rank, 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    TRY(axis, nc.normalizeAxis(axes[k], rank));
+    pads[axis] = given[k];
+    pads[axis + rank] = given[k + axes.size()];
+  }
+  for (int64_t p : pads)
+    if (p < 0)
+      return nc.error("negative pads (cropping) are not supported: " +
+                      shapeStr(pads));
+  double value = 0.0;
+  if (nc.input(2)) {
+    TRY(v, nc.constantScalar(2, "constant_value"));
+    value = v;
+  }
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::PadOp>(x, b.getDenseI64ArrayAttr(pads),
+                                         b.getStringAttr(mode),
+                                         b.getF64FloatAttr(value)));
+  return success();
+}
+
+LogicalResult importShape(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  int64_t rank = nc.inputType(0).getRank();
+  TRY(start, nc.intAttr("start", 0));
+  TRY(end, nc.intAttr("end", rank));
+  // ONNX Shape (15+): negative values count from the end; both clamp.
+  auto clampDim = [rank](int64_t v) {
+    if (v < 0)
+      v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  start = clampDim(start);
+  end = std::max(clampDim(end), start);
+  nc.setOutput(0, nc.create<dopt::ShapeOp>(
+                      x, nc.builder().getI64IntegerAttr(start),
+                      nc.builder().getI64IntegerAttr(end)));
+  return success();
+}
+
+LogicalResult importConstant(NodeContext &nc) {
+  OpBuilder &b = nc.builder();
+  auto scalarType = [&](Type elt, ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, elt);
+  };
+  for (const onnx::AttributeProto &a : nc.node().attribute()) {
+    StringRef name = a.name();
+    Value v;
+    if (name == "value") {
+      // Named after the node output so a large constant can be found in
+      // the file later, as initializers are.
+      TRY(t, nc.tensorValue(a.t(), nc.node().output(0)));
+      v = t;
+    } else if (name == "value_float") {
+      v = dopt::ConstantOp::create(
+          b, nc.loc(),
+          DenseElementsAttr::get(scalarType(b.getF32Type(), {}), a.f()));
+    } else if (name == "value_floats") {
+      SmallVector<float> fs(a.floats().begin(), a.floats().end());
+      v = dopt::ConstantOp::create(
+          b, nc.loc(),
+          DenseElementsAttr::get(
+              scalarType(b.getF32Type(), {(int64_t)fs.size()}),
+              ArrayRef<float>(fs)));
+    } else if (name == "value_int") {
+      v = nc.constantI64({a.i()}, {});
+    } else if (name == "value_ints") {
+      SmallVector<int64_t> is(a.ints().begin(), a.ints().end());
+      v = nc.constantI64(is, {(int64_t)is.size()});
+    } else {
+      return nc.error("constant attribute '" + name + "' is not supported");
+    }
+    nc.setOutput(0, v);
+    return success();
+  }
+  return nc.error("has no value attribute");
+}
+
+LogicalResult importConstantOfShape(NodeContext &nc) {
+  TRY(shape, nc.constantInts(0, "shape"));
+  for (int64_t d : shape)
+    if (d < 0)
+      return nc.error("shape " + shapeStr(shape) + " has a negative size");
+  const onnx::AttributeProto *a = nc.attr("value");
+  OpBuilder &b = nc.builder();
+  DenseElementsAttr splat;
+  if (!a) {
+    splat = DenseElementsAttr::get(RankedTensorType::get(shape, b.getF32Type()),
+                                   0.0f);
+  } else {
+    TRY(v, nc.tensorValue(a->t(), nc.node().output(0)));
+    auto c = v.getDefiningOp<dopt::ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+    if (!dense || dense.getNumElements() != 1)
+      return nc.error("value must be a one-element tensor");
+    splat = DenseElementsAttr::get(
+        RankedTensorType::get(shape, dense.getElementType()),
+        dense.getValues<Attribute>()[0]);
+  }
+  nc.setOutput(0, dopt::ConstantOp::create(b, nc.loc(), splat));
+  return success();
+}
+
+/// Range is only ever used by exporters on shape values; distopt evaluates
+/// it at import and needs constant inputs.
+LogicalResult importRange(NodeContext &nc) {
+  TRY(start, nc.constantScalar(0, "start"));
+  TRY(limit, nc.constantScalar(1, "limit"));
+  TRY(delta, nc.constantScalar(2, "delta"));
+  if (delta == 0)
+    return nc.error("delta must be non-zero");
+  RankedTensorType t = nc.inputType(0);
+  double count = std::max(0.0, std::ceil((limit - start) / delta));
+  if (count > (1 << 24))
+    return nc.error("Range of " + std::to_string((int64_t)count) +
+                    " elements is too large to evaluate at import");
+  int64_t n = (int64_t)count;
+  auto type = RankedTensorType::get({n}, t.getElementType());
+  DenseElementsAttr attr;
+  if (auto ft = dyn_cast<FloatType>(t.getElementType())) {
+    SmallVector<APFloat> vals;
+    for (int64_t i = 0; i < n; ++i) {
+      APFloat v(start + i * delta);
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(v);
+    }
+    attr = DenseElementsAttr::get(type, vals);
+  } else {
+    unsigned width = t.getElementType().getIntOrFloatBitWidth();
+    SmallVector<APInt> vals;
+    for (int64_t i = 0; i < n; ++i)
+      vals.push_back(APInt(width, (int64_t)start + i * (int64_t)delta,
+                           /*isSigned=*/true, /*implicitTrunc=*/true));
+    attr = DenseElementsAttr::get(type, vals);
+  }
+  nc.setOutput(0, dopt::ConstantOp::create(nc.builder(), nc.loc(), attr));
+  return success();
+}
+
+} // namespace
+
+const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
+  static const llvm::StringMap<OpImporterFn> table = [] {
+    llvm::StringMap<OpImporterFn> t;
+    // Elementwise.
+    t["Add"] = importBinary<dopt::AddOp>;
+    t["Sub"] = importBinary<dopt::SubOp>;
+    t["Mul"] = importBinary<dopt::MulOp>;
+    t["Div"] = importBinary<dopt::DivOp>;
+    t["Pow"] = importBinary<dopt::PowOp>;
+    t["Max"] = importVariadic<dopt::MaxOp>;
+    t["Min"] = importVariadic<dopt::MinOp>;
+    t["Equal"] = importBinary<dopt::EqualOp>;
+    t["Less"] = importBinary<dopt::LessOp>;
+    t["LessOrEqual"] = importBinary<dopt::LessEqualOp>;
+    t["Greater"] = importBinary<dopt::GreaterOp>;
+    t["GreaterOrEqual"] = importBinary<dopt::GreaterEqualOp>;
+    t["And"] = importBinary<dopt::AndOp>;
+    t["Or"] = importBinary<dopt::OrOp>;
+    t["Neg"] = importUnary<dopt::NegOp>;
+    t["Abs"] = importUnary<dopt::AbsOp>;
+    t["Not"] = importUnary<dopt::NotOp>;
+    t["Sqrt"] = importUnary<dopt::SqrtOp>;
+    t["Reciprocal"] = importUnary<dopt::ReciprocalOp>;
+    t["Exp"] = importUnary<dopt::ExpOp>;
+    t["Log"] = importUnary<dopt::LogOp>;
+    t["Tanh"] = importUnary<dopt::TanhOp>;
+    t["Sigmoid"] = importUnary<dopt::SigmoidOp>;
+    t["Erf"] = importUnary<dopt::ErfOp>;
+    t["Relu"] = importUnary<dopt::ReluOp>;
+    t["LeakyRelu"] = importLeakyRelu;
+    t["Gelu"] = importGelu;
+    t["Identity"] = importIdentity;
+    t["Dropout"] = importDropout;
+    t["Where"] = importWhere;
+    t["Cast"] = importCast;
+    // Softmax and normalisation.
+    t["Softmax"] = importSoftmax<dopt::SoftmaxOp>;
+    t["LogSoftmax"] = importSoftmax<dopt::LogSoftmaxOp>;
+    t["BatchNormalization"] = importBatchNorm;
+    t["LayerNormalization"] = importLayerNorm;
+    // Linear algebra, convolution, pooling.
+    t["MatMul"] = importBinary<dopt::MatMulOp>;
+    t["Gemm"] = importGemm;
+    t["Conv"] = importConv;
+    t["MaxPool"] = importMaxPool;
+    t["AveragePool"] = importAveragePool;
+    t["GlobalAveragePool"] = importUnary<dopt::GlobalAvgPoolOp>;
+    // Reductions (axes became an input in opset 13 for ReduceSum, 18 for
+    // the others).
+    t["ReduceSum"] = importReduce<dopt::ReduceSumOp, 13>;
+    t["ReduceMean"] = importReduce<dopt::ReduceMeanOp, 18>;
+    t["ReduceMax"] = importReduce<dopt::ReduceMaxOp, 18>;
+    // Shapes and data movement.
+    t["Reshape"] = importReshape;
+    t["Flatten"] = importFlatten;
+    t["Squeeze"] = importSqueeze;
+    t["Unsqueeze"] = importUnsqueeze;
+    t["Transpose"] = importTranspose;
+    t["Concat"] = importConcat;
+    t["Split"] = importSplit;
+    t["Slice"] = importSlice;
+    t["Gather"] = importGather;
+    t["Expand"] = importExpand;
+    t["Pad"] = importPad;
+    t["Shape"] = importShape;
+    t["Constant"] = importConstant;
+    t["ConstantOfShape"] = importConstantOfShape;
+    t["Range"] = importRange;
+    return t;
+  }();
+  return table;
+}

@@ -1,0 +1,29 @@
+# -*- Python -*-
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "distopt"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.distopt_obj_root, "test")
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+
+config.substitutions.append(("%models", config.distopt_models_dir))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%srcroot", config.distopt_src_root))
+
+tool_dirs = [config.distopt_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["distopt", "distopt-opt"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+if os.path.exists("/usr/local/cuda/bin/nvcc"):
+    config.available_features.add("cuda")

@@ -1,0 +1,191 @@
+//===- distopt.cpp - the distopt command-line driver ----------------------===//
+//
+//   distopt import model.onnx [-o model.mlir] [--dim batch=32]
+//                             [--shape x=32x256] [--inline-weights]
+//
+// Further subcommands (plan, compile, run) arrive with the planner and the
+// code generators; each is a cl::SubCommand here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Import/ONNX/Importer.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace llvm;
+
+static cl::SubCommand importCmd("import",
+                                "Import an ONNX model into the dopt dialect");
+
+static cl::opt<std::string> importInput(cl::Positional, cl::Required,
+                                        cl::desc("<model.onnx|model.onnxtxt>"),
+                                        cl::sub(importCmd));
+static cl::opt<std::string> importOutput("o", cl::desc("Output MLIR file"),
+                                         cl::value_desc("file"),
+                                         cl::init("-"), cl::sub(importCmd));
+static cl::list<std::string>
+    importShapes("shape",
+                 cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
+                 cl::value_desc("name=AxBx..."), cl::sub(importCmd));
+static cl::list<std::string>
+    importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
+               cl::value_desc("name=N"), cl::sub(importCmd));
+static cl::opt<bool> importInlineWeights(
+    "inline-weights",
+    cl::desc("Read all weights (including external data) into the IR as "
+             "dense_resource blobs instead of referencing them"),
+    cl::sub(importCmd));
+static cl::opt<bool>
+    importText("text", cl::desc("Read ONNX's textual syntax (default for "
+                                ".onnxtxt files)"),
+               cl::sub(importCmd));
+static cl::opt<bool> importGeneric("mlir-print-generic",
+                                   cl::desc("Print ops in generic form"),
+                                   cl::sub(importCmd));
+
+namespace {
+
+/// Prints diagnostics as `file: node 'name': error: message`, the form users
+/// of an ONNX tool expect (protobuf models have no line numbers).
+void printLocation(raw_ostream &os, Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    printLocation(os, name.getChildLoc());
+    os << "'" << name.getName().getValue() << "': ";
+    return;
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    os << file.getFilename().getValue();
+    if (file.getLine() > 0)
+      os << ":" << file.getLine() << ":" << file.getColumn();
+    os << ": ";
+    return;
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    if (!fused.getLocations().empty())
+      printLocation(os, fused.getLocations().front());
+    return;
+  }
+}
+
+LogicalResult diagnosticHandler(Diagnostic &diag) {
+  raw_ostream &os = errs();
+  printLocation(os, diag.getLocation());
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    WithColor(os, raw_ostream::RED, true) << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    WithColor(os, raw_ostream::MAGENTA, true) << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    WithColor(os, raw_ostream::BLACK, true) << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
+  }
+  os << diag << "\n";
+  for (Diagnostic &note : diag.getNotes()) {
+    printLocation(os, note.getLocation());
+    os << "note: " << note << "\n";
+  }
+  return success();
+}
+
+/// Splits "key=value"; reports a usage error when malformed.
+bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
+                     StringRef &value) {
+  std::tie(key, value) = arg.split('=');
+  if (key.empty() || !arg.contains('=')) {
+    WithColor::error() << "--" << flag << " expects name=value, got '" << arg
+                       << "'\n";
+    return false;
+  }
+  return true;
+}
+
+int runImport(MLIRContext &context) {
+  distopt::ONNXImportOptions options;
+  for (StringRef arg : importShapes) {
+    StringRef name, spec;
+    if (!splitAssignment("shape", arg, name, spec))
+      return 1;
+    std::optional<SmallVector<int64_t>> dims = distopt::parseShapeSpec(spec);
+    if (!dims) {
+      WithColor::error() << "--shape " << arg
+                         << ": expected dimensions like 32x256\n";
+      return 1;
+    }
+    options.inputShapes[name] = *dims;
+  }
+  for (StringRef arg : importDims) {
+    StringRef name, value;
+    int64_t n;
+    if (!splitAssignment("dim", arg, name, value))
+      return 1;
+    if (value.getAsInteger(10, n) || n < 0) {
+      WithColor::error() << "--dim " << arg
+                         << ": expected a non-negative integer\n";
+      return 1;
+    }
+    options.symbolicDims[name] = n;
+  }
+  options.inlineWeights = importInlineWeights;
+  if (importText)
+    options.textFormat = true;
+
+  OwningOpRef<ModuleOp> module =
+      distopt::importONNXFile(context, importInput, options);
+  if (!module)
+    return 1;
+
+  std::string error;
+  auto out = mlir::openOutputFile(importOutput, &error);
+  if (!out) {
+    WithColor::error() << error << "\n";
+    return 1;
+  }
+  OpPrintingFlags flags;
+  if (importGeneric)
+    flags.printGenericOpForm();
+  module->print(out->os(), flags);
+  out->os() << "\n";
+  out->keep();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "distopt " << DISTOPT_VERSION << " (LLVM/MLIR " << LLVM_VERSION_STRING
+       << ")\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "distopt: compile ONNX models for distributed training and inference\n");
+
+  DialectRegistry registry;
+  distopt::registerONNXImportDialects(registry);
+  MLIRContext context(registry);
+  context.getDiagEngine().registerHandler(diagnosticHandler);
+
+  if (importCmd)
+    return runImport(context);
+  errs() << "distopt: no subcommand given. Try 'distopt --help'.\n";
+  return 1;
+}
