@@ -16,7 +16,7 @@ llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 
 config.substitutions.append(("%models", config.distopt_models_dir))
-config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%onnxpy", config.python_executable))
 config.substitutions.append(("%srcroot", config.distopt_src_root))
 
 tool_dirs = [config.distopt_tools_dir, config.llvm_tools_dir]
