@@ -533,7 +533,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
         a.type() == onnx::AttributeProto::GRAPHS)
       return nc.error("subgraph attribute '" + a.name() +
                       "' is not supported");
-  if (failed(opImporters().lookup(node.op_type())(nc)))
+  if (failed(opImporters().lookup(node.op_type())(nc)) || nc.hasFailed())
     return failure();
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty() && !values_.count(node.output(i)) &&
@@ -825,6 +825,29 @@ FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
     return failure();
   }
   return axis < 0 ? axis + rank : axis;
+}
+
+Value NodeContext::finishCreate(
+    OperationState &state,
+    function_ref<LogicalResult(SmallVectorImpl<Type> &)> infer) {
+  for (Value v : state.operands)
+    if (!v) {
+      failed_ = true;
+      return {};
+    }
+  SmallVector<Type> types;
+  if (mlir::failed(infer(types))) {
+    failed_ = true;
+    return {};
+  }
+  state.types.assign(types.begin(), types.end());
+  Operation *op = builder().create(state);
+  SmallVector<Value, 1> folded;
+  if (succeeded(builder().tryFold(op, folded)) && !folded.empty()) {
+    op->erase();
+    return folded.front();
+  }
+  return op->getResult(0);
 }
 
 FailureOr<Value> NodeContext::tensorValue(const onnx::TensorProto &t,

@@ -82,11 +82,28 @@ public:
   mlir::InFlightDiagnostic emitError();
   mlir::LogicalResult error(const llvm::Twine &msg);
 
-  /// Builds `OpTy` and folds it when its operands are constants.
+  /// Builds `OpTy` (arguments as for its explicit-result-type builder, minus
+  /// the type) and folds it when its operands are constants. The result type
+  /// is inferred here rather than by the op's inferring builder, which
+  /// aborts the process on failure: bad shapes in user models must be a
+  /// diagnostic at the node. On failure the error is reported, null is
+  /// returned, and the node is marked failed (later creates return null).
   template <typename OpTy, typename... Args>
   mlir::Value create(Args &&...args) {
-    return builder().createOrFold<OpTy>(loc_, std::forward<Args>(args)...);
+    if (failed_)
+      return {};
+    mlir::OperationState state(loc_, OpTy::getOperationName());
+    OpTy::build(builder(), state, mlir::Type(), std::forward<Args>(args)...);
+    return finishCreate(state, [&](llvm::SmallVectorImpl<mlir::Type> &types) {
+      return OpTy::inferReturnTypes(
+          context(), loc_, mlir::ValueRange(state.operands),
+          state.attributes.getDictionary(context()), state.getRawProperties(),
+          state.regions, types);
+    });
   }
+
+  /// Whether an op of this node failed to build (error already reported).
+  bool hasFailed() const { return failed_; }
 
   /// A tensor attribute or initializer as a Value (see
   /// GraphImporter::tensorValue): inline constant or weight reference.
@@ -98,10 +115,16 @@ public:
                           llvm::ArrayRef<int64_t> shape);
 
 private:
+  mlir::Value finishCreate(
+      mlir::OperationState &state,
+      llvm::function_ref<mlir::LogicalResult(llvm::SmallVectorImpl<mlir::Type> &)>
+          infer);
+
   GraphImporter &importer_;
   const onnx::NodeProto &node_;
   mlir::Location loc_;
   int64_t opset_;
+  bool failed_ = false;
 };
 
 using OpImporterFn = std::function<mlir::LogicalResult(NodeContext &)>;
