@@ -150,6 +150,7 @@ private:
   FailureOr<std::vector<char>> readExternalBytes(const onnx::TensorProto &t,
                                                  RankedTensorType type,
                                                  Location loc);
+  /// Merges duplicate constants and erases unused dopt ops.
   static void eraseDeadOps(Block &block);
 
   MLIRContext &ctx_;
@@ -504,6 +505,21 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
 }
 
 void GraphImporter::eraseDeadOps(Block &block) {
+  // Exporters repeat the same scalar constants (2.0 for Pow, epsilons, 0.5
+  // for GELU, ...); keep the first of each. All ops share one block, so the
+  // first dominates every later use.
+  llvm::DenseMap<std::pair<Attribute, Type>, Value> constants;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto c = dyn_cast<dopt::ConstantOp>(op);
+    if (!c)
+      continue;
+    auto [it, inserted] =
+        constants.try_emplace({c.getValueAttr(), c.getType()}, c.getResult());
+    if (!inserted) {
+      c.getResult().replaceAllUsesWith(it->second);
+      c.erase();
+    }
+  }
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
     if (op.use_empty() && op.getDialect() &&
         isa<dopt::DoptDialect>(op.getDialect()) && isMemoryEffectFree(&op))
