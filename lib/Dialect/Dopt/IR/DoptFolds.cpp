@@ -173,6 +173,29 @@ Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr, Type resultType,
 
 using OptI = std::optional<int64_t>;
 using OptF = std::optional<double>;
+
+/// Two's-complement wrapping arithmetic on the sign-extended values (signed
+/// overflow is undefined in C++); makeConstant truncates to the element width.
+int64_t wrapAdd(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x + (uint64_t)y);
+}
+int64_t wrapSub(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x - (uint64_t)y);
+}
+int64_t wrapMul(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x * (uint64_t)y);
+}
+
+/// Whether the float `d`, truncated toward zero, is a value of `type` (not i1).
+bool fitsInteger(double d, IntegerType type) {
+  if (!std::isfinite(d))
+    return false;
+  double t = std::trunc(d);
+  unsigned width = type.getWidth();
+  if (type.isUnsigned())
+    return t >= 0.0 && t < std::ldexp(1.0, width);
+  return t >= -std::ldexp(1.0, width - 1) && t < std::ldexp(1.0, width - 1);
+}
 } // namespace
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
@@ -180,26 +203,32 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
 OpFoldResult AddOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI { return x + y; },
+      [](int64_t x, int64_t y) -> OptI { return wrapAdd(x, y); },
       [](double x, double y) -> OptF { return x + y; });
 }
 OpFoldResult SubOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI { return x - y; },
+      [](int64_t x, int64_t y) -> OptI { return wrapSub(x, y); },
       [](double x, double y) -> OptF { return x - y; });
 }
 OpFoldResult MulOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI { return x * y; },
+      [](int64_t x, int64_t y) -> OptI { return wrapMul(x, y); },
       [](double x, double y) -> OptF { return x * y; });
 }
 OpFoldResult DivOp::fold(FoldAdaptor a) {
+  // The most negative signed value divided by -1 overflows (for i64 it traps
+  // on x86); like division by zero, it is left to the runtime.
+  int64_t minValue = 0;
+  if (auto it = dyn_cast<IntegerType>(getType().getElementType()))
+    if (!it.isUnsigned())
+      minValue = APInt::getSignedMinValue(it.getWidth()).getSExtValue();
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI {
-        if (y == 0)
+      [minValue](int64_t x, int64_t y) -> OptI {
+        if (y == 0 || (y == -1 && x == minValue && minValue != 0))
           return std::nullopt;
         return x / y;
       },
@@ -238,7 +267,7 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
   if (!t)
     return {};
   for (int64_t &v : t->ints)
-    v = -v;
+    v = wrapSub(0, v);
   for (double &v : t->floats)
     v = -v;
   return makeConstant(*t);
@@ -251,7 +280,10 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> c = readConstant(a.getCondition());
   std::optional<HostTensor> x = readConstant(a.getLhs());
   std::optional<HostTensor> y = readConstant(a.getRhs());
-  if (!c || !x || !y || type.getNumElements() > kMaxFoldElements)
+  // The importer folds ops before the module is verified: check the types
+  // the code below relies on rather than trust the ODS constraints.
+  if (!c || !x || !y || c->isFloat || x->isFloat != y->isFloat ||
+      type.getNumElements() > kMaxFoldElements)
     return {};
   SmallVector<int64_t> ci = broadcastIndices(type.getShape(),
                                              c->type.getShape());
@@ -283,7 +315,8 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
   HostTensor out;
   out.type = type;
   out.isFloat = isa<FloatType>(to);
-  unsigned width = out.isFloat ? 0 : to.getIntOrFloatBitWidth();
+  auto intType = dyn_cast<IntegerType>(to);
+  unsigned width = intType ? intType.getWidth() : 0;
   for (int64_t i = 0; i < t->size(); ++i) {
     if (out.isFloat) {
       out.floats.push_back(t->isFloat ? t->floats[i] : (double)t->ints[i]);
@@ -297,7 +330,7 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
       } else {
         // Out-of-range float -> int conversion is undefined in ONNX; leave
         // it to the runtime rather than folding an arbitrary value.
-        if (!std::isfinite(d) || std::fabs(d) >= 9.2e18)
+        if (!fitsInteger(d, intType))
           return {};
         v = (int64_t)d;
       }
@@ -312,8 +345,11 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
 OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
   if (getInput().getType() == getType())
     return getInput();
+  // A reshaped copy of a large constant is not materialised (as for the
+  // other folders); a splat costs nothing.
   if (auto dense = dyn_cast_or_null<DenseElementsAttr>(a.getInput()))
-    return dense.reshape(getType());
+    if (dense.isSplat() || dense.getNumElements() <= kMaxFoldElements)
+      return dense.reshape(getType());
   // reshape(reshape(x)) -> reshape(x)
   if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
     getInputMutable().assign(inner.getInput());
@@ -419,7 +455,9 @@ OpFoldResult GatherOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> data = readConstant(a.getData());
   std::optional<HostTensor> indices = readConstant(a.getIndices());
   RankedTensorType type = getType();
-  if (!data || !indices || type.getNumElements() > kMaxFoldElements)
+  // (Float indices are possible in an unverified op, see WhereOp::fold.)
+  if (!data || !indices || indices->isFloat ||
+      type.getNumElements() > kMaxFoldElements)
     return {};
   int64_t axis = getAxis();
   ArrayRef<int64_t> shape = data->type.getShape();

@@ -96,6 +96,14 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s;
 }
 
+/// The element types of Dopt_Tensor (DoptOps.td).
+bool isDoptElementType(Type t) {
+  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isInteger(1) ||
+         t.isSignlessInteger(8) || t.isSignlessInteger(16) ||
+         t.isSignlessInteger(32) || t.isSignlessInteger(64) ||
+         t.isUnsignedInteger(8);
+}
+
 LogicalResult requireOperandTypes(const Failer &fail, ValueRange operands) {
   for (Value v : operands)
     if (!tensorType(v))
@@ -222,9 +230,11 @@ LogicalResult inferAxisOp(const Failer &fail, Value input, IntegerAttr axis,
   return success();
 }
 
-/// `norm` (scale or bias of a normalisation) must broadcast to `target`.
+/// `norm` (scale or bias of a normalisation, gemm's C) must broadcast
+/// (unidirectionally) to `target`, which the message calls `targetName`.
 LogicalResult checkBroadcastsTo(const Failer &fail, Value norm,
-                                ArrayRef<int64_t> target, StringRef what) {
+                                ArrayRef<int64_t> target, StringRef what,
+                                StringRef targetName = "the normalised shape") {
   RankedTensorType t = tensorType(norm);
   if (!t)
     return fail(what + " must be a ranked tensor");
@@ -235,9 +245,8 @@ LogicalResult checkBroadcastsTo(const Failer &fail, Value norm,
     ok = d == 1 || d == target[target.size() - 1 - i];
   }
   if (!ok)
-    return fail(what + " of type " + typeStr(t) +
-                " does not broadcast to the normalised shape " +
-                shapeStr(target));
+    return fail(what + " of type " + typeStr(t) + " does not broadcast to " +
+                targetName + " " + shapeStr(target));
   return success();
 }
 } // namespace
@@ -273,6 +282,8 @@ LogicalResult WeightOp::inferReturnTypes(MLIRContext *,
       typeAttr ? dyn_cast<RankedTensorType>(typeAttr.getValue()) : nullptr;
   if (!type || !type.hasStaticShape())
     return fail("type must be a statically shaped tensor type");
+  if (!isDoptElementType(type.getElementType()))
+    return fail("type " + typeStr(type) + " does not have a dopt element type");
   if (!adaptor.getNameAttr() || adaptor.getName().empty())
     return fail("requires a non-empty name");
   if (adaptor.getLocationAttr()) {
@@ -396,12 +407,8 @@ LogicalResult CastOp::inferReturnTypes(MLIRContext *,
   if (!in || !adaptor.getToAttr())
     return fail("needs a ranked tensor operand and a 'to' type");
   Type to = adaptor.getTo();
-  if (!to.isF16() && !to.isBF16() && !to.isF32() && !to.isF64() &&
-      !to.isInteger(1) && !to.isSignlessInteger(8) &&
-      !to.isSignlessInteger(16) && !to.isSignlessInteger(32) &&
-      !to.isSignlessInteger(64) && !to.isUnsignedInteger(8))
-    return fail("cannot cast to " + typeStr(to) +
-                ": not a dopt element type");
+  if (!isDoptElementType(to))
+    return fail("cannot cast to " + typeStr(to) + ": not a dopt element type");
   out.push_back(in.clone(to));
   return success();
 }
@@ -468,12 +475,18 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   if (failed(checkAxis(fail, axis, in.getRank())))
     return failure();
   ArrayRef<int64_t> normalized = in.getShape().drop_front(axis);
-  if (failed(checkBroadcastsTo(fail, adaptor.getScale(), normalized,
-                               "scale")))
-    return failure();
-  if (adaptor.getBias() &&
-      failed(checkBroadcastsTo(fail, adaptor.getBias(), normalized, "bias")))
-    return failure();
+  const char *names[] = {"scale", "bias"};
+  Value params[] = {adaptor.getScale(), adaptor.getBias()};
+  for (int i = 0; i < 2; ++i) {
+    if (!params[i])
+      continue;
+    if (failed(checkBroadcastsTo(fail, params[i], normalized, names[i])))
+      return failure();
+    Type elt = tensorType(params[i]).getElementType();
+    if (elt != in.getElementType())
+      return fail(Twine(names[i]) + " element type " + typeStr(elt) +
+                  " differs from the input's " + typeStr(in.getElementType()));
+  }
   out.push_back(in);
   return success();
 }
@@ -549,7 +562,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
     if (ct.getElementType() != a.getElementType())
       return fail("C element type differs from A's");
     int64_t mn[2] = {m, n};
-    if (failed(checkBroadcastsTo(fail, c, mn, "C")))
+    if (failed(checkBroadcastsTo(fail, c, mn, "C", "the result shape")))
       return failure();
   }
   out.push_back(RankedTensorType::get({m, n}, a.getElementType()));
@@ -570,6 +583,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                 typeStr(in) + " and " + typeStr(w));
   if (in.getElementType() != w.getElementType())
     return fail("input and weight element types differ");
+  if (w.getDimSize(2) <= 0 || w.getDimSize(3) <= 0)
+    return fail("weight " + typeStr(w) + " has an empty kernel");
   if (!adaptor.getGroupAttr() || !adaptor.getStridesAttr() ||
       !adaptor.getPadsAttr() || !adaptor.getDilationsAttr())
     return fail("requires strides, pads, dilations and group");
@@ -593,6 +608,9 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     if (bt.getRank() != 1 || bt.getDimSize(0) != m)
       return fail("bias must be 1-D with " + Twine(m) + " entries, got " +
                   typeStr(bt));
+    if (bt.getElementType() != in.getElementType())
+      return fail("bias element type " + typeStr(bt.getElementType()) +
+                  " differs from the input's " + typeStr(in.getElementType()));
   }
   SmallVector<int64_t> shape = {in.getDimSize(0), m};
   for (int i = 0; i < 2; ++i) {
