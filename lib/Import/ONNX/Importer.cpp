@@ -858,6 +858,13 @@ Value NodeContext::finishCreate(
   }
   state.types.assign(types.begin(), types.end());
   Operation *op = builder().create(state);
+  // Full verification (ODS constraints too: element types, attribute kinds)
+  // before folding: the folders trust a verified op.
+  if (mlir::failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+    op->erase();
+    failed_ = true;
+    return {};
+  }
   SmallVector<Value, 1> folded;
   if (succeeded(builder().tryFold(op, folded)) && !folded.empty()) {
     op->erase();

@@ -732,3 +732,18 @@ func.func @no_folder() -> (tensor<2xf32>, tensor<2xf32>, tensor<1xf32>, tensor<4
 // LARGE-NEXT: dopt.neg %[[C]]
 // LARGE-NEXT: dopt.slice %[[C]]
 // LARGE-NEXT: return
+
+// -----
+
+// Float max/min fold with NaN propagation (as ONNX, NumPy and the lowering
+// through arith.maximumf/minimumf do).
+// CHECK-LABEL: func.func @max_min_nan
+// CHECK-DAG: dopt.constant {value = dense<[0x7FF8000000000000, 3.000000e+00]> : tensor<2xf64>}
+// CHECK-DAG: dopt.constant {value = dense<[0x7FF8000000000000, 1.000000e+00]> : tensor<2xf64>}
+func.func @max_min_nan() -> (tensor<2xf64>, tensor<2xf64>) {
+  %a = dopt.constant {value = dense<[0x7FF8000000000000, 1.0]> : tensor<2xf64>} : () -> tensor<2xf64>
+  %b = dopt.constant {value = dense<[2.0, 3.0]> : tensor<2xf64>} : () -> tensor<2xf64>
+  %0 = dopt.max %a, %b : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %1 = dopt.min %a, %b : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  return %0, %1 : tensor<2xf64>, tensor<2xf64>
+}

@@ -2,7 +2,7 @@
 //
 // Folders evaluate ops whose operands are constants, so that the shape
 // arithmetic exporters emit (Shape -> Gather -> Unsqueeze -> Concat ->
-// Reshape, Range, Where(Equal(...))) disappears at import and under
+// Reshape, Where(Equal(...))) disappears at import and under
 // --canonicalize. Folding is limited to small results: large constant
 // computations are left for codegen rather than inflating the IR.
 //
@@ -238,13 +238,18 @@ OpFoldResult MaxOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
       [](int64_t x, int64_t y) -> OptI { return std::max(x, y); },
-      [](double x, double y) -> OptF { return std::fmax(x, y); });
+      [](double x, double y) -> OptF {
+        // NaN propagates, as in ONNX/NumPy maximum and arith.maximumf.
+        return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
+      });
 }
 OpFoldResult MinOp::fold(FoldAdaptor a) {
   return foldBinary(
       a.getLhs(), a.getRhs(), getType(),
       [](int64_t x, int64_t y) -> OptI { return std::min(x, y); },
-      [](double x, double y) -> OptF { return std::fmin(x, y); });
+      [](double x, double y) -> OptF {
+        return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
+      });
 }
 #define DOPT_COMPARE_FOLD(OP, EXPR)                                            \
   OpFoldResult OP::fold(FoldAdaptor a) {                                       \
