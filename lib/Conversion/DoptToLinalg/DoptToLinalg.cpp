@@ -1,0 +1,1556 @@
+//===- DoptToLinalg.cpp - dopt -> linalg/tensor/arith/math ----------------===//
+//
+// Lowers every dopt op to destination-style tensor code. See the pass
+// description in include/distopt/Conversion/Passes.td.
+//
+// Conventions:
+//  * values are converted with a TypeConverter that makes ui8 signless; the
+//    original (dopt) element types decide signedness of the arithmetic;
+//  * f16/bf16 arithmetic is computed in f32 inside the loop body and rounded
+//    once per op, as ONNX Runtime's CPU kernels do;
+//  * every elementwise op is one linalg.generic whose operand maps encode
+//    NumPy broadcasting, so elementwise fusion can merge chains;
+//  * reductions produce keepdims-shaped tensors, so their consumers broadcast
+//    with the same right-aligned rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Conversion/Passes.h"
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+namespace distopt {
+#define GEN_PASS_DEF_CONVERTDOPTTOLINALGPASS
+#include "distopt/Conversion/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+namespace dopt = distopt::dopt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+Type signlessElement(Type t) {
+  if (auto it = dyn_cast<IntegerType>(t); it && !it.isSignless())
+    return IntegerType::get(t.getContext(), it.getWidth());
+  return t;
+}
+
+/// Whether integer arithmetic on the original dopt element type is unsigned.
+bool isUnsignedElt(Type origElt) {
+  return origElt.isUnsignedInteger() || origElt.isInteger(1);
+}
+
+bool isLowPrecisionFloat(Type t) { return t.isF16() || t.isBF16(); }
+
+RankedTensorType tensorTypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Scalar emission (inside linalg bodies)
+//===----------------------------------------------------------------------===//
+
+Value scalarConstant(OpBuilder &b, Location loc, Type t, double v) {
+  if (auto ft = dyn_cast<FloatType>(t))
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, v));
+  return arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(t, APInt(t.getIntOrFloatBitWidth(), (int64_t)v,
+                                        /*isSigned=*/true,
+                                        /*implicitTrunc=*/true)));
+}
+
+/// Lowest value of a type (-inf for floats): the identity of max.
+Value lowestValue(OpBuilder &b, Location loc, Type t, bool isUnsigned) {
+  if (auto ft = dyn_cast<FloatType>(t))
+    return arith::ConstantOp::create(
+        b, loc,
+        b.getFloatAttr(ft, APFloat::getInf(ft.getFloatSemantics(), true)));
+  unsigned w = t.getIntOrFloatBitWidth();
+  APInt v = isUnsigned ? APInt::getMinValue(w) : APInt::getSignedMinValue(w);
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(t, v));
+}
+
+/// Extends f16/bf16 to f32 for computation.
+Value widen(OpBuilder &b, Location loc, Value x) {
+  if (isLowPrecisionFloat(x.getType()))
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+  return x;
+}
+
+/// Rounds a computed value back to the storage element type.
+Value narrow(OpBuilder &b, Location loc, Value x, Type elt) {
+  if (x.getType() != elt && isa<FloatType>(elt))
+    return arith::TruncFOp::create(b, loc, elt, x);
+  return x;
+}
+
+/// Converts a scalar between element types (signless values; `from`/`to`
+/// are the original dopt element types, which carry signedness).
+Value convertScalar(OpBuilder &b, Location loc, Value x, Type from, Type to) {
+  Type toS = signlessElement(to);
+  if (from == to)
+    return x;
+  bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(to);
+  if (to.isInteger(1)) {
+    if (fromFloat)
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
+                                   scalarConstant(b, loc, from, 0.0));
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                 scalarConstant(b, loc, x.getType(), 0));
+  }
+  if (fromFloat && toFloat) {
+    if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth() ||
+        (from.isF16() && to.isBF16()) || (from.isBF16() && to.isF16())) {
+      if ((from.isF16() && to.isBF16()) || (from.isBF16() && to.isF16()))
+        return arith::TruncFOp::create(
+            b, loc, toS, arith::ExtFOp::create(b, loc, b.getF32Type(), x));
+      return arith::ExtFOp::create(b, loc, toS, x);
+    }
+    return arith::TruncFOp::create(b, loc, toS, x);
+  }
+  if (!fromFloat && toFloat) {
+    if (isUnsignedElt(from))
+      return arith::UIToFPOp::create(b, loc, toS, x);
+    return arith::SIToFPOp::create(b, loc, toS, x);
+  }
+  if (fromFloat && !toFloat) {
+    if (to.isUnsignedInteger())
+      return arith::FPToUIOp::create(b, loc, toS, x);
+    return arith::FPToSIOp::create(b, loc, toS, x);
+  }
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  if (fw == tw)
+    return x; // i8 <-> ui8: same bits
+  if (fw > tw)
+    return arith::TruncIOp::create(b, loc, toS, x);
+  if (isUnsignedElt(from))
+    return arith::ExtUIOp::create(b, loc, toS, x);
+  return arith::ExtSIOp::create(b, loc, toS, x);
+}
+
+enum class BinKind { Add, Sub, Mul, Div, Max, Min, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+
+/// One elementwise binary op on scalars of original element type `elt`.
+Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
+                 Type elt, Type rhsElt) {
+  bool isFloat = isa<FloatType>(elt);
+  bool isUns = isUnsignedElt(elt);
+  if (k == BinKind::Pow) {
+    if (isFloat) {
+      Value base = widen(b, loc, l);
+      Value exp = isa<FloatType>(rhsElt)
+                      ? widen(b, loc, r)
+                      : convertScalar(b, loc, r, rhsElt, base.getType());
+      if (exp.getType() != base.getType())
+        exp = convertScalar(b, loc, exp, exp.getType(), base.getType());
+      return narrow(b, loc, math::PowFOp::create(b, loc, base, exp), elt);
+    }
+    Value exp = isa<FloatType>(rhsElt)
+                    ? convertScalar(b, loc, r, rhsElt, elt)
+                    : convertScalar(b, loc, r, rhsElt, elt);
+    return math::IPowIOp::create(b, loc, l, exp);
+  }
+  if (isFloat) {
+    Value x = widen(b, loc, l), y = widen(b, loc, r);
+    Value v;
+    switch (k) {
+    case BinKind::Add:
+      v = arith::AddFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Sub:
+      v = arith::SubFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Mul:
+      v = arith::MulFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Div:
+      v = arith::DivFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Max:
+      v = arith::MaximumFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Min:
+      v = arith::MinimumFOp::create(b, loc, x, y);
+      break;
+    case BinKind::Eq:
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, y);
+    case BinKind::Lt:
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, y);
+    case BinKind::Le:
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE, x, y);
+    case BinKind::Gt:
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
+    case BinKind::Ge:
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, x, y);
+    default:
+      llvm_unreachable("not a float op");
+    }
+    return narrow(b, loc, v, elt);
+  }
+  switch (k) {
+  case BinKind::Add:
+    return arith::AddIOp::create(b, loc, l, r);
+  case BinKind::Sub:
+    return arith::SubIOp::create(b, loc, l, r);
+  case BinKind::Mul:
+    return arith::MulIOp::create(b, loc, l, r);
+  case BinKind::Div:
+    // Division by zero is undefined in ONNX; make it 0 rather than a trap.
+    {
+      Value zero = scalarConstant(b, loc, l.getType(), 0);
+      Value one = scalarConstant(b, loc, l.getType(), 1);
+      Value isZero =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, r, zero);
+      Value safe = arith::SelectOp::create(b, loc, isZero, one, r);
+      Value q = isUns ? (Value)arith::DivUIOp::create(b, loc, l, safe)
+                      : (Value)arith::DivSIOp::create(b, loc, l, safe);
+      return arith::SelectOp::create(b, loc, isZero, zero, q);
+    }
+  case BinKind::Max:
+    return isUns ? (Value)arith::MaxUIOp::create(b, loc, l, r)
+                 : (Value)arith::MaxSIOp::create(b, loc, l, r);
+  case BinKind::Min:
+    return isUns ? (Value)arith::MinUIOp::create(b, loc, l, r)
+                 : (Value)arith::MinSIOp::create(b, loc, l, r);
+  case BinKind::Eq:
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, l, r);
+  case BinKind::Lt:
+    return arith::CmpIOp::create(
+        b, loc, isUns ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt,
+        l, r);
+  case BinKind::Le:
+    return arith::CmpIOp::create(
+        b, loc, isUns ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle,
+        l, r);
+  case BinKind::Gt:
+    return arith::CmpIOp::create(
+        b, loc, isUns ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt,
+        l, r);
+  case BinKind::Ge:
+    return arith::CmpIOp::create(
+        b, loc, isUns ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge,
+        l, r);
+  case BinKind::And:
+    return arith::AndIOp::create(b, loc, l, r);
+  case BinKind::Or:
+    return arith::OrIOp::create(b, loc, l, r);
+  case BinKind::Pow:
+    break;
+  }
+  llvm_unreachable("unhandled binary kind");
+}
+
+enum class UnKind {
+  Neg, Abs, Not, Sqrt, Recip, Exp, Log, Tanh, Sigmoid, Erf, Relu,
+  LeakyRelu, GeluErf, GeluTanh, Identity
+};
+
+Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
+                double alpha = 0.0) {
+  if (!isa<FloatType>(elt)) {
+    Type t = v.getType();
+    switch (k) {
+    case UnKind::Neg:
+      return arith::SubIOp::create(b, loc, scalarConstant(b, loc, t, 0), v);
+    case UnKind::Abs:
+      return isUnsignedElt(elt) ? v : (Value)math::AbsIOp::create(b, loc, v);
+    case UnKind::Not:
+      return arith::XOrIOp::create(b, loc, v, scalarConstant(b, loc, t, 1));
+    case UnKind::Relu:
+      return isUnsignedElt(elt)
+                 ? v
+                 : (Value)arith::MaxSIOp::create(b, loc, v,
+                                                 scalarConstant(b, loc, t, 0));
+    case UnKind::Identity:
+      return v;
+    default:
+      llvm_unreachable("float-only unary op on integers");
+    }
+  }
+  Value x = widen(b, loc, v);
+  Type t = x.getType();
+  auto c = [&](double d) { return scalarConstant(b, loc, t, d); };
+  Value r;
+  switch (k) {
+  case UnKind::Neg:
+    r = arith::NegFOp::create(b, loc, x);
+    break;
+  case UnKind::Abs:
+    r = math::AbsFOp::create(b, loc, x);
+    break;
+  case UnKind::Sqrt:
+    r = math::SqrtOp::create(b, loc, x);
+    break;
+  case UnKind::Recip:
+    r = arith::DivFOp::create(b, loc, c(1.0), x);
+    break;
+  case UnKind::Exp:
+    r = math::ExpOp::create(b, loc, x);
+    break;
+  case UnKind::Log:
+    r = math::LogOp::create(b, loc, x);
+    break;
+  case UnKind::Tanh:
+    r = math::TanhOp::create(b, loc, x);
+    break;
+  case UnKind::Erf:
+    r = math::ErfOp::create(b, loc, x);
+    break;
+  case UnKind::Sigmoid: {
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    r = arith::DivFOp::create(b, loc, c(1.0),
+                              arith::AddFOp::create(b, loc, c(1.0), e));
+    break;
+  }
+  case UnKind::Relu:
+    r = arith::MaximumFOp::create(b, loc, x, c(0.0));
+    break;
+  case UnKind::LeakyRelu: {
+    Value neg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x,
+                                      c(0.0));
+    r = arith::SelectOp::create(b, loc, neg,
+                                arith::MulFOp::create(b, loc, x, c(alpha)), x);
+    break;
+  }
+  case UnKind::GeluErf: {
+    // 0.5 * x * (1 + erf(x / sqrt(2)))
+    Value e = math::ErfOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, c(M_SQRT1_2)));
+    r = arith::MulFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, c(0.5), x),
+        arith::AddFOp::create(b, loc, c(1.0), e));
+    break;
+  }
+  case UnKind::GeluTanh: {
+    // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+    Value x3 = arith::MulFOp::create(b, loc, x,
+                                     arith::MulFOp::create(b, loc, x, x));
+    Value inner = arith::AddFOp::create(
+        b, loc, x, arith::MulFOp::create(b, loc, c(0.044715), x3));
+    Value th = math::TanhOp::create(
+        b, loc, arith::MulFOp::create(b, loc, c(std::sqrt(2.0 / M_PI)), inner));
+    r = arith::MulFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, c(0.5), x),
+        arith::AddFOp::create(b, loc, c(1.0), th));
+    break;
+  }
+  case UnKind::Identity:
+    r = x;
+    break;
+  case UnKind::Not:
+    llvm_unreachable("not on floats");
+  }
+  return narrow(b, loc, r, elt);
+}
+
+//===----------------------------------------------------------------------===//
+// Structured-op helpers
+//===----------------------------------------------------------------------===//
+
+Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                  Type elt) {
+  return tensor::EmptyOp::create(b, loc, shape, elt);
+}
+
+Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Value v) {
+  Value e = emptyTensor(b, loc, shape, v.getType());
+  return linalg::FillOp::create(b, loc, ValueRange{v}, ValueRange{e})
+      .getResult(0);
+}
+
+/// Map from the loops of an `outShape` iteration space to an operand of
+/// `inShape` under right-aligned NumPy broadcasting.
+AffineMap broadcastMap(MLIRContext *ctx, ArrayRef<int64_t> inShape,
+                       ArrayRef<int64_t> outShape) {
+  SmallVector<AffineExpr> exprs;
+  size_t offset = outShape.size() - inShape.size();
+  for (size_t i = 0; i < inShape.size(); ++i)
+    exprs.push_back(inShape[i] == 1 && outShape[offset + i] != 1
+                        ? getAffineConstantExpr(0, ctx)
+                        : getAffineDimExpr(offset + i, ctx));
+  return AffineMap::get(outShape.size(), 0, exprs, ctx);
+}
+
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// out[i] = body(ins[bcast(i)]...) over the shape of `outShape`.
+Value elementwise(OpBuilder &b, Location loc, ArrayRef<int64_t> outShape,
+                  Type outElt, ValueRange ins, BodyFn body) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineMap> maps;
+  for (Value v : ins)
+    maps.push_back(broadcastMap(ctx, tensorTypeOf(v).getShape(), outShape));
+  maps.push_back(AffineMap::getMultiDimIdentityMap(outShape.size(), ctx));
+  SmallVector<utils::IteratorType> iters(outShape.size(),
+                                         utils::IteratorType::parallel);
+  Value init = emptyTensor(b, loc, outShape, outElt);
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ins, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value r = body(nb, nloc, args.drop_back());
+        linalg::YieldOp::create(nb, nloc, r);
+      });
+  return op.getResult(0);
+}
+
+/// A reshape that is a view: collapse to 1-D, expand to the target.
+Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto type = tensorTypeOf(v);
+  if (type.getShape() == shape)
+    return v;
+  auto target = RankedTensorType::get(shape, type.getElementType());
+  Value flat = v;
+  if (type.getRank() != 1) {
+    if (type.getRank() == 0) {
+      flat = tensor::ExpandShapeOp::create(
+          b, loc, RankedTensorType::get({1}, type.getElementType()), v,
+          ArrayRef<ReassociationIndices>{});
+    } else {
+      ReassociationIndices all;
+      for (int64_t i = 0; i < type.getRank(); ++i)
+        all.push_back(i);
+      flat = tensor::CollapseShapeOp::create(b, loc, v, {all});
+    }
+  }
+  if (shape.size() == 1)
+    return flat;
+  if (shape.empty())
+    return tensor::CollapseShapeOp::create(b, loc, target, flat,
+                                           ArrayRef<ReassociationIndices>{});
+  ReassociationIndices all;
+  for (size_t i = 0; i < shape.size(); ++i)
+    all.push_back(i);
+  return tensor::ExpandShapeOp::create(b, loc, target, flat,
+                                       ArrayRef<ReassociationIndices>{all});
+}
+
+enum class ReduceKind { Sum, Max };
+
+/// Reduces `in` over `axes`; the result keeps reduced dims as size 1.
+Value reduceKeepDims(OpBuilder &b, Location loc, Value in,
+                     ArrayRef<int64_t> axes, ReduceKind kind, Type origElt) {
+  MLIRContext *ctx = b.getContext();
+  auto type = tensorTypeOf(in);
+  Type elt = type.getElementType();
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> kept;
+  SmallVector<AffineExpr> outExprs;
+  SmallVector<utils::IteratorType> iters;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool reduced = llvm::is_contained(axes, i);
+    iters.push_back(reduced ? utils::IteratorType::reduction
+                            : utils::IteratorType::parallel);
+    if (!reduced) {
+      kept.push_back(type.getDimSize(i));
+      outExprs.push_back(getAffineDimExpr(i, ctx));
+    }
+  }
+  Value init =
+      kind == ReduceKind::Sum
+          ? filled(b, loc, kept, scalarConstant(b, loc, elt, 0.0))
+          : filled(b, loc, kept,
+                   lowestValue(b, loc, elt, isUnsignedElt(origElt)));
+  SmallVector<AffineMap> maps = {
+      AffineMap::getMultiDimIdentityMap(rank, ctx),
+      AffineMap::get(rank, 0, outExprs, ctx)};
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{in}, ValueRange{init},
+      maps, iters, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value x = args[0], acc = args[1], r;
+        if (isa<FloatType>(elt))
+          r = kind == ReduceKind::Sum
+                  ? (Value)arith::AddFOp::create(nb, nloc, acc, x)
+                  : (Value)arith::MaximumFOp::create(nb, nloc, acc, x);
+        else if (kind == ReduceKind::Sum)
+          r = arith::AddIOp::create(nb, nloc, acc, x);
+        else
+          r = isUnsignedElt(origElt)
+                  ? (Value)arith::MaxUIOp::create(nb, nloc, acc, x)
+                  : (Value)arith::MaxSIOp::create(nb, nloc, acc, x);
+        linalg::YieldOp::create(nb, nloc, r);
+      });
+  SmallVector<int64_t> keepShape(type.getShape());
+  for (int64_t a : axes)
+    keepShape[a] = 1;
+  return reshapeTo(b, loc, op.getResult(0), keepShape);
+}
+
+/// Number of elements over `axes`.
+int64_t countOver(RankedTensorType t, ArrayRef<int64_t> axes) {
+  int64_t n = 1;
+  for (int64_t a : axes)
+    n *= t.getDimSize(a);
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+struct DoptPattern : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  using OpAdaptor = typename OpConversionPattern<OpTy>::OpAdaptor;
+
+  RankedTensorType resultType(OpTy op, unsigned i = 0) const {
+    return cast<RankedTensorType>(
+        this->getTypeConverter()->convertType(op->getResult(i).getType()));
+  }
+  static Type origElt(Value v) { return tensorTypeOf(v).getElementType(); }
+};
+
+template <typename OpTy, BinKind kind>
+struct BinaryPattern : DoptPattern<OpTy> {
+  using DoptPattern<OpTy>::DoptPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename DoptPattern<OpTy>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = this->resultType(op);
+    Type elt = this->origElt(op.getLhs()), rhsElt = this->origElt(op.getRhs());
+    Value r = elementwise(
+        rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
+        {adaptor.getLhs(), adaptor.getRhs()},
+        [&](OpBuilder &b, Location loc, ValueRange a) {
+          return emitBinary(b, loc, kind, a[0], a[1], elt, rhsElt);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+template <typename OpTy, UnKind kind>
+struct UnaryPattern : DoptPattern<OpTy> {
+  using DoptPattern<OpTy>::DoptPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename DoptPattern<OpTy>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = this->resultType(op);
+    Type elt = this->origElt(op.getInput());
+    double alpha = 0.0;
+    UnKind k = kind;
+    if constexpr (std::is_same_v<OpTy, dopt::LeakyReluOp>)
+      alpha = op.getAlpha().convertToDouble();
+    if constexpr (std::is_same_v<OpTy, dopt::GeluOp>)
+      k = op.getApproximate() == "tanh" ? UnKind::GeluTanh : UnKind::GeluErf;
+    Value r = elementwise(rewriter, op.getLoc(), rt.getShape(),
+                          rt.getElementType(), {adaptor.getInput()},
+                          [&](OpBuilder &b, Location loc, ValueRange a) {
+                            return emitUnary(b, loc, k, a[0], elt, alpha);
+                          });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct WherePattern : DoptPattern<dopt::WhereOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::WhereOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Value r = elementwise(
+        rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
+        adaptor.getOperands(), [](OpBuilder &b, Location loc, ValueRange a) {
+          return arith::SelectOp::create(b, loc, a[0], a[1], a[2]);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct CastPattern : DoptPattern<dopt::CastOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::CastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Type from = origElt(op.getInput()), to = op.getTo();
+    Value r = elementwise(rewriter, op.getLoc(), rt.getShape(),
+                          rt.getElementType(), {adaptor.getInput()},
+                          [&](OpBuilder &b, Location loc, ValueRange a) {
+                            return convertScalar(b, loc, a[0], from, to);
+                          });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct ExpandPattern : DoptPattern<dopt::ExpandOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ExpandOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Value r = elementwise(rewriter, op.getLoc(), rt.getShape(),
+                          rt.getElementType(), {adaptor.getInput()},
+                          [](OpBuilder &, Location, ValueRange a) {
+                            return a[0];
+                          });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct ConstantPattern : DoptPattern<dopt::ConstantOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ConstantOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    TypedAttr value = cast<TypedAttr>(op.getValue());
+    if (rt != op.getType()) {
+      auto dense = dyn_cast<DenseElementsAttr>(value);
+      if (!dense)
+        return rewriter.notifyMatchFailure(op, "unsigned dense_resource");
+      value = dense.bitcast(rt.getElementType());
+    }
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
+    return success();
+  }
+};
+
+struct ShapePattern : DoptPattern<dopt::ShapeOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ShapeOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto dims = tensorTypeOf(op.getInput())
+                    .getShape()
+                    .slice(op.getStart(), op.getEnd() - op.getStart());
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, DenseElementsAttr::get(op.getType(), dims));
+    return success();
+  }
+};
+
+struct WeightPattern : DoptPattern<dopt::WeightOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::WeightOp op, OpAdaptor,
+                  ConversionPatternRewriter &) const override {
+    return op.emitOpError("must be turned into a function argument "
+                          "(distopt-outline-weights) before lowering");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Softmax and normalisation
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy, bool isLog>
+struct SoftmaxPattern : DoptPattern<OpTy> {
+  using DoptPattern<OpTy>::DoptPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename DoptPattern<OpTy>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = this->resultType(op);
+    Type elt = rt.getElementType();
+    int64_t axis = op.getAxis();
+    Value x = adaptor.getInput();
+    Value m = reduceKeepDims(rewriter, loc, x, {axis}, ReduceKind::Max, elt);
+    // e = exp(x - m), computed once and reused by the sum.
+    Value shifted = elementwise(
+        rewriter, loc, rt.getShape(), elt, {x, m},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value d = arith::SubFOp::create(b, l, widen(b, l, a[0]),
+                                          widen(b, l, a[1]));
+          return narrow(b, l, isLog ? d : (Value)math::ExpOp::create(b, l, d),
+                        elt);
+        });
+    Value expShifted = shifted;
+    if (isLog)
+      expShifted = elementwise(rewriter, loc, rt.getShape(), elt, {shifted},
+                               [&](OpBuilder &b, Location l, ValueRange a) {
+                                 return emitUnary(b, l, UnKind::Exp, a[0],
+                                                  elt);
+                               });
+    Value s =
+        reduceKeepDims(rewriter, loc, expShifted, {axis}, ReduceKind::Sum, elt);
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, {shifted, s},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[0]), sum = widen(b, l, a[1]);
+          return narrow(b, l,
+                        isLog ? (Value)arith::SubFOp::create(
+                                    b, l, v, math::LogOp::create(b, l, sum))
+                              : (Value)arith::DivFOp::create(b, l, v, sum),
+                        elt);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct LayerNormPattern : DoptPattern<dopt::LayerNormOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::LayerNormOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    SmallVector<int64_t> axes;
+    for (int64_t i = op.getAxis(); i < rt.getRank(); ++i)
+      axes.push_back(i);
+    double n = (double)countOver(rt, axes);
+    double eps = op.getEpsilon().convertToDouble();
+    Value x = adaptor.getInput();
+    Value sum = reduceKeepDims(rewriter, loc, x, axes, ReduceKind::Sum, elt);
+    Value centered = elementwise(
+        rewriter, loc, rt.getShape(), elt, {x, sum},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value mean = arith::DivFOp::create(
+              b, l, widen(b, l, a[1]),
+              scalarConstant(b, l, widen(b, l, a[1]).getType(), n));
+          return narrow(b, l,
+                        arith::SubFOp::create(b, l, widen(b, l, a[0]), mean),
+                        elt);
+        });
+    Value sq = elementwise(rewriter, loc, rt.getShape(), elt, {centered},
+                           [&](OpBuilder &b, Location l, ValueRange a) {
+                             Value v = widen(b, l, a[0]);
+                             return narrow(
+                                 b, l, arith::MulFOp::create(b, l, v, v), elt);
+                           });
+    Value var = reduceKeepDims(rewriter, loc, sq, axes, ReduceKind::Sum, elt);
+    SmallVector<Value> ins = {centered, var, adaptor.getScale()};
+    if (adaptor.getBias())
+      ins.push_back(adaptor.getBias());
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, ins,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[0]);
+          Type t = v.getType();
+          Value variance = arith::DivFOp::create(b, l, widen(b, l, a[1]),
+                                                 scalarConstant(b, l, t, n));
+          Value denom = math::SqrtOp::create(
+              b, l,
+              arith::AddFOp::create(b, l, variance,
+                                    scalarConstant(b, l, t, eps)));
+          Value y = arith::MulFOp::create(
+              b, l, arith::DivFOp::create(b, l, v, denom), widen(b, l, a[2]));
+          if (a.size() > 3)
+            y = arith::AddFOp::create(b, l, y, widen(b, l, a[3]));
+          return narrow(b, l, y, elt);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+struct BatchNormPattern : DoptPattern<dopt::BatchNormOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::BatchNormOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    double eps = op.getEpsilon().convertToDouble();
+    // Per-channel parameters [C] broadcast along axis 1: view them as
+    // [C, 1, ..., 1] so right-aligned broadcasting applies.
+    SmallVector<int64_t> paramShape = {rt.getDimSize(1)};
+    paramShape.append(rt.getRank() - 2, 1);
+    SmallVector<Value> ins = {adaptor.getInput()};
+    for (Value p : {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
+                    adaptor.getVar()})
+      ins.push_back(reshapeTo(rewriter, loc, p, paramShape));
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, ins,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value x = widen(b, l, a[0]);
+          Type t = x.getType();
+          Value inv = math::SqrtOp::create(
+              b, l,
+              arith::AddFOp::create(b, l, widen(b, l, a[4]),
+                                    scalarConstant(b, l, t, eps)));
+          Value y = arith::DivFOp::create(
+              b, l, arith::SubFOp::create(b, l, x, widen(b, l, a[3])), inv);
+          y = arith::AddFOp::create(
+              b, l, arith::MulFOp::create(b, l, y, widen(b, l, a[1])),
+              widen(b, l, a[2]));
+          return narrow(b, l, y, elt);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy, ReduceKind kind, bool mean>
+struct ReducePattern : DoptPattern<OpTy> {
+  using DoptPattern<OpTy>::DoptPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename DoptPattern<OpTy>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = this->resultType(op);
+    Type orig = this->origElt(op.getInput());
+    Value in = adaptor.getInput();
+    auto inType = tensorTypeOf(in);
+    ArrayRef<int64_t> axes = op.getAxes();
+    Value r = in;
+    if (!axes.empty()) {
+      r = reduceKeepDims(rewriter, loc, in, axes, kind, orig);
+      if (mean) {
+        double n = (double)countOver(inType, axes);
+        auto keepShape = tensorTypeOf(r).getShape();
+        r = elementwise(rewriter, loc, keepShape, rt.getElementType(), {r},
+                        [&](OpBuilder &b, Location l, ValueRange a) {
+                          Value v = widen(b, l, a[0]);
+                          Value c = scalarConstant(b, l, v.getType(), n);
+                          return isa<FloatType>(orig)
+                                     ? narrow(b, l,
+                                              arith::DivFOp::create(b, l, v,
+                                                                    c),
+                                              rt.getElementType())
+                                     : emitBinary(b, l, BinKind::Div, v, c,
+                                                  orig, orig);
+                        });
+      }
+    }
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, r, rt.getShape()));
+    return success();
+  }
+};
+
+struct GlobalAvgPoolPattern : DoptPattern<dopt::GlobalAvgPoolOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::GlobalAvgPoolOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    auto inType = tensorTypeOf(adaptor.getInput());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 2; i < inType.getRank(); ++i)
+      axes.push_back(i);
+    double n = (double)countOver(inType, axes);
+    Value s = reduceKeepDims(rewriter, loc, adaptor.getInput(), axes,
+                             ReduceKind::Sum, rt.getElementType());
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), rt.getElementType(), {s},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[0]);
+          return narrow(b, l,
+                        arith::DivFOp::create(
+                            b, l, v, scalarConstant(b, l, v.getType(), n)),
+                        rt.getElementType());
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// C[m, n] = sum_k op(A) op(B) into a zero-filled accumulator; transposed
+/// operands are expressed through linalg.matmul's indexing_maps.
+Value matmul2D(OpBuilder &b, Location loc, Value a, Value bm, bool transA,
+               bool transB, Type elt) {
+  MLIRContext *ctx = b.getContext();
+  auto at = tensorTypeOf(a), bt = tensorTypeOf(bm);
+  int64_t m = at.getDimSize(transA ? 1 : 0);
+  int64_t n = bt.getDimSize(transB ? 0 : 1);
+  Value acc = filled(b, loc, {m, n}, scalarConstant(b, loc, elt, 0.0));
+  AffineExpr dm = getAffineDimExpr(0, ctx), dn = getAffineDimExpr(1, ctx),
+             dk = getAffineDimExpr(2, ctx);
+  SmallVector<Attribute> maps = {
+      AffineMapAttr::get(AffineMap::get(3, 0, transA ? ArrayRef<AffineExpr>{dk, dm}
+                                                     : ArrayRef<AffineExpr>{dm, dk},
+                                        ctx)),
+      AffineMapAttr::get(AffineMap::get(3, 0, transB ? ArrayRef<AffineExpr>{dn, dk}
+                                                     : ArrayRef<AffineExpr>{dk, dn},
+                                        ctx)),
+      AffineMapAttr::get(AffineMap::get(3, 0, {dm, dn}, ctx))};
+  SmallVector<NamedAttribute> attrs;
+  if (transA || transB)
+    attrs.push_back(b.getNamedAttr("indexing_maps", b.getArrayAttr(maps)));
+  return linalg::MatmulOp::create(b, loc, TypeRange{acc.getType()},
+                                  ValueRange{a, bm}, ValueRange{acc}, attrs)
+      .getResult(0);
+}
+
+/// Broadcasts `v` ([batch..., r, c]) to `batch` + [r, c] and collapses the
+/// batch to one dimension: [prod(batch), r, c].
+Value toBatch3D(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> batch) {
+  auto t = tensorTypeOf(v);
+  SmallVector<int64_t> full(batch);
+  full.push_back(t.getDimSize(t.getRank() - 2));
+  full.push_back(t.getDimSize(t.getRank() - 1));
+  if (t.getShape() != ArrayRef<int64_t>(full))
+    v = elementwise(b, loc, full, t.getElementType(), {v},
+                    [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+  return reshapeTo(b, loc, v, {product(batch), full[full.size() - 2],
+                               full.back()});
+}
+
+struct MatMulPattern : DoptPattern<dopt::MatMulOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::MatMulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    // NumPy promotion of 1-D operands.
+    if (tensorTypeOf(lhs).getRank() == 1)
+      lhs = reshapeTo(rewriter, loc, lhs, {1, tensorTypeOf(lhs).getDimSize(0)});
+    if (tensorTypeOf(rhs).getRank() == 1)
+      rhs = reshapeTo(rewriter, loc, rhs, {tensorTypeOf(rhs).getDimSize(0), 1});
+    auto lt = tensorTypeOf(lhs), rtp = tensorTypeOf(rhs);
+    int64_t m = lt.getDimSize(lt.getRank() - 2), k = lt.getShape().back();
+    int64_t n = rtp.getShape().back();
+    Value result;
+    if (rtp.getRank() == 2) {
+      // [batch..., M, K] x [K, N]: one GEMM over batch*M rows.
+      int64_t rows = product(lt.getShape().drop_back(1));
+      Value a = reshapeTo(rewriter, loc, lhs, {rows, k});
+      result = matmul2D(rewriter, loc, a, rhs, false, false, elt);
+      (void)m;
+    } else {
+      auto batch = dopt::broadcastShapes({lt.getShape().drop_back(2),
+                                    rtp.getShape().drop_back(2)});
+      Value a = toBatch3D(rewriter, loc, lhs, *batch);
+      Value bb = toBatch3D(rewriter, loc, rhs, *batch);
+      int64_t nb = product(*batch);
+      Value acc =
+          filled(rewriter, loc, {nb, m, n}, scalarConstant(rewriter, loc, elt, 0));
+      result = linalg::BatchMatmulOp::create(rewriter, loc,
+                                             TypeRange{acc.getType()},
+                                             ValueRange{a, bb}, ValueRange{acc})
+                   .getResult(0);
+    }
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, result, rt.getShape()));
+    return success();
+  }
+};
+
+struct GemmPattern : DoptPattern<dopt::GemmOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::GemmOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    Type orig = origElt(op.getA());
+    Value mm = matmul2D(rewriter, loc, adaptor.getA(), adaptor.getB(),
+                        op.getTransA(), op.getTransB(), elt);
+    double alpha = op.getAlpha().convertToDouble();
+    double beta = op.getBeta().convertToDouble();
+    Value c = adaptor.getC();
+    if (alpha == 1.0 && (!c || beta == 0.0)) {
+      rewriter.replaceOp(op, mm);
+      return success();
+    }
+    SmallVector<Value> ins = {mm};
+    if (c && beta != 0.0)
+      ins.push_back(c);
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, ins,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          if (!isa<FloatType>(orig)) {
+            Value v = a[0];
+            if (alpha != 1.0)
+              v = arith::MulIOp::create(b, l, v,
+                                        scalarConstant(b, l, elt, alpha));
+            if (a.size() > 1) {
+              Value cv = a[1];
+              if (beta != 1.0)
+                cv = arith::MulIOp::create(b, l, cv,
+                                           scalarConstant(b, l, elt, beta));
+              v = arith::AddIOp::create(b, l, v, cv);
+            }
+            return v;
+          }
+          Value v = widen(b, l, a[0]);
+          Type t = v.getType();
+          if (alpha != 1.0)
+            v = arith::MulFOp::create(b, l, v, scalarConstant(b, l, t, alpha));
+          if (a.size() > 1) {
+            Value cv = widen(b, l, a[1]);
+            if (beta != 1.0)
+              cv = arith::MulFOp::create(b, l, cv,
+                                         scalarConstant(b, l, t, beta));
+            v = arith::AddFOp::create(b, l, v, cv);
+          }
+          return narrow(b, l, v, elt);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+DenseIntElementsAttr i64Vector(OpBuilder &b, ArrayRef<int64_t> v) {
+  return DenseIntElementsAttr::get(
+      RankedTensorType::get({(int64_t)v.size()}, b.getI64Type()), v);
+}
+
+/// Pads the two spatial dims of an NCHW tensor with `value`.
+Value padSpatial(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lo,
+                 ArrayRef<int64_t> hi, Value value) {
+  if (llvm::all_of(lo, [](int64_t p) { return p == 0; }) &&
+      llvm::all_of(hi, [](int64_t p) { return p == 0; }))
+    return x;
+  auto t = tensorTypeOf(x);
+  SmallVector<OpFoldResult> low = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                   b.getIndexAttr(lo[0]), b.getIndexAttr(lo[1])};
+  SmallVector<OpFoldResult> high = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                    b.getIndexAttr(hi[0]),
+                                    b.getIndexAttr(hi[1])};
+  SmallVector<int64_t> shape(t.getShape());
+  shape[2] += lo[0] + hi[0];
+  shape[3] += lo[1] + hi[1];
+  return tensor::PadOp::create(
+      b, loc, RankedTensorType::get(shape, t.getElementType()), x, low, high,
+      value);
+}
+
+struct ConvPattern : DoptPattern<dopt::ConvOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ConvOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    ArrayRef<int64_t> pads = op.getPads();
+    Value x = padSpatial(rewriter, loc, adaptor.getInput(), pads.take_front(2),
+                         pads.drop_front(2),
+                         scalarConstant(rewriter, loc, elt, 0.0));
+    Value w = adaptor.getWeight();
+    int64_t g = op.getGroup();
+    auto strides = i64Vector(rewriter, op.getStrides());
+    auto dilations = i64Vector(rewriter, op.getDilations());
+    Value zero = scalarConstant(rewriter, loc, elt, 0.0);
+    Value out;
+    if (g == 1) {
+      Value acc = filled(rewriter, loc, rt.getShape(), zero);
+      out = linalg::Conv2DNchwFchwOp::create(rewriter, loc,
+                                             TypeRange{acc.getType()},
+                                             ValueRange{x, w}, ValueRange{acc},
+                                             strides, dilations)
+                .getResult(0);
+    } else {
+      auto xt = tensorTypeOf(x), wt = tensorTypeOf(w);
+      int64_t n = xt.getDimSize(0), c = xt.getDimSize(1);
+      int64_t m = wt.getDimSize(0);
+      Value xg = reshapeTo(rewriter, loc, x,
+                           {n, g, c / g, xt.getDimSize(2), xt.getDimSize(3)});
+      Value wg = reshapeTo(rewriter, loc, w,
+                           {g, m / g, wt.getDimSize(1), wt.getDimSize(2),
+                            wt.getDimSize(3)});
+      Value acc = filled(rewriter, loc,
+                         {n, g, m / g, rt.getDimSize(2), rt.getDimSize(3)},
+                         zero);
+      Value o = linalg::Conv2DNgchwGfchwOp::create(
+                    rewriter, loc, TypeRange{acc.getType()}, ValueRange{xg, wg},
+                    ValueRange{acc}, strides, dilations)
+                    .getResult(0);
+      out = reshapeTo(rewriter, loc, o, rt.getShape());
+    }
+    if (Value bias = adaptor.getBias()) {
+      Value b3 = reshapeTo(rewriter, loc, bias, {rt.getDimSize(1), 1, 1});
+      out = elementwise(rewriter, loc, rt.getShape(), elt, {out, b3},
+                        [&](OpBuilder &b, Location l, ValueRange a) {
+                          return emitBinary(b, l, BinKind::Add, a[0], a[1],
+                                            elt, elt);
+                        });
+    }
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+/// Extra end padding that ceil_mode needs so that every output window lies
+/// inside the padded input.
+SmallVector<int64_t> ceilExtra(RankedTensorType in, RankedTensorType out,
+                               ArrayRef<int64_t> kernel,
+                               ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> pads,
+                               ArrayRef<int64_t> dilations) {
+  SmallVector<int64_t> extra;
+  for (int i = 0; i < 2; ++i) {
+    int64_t need = (out.getDimSize(2 + i) - 1) * strides[i] +
+                   (kernel[i] - 1) * dilations[i] + 1;
+    int64_t have = in.getDimSize(2 + i) + pads[i] + pads[i + 2];
+    extra.push_back(std::max<int64_t>(0, need - have));
+  }
+  return extra;
+}
+
+struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::MaxPoolOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    Type orig = origElt(op.getInput());
+    ArrayRef<int64_t> pads = op.getPads(), kernel = op.getKernelShape();
+    SmallVector<int64_t> extra =
+        ceilExtra(tensorTypeOf(adaptor.getInput()), rt, kernel,
+                  op.getStrides(), pads, op.getDilations());
+    SmallVector<int64_t> hi = {pads[2] + extra[0], pads[3] + extra[1]};
+    Value lowest = lowestValue(rewriter, loc, elt, isUnsignedElt(orig));
+    Value x = padSpatial(rewriter, loc, adaptor.getInput(),
+                         pads.take_front(2), hi, lowest);
+    Value window = emptyTensor(rewriter, loc, kernel, elt);
+    Value acc = filled(rewriter, loc, rt.getShape(), lowest);
+    auto strides = i64Vector(rewriter, op.getStrides());
+    auto dilations = i64Vector(rewriter, op.getDilations());
+    if (isUnsignedElt(orig))
+      return op.emitOpError("max pooling of unsigned integers is not "
+                            "supported by the CPU lowering");
+    // pooling_nchw_max takes the signed maximum for integers.
+    Value out = linalg::PoolingNchwMaxOp::create(
+                    rewriter, loc, TypeRange{acc.getType()},
+                    ValueRange{x, window}, ValueRange{acc}, strides, dilations)
+                    .getResult(0);
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+struct AvgPoolPattern : DoptPattern<dopt::AvgPoolOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::AvgPoolOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    auto inType = tensorTypeOf(adaptor.getInput());
+    ArrayRef<int64_t> pads = op.getPads(), kernel = op.getKernelShape(),
+                      strides = op.getStrides();
+    int64_t ones[2] = {1, 1};
+    SmallVector<int64_t> extra =
+        ceilExtra(inType, rt, kernel, strides, pads, ones);
+    SmallVector<int64_t> hi = {pads[2] + extra[0], pads[3] + extra[1]};
+    Value x = padSpatial(rewriter, loc, adaptor.getInput(), pads.take_front(2),
+                         hi, scalarConstant(rewriter, loc, elt, 0.0));
+    Value window = emptyTensor(rewriter, loc, kernel, elt);
+    Value acc = filled(rewriter, loc, rt.getShape(),
+                       scalarConstant(rewriter, loc, elt, 0.0));
+    Value sum = linalg::PoolingNchwSumOp::create(
+                    rewriter, loc, TypeRange{acc.getType()},
+                    ValueRange{x, window}, ValueRange{acc},
+                    i64Vector(rewriter, strides), i64Vector(rewriter, ones))
+                    .getResult(0);
+    // Divisors are known at compile time: the window's overlap with the
+    // input (count_include_pad: with the input plus its explicit pads; the
+    // ceil_mode overhang never counts).
+    int64_t ho = rt.getDimSize(2), wo = rt.getDimSize(3);
+    SmallVector<float> counts;
+    for (int64_t i = 0; i < ho; ++i)
+      for (int64_t j = 0; j < wo; ++j) {
+        int64_t cnt = 1;
+        for (int d = 0; d < 2; ++d) {
+          int64_t pos = (d == 0 ? i : j) * strides[d] - pads[d];
+          int64_t lo = op.getCountIncludePad() ? -pads[d] : 0;
+          int64_t hiB = inType.getDimSize(2 + d) +
+                        (op.getCountIncludePad() ? pads[d + 2] : 0);
+          int64_t s = std::max(pos, lo), e = std::min(pos + kernel[d], hiB);
+          cnt *= std::max<int64_t>(e - s, 1);
+        }
+        counts.push_back((float)cnt);
+      }
+    Value divisor = arith::ConstantOp::create(
+        rewriter, loc,
+        DenseElementsAttr::get(
+            RankedTensorType::get({ho, wo}, rewriter.getF32Type()),
+            ArrayRef<float>(counts)));
+    Value out = elementwise(
+        rewriter, loc, rt.getShape(), elt, {sum, divisor},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[0]);
+          Value d = a[1];
+          if (d.getType() != v.getType())
+            d = convertScalar(b, l, d, d.getType(), v.getType());
+          return narrow(b, l, arith::DivFOp::create(b, l, v, d), elt);
+        });
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+struct ReshapePattern : DoptPattern<dopt::ReshapeOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ReshapeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, reshapeTo(rewriter, op.getLoc(), adaptor.getInput(),
+                                     op.getShape()));
+    return success();
+  }
+};
+
+struct TransposePattern : DoptPattern<dopt::TransposeOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::TransposeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Value init = emptyTensor(rewriter, op.getLoc(), rt.getShape(),
+                             rt.getElementType());
+    rewriter.replaceOp(op, linalg::TransposeOp::create(
+                               rewriter, op.getLoc(), adaptor.getInput(), init,
+                               op.getPerm())
+                               .getResult()[0]);
+    return success();
+  }
+};
+
+struct ConcatPattern : DoptPattern<dopt::ConcatOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ConcatOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    int64_t axis = op.getAxis();
+    Value acc =
+        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
+    int64_t offset = 0;
+    for (Value in : adaptor.getInputs()) {
+      auto t = tensorTypeOf(in);
+      SmallVector<OpFoldResult> offsets(rt.getRank(), rewriter.getIndexAttr(0));
+      offsets[axis] = rewriter.getIndexAttr(offset);
+      SmallVector<OpFoldResult> sizes, strides(rt.getRank(),
+                                               rewriter.getIndexAttr(1));
+      for (int64_t d : t.getShape())
+        sizes.push_back(rewriter.getIndexAttr(d));
+      acc = tensor::InsertSliceOp::create(rewriter, loc, in, acc, offsets,
+                                          sizes, strides);
+      offset += t.getDimSize(axis);
+    }
+    rewriter.replaceOp(op, acc);
+    return success();
+  }
+};
+
+/// A strided window of `src` (positive steps) as tensor.extract_slice.
+Value extractSlice(OpBuilder &b, Location loc, Value src,
+                   ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
+                   ArrayRef<int64_t> steps) {
+  SmallVector<OpFoldResult> o, s, st;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    o.push_back(b.getIndexAttr(offsets[i]));
+    s.push_back(b.getIndexAttr(sizes[i]));
+    st.push_back(b.getIndexAttr(steps[i]));
+  }
+  auto type = RankedTensorType::get(sizes, tensorTypeOf(src).getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, type, src, o, s, st);
+}
+
+struct SplitPattern : DoptPattern<dopt::SplitOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::SplitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto t = tensorTypeOf(adaptor.getInput());
+    int64_t axis = op.getAxis(), offset = 0;
+    SmallVector<Value> results;
+    for (int64_t size : op.getSizes()) {
+      SmallVector<int64_t> offsets(t.getRank(), 0), sizes(t.getShape()),
+          steps(t.getRank(), 1);
+      offsets[axis] = offset;
+      sizes[axis] = size;
+      results.push_back(extractSlice(rewriter, op.getLoc(),
+                                     adaptor.getInput(), offsets, sizes,
+                                     steps));
+      offset += size;
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct SlicePattern : DoptPattern<dopt::SliceOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::SliceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    ArrayRef<int64_t> starts = op.getStarts(), steps = op.getSteps();
+    if (llvm::all_of(steps, [](int64_t s) { return s > 0; })) {
+      rewriter.replaceOp(op, extractSlice(rewriter, loc, adaptor.getInput(),
+                                          starts, rt.getShape(), steps));
+      return success();
+    }
+    // Negative steps: an affine read map start + i * step.
+    MLIRContext *ctx = rewriter.getContext();
+    int64_t rank = rt.getRank();
+    if (rt.getNumElements() == 0) {
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
+                                         rt.getElementType()));
+      return success();
+    }
+    SmallVector<AffineExpr> exprs;
+    for (int64_t i = 0; i < rank; ++i)
+      exprs.push_back(getAffineDimExpr(i, ctx) * steps[i] + starts[i]);
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(rank, 0, exprs, ctx),
+        AffineMap::getMultiDimIdentityMap(rank, ctx)};
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    Value init =
+        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
+    auto g = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getInput()},
+        ValueRange{init}, maps, iters,
+        [](OpBuilder &b, Location l, ValueRange a) {
+          linalg::YieldOp::create(b, l, a[0]);
+        });
+    rewriter.replaceOp(op, g.getResult(0));
+    return success();
+  }
+};
+
+struct GatherPattern : DoptPattern<dopt::GatherOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::GatherOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType rt = resultType(op);
+    Value data = adaptor.getData();
+    auto dt = tensorTypeOf(data), it = tensorTypeOf(adaptor.getIndices());
+    int64_t axis = op.getAxis(), rank = rt.getRank(), ir = it.getRank();
+    int64_t dim = dt.getDimSize(axis);
+    if (rt.getNumElements() == 0 || dim == 0) {
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
+                                         rt.getElementType()));
+      return success();
+    }
+    // Output dims: data[:axis] ++ indices ++ data[axis+1:].
+    SmallVector<AffineExpr> idxExprs;
+    for (int64_t i = 0; i < ir; ++i)
+      idxExprs.push_back(getAffineDimExpr(axis + i, ctx));
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(rank, 0, idxExprs, ctx),
+        AffineMap::getMultiDimIdentityMap(rank, ctx)};
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    Value init =
+        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
+    auto g = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getIndices()},
+        ValueRange{init}, maps, iters,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value idx =
+              arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+          // Negative indices count from the end; out-of-range indices are
+          // clamped (ONNX leaves them undefined; never read out of bounds).
+          Value d = arith::ConstantIndexOp::create(b, l, dim);
+          Value zero = arith::ConstantIndexOp::create(b, l, 0);
+          Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt,
+                                            idx, zero);
+          idx = arith::SelectOp::create(b, l, neg,
+                                        arith::AddIOp::create(b, l, idx, d),
+                                        idx);
+          idx = arith::MaxSIOp::create(b, l, idx, zero);
+          idx = arith::MinSIOp::create(
+              b, l, idx, arith::ConstantIndexOp::create(b, l, dim - 1));
+          SmallVector<Value> coords;
+          for (int64_t i = 0; i < axis; ++i)
+            coords.push_back(linalg::IndexOp::create(b, l, i));
+          coords.push_back(idx);
+          for (int64_t i = axis + 1; i < dt.getRank(); ++i)
+            coords.push_back(linalg::IndexOp::create(b, l, i - 1 + ir));
+          linalg::YieldOp::create(b, l,
+                                  Value(tensor::ExtractOp::create(b, l, data,
+                                                                  coords)));
+        });
+    rewriter.replaceOp(op, g.getResult(0));
+    return success();
+  }
+};
+
+struct PadPattern : DoptPattern<dopt::PadOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::PadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    Value in = adaptor.getInput();
+    auto inType = tensorTypeOf(in);
+    int64_t rank = rt.getRank();
+    ArrayRef<int64_t> pads = op.getPads();
+    if (op.getMode() == "constant") {
+      SmallVector<OpFoldResult> lo, hi;
+      for (int64_t i = 0; i < rank; ++i) {
+        lo.push_back(rewriter.getIndexAttr(pads[i]));
+        hi.push_back(rewriter.getIndexAttr(pads[i + rank]));
+      }
+      double v = op.getValue().convertToDouble();
+      Value pv = elt.isInteger(1)
+                     ? scalarConstant(rewriter, loc, elt, v != 0.0)
+                     : scalarConstant(rewriter, loc, elt, v);
+      rewriter.replaceOpWithNewOp<tensor::PadOp>(op, rt, in, lo, hi, pv);
+      return success();
+    }
+    if (rt.getNumElements() == 0) {
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(), elt));
+      return success();
+    }
+    bool reflect = op.getMode() == "reflect";
+    SmallVector<AffineMap> maps = {
+        AffineMap::getMultiDimIdentityMap(rank, rewriter.getContext())};
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    Value init = emptyTensor(rewriter, loc, rt.getShape(), elt);
+    auto g = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rt}, ValueRange{}, ValueRange{init}, maps,
+        iters, [&](OpBuilder &b, Location l, ValueRange) {
+          SmallVector<Value> coords;
+          for (int64_t i = 0; i < rank; ++i) {
+            int64_t d = inType.getDimSize(i);
+            Value p = arith::SubIOp::create(
+                b, l, linalg::IndexOp::create(b, l, i),
+                arith::ConstantIndexOp::create(b, l, pads[i]));
+            Value zero = arith::ConstantIndexOp::create(b, l, 0);
+            Value last = arith::ConstantIndexOp::create(b, l, d - 1);
+            if (reflect) {
+              // Mirror without repeating the edge: -p below 0, 2(d-1)-p above.
+              Value below = arith::CmpIOp::create(
+                  b, l, arith::CmpIPredicate::slt, p, zero);
+              p = arith::SelectOp::create(
+                  b, l, below, arith::SubIOp::create(b, l, zero, p), p);
+              Value above = arith::CmpIOp::create(
+                  b, l, arith::CmpIPredicate::sgt, p, last);
+              Value twice = arith::ConstantIndexOp::create(b, l, 2 * (d - 1));
+              p = arith::SelectOp::create(
+                  b, l, above, arith::SubIOp::create(b, l, twice, p), p);
+            }
+            p = arith::MaxSIOp::create(b, l, p, zero);
+            p = arith::MinSIOp::create(b, l, p, last);
+            coords.push_back(p);
+          }
+          linalg::YieldOp::create(
+              b, l, Value(tensor::ExtractOp::create(b, l, in, coords)));
+        });
+    rewriter.replaceOp(op, g.getResult(0));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ConvertDoptToLinalgPass
+    : distopt::impl::ConvertDoptToLinalgPassBase<ConvertDoptToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    TypeConverter converter;
+    converter.addConversion([](Type t) { return t; });
+    converter.addConversion([](IntegerType t) -> Type {
+      return signlessElement(t);
+    });
+    converter.addConversion([](RankedTensorType t) -> Type {
+      return t.clone(signlessElement(t.getElementType()));
+    });
+
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<dopt::DoptDialect>();
+    target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
+                           arith::ArithDialect, math::MathDialect>();
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
+      return converter.isSignatureLegal(f.getFunctionType());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+        [&](Operation *op) { return converter.isLegal(op); });
+
+    RewritePatternSet patterns(ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   converter);
+    populateReturnOpTypeConversionPattern(patterns, converter);
+    populateCallOpTypeConversionPattern(patterns, converter);
+    patterns.add<
+        BinaryPattern<dopt::AddOp, BinKind::Add>,
+        BinaryPattern<dopt::SubOp, BinKind::Sub>,
+        BinaryPattern<dopt::MulOp, BinKind::Mul>,
+        BinaryPattern<dopt::DivOp, BinKind::Div>,
+        BinaryPattern<dopt::MaxOp, BinKind::Max>,
+        BinaryPattern<dopt::MinOp, BinKind::Min>,
+        BinaryPattern<dopt::PowOp, BinKind::Pow>,
+        BinaryPattern<dopt::EqualOp, BinKind::Eq>,
+        BinaryPattern<dopt::LessOp, BinKind::Lt>,
+        BinaryPattern<dopt::LessEqualOp, BinKind::Le>,
+        BinaryPattern<dopt::GreaterOp, BinKind::Gt>,
+        BinaryPattern<dopt::GreaterEqualOp, BinKind::Ge>,
+        BinaryPattern<dopt::AndOp, BinKind::And>,
+        BinaryPattern<dopt::OrOp, BinKind::Or>,
+        UnaryPattern<dopt::NegOp, UnKind::Neg>,
+        UnaryPattern<dopt::AbsOp, UnKind::Abs>,
+        UnaryPattern<dopt::NotOp, UnKind::Not>,
+        UnaryPattern<dopt::SqrtOp, UnKind::Sqrt>,
+        UnaryPattern<dopt::ReciprocalOp, UnKind::Recip>,
+        UnaryPattern<dopt::ExpOp, UnKind::Exp>,
+        UnaryPattern<dopt::LogOp, UnKind::Log>,
+        UnaryPattern<dopt::TanhOp, UnKind::Tanh>,
+        UnaryPattern<dopt::SigmoidOp, UnKind::Sigmoid>,
+        UnaryPattern<dopt::ErfOp, UnKind::Erf>,
+        UnaryPattern<dopt::ReluOp, UnKind::Relu>,
+        UnaryPattern<dopt::LeakyReluOp, UnKind::LeakyRelu>,
+        UnaryPattern<dopt::GeluOp, UnKind::GeluErf>, WherePattern, CastPattern,
+        ExpandPattern, ConstantPattern, ShapePattern, WeightPattern,
+        SoftmaxPattern<dopt::SoftmaxOp, false>,
+        SoftmaxPattern<dopt::LogSoftmaxOp, true>, LayerNormPattern,
+        BatchNormPattern,
+        ReducePattern<dopt::ReduceSumOp, ReduceKind::Sum, false>,
+        ReducePattern<dopt::ReduceMeanOp, ReduceKind::Sum, true>,
+        ReducePattern<dopt::ReduceMaxOp, ReduceKind::Max, false>,
+        GlobalAvgPoolPattern, MatMulPattern, GemmPattern, ConvPattern,
+        MaxPoolPattern, AvgPoolPattern, ReshapePattern, TransposePattern,
+        ConcatPattern, SplitPattern, SlicePattern, GatherPattern, PadPattern>(
+        converter, ctx);
+
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

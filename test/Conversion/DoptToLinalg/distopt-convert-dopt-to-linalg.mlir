@@ -1,0 +1,129 @@
+// RUN: distopt-opt %s --distopt-convert-dopt-to-linalg --split-input-file | FileCheck %s
+
+// Broadcasting add: one generic whose operand maps encode the broadcast.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @add_broadcast
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<2x3xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : tensor<2x3xf32>, tensor<3xf32>) outs(%[[E]] : tensor<2x3xf32>)
+// CHECK: arith.addf
+func.func @add_broadcast(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = dopt.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// f16 transcendental math is computed in f32 and rounded once.
+// CHECK-LABEL: func.func @exp_f16
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK-NEXT: math.exp %{{.*}} : f32
+// CHECK-NEXT: arith.truncf %{{.*}} : f32 to f16
+func.func @exp_f16(%h: tensor<4xf16>) -> tensor<4xf16> {
+  %0 = dopt.exp %h : (tensor<4xf16>) -> tensor<4xf16>
+  return %0 : tensor<4xf16>
+}
+
+// -----
+
+// ui8 becomes signless i8 in the signature; comparisons and casts stay
+// unsigned.
+// CHECK-LABEL: func.func @unsigned(%arg0: tensor<4xi8>) -> (tensor<4xi1>, tensor<4xf32>)
+// CHECK: arith.cmpi ult
+// CHECK: arith.uitofp %{{.*}} : i8 to f32
+func.func @unsigned(%u: tensor<4xui8>) -> (tensor<4xi1>, tensor<4xf32>) {
+  %0 = dopt.less %u, %u : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xi1>
+  %1 = dopt.cast %u {to = f32} : (tensor<4xui8>) -> tensor<4xf32>
+  return %0, %1 : tensor<4xi1>, tensor<4xf32>
+}
+
+// -----
+
+// Gemm with transposed B: linalg.matmul with transposing indexing maps, then
+// the bias add.
+// CHECK-DAG: #[[MA:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[MB:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG: #[[MC:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @gemm_trans_b
+// CHECK: linalg.fill
+// CHECK: linalg.matmul indexing_maps = [#[[MA]], #[[MB]], #[[MC]]] ins(%arg0, %arg1 : tensor<2x4xf32>, tensor<8x4xf32>)
+// CHECK: linalg.generic
+// CHECK: arith.addf
+func.func @gemm_trans_b(%a: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  %0 = dopt.gemm %a, %w, %b {trans_b = true} : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// Batched matmul with a broadcast 2-D right operand: one GEMM over all rows.
+// CHECK-LABEL: func.func @matmul_rows
+// CHECK: tensor.collapse_shape %arg0 {{\[}}[0, 1, 2]] : tensor<2x3x4xf32> into tensor<24xf32>
+// CHECK: tensor.expand_shape %{{.*}} {{\[}}[0, 1]] output_shape [6, 4] : tensor<24xf32> into tensor<6x4xf32>
+// CHECK: linalg.matmul ins(%{{.*}}, %arg1 : tensor<6x4xf32>, tensor<4x5xf32>)
+func.func @matmul_rows(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
+  %0 = dopt.matmul %a, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  return %0 : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Both operands batched: linalg.batch_matmul.
+// CHECK-LABEL: func.func @matmul_batched
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x4xf32>, tensor<6x4x4xf32>)
+func.func @matmul_batched(%a: tensor<2x3x4x4xf32>, %b: tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32> {
+  %0 = dopt.matmul %a, %b : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %0 : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Softmax: max-reduce, exp(x - max), sum-reduce, divide.
+// CHECK-LABEL: func.func @softmax
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.addf
+// CHECK: arith.divf
+func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %0 = dopt.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// Grouped conv: the grouped linalg convolution on reshaped views, bias added.
+// CHECK-LABEL: func.func @conv_groups
+// CHECK: tensor.pad
+// CHECK: linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+// CHECK: arith.addf
+func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x5x5xf32> {
+  %0 = dopt.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x5x5xf32>
+  return %0 : tensor<1x6x5x5xf32>
+}
+
+// -----
+
+// Negative-step slice reads through an affine map start + i * step.
+// CHECK-DAG: #[[REV:.*]] = affine_map<(d0) -> (-d0 + 5)>
+// CHECK-LABEL: func.func @reverse
+// CHECK: linalg.generic {indexing_maps = [#[[REV]], #{{.*}}]
+func.func @reverse(%x: tensor<6xf32>) -> tensor<6xf32> {
+  %0 = dopt.slice %x {starts = array<i64: 5>, ends = array<i64: -1>, steps = array<i64: -1>} : (tensor<6xf32>) -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}
+
+// -----
+
+// Gather: indices are the generic's input, data is read with tensor.extract
+// at a clamped, wrapped index.
+// CHECK-LABEL: func.func @gather
+// CHECK: linalg.generic
+// CHECK: arith.index_cast
+// CHECK: arith.select
+// CHECK: tensor.extract %arg0
+func.func @gather(%data: tensor<10x4xf32>, %idx: tensor<2x3xi64>) -> tensor<2x3x4xf32> {
+  %0 = dopt.gather %data, %idx {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
