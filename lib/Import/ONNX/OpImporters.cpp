@@ -11,6 +11,7 @@
 #include "ImporterImpl.h"
 
 #include <limits>
+#include <sstream>
 
 using namespace mlir;
 using namespace distopt;
@@ -238,6 +239,11 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
                    " entries, got " + shapeStr(*v));
     return failure();
   }
+  // Checked here, not only by the dialect: auto_pad divides by the strides.
+  if (llvm::any_of(*v, [](int64_t x) { return x <= 0; })) {
+    (void)nc.error(name + " must be positive, got " + shapeStr(*v));
+    return failure();
+  }
   return *v;
 }
 
@@ -352,6 +358,10 @@ LogicalResult importReduce(NodeContext &nc) {
       axes = a;
     }
   } else {
+    // Ignoring a second input would silently reduce over all axes.
+    if (nc.input(1))
+      return nc.error("'axes' is an attribute before opset " +
+                      std::to_string(sinceInput) + ", not an input");
     TRY(a, nc.intsAttr("axes"));
     if (a)
       axes = *a;
@@ -557,19 +567,29 @@ LogicalResult importSplit(NodeContext &nc) {
     }
     if (n <= 0)
       return nc.error("has no outputs");
-    // Equal pieces; since opset 18 the last may be smaller.
+    // Equal pieces of ceil(dim / n); since opset 18 the last may be
+    // smaller, but not empty (ONNX Runtime rejects that too).
     int64_t piece = (dim + n - 1) / n;
     if (nc.opset() < 18 && dim % n != 0)
       return nc.error("dimension " + std::to_string(dim) +
                       " does not split evenly into " + std::to_string(n));
-    for (int64_t i = 0, left = dim; i < n; ++i) {
-      sizes.push_back(std::min(piece, left));
-      left -= sizes.back();
-    }
+    int64_t last = dim - piece * (n - 1);
+    if (dim % n != 0 && last <= 0)
+      return nc.error("dimension " + std::to_string(dim) + " cannot be " +
+                      "split into " + std::to_string(n) + " pieces of " +
+                      std::to_string(piece) + " with a smaller, non-empty " +
+                      "last piece");
+    sizes.assign(n - 1, piece);
+    sizes.push_back(last);
   }
   int64_t total = 0;
-  for (int64_t s : sizes)
+  for (int64_t s : sizes) {
+    // SplitOp's builder would abort on a negative size.
+    if (s < 0)
+      return nc.error("split sizes " + shapeStr(sizes) +
+                      " must be non-negative");
     total += s;
+  }
   if (total != dim)
     return nc.error("split sizes " + shapeStr(sizes) + " do not add up to " +
                     "dimension " + std::to_string(axis) + " (" +
@@ -616,7 +636,8 @@ LogicalResult importSlice(NodeContext &nc) {
     if (step == 0)
       return nc.error("steps must be non-zero");
     // ONNX Slice semantics: negative indices count from the end, then
-    // clamp to [0, d] for positive steps and [-1, d-1] for negative ones.
+    // clamp: for positive steps start and end to [0, d]; for negative steps
+    // start to [0, d-1] and end to [-1, d-1] (end -1: through index 0).
     auto adjust = [d](int64_t v) {
       if (v < 0)
         v = v < std::numeric_limits<int64_t>::min() + d ? -1 : v + d;
@@ -628,7 +649,8 @@ LogicalResult importSlice(NodeContext &nc) {
       en = std::clamp<int64_t>(en, 0, d);
       en = std::max(en, b);
     } else {
-      b = std::clamp<int64_t>(b, -1, d - 1);
+      // An empty dimension has no index 0: start -1 there.
+      b = std::clamp<int64_t>(b, std::min<int64_t>(0, d - 1), d - 1);
       en = std::clamp<int64_t>(en, -1, d - 1);
       en = std::min(en, b);
     }
@@ -648,6 +670,20 @@ LogicalResult importGather(NodeContext &nc) {
   TRY(indices, nc.requiredInput(1));
   TRY(axisAttr, nc.intAttr("axis", 0));
   TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  // Constant indices (shape subgraphs) are checked now: out of range they
+  // would leave an unfoldable gather and a confusing error further on.
+  if (auto c = indices.getDefiningOp<dopt::ConstantOp>()) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    int64_t dim = nc.inputType(0).getDimSize(axis);
+    if (dense && isa<IntegerType>(dense.getElementType()))
+      for (APInt v : dense.getValues<APInt>()) {
+        int64_t i = v.getSExtValue();
+        if (i < -dim || i >= dim)
+          return nc.error("index " + std::to_string(i) +
+                          " is out of range for axis " + std::to_string(axis) +
+                          " of size " + std::to_string(dim));
+      }
+  }
   nc.setOutput(0, nc.create<dopt::GatherOp>(
                       data, indices, nc.builder().getI64IntegerAttr(axis)));
   return success();
@@ -794,9 +830,12 @@ LogicalResult importRange(NodeContext &nc) {
     return nc.error("delta must be non-zero");
   RankedTensorType t = nc.inputType(0);
   double count = std::max(0.0, std::ceil((limit - start) / delta));
-  if (count > (1 << 24))
-    return nc.error("Range of " + std::to_string((int64_t)count) +
+  if (count > (1 << 24)) {
+    std::ostringstream os; // the count may exceed int64 or be infinite
+    os << count;
+    return nc.error("Range of " + os.str() +
                     " elements is too large to evaluate at import");
+  }
   int64_t n = (int64_t)count;
   auto type = RankedTensorType::get({n}, t.getElementType());
   DenseElementsAttr attr;
