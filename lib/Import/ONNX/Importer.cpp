@@ -76,6 +76,30 @@ static int64_t rawElementBytes(Type elt) {
   return elt.isInteger(1) ? 1 : (elt.getIntOrFloatBitWidth() + 7) / 8;
 }
 
+bool onnximport::fitsInMemory(ArrayRef<int64_t> dims, int64_t eltBytes) {
+  // Sizes are int64 everywhere (MLIR, the runtime): the byte count of every
+  // tensor must fit, with room to spare.
+  constexpr int64_t limit = int64_t(1) << 60;
+  int64_t bytes = std::max<int64_t>(eltBytes, 1);
+  for (int64_t d : dims) {
+    if (d < 0)
+      return false;
+    if (d != 0 && bytes > limit / d)
+      return false;
+    bytes *= d;
+  }
+  return true;
+}
+
+std::string onnximport::shapeString(ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + (dims[i] == ShapedType::kDynamic
+                               ? std::string("?")
+                               : std::to_string(dims[i]));
+  return s + "]";
+}
+
 std::optional<SmallVector<int64_t>> distopt::parseShapeSpec(StringRef spec) {
   SmallVector<int64_t> dims;
   spec = spec.trim();
@@ -279,67 +303,65 @@ GraphImporter::readExternalBytes(const onnx::TensorProto &t,
   return std::vector<char>(bytes.begin(), bytes.end());
 }
 
-FailureOr<std::vector<char>>
-GraphImporter::readTensorBytes(const onnx::TensorProto &t,
-                               RankedTensorType type, Location loc) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    return readExternalBytes(t, type, loc);
-  Type elt = type.getElementType();
-  int64_t n = type.getNumElements();
-  int64_t eltBytes = rawElementBytes(elt);
-  std::vector<char> bytes;
+/// Decodes the data embedded in `t` (raw_data or the typed fields) into
+/// little-endian bytes, `eltBytes` per element (bool: one byte). Returns an
+/// error message, or std::nullopt on success.
+static std::optional<std::string> decodeEmbedded(const onnx::TensorProto &t,
+                                                 int64_t n, int64_t eltBytes,
+                                                 std::vector<char> &bytes) {
   if (t.has_raw_data()) {
     if ((int64_t)t.raw_data().size() != n * eltBytes)
-      return emitError(loc) << "tensor '" << t.name() << "' has "
-                            << t.raw_data().size() << " bytes of raw data, "
-                            << "expected " << n * eltBytes << " for " << type;
+      return "tensor '" + t.name() + "' has " +
+             std::to_string(t.raw_data().size()) +
+             " bytes of raw data, expected " + std::to_string(n * eltBytes);
     bytes.assign(t.raw_data().begin(), t.raw_data().end());
-    return bytes;
+    return std::nullopt;
   }
-  auto countError = [&](int64_t got) {
-    return emitError(loc) << "tensor '" << t.name() << "' has " << got
-                          << " values, expected " << n << " for " << type;
-  };
-  auto appendAll = [&](const auto &field, auto convert) -> LogicalResult {
+  auto appendAll = [&](const auto &field,
+                       auto convert) -> std::optional<std::string> {
     if (field.size() != n)
-      return countError(field.size());
+      return "tensor '" + t.name() + "' has " + std::to_string(field.size()) +
+             " values, expected " + std::to_string(n);
     bytes.resize(n * eltBytes);
     for (int64_t i = 0; i < n; ++i) {
       auto v = convert(field.Get(i));
       std::memcpy(bytes.data() + i * eltBytes, &v, eltBytes);
     }
-    return success();
+    return std::nullopt;
   };
-  LogicalResult ok = failure();
   switch (t.data_type()) {
   case onnx::TensorProto::FLOAT:
-    ok = appendAll(t.float_data(), [](float v) { return v; });
-    break;
+    return appendAll(t.float_data(), [](float v) { return v; });
   case onnx::TensorProto::DOUBLE:
-    ok = appendAll(t.double_data(), [](double v) { return v; });
-    break;
+    return appendAll(t.double_data(), [](double v) { return v; });
   case onnx::TensorProto::INT64:
-    ok = appendAll(t.int64_data(), [](int64_t v) { return v; });
-    break;
+    return appendAll(t.int64_data(), [](int64_t v) { return v; });
   case onnx::TensorProto::INT32:
-    ok = appendAll(t.int32_data(), [](int32_t v) { return v; });
-    break;
+    return appendAll(t.int32_data(), [](int32_t v) { return v; });
   case onnx::TensorProto::INT16:
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16:
-    ok = appendAll(t.int32_data(), [](int32_t v) { return (uint16_t)v; });
-    break;
+    return appendAll(t.int32_data(), [](int32_t v) { return (uint16_t)v; });
   case onnx::TensorProto::INT8:
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::BOOL:
-    ok = appendAll(t.int32_data(), [](int32_t v) { return (uint8_t)v; });
-    break;
+    return appendAll(t.int32_data(), [](int32_t v) { return (uint8_t)v; });
   default:
-    return emitError(loc) << "tensor '" << t.name() << "' has unsupported "
-                          << dataTypeName(t.data_type());
+    return "tensor '" + t.name() + "' has unsupported " +
+           dataTypeName(t.data_type());
   }
-  if (failed(ok))
-    return failure();
+}
+
+FailureOr<std::vector<char>>
+GraphImporter::readTensorBytes(const onnx::TensorProto &t,
+                               RankedTensorType type, Location loc) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return readExternalBytes(t, type, loc);
+  std::vector<char> bytes;
+  if (std::optional<std::string> err =
+          decodeEmbedded(t, type.getNumElements(),
+                         rawElementBytes(type.getElementType()), bytes))
+    return emitError(loc) << *err << " for " << type;
   return bytes;
 }
 
@@ -356,6 +378,9 @@ FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
                             << "dimension " << d;
     dims.push_back(d);
   }
+  if (!fitsInMemory(dims, rawElementBytes(elt)))
+    return emitError(loc) << "tensor '" << name << "' of shape "
+                          << shapeString(dims) << " is too large";
   auto type = RankedTensorType::get(dims, elt);
   int64_t n = type.getNumElements();
   bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
@@ -472,6 +497,9 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
                  << " to " << forced->second[i] << " but the model fixes it "
                  << "at " << d.dim_value();
       }
+    if (!fitsInMemory(forced->second, rawElementBytes(elt)))
+      return emitError(loc) << "--shape " << vi.name() << " "
+                            << shapeString(forced->second) << " is too large";
     return RankedTensorType::get(forced->second, elt);
   }
   if (!tt.has_shape()) {
@@ -501,6 +529,13 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
                      "with " + fix + "--shape " + vi.name() + "=AxBx...");
     dims.push_back(ShapedType::kDynamic);
   }
+  SmallVector<int64_t> known;
+  for (int64_t d : dims)
+    if (d != ShapedType::kDynamic)
+      known.push_back(d);
+  if (!fitsInMemory(known, rawElementBytes(elt)))
+    return emitError(loc) << "graph input '" << vi.name() << "' of shape "
+                          << shapeString(dims) << " is too large";
   return RankedTensorType::get(dims, elt);
 }
 
@@ -736,6 +771,11 @@ LogicalResult NodeContext::error(const llvm::Twine &msg) {
 FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
                                                           StringRef what) {
   Value v = input(i);
+  if (!v) {
+    (void)error("missing required input " + std::to_string(i) + " (" + what +
+                ")");
+    return failure();
+  }
   DenseElementsAttr attr;
   if (v)
     if (auto c = v.getDefiningOp<dopt::ConstantOp>())
@@ -754,6 +794,11 @@ FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
 
 FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
   Value v = input(i);
+  if (!v) {
+    (void)error("missing required input " + std::to_string(i) + " (" + what +
+                ")");
+    return failure();
+  }
   DenseElementsAttr attr;
   if (v)
     if (auto c = v.getDefiningOp<dopt::ConstantOp>())
@@ -889,6 +934,39 @@ Value NodeContext::constantI64(ArrayRef<int64_t> values,
 // Entry points
 //===----------------------------------------------------------------------===//
 
+/// Parses binary protobuf or ONNX text; returns an error message on failure.
+static std::optional<std::string> parseModel(StringRef bytes, bool text,
+                                             onnx::ModelProto &model) {
+  if (bytes.empty())
+    return std::string("the file is empty, not an ONNX model");
+  if (text) {
+    std::string copy(bytes); // the parser wants a NUL-terminated string
+    onnx::OnnxParser parser(copy.c_str());
+    onnx::Common::Status status;
+    // libonnx's parser throws (std::out_of_range, ...) on numbers it cannot
+    // represent instead of returning a status.
+    try {
+      status = parser.Parse(model);
+    } catch (const std::exception &e) {
+      return std::string("cannot parse ONNX text: ") + e.what();
+    }
+    if (!status.IsOK())
+      return "cannot parse ONNX text: " + status.ErrorMessage();
+    // The parser accepts a graph without a model header; a model always
+    // needs an ir_version, so give the textual form the current one.
+    if (model.ir_version() == 0)
+      model.set_ir_version(onnx::IR_VERSION);
+    return std::nullopt;
+  }
+  if (bytes.size() > (size_t)INT_MAX)
+    return std::string("the model file is over 2 GiB; store the weights as "
+                       "ONNX external data");
+  if (!model.ParseFromArray(bytes.data(), (int)bytes.size()))
+    return std::string("cannot parse the ONNX protobuf: the file is "
+                       "truncated, corrupt, or not an ONNX model");
+  return std::nullopt;
+}
+
 OwningOpRef<ModuleOp> distopt::importONNXBuffer(MLIRContext &context,
                                                 StringRef bytes,
                                                 StringRef bufferName,
@@ -897,34 +975,9 @@ OwningOpRef<ModuleOp> distopt::importONNXBuffer(MLIRContext &context,
   Location fileLoc = FileLineColLoc::get(&context, bufferName, 0, 0);
   bool text = opts.textFormat.value_or(bufferName.ends_with(".onnxtxt"));
   onnx::ModelProto model;
-  if (bytes.empty()) {
-    emitError(fileLoc) << "the file is empty, not an ONNX model";
+  if (std::optional<std::string> err = parseModel(bytes, text, model)) {
+    emitError(fileLoc) << *err;
     return nullptr;
-  }
-  if (text) {
-    std::string copy(bytes); // the parser wants a NUL-terminated string
-    onnx::OnnxParser parser(copy.c_str());
-    onnx::Common::Status status = parser.Parse(model);
-    if (!status.IsOK()) {
-      emitError(fileLoc) << "cannot parse ONNX text: "
-                         << status.ErrorMessage();
-      return nullptr;
-    }
-    // The parser accepts a graph without a model header; a model always
-    // needs an ir_version, so give the textual form the current one.
-    if (model.ir_version() == 0)
-      model.set_ir_version(onnx::IR_VERSION);
-  } else {
-    if (bytes.size() > (size_t)INT_MAX) {
-      emitError(fileLoc) << "the model file is over 2 GiB; store the weights "
-                            "as ONNX external data";
-      return nullptr;
-    }
-    if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {
-      emitError(fileLoc) << "cannot parse the ONNX protobuf: the file is "
-                            "truncated, corrupt, or not an ONNX model";
-      return nullptr;
-    }
   }
   GraphImporter importer(context, model, bufferName, opts);
   return importer.run();
@@ -941,4 +994,65 @@ OwningOpRef<ModuleOp> distopt::importONNXFile(MLIRContext &context,
     return nullptr;
   }
   return importONNXBuffer(context, (*buf)->getBuffer(), path, opts);
+}
+
+//===----------------------------------------------------------------------===//
+// ONNXWeightReader
+//===----------------------------------------------------------------------===//
+
+struct ONNXWeightReader::Impl {
+  onnx::ModelProto model;
+  llvm::StringMap<const onnx::TensorProto *> tensors;
+};
+
+ONNXWeightReader::ONNXWeightReader() : impl(std::make_unique<Impl>()) {}
+ONNXWeightReader::~ONNXWeightReader() = default;
+
+std::unique_ptr<ONNXWeightReader>
+ONNXWeightReader::open(StringRef path, std::string &error) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    error = "cannot open '" + path.str() + "': " + buf.getError().message();
+    return nullptr;
+  }
+  std::unique_ptr<ONNXWeightReader> reader(new ONNXWeightReader());
+  if (std::optional<std::string> err = parseModel(
+          (*buf)->getBuffer(), path.ends_with(".onnxtxt"), reader->impl->model)) {
+    error = path.str() + ": " + *err;
+    return nullptr;
+  }
+  const onnx::GraphProto &g = reader->impl->model.graph();
+  for (const onnx::TensorProto &t : g.initializer())
+    reader->impl->tensors[t.name()] = &t;
+  // Constant nodes' values are found by their output name, as the importer
+  // names them.
+  for (const onnx::NodeProto &n : g.node())
+    if (n.op_type() == "Constant" && n.output_size() == 1)
+      for (const onnx::AttributeProto &a : n.attribute())
+        if (a.name() == "value" && a.has_t())
+          reader->impl->tensors.try_emplace(n.output(0), &a.t());
+  return reader;
+}
+
+bool ONNXWeightReader::readEmbedded(StringRef name, int64_t numElements,
+                                    int64_t elementBytes,
+                                    std::vector<char> &out,
+                                    std::string &error) const {
+  auto it = impl->tensors.find(name);
+  if (it == impl->tensors.end()) {
+    error = "the model has no initializer or constant named '" + name.str() +
+            "'";
+    return false;
+  }
+  if (it->second->data_location() == onnx::TensorProto::EXTERNAL) {
+    error = "tensor '" + name.str() + "' is stored as external data";
+    return false;
+  }
+  if (std::optional<std::string> err =
+          decodeEmbedded(*it->second, numElements, elementBytes, out)) {
+    error = *err;
+    return false;
+  }
+  return true;
 }

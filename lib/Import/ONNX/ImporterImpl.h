@@ -137,6 +137,12 @@ mlir::Type convertDataType(mlir::MLIRContext *ctx, int32_t dataType);
 /// Name of an ONNX data type for messages ("FLOAT", "INT64", ...).
 std::string dataTypeName(int32_t dataType);
 
+/// Whether a tensor of `dims` x `eltBytes` bytes has a representable size
+/// (non-negative dims, byte count below 2^60).
+bool fitsInMemory(llvm::ArrayRef<int64_t> dims, int64_t eltBytes);
+/// "[2,3,?]" for messages.
+std::string shapeString(llvm::ArrayRef<int64_t> dims);
+
 } // namespace distopt::onnximport
 
 #endif // DISTOPT_LIB_IMPORT_ONNX_IMPORTERIMPL_H

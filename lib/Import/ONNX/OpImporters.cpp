@@ -692,6 +692,11 @@ LogicalResult importGather(NodeContext &nc) {
 LogicalResult importExpand(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(shape, nc.constantInts(1, "shape"));
+  SmallVector<int64_t> full(shape);
+  for (int64_t d : nc.inputType(0).getShape())
+    full.push_back(d);
+  if (!fitsInMemory(full, 1))
+    return nc.error("shape " + shapeStr(shape) + " is too large");
   nc.setOutput(0, nc.create<dopt::ExpandOp>(
                       x, nc.builder().getDenseI64ArrayAttr(shape)));
   return success();
@@ -800,6 +805,8 @@ LogicalResult importConstantOfShape(NodeContext &nc) {
   for (int64_t d : shape)
     if (d < 0)
       return nc.error("shape " + shapeStr(shape) + " has a negative size");
+  if (!fitsInMemory(shape, 8))
+    return nc.error("shape " + shapeStr(shape) + " is too large");
   const onnx::AttributeProto *a = nc.attr("value");
   OpBuilder &b = nc.builder();
   DenseElementsAttr splat;

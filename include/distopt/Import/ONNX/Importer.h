@@ -16,7 +16,9 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class MLIRContext;
@@ -52,6 +54,28 @@ importONNXFile(mlir::MLIRContext &context, llvm::StringRef path,
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(mlir::MLIRContext &context, llvm::StringRef bytes,
                  llvm::StringRef bufferName, const ONNXImportOptions &options);
+
+/// Reads weight data from an ONNX model file (for bundles: the importer only
+/// references weights; the compiler copies them out when it writes one).
+class ONNXWeightReader {
+public:
+  /// Parses `path` (binary, or text for .onnxtxt) and indexes its
+  /// initializers and Constant-node tensors by name.
+  static std::unique_ptr<ONNXWeightReader> open(llvm::StringRef path,
+                                                std::string &error);
+  ~ONNXWeightReader();
+
+  /// The little-endian bytes (bool: one byte each) of the embedded tensor
+  /// `name`, checked against `numElements` x `elementBytes`.
+  bool readEmbedded(llvm::StringRef name, int64_t numElements,
+                    int64_t elementBytes, std::vector<char> &out,
+                    std::string &error) const;
+
+private:
+  ONNXWeightReader();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 
 /// Parses a shape like "32x256" (or "32,256"; "" or "scalar" for rank 0).
 std::optional<llvm::SmallVector<int64_t>> parseShapeSpec(llvm::StringRef spec);
