@@ -1,30 +1,28 @@
 //===- distopt-opt.cpp - MLIR optimiser driver with distopt's dialects ----===//
 //
-// For pass developers and lit tests: `distopt-opt in.mlir --canonicalize`.
+// For pass developers and lit tests: mlir-opt with distopt's dialect and
+// passes added, e.g. `distopt-opt in.mlir --distopt-convert-dopt-to-linalg`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
-  mlir::registerTransformsPasses();
+  mlir::registerAllPasses();
   distopt::registerDistoptConversionPasses();
+  distopt::registerDistoptTransformsPasses();
   mlir::DialectRegistry registry;
-  registry.insert<distopt::dopt::DoptDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
-                  mlir::linalg::LinalgDialect, mlir::math::MathDialect,
-                  mlir::shard::ShardDialect>();
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  registry.insert<distopt::dopt::DoptDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "distopt optimizer driver (dopt dialect and passes)\n",
       registry));

@@ -10,6 +10,9 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Import/ONNX/Importer.h"
+#include "distopt/Target/CPU/CPUTarget.h"
+
+#include "Tool.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -29,20 +32,29 @@ using namespace llvm;
 
 static cl::SubCommand importCmd("import",
                                 "Import an ONNX model into the dopt dialect");
+static cl::SubCommand
+    compileCmd("compile",
+               "Compile an ONNX model into an executable bundle (model.dx/)");
 
 static cl::opt<std::string> importInput(cl::Positional, cl::Required,
                                         cl::desc("<model.onnx|model.onnxtxt>"),
-                                        cl::sub(importCmd));
-static cl::opt<std::string> importOutput("o", cl::desc("Output MLIR file"),
-                                         cl::value_desc("file"),
-                                         cl::init("-"), cl::sub(importCmd));
+                                        cl::sub(importCmd), cl::sub(compileCmd));
+static cl::opt<std::string>
+    importOutput("o",
+                 cl::desc("Output: an MLIR file (import, compile --emit), or "
+                          "the bundle directory (compile; default "
+                          "<model>.dx)"),
+                 cl::value_desc("path"), cl::sub(importCmd),
+                 cl::sub(compileCmd));
 static cl::list<std::string>
     importShapes("shape",
                  cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
-                 cl::value_desc("name=AxBx..."), cl::sub(importCmd));
+                 cl::value_desc("name=AxBx..."), cl::sub(importCmd),
+                 cl::sub(compileCmd));
 static cl::list<std::string>
     importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
-               cl::value_desc("name=N"), cl::sub(importCmd));
+               cl::value_desc("name=N"), cl::sub(importCmd),
+               cl::sub(compileCmd));
 static cl::opt<bool> importInlineWeights(
     "inline-weights",
     cl::desc("Read all weights (including external data) into the IR as "
@@ -51,10 +63,17 @@ static cl::opt<bool> importInlineWeights(
 static cl::opt<bool>
     importText("text", cl::desc("Read ONNX's textual syntax (default for "
                                 ".onnxtxt files)"),
-               cl::sub(importCmd));
+               cl::sub(importCmd), cl::sub(compileCmd));
 static cl::opt<bool> importGeneric("mlir-print-generic",
                                    cl::desc("Print ops in generic form"),
-                                   cl::sub(importCmd));
+                                   cl::sub(importCmd), cl::sub(compileCmd));
+static cl::opt<std::string> compileEmit(
+    "emit",
+    cl::desc("Stop early and print IR: graph (dopt), linalg, llvm (LLVM IR)"),
+    cl::value_desc("graph|linalg|llvm"), cl::sub(compileCmd));
+static cl::opt<std::string>
+    compileCPU("cpu", cl::desc("Target CPU (default: native, the host's)"),
+               cl::init("native"), cl::sub(compileCmd));
 
 namespace {
 
@@ -117,17 +136,19 @@ bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
   return true;
 }
 
-int runImport(MLIRContext &context) {
-  distopt::ONNXImportOptions options;
+} // namespace
+
+/// Builds import options from the command line; false after a usage error.
+bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
   for (StringRef arg : importShapes) {
     StringRef name, spec;
     if (!splitAssignment("shape", arg, name, spec))
-      return 1;
+      return false;
     std::optional<SmallVector<int64_t>> dims = distopt::parseShapeSpec(spec);
     if (!dims) {
       WithColor::error() << "--shape " << arg
                          << ": expected dimensions like 32x256\n";
-      return 1;
+      return false;
     }
     options.inputShapes[name] = *dims;
   }
@@ -135,25 +156,32 @@ int runImport(MLIRContext &context) {
     StringRef name, value;
     int64_t n;
     if (!splitAssignment("dim", arg, name, value))
-      return 1;
+      return false;
     if (value.getAsInteger(10, n) || n < 0) {
       WithColor::error() << "--dim " << arg
                          << ": expected a non-negative integer\n";
-      return 1;
+      return false;
     }
     options.symbolicDims[name] = n;
   }
   options.inlineWeights = importInlineWeights;
   if (importText)
     options.textFormat = true;
+  return true;
+}
 
+namespace {
+int runImport(MLIRContext &context) {
+  distopt::ONNXImportOptions options;
+  if (!distopt::tool::importOptionsFromFlags(options))
+    return 1;
   OwningOpRef<ModuleOp> module =
       distopt::importONNXFile(context, importInput, options);
   if (!module)
     return 1;
 
   std::string error;
-  auto out = mlir::openOutputFile(importOutput, &error);
+  auto out = mlir::openOutputFile(importOutput.empty() ? std::string("-") : std::string(importOutput), &error);
   if (!out) {
     WithColor::error() << error << "\n";
     return 1;
@@ -181,11 +209,16 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   distopt::registerONNXImportDialects(registry);
+  if (compileCmd)
+    distopt::cpu::registerCPUTargetDialects(registry);
   MLIRContext context(registry);
   context.getDiagEngine().registerHandler(diagnosticHandler);
 
   if (importCmd)
     return runImport(context);
+  if (compileCmd)
+    return distopt::tool::runCompile(context, importInput, importOutput,
+                                     compileEmit, compileCPU, importGeneric);
   errs() << "distopt: no subcommand given. Try 'distopt --help'.\n";
   return 1;
 }

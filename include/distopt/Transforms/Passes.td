@@ -1,0 +1,57 @@
+//===- Passes.td - distopt transformation passes -----------*- tablegen -*-===//
+
+#ifndef DISTOPT_TRANSFORMS_PASSES_TD
+#define DISTOPT_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def OutlineWeightsPass : Pass<"distopt-outline-weights", "mlir::ModuleOp"> {
+  let summary = "Turn dopt.weight references into arguments of @main";
+  let description = [{
+    Compiled programs receive their weights from the runtime (mmap'ed from
+    the bundle's weight file or the model's external-data file), so each
+    `dopt.weight` becomes a new argument of `@main`, placed after the graph
+    inputs in order of first appearance, with an argument attribute
+    `dopt.weight` that keeps the reference (name, and location/offset/length
+    for external data). Uses of the same weight share one argument.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<2x4xf32> {dopt.name = "x"}) -> tensor<2x8xf32> {
+      %w = dopt.weight {name = "fc.weight", type = tensor<4x8xf32>} : () -> tensor<4x8xf32>
+      %y = dopt.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+      return %y : tensor<2x8xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @main(%x: tensor<2x4xf32> {dopt.name = "x"},
+                    %w: tensor<4x8xf32> {dopt.weight = {name = "fc.weight"}}) -> tensor<2x8xf32> {
+      %y = dopt.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+      return %y : tensor<2x8xf32>
+    }
+    ```
+  }];
+}
+
+def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
+  let summary = "Replace f32/f64 linalg.matmul and batch_matmul on buffers by BLAS calls";
+  let description = [{
+    Runs after bufferization. A `linalg.matmul` or `linalg.batch_matmul` on
+    memrefs of f32 or f64 (plain or transposed operands, as expressed by its
+    indexing maps) becomes a call to the runtime's
+    `dort_{batch_}matmul_{f32,f64}` (C interface), which calls OpenBLAS
+    `cblas_?gemm` with beta = 1 (the accumulator was zero-filled before).
+    Other element types stay loops.
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+    // becomes
+    func.call @dort_matmul_f32(%a', %b', %c', %false, %false, %one, %one)
+    ```
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+#endif // DISTOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,280 @@
+//===- CPUTarget.cpp - dopt -> native CPU code ----------------------------===//
+
+#include "distopt/Target/CPU/CPUTarget.h"
+
+#include "distopt/Conversion/Passes.h"
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace distopt;
+
+void cpu::registerCPUTargetDialects(DialectRegistry &registry) {
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  registry.insert<dopt::DoptDialect>();
+}
+
+/// Upstream passes are parsed from a textual pipeline: they must be
+/// registered once per process.
+static void registerPassesOnce() {
+  static bool done = [] {
+    registerAllPasses();
+    registerDistoptConversionPasses();
+    registerDistoptTransformsPasses();
+    return true;
+  }();
+  (void)done;
+}
+
+/// Runs `pipeline`, a pass list anchored on the module (no
+/// `builtin.module(...)` wrapper).
+static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+  registerPassesOnce();
+  PassManager pm(module->getContext());
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (failed(parsePassPipeline(pipeline, pm, os))) {
+    module.emitError("internal error: bad pass pipeline: ") << errors;
+    return failure();
+  }
+  return pm.run(module);
+}
+
+LogicalResult cpu::lowerToLinalg(ModuleOp module) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("no @main function");
+  // "main" is the C entry symbol of the executable; the model function is
+  // dopt_main.
+  main.setName("dopt_main");
+  return runPipeline(module,
+                     "distopt-convert-dopt-to-linalg,canonicalize,"
+                     "linalg-fuse-elementwise-ops,canonicalize,cse");
+}
+
+/// Adds `int32_t dopt_entry(void **buffers)` calling the lowered dopt_main
+/// with one memref descriptor per buffer (static shape, identity layout).
+static LogicalResult addEntryPoint(ModuleOp module,
+                                   ArrayRef<MemRefType> argTypes) {
+  auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>("dopt_main");
+  if (!callee)
+    return module.emitError("internal error: dopt_main was not lowered");
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = module.getLoc();
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  auto i32 = b.getI32Type(), i64 = b.getI64Type();
+  auto fn = LLVM::LLVMFuncOp::create(
+      b, loc, "dopt_entry", LLVM::LLVMFunctionType::get(i32, {ptrTy}));
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  Value bufs = entry->getArgument(0);
+  auto c64 = [&](int64_t v) {
+    return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
+  };
+  SmallVector<Value> args;
+  for (auto [i, type] : llvm::enumerate(argTypes)) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, bufs,
+                                     ArrayRef<LLVM::GEPArg>{(int32_t)i});
+    Value p = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+    args.push_back(p);    // allocated
+    args.push_back(p);    // aligned
+    args.push_back(c64(0)); // offset
+    SmallVector<int64_t> strides(type.getRank(), 1);
+    for (int64_t d = type.getRank() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * type.getDimSize(d + 1);
+    for (int64_t s : type.getShape())
+      args.push_back(c64(s));
+    for (int64_t s : strides)
+      args.push_back(c64(s));
+  }
+  if (args.size() != callee.getNumArguments())
+    return module.emitError("internal error: dopt_main takes ")
+           << callee.getNumArguments() << " LLVM arguments, expected "
+           << args.size();
+  LLVM::CallOp::create(b, loc, callee, args);
+  LLVM::ReturnOp::create(
+      b, loc, ValueRange{LLVM::ConstantOp::create(b, loc, i32,
+                                                  b.getI32IntegerAttr(0))});
+  return success();
+}
+
+LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
+  // Bufferize; results become out-parameters allocated by the caller.
+  if (failed(runPipeline(
+          module,
+          "one-shot-bufferize{bufferize-function-boundaries "
+          "function-boundary-type-conversion=identity-layout-map},"
+          "buffer-results-to-out-params{modify-public-functions "
+          "hoist-static-allocs},"
+          "distopt-linalg-to-blas,"
+          "func.func(buffer-hoisting),ownership-based-buffer-deallocation,"
+          "canonicalize,buffer-deallocation-simplification,"
+          "bufferization-lower-deallocations,cse,canonicalize")))
+    return failure();
+  auto main = module.lookupSymbol<func::FuncOp>("dopt_main");
+  if (!main)
+    return module.emitError("internal error: no dopt_main after bufferization");
+  SmallVector<MemRefType> argTypes;
+  for (Type t : main.getArgumentTypes()) {
+    auto m = dyn_cast<MemRefType>(t);
+    if (!m || !m.hasStaticShape() || !m.getLayout().isIdentity())
+      return main.emitError("internal error: entry argument type ")
+             << t << " is not a static identity-layout memref";
+    argTypes.push_back(m);
+  }
+  if (failed(runPipeline(
+          module,
+          "func.func(convert-linalg-to-loops),"
+          "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+          "convert-math-to-llvm,convert-math-to-libm,"
+          "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+          "convert-func-to-llvm,convert-index-to-llvm,"
+          "reconcile-unrealized-casts")))
+    return failure();
+  return addEntryPoint(module, argTypes);
+}
+
+static llvm::TargetMachine *makeTargetMachine(const cpu::CPUOptions &options,
+                                              std::string &error) {
+  static bool init = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)init;
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  std::string cpuName = options.cpu, features;
+  if (options.cpu == "native") {
+    cpuName = llvm::sys::getHostCPUName().str();
+    for (auto &f : llvm::sys::getHostCPUFeatures())
+      features += (features.empty() ? "" : ",") +
+                  std::string(f.second ? "+" : "-") + f.first().str();
+  }
+  llvm::TargetOptions targetOptions;
+  return target->createTargetMachine(
+      triple, cpuName, features, targetOptions, llvm::Reloc::PIC_,
+      std::nullopt,
+      options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+      : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                              : llvm::CodeGenOptLevel::Default);
+}
+
+std::unique_ptr<llvm::Module>
+cpu::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
+                       const CPUOptions &options) {
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, context, "distopt");
+  if (!llvmModule) {
+    module.emitError("translation to LLVM IR failed");
+    return nullptr;
+  }
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> tm(makeTargetMachine(options, error));
+  if (!tm) {
+    module.emitError("cannot create a target machine: ") << error;
+    return nullptr;
+  }
+  llvmModule->setDataLayout(tm->createDataLayout());
+  llvmModule->setTargetTriple(tm->getTargetTriple());
+  auto optimize = makeOptimizingTransformer(options.optLevel, 0, tm.get());
+  if (llvm::Error err = optimize(llvmModule.get())) {
+    module.emitError("LLVM optimisation failed: ")
+        << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  return llvmModule;
+}
+
+LogicalResult cpu::emitObjectFile(llvm::Module &llvmModule, StringRef path,
+                                  const CPUOptions &options) {
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> tm(makeTargetMachine(options, error));
+  if (!tm) {
+    llvm::errs() << "distopt: cannot create a target machine: " << error
+                 << "\n";
+    return failure();
+  }
+  std::error_code ec;
+  llvm::ToolOutputFile out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    llvm::errs() << "distopt: cannot write '" << path << "': " << ec.message()
+                 << "\n";
+    return failure();
+  }
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, out.os(), nullptr,
+                              llvm::CodeGenFileType::ObjectFile)) {
+    llvm::errs() << "distopt: the target cannot emit object files\n";
+    return failure();
+  }
+  pm.run(llvmModule);
+  out.keep();
+  return success();
+}
+
+LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
+                                  StringRef output, StringRef runtimeLibDir,
+                                  std::string &errorMessage) {
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc) {
+    errorMessage = "no C compiler driver 'cc' on PATH to link with";
+    return failure();
+  }
+  SmallVector<std::string> args = {*cc, "-o", output.str()};
+  llvm::append_range(args, objects);
+  args.push_back("-L" + runtimeLibDir.str());
+  for (const char *lib :
+       {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas",
+        "-lstdc++", "-lm", "-lpthread"})
+    args.push_back(lib);
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string linkErrors;
+  SmallString<128> errFile;
+  llvm::sys::fs::createTemporaryFile("distopt-link", "txt", errFile);
+  std::optional<StringRef> redirects[] = {std::nullopt, errFile.str(),
+                                          errFile.str()};
+  int rc = llvm::sys::ExecuteAndWait(*cc, argRefs, std::nullopt, redirects, 0,
+                                     0, &linkErrors);
+  auto log = llvm::MemoryBuffer::getFile(errFile);
+  llvm::sys::fs::remove(errFile);
+  if (rc != 0) {
+    errorMessage = "linking failed (" + llvm::join(argRefs, " ") + ")";
+    if (!linkErrors.empty())
+      errorMessage += ": " + linkErrors;
+    if (log)
+      errorMessage += "\n" + (*log)->getBuffer().str();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,24 @@
+//===- Tool.h - pieces of the distopt driver --------------------*- C++ -*-===//
+#ifndef DISTOPT_TOOLS_DISTOPT_TOOL_H
+#define DISTOPT_TOOLS_DISTOPT_TOOL_H
+
+#include "distopt/Import/ONNX/Importer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace distopt::tool {
+
+/// Fills import options from --shape/--dim/--inline-weights/--text; prints
+/// a usage error and returns false when a flag is malformed.
+bool importOptionsFromFlags(ONNXImportOptions &options);
+
+/// `distopt compile`: import, lower, emit the object, link, write the bundle
+/// (or stop at `emit` = graph|linalg|llvm and print IR to `output`).
+int runCompile(mlir::MLIRContext &context, llvm::StringRef input,
+               llvm::StringRef output, llvm::StringRef emit,
+               llvm::StringRef cpu, bool printGeneric);
+
+} // namespace distopt::tool
+
+#endif // DISTOPT_TOOLS_DISTOPT_TOOL_H
