@@ -4,6 +4,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 namespace {
@@ -12,6 +13,16 @@ struct ErrorState {
   std::string message;
 };
 thread_local ErrorState lastError;
+
+struct PendingError {
+  std::mutex mutex;
+  bool set = false;
+  std::string message;
+};
+PendingError &pending() {
+  static PendingError *p = new PendingError(); // Never destroyed.
+  return *p;
+}
 } // namespace
 
 extern "C" const char *dort_version(void) { return DISTOPT_RUNTIME_VERSION; }
@@ -36,4 +47,34 @@ extern "C" int dort_set_error(int code, const char *format, ...) {
 extern "C" void dort_clear_error(void) {
   lastError.code = 0;
   lastError.message.clear();
+}
+
+extern "C" int dort_set_pending_error(int code, const char *format, ...) {
+  char buffer[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  lastError.code = code;
+  lastError.message = buffer;
+  PendingError &p = pending();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (!p.set) {
+    p.set = true;
+    p.message = buffer;
+  }
+  return code;
+}
+
+extern "C" const char *dort_pending_error(void) {
+  PendingError &p = pending();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.set ? p.message.c_str() : nullptr;
+}
+
+extern "C" void dort_clear_pending_error(void) {
+  PendingError &p = pending();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.set = false;
+  p.message.clear();
 }

@@ -8,6 +8,8 @@
 #ifndef DISTOPT_RUNTIME_RUNTIME_H
 #define DISTOPT_RUNTIME_RUNTIME_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +29,34 @@ int dort_set_error(int code, const char *format, ...)
     ;
 /* Clears this thread's error. */
 void dort_clear_error(void);
+
+/* Records a failure in a runtime call that cannot return a status to
+ * generated code (e.g. a kernel handed mismatched shapes): sets this thread's
+ * error as dort_set_error does, and keeps the first such message
+ * process-wide (any thread) until dort_clear_pending_error. dort_main fails
+ * the run when one is pending after dopt_entry returns. Returns `code`. */
+int dort_set_pending_error(int code, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The first pending error's message, or NULL when none is pending. */
+const char *dort_pending_error(void);
+void dort_clear_pending_error(void);
+
+/* The generated entry point: `buffers` holds one pointer per manifest buffer,
+ * inputs, then weights, then outputs. Returns 0 on success, else non-zero
+ * after dort_set_error. Defined by the compiled model, not the runtime. */
+typedef int32_t (*dort_entry_fn)(void **buffers);
+
+/* The model executable's main (the `distopt_runtime_main` library's main
+ * calls it with dopt_entry):
+ *   model --input NAME=FILE ... [--output-dir DIR] [--repeat N]
+ *         [--bundle DIR] [--help]
+ * Returns the process exit status: 0 success, 1 runtime error (bad manifest,
+ * input, weight, failed run, unwritable output), 2 usage error. Never calls
+ * exit(), so it can be called in-process by tests. */
+int dort_main(int argc, char **argv, dort_entry_fn entry);
 
 #ifdef __cplusplus
 }

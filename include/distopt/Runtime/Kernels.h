@@ -1,0 +1,105 @@
+/*===- Kernels.h - library kernels called by generated code ---*- C -*-===
+ *
+ * GEMM kernels on OpenBLAS, called through MLIR's C-interface memref ABI
+ * (functions declared with `llvm.emit_c_interface` and called as
+ * `_mlir_ciface_<name>`): a ranked memref argument arrives as a pointer to
+ *   struct { T *allocated; T *aligned; int64_t offset;
+ *            int64_t sizes[R]; int64_t strides[R]; }
+ * with strides in elements. Scalars are passed by value.
+ *
+ * MLIR declaration matching the f32 2-D kernel:
+ *   func.func private @dort_matmul_f32(memref<?x?xf32, strided<[?, ?], offset:
+ *?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?,
+ *?], offset: ?>>, i32, i32, f32, f32) attributes {llvm.emit_c_interface}
+ *
+ * Semantics: C = alpha * op(A) * op(B) + beta * C, op(X) = X^T when transX
+ * is non-zero. 2-D: op(A) is MxK, op(B) is KxN, C is MxN. Batched 3-D:
+ * the same per batch b; A or B with batch size 1 or batch stride 0 is
+ * broadcast over the batch of C. When beta == 0, C is not read (NaNs in C
+ * do not propagate). A and B may be any strided views (unit stride in one
+ * dimension is used in place, others are copied); C may be strided too.
+ * Shape mismatches are reported with dort_set_pending_error and leave C
+ * untouched.
+ *
+ * Never includes LLVM/MLIR headers.
+ *===----------------------------------------------------------------------===*/
+#ifndef DISTOPT_RUNTIME_KERNELS_H
+#define DISTOPT_RUNTIME_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct MemRef2DF32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} MemRef2DF32;
+
+typedef struct MemRef2DF64 {
+  double *allocated;
+  double *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} MemRef2DF64;
+
+typedef struct MemRef3DF32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} MemRef3DF32;
+
+typedef struct MemRef3DF64 {
+  double *allocated;
+  double *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} MemRef3DF64;
+
+/* An unranked memref as MLIR passes it (memrefCopy below). */
+typedef struct DortUnrankedMemRef {
+  int64_t rank;
+  void *descriptor;
+} DortUnrankedMemRef;
+
+void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
+                                  MemRef2DF32 *c, int32_t transA,
+                                  int32_t transB, float alpha, float beta);
+void _mlir_ciface_dort_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
+                                  MemRef2DF64 *c, int32_t transA,
+                                  int32_t transB, double alpha, double beta);
+void _mlir_ciface_dort_batch_matmul_f32(MemRef3DF32 *a, MemRef3DF32 *b,
+                                        MemRef3DF32 *c, int32_t transA,
+                                        int32_t transB, float alpha,
+                                        float beta);
+void _mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
+                                        MemRef3DF64 *c, int32_t transA,
+                                        int32_t transB, double alpha,
+                                        double beta);
+
+/* Sets the number of OpenBLAS threads. n > 0: use n. n <= 0: use
+ * $OPENBLAS_NUM_THREADS when set to a positive integer, else the number of
+ * CPUs this process may run on (sched_getaffinity). Returns the count set.
+ * Called by dort_main at start and by the kernels on first use. */
+int dort_set_blas_threads(int n);
+
+/* The runtime's implementation of MLIR's `memrefCopy` (what memref.copy of
+ * non-contiguous memrefs lowers to; normally in libmlir_c_runner_utils):
+ * copies src to dst element-wise, both of rank src->rank, any strides.
+ * Lives in its own object file, so it is linked only when referenced. */
+void memrefCopy(int64_t elemSize, DortUnrankedMemRef *src,
+                DortUnrankedMemRef *dst);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DISTOPT_RUNTIME_KERNELS_H */

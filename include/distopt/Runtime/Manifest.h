@@ -1,0 +1,76 @@
+//===- Manifest.h - bundle manifest.json -------------------------*- C++
+//-*-===//
+//
+// manifest.json describes the buffers `dopt_entry(void **buffers)` takes, in
+// order: all inputs, then all weights, then all outputs.
+//
+//   {"format": 1, "model": "gpt", "ranks": 1,
+//    "inputs":  [{"name": "input_ids", "dtype": "int64", "shape": [2, 16]}],
+//    "outputs": [{"name": "logits", "dtype": "float32", "shape": [2, 16,
+//    100]}], "weights": [{"name": "wte", "dtype": "float32", "shape": [100,
+//    32],
+//                 "file": "weights.bin", "offset": 0, "length": 12800}]}
+//
+// Required: format (must be 1), inputs, outputs, and per tensor name, dtype,
+// shape; per weight also file, offset, length (== numel * element size).
+// Optional: model (default ""), ranks (default 1), weights (default []).
+// Unknown keys are ignored. Names are unique within inputs, within weights
+// and within outputs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DISTOPT_RUNTIME_MANIFEST_H
+#define DISTOPT_RUNTIME_MANIFEST_H
+
+#include "distopt/Runtime/Tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distopt::runtime {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const;
+  size_t byteSize() const;
+};
+
+struct WeightSpec : TensorSpec {
+  /// Relative to the bundle directory unless absolute.
+  std::string file;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct Manifest {
+  static constexpr int64_t kFormat = 1;
+
+  int64_t format = kFormat;
+  std::string model;
+  int64_t ranks = 1;
+  std::vector<TensorSpec> inputs;
+  std::vector<WeightSpec> weights;
+  std::vector<TensorSpec> outputs;
+
+  /// Number of entries in the `buffers` array of dopt_entry.
+  size_t numBuffers() const {
+    return inputs.size() + weights.size() + outputs.size();
+  }
+  /// Serializes to manifest.json text (keys in the order shown above).
+  std::string toJson() const;
+};
+
+/// Parses and validates manifest text. Errors read like
+/// "line 3, column 7: expected ',' or '}' in object, found ']'" (syntax) or
+/// "inputs[0]: missing required key \"dtype\"" (structure).
+bool parseManifest(std::string_view text, Manifest &out, std::string &error);
+/// Reads and parses `path`; errors are prefixed with the path.
+bool loadManifest(const std::string &path, Manifest &out, std::string &error);
+
+} // namespace distopt::runtime
+
+#endif // DISTOPT_RUNTIME_MANIFEST_H

@@ -1,0 +1,392 @@
+//===- Driver.cpp - dort_main, the model executable's command line --------===//
+
+#include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Kernels.h"
+#include "distopt/Runtime/Manifest.h"
+#include "distopt/Runtime/Runtime.h"
+#include "distopt/Runtime/Tensor.h"
+
+#include "FileUtil.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <unistd.h>
+
+namespace distopt::runtime {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+struct InputArg {
+  std::string name;
+  std::string file;
+};
+
+struct CommandLine {
+  std::string program = "model";
+  std::vector<InputArg> inputs;
+  std::string outputDir = ".";
+  int64_t repeat = 1;
+  std::string bundleDir;
+  bool help = false;
+};
+
+std::string baseName(const char *path) {
+  if (!path || !*path)
+    return "model";
+  const char *slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/// Parses argv; false with `error` on a usage error.
+bool parseCommandLine(int argc, char **argv, CommandLine &cl,
+                      std::string &error) {
+  if (argc > 0)
+    cl.program = baseName(argv[0]);
+  bool sawOutputDir = false, sawRepeat = false, sawBundle = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      cl.help = true;
+      continue;
+    }
+    std::string option = arg, value;
+    bool hasValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        option = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+        hasValue = true;
+      }
+    } else {
+      error = "unexpected argument '" + arg + "' (inputs are given as " +
+              "--input NAME=FILE)";
+      return false;
+    }
+    bool known = option == "--input" || option == "--output-dir" ||
+                 option == "--repeat" || option == "--bundle";
+    if (!known) {
+      error = "unknown option '" + option + "'";
+      return false;
+    }
+    if (!hasValue) {
+      if (i + 1 >= argc) {
+        error = "option '" + option + "' needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (option == "--input") {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
+        error = "--input expects NAME=FILE, got '" + value + "'";
+        return false;
+      }
+      cl.inputs.push_back({value.substr(0, eq), value.substr(eq + 1)});
+    } else if (option == "--output-dir") {
+      if (sawOutputDir) {
+        error = "--output-dir given more than once";
+        return false;
+      }
+      sawOutputDir = true;
+      if (value.empty()) {
+        error = "--output-dir needs a non-empty directory";
+        return false;
+      }
+      cl.outputDir = value;
+    } else if (option == "--repeat") {
+      if (sawRepeat) {
+        error = "--repeat given more than once";
+        return false;
+      }
+      sawRepeat = true;
+      char *end = nullptr;
+      errno = 0;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || n < 1 ||
+          n > INT32_MAX) {
+        error = "--repeat expects a positive integer, got '" + value + "'";
+        return false;
+      }
+      cl.repeat = n;
+    } else { // --bundle
+      if (sawBundle) {
+        error = "--bundle given more than once";
+        return false;
+      }
+      sawBundle = true;
+      if (value.empty()) {
+        error = "--bundle needs a non-empty directory";
+        return false;
+      }
+      cl.bundleDir = value;
+    }
+  }
+  return true;
+}
+
+std::string defaultBundleDir() {
+  std::string buffer(4096, '\0');
+  ssize_t n = ::readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (n <= 0)
+    return ".";
+  buffer.resize(static_cast<size_t>(n));
+  return detail::dirName(buffer);
+}
+
+/// "12.345 ms", or "4.56 us" below a millisecond.
+std::string formatMillis(double ms) {
+  char buf[64];
+  if (ms < 1.0)
+    std::snprintf(buf, sizeof(buf), "%.2f us", ms * 1000.0);
+  else
+    std::snprintf(buf, sizeof(buf), "%.3f ms", ms);
+  return buf;
+}
+
+std::string specLine(const TensorSpec &s) {
+  return std::string(dtypeName(s.dtype)) + " " + shapeToString(s.shape);
+}
+
+void printUsage(std::FILE *out, const CommandLine &cl, const Manifest *manifest,
+                const std::string &bundleDir) {
+  const std::string &p = cl.program;
+  std::fprintf(
+      out,
+      "usage: %s --input NAME=FILE [--input NAME=FILE ...] [--output-dir DIR]\n"
+      "       %*s [--repeat N] [--bundle DIR] [--help]\n"
+      "\n"
+      "Runs a model compiled by distopt on the given inputs and writes its\n"
+      "outputs as .npy files.\n"
+      "\n"
+      "options:\n"
+      "  --input NAME=FILE  bind model input NAME to FILE, a NumPy .npy file\n"
+      "                     or an ONNX TensorProto .pb file (chosen by the\n"
+      "                     extension, else by content); dtype and shape must\n"
+      "                     match the model's\n"
+      "  --output-dir DIR   write outputs to DIR (default: the current\n"
+      "                     directory; created if missing)\n"
+      "  --repeat N         run the model N times (default 1); with N > 1,\n"
+      "                     print the median and minimum time per run to\n"
+      "                     stderr\n"
+      "  --bundle DIR       the bundle directory holding manifest.json and "
+      "the\n"
+      "                     weights (default: the directory of this\n"
+      "                     executable)\n"
+      "  --help             print this help\n"
+      "\n"
+      "Each output NAME is written to DIR/NAME.npy, atomically (to a\n"
+      "temporary file, then renamed). Characters of NAME other than ASCII\n"
+      "letters, digits, '.', '_' and '-' (such as '/' and ':' in names from\n"
+      "PyTorch exports) are replaced by '_' in the file name, a leading '.'\n"
+      "becomes '_', and when two outputs end up with the same file name the\n"
+      "later one gets _2, _3, ... appended.\n"
+      "\n"
+      "environment: OPENBLAS_NUM_THREADS (else OMP_NUM_THREADS) sets the BLAS\n"
+      "thread count (default: the number of usable CPUs).\n"
+      "exit status: 0 success, 1 error, 2 usage error.\n",
+      p.c_str(), static_cast<int>(p.size()), "");
+  if (!manifest) {
+    std::fprintf(out, "\n(no manifest.json readable in %s)\n",
+                 bundleDir.c_str());
+    return;
+  }
+  std::fprintf(out, "\nmodel%s%s (bundle %s)\n",
+               manifest->model.empty() ? "" : " ", manifest->model.c_str(),
+               bundleDir.c_str());
+  std::fprintf(out, "inputs:\n");
+  if (manifest->inputs.empty())
+    std::fprintf(out, "  (none)\n");
+  for (const TensorSpec &s : manifest->inputs)
+    std::fprintf(out, "  %s: %s\n", s.name.c_str(), specLine(s).c_str());
+  std::fprintf(out, "outputs:\n");
+  std::vector<std::string> files = outputFileNames(manifest->outputs);
+  for (size_t i = 0; i < manifest->outputs.size(); ++i)
+    std::fprintf(out, "  %s: %s -> %s\n", manifest->outputs[i].name.c_str(),
+                 specLine(manifest->outputs[i]).c_str(), files[i].c_str());
+}
+
+class Driver {
+public:
+  Driver(int argc, char **argv, dort_entry_fn entry)
+      : argc(argc), argv(argv), entry(entry) {}
+
+  int run() {
+    std::string error;
+    if (!parseCommandLine(argc, argv, cl, error)) {
+      std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),
+                   error.c_str());
+      std::fprintf(stderr, "run '%s --help' for usage\n", cl.program.c_str());
+      return kExitUsage;
+    }
+    std::string bundleDir =
+        cl.bundleDir.empty() ? defaultBundleDir() : cl.bundleDir;
+    std::string manifestPath = detail::joinPath(bundleDir, "manifest.json");
+    Manifest manifest;
+    bool haveManifest = loadManifest(manifestPath, manifest, error);
+    if (cl.help) {
+      printUsage(stdout, cl, haveManifest ? &manifest : nullptr, bundleDir);
+      return kExitOk;
+    }
+    if (!haveManifest)
+      return fail(error);
+    if (!entry)
+      return fail("no entry point (dopt_entry) given to dort_main");
+    if (manifest.ranks != 1)
+      return fail("this bundle was compiled for " +
+                  std::to_string(manifest.ranks) +
+                  " ranks, but this runtime runs single-rank bundles only "
+                  "(multi-rank execution is not available yet)");
+
+    // Inputs: names first, then files; report every problem found.
+    std::vector<std::string> problems;
+    std::map<std::string, size_t> given; // name -> index in cl.inputs
+    for (size_t i = 0; i < cl.inputs.size(); ++i) {
+      const InputArg &in = cl.inputs[i];
+      bool known =
+          std::any_of(manifest.inputs.begin(), manifest.inputs.end(),
+                      [&](const TensorSpec &s) { return s.name == in.name; });
+      if (!known) {
+        std::string expected;
+        for (const TensorSpec &s : manifest.inputs)
+          expected += (expected.empty() ? "'" : ", '") + s.name + "'";
+        problems.push_back(
+            "unknown input '" + in.name + "' (--input " + in.name + "=" +
+            in.file + "); the model's inputs " +
+            (expected.empty() ? std::string("are none") : "are " + expected));
+        continue;
+      }
+      auto [it, inserted] = given.emplace(in.name, i);
+      if (!inserted)
+        problems.push_back("input '" + in.name + "' given more than once (" +
+                           cl.inputs[it->second].file + " and " + in.file +
+                           ")");
+    }
+    for (const TensorSpec &s : manifest.inputs)
+      if (!given.count(s.name))
+        problems.push_back("missing input '" + s.name + "' (" + specLine(s) +
+                           "); pass --input " + s.name + "=FILE");
+    if (!problems.empty())
+      return failAll(problems);
+
+    std::vector<Tensor> inputs(manifest.inputs.size());
+    for (size_t i = 0; i < manifest.inputs.size(); ++i) {
+      const TensorSpec &spec = manifest.inputs[i];
+      const std::string &file = cl.inputs[given[spec.name]].file;
+      std::string why;
+      if (!readTensorFile(file, inputs[i], why) ||
+          !checkTensorMatches(spec, inputs[i], why))
+        problems.push_back("input '" + spec.name + "': file '" + file +
+                           "': " + why);
+    }
+    if (!problems.empty())
+      return failAll(problems);
+
+    WeightStore weights;
+    if (!weights.load(manifest, bundleDir, error))
+      return fail(error);
+
+    std::vector<Tensor> outputs(manifest.outputs.size());
+    for (size_t i = 0; i < manifest.outputs.size(); ++i) {
+      const TensorSpec &spec = manifest.outputs[i];
+      if (!Tensor::create(spec.dtype, spec.shape, outputs[i], error))
+        return fail("output '" + spec.name + "': " + error);
+    }
+    std::vector<std::string> files = outputFileNames(manifest.outputs);
+    if (!detail::makeDirectories(cl.outputDir, error))
+      return fail("output directory: " + error);
+
+    std::vector<void *> buffers;
+    buffers.reserve(manifest.numBuffers());
+    for (Tensor &t : inputs)
+      buffers.push_back(t.data());
+    for (size_t i = 0; i < weights.size(); ++i)
+      buffers.push_back(weights.data(i));
+    for (Tensor &t : outputs)
+      buffers.push_back(t.data());
+
+    dort_set_blas_threads(0);
+    std::vector<double> millis;
+    for (int64_t r = 0; r < cl.repeat; ++r) {
+      dort_clear_error();
+      dort_clear_pending_error();
+      auto start = std::chrono::steady_clock::now();
+      int32_t rc = entry(buffers.data());
+      auto stop = std::chrono::steady_clock::now();
+      std::string failure = entryFailure(rc);
+      if (!failure.empty()) {
+        std::string run = cl.repeat > 1
+                              ? " (run " + std::to_string(r + 1) + " of " +
+                                    std::to_string(cl.repeat) + ")"
+                              : "";
+        return fail(modelLabel(manifest) + " failed" + run + ": " + failure +
+                    "; no outputs written");
+      }
+      millis.push_back(
+          std::chrono::duration<double, std::milli>(stop - start).count());
+    }
+    if (cl.repeat > 1) {
+      std::vector<double> sorted = millis;
+      std::sort(sorted.begin(), sorted.end());
+      size_t n = sorted.size();
+      double median =
+          n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+      std::fprintf(stderr, "%s: %s: %lld runs: median %s, min %s per run\n",
+                   cl.program.c_str(), modelLabel(manifest).c_str(),
+                   static_cast<long long>(n), formatMillis(median).c_str(),
+                   formatMillis(sorted[0]).c_str());
+    }
+
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::string path = detail::joinPath(cl.outputDir, files[i]);
+      if (!writeNpy(path, outputs[i], error))
+        return fail("output '" + manifest.outputs[i].name + "': " + error);
+    }
+    return kExitOk;
+  }
+
+private:
+  int argc;
+  char **argv;
+  dort_entry_fn entry;
+  CommandLine cl;
+
+  static std::string modelLabel(const Manifest &m) {
+    return m.model.empty() ? std::string("model") : "model '" + m.model + "'";
+  }
+  int fail(const std::string &message) {
+    std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),
+                 message.c_str());
+    return kExitError;
+  }
+  int failAll(const std::vector<std::string> &messages) {
+    for (const std::string &m : messages)
+      std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(), m.c_str());
+    return kExitError;
+  }
+};
+
+} // namespace
+} // namespace distopt::runtime
+
+extern "C" int dort_main(int argc, char **argv, dort_entry_fn entry) {
+  try {
+    return distopt::runtime::Driver(argc, argv, entry).run();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", argc > 0 ? argv[0] : "model",
+                 e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unexpected exception\n",
+                 argc > 0 ? argv[0] : "model");
+  }
+  return 1;
+}

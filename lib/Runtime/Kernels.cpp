@@ -1,0 +1,355 @@
+//===- Kernels.cpp - GEMM kernels on OpenBLAS -----------------------------===//
+
+#include "distopt/Runtime/Kernels.h"
+
+#include "distopt/Runtime/Runtime.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sched.h>
+#include <thread>
+#include <vector>
+
+// OpenBLAS extension; declared here too so any cblas.h will do.
+extern "C" void openblas_set_num_threads(int numThreads);
+
+namespace {
+
+std::atomic<bool> threadsConfigured{false};
+
+int positiveEnv(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return 0;
+  char *end;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n <= 0 || n > INT_MAX)
+    return 0;
+  return static_cast<int>(n);
+}
+
+int availableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0)
+      return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+void ensureThreads() {
+  if (!threadsConfigured.load(std::memory_order_acquire)) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      if (!threadsConfigured.load())
+        dort_set_blas_threads(0);
+    });
+  }
+}
+
+template <typename T> struct Blas;
+template <> struct Blas<float> {
+  static constexpr const char *suffix = "f32";
+  static void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
+                   int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, float beta, float *c, int ldc) {
+    cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+};
+template <> struct Blas<double> {
+  static constexpr const char *suffix = "f64";
+  static void gemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
+                   int m, int n, int k, double alpha, const double *a, int lda,
+                   const double *b, int ldb, double beta, double *c, int ldc) {
+    cblas_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+};
+
+/// A logical matrix: element (i, j) at base[i * s0 + j * s1].
+template <typename T> struct View {
+  T *base;
+  int64_t rows, cols, s0, s1;
+};
+
+/// How BLAS sees a view: its storage order and leading dimension.
+struct Layout {
+  bool colMajor;
+  int64_t ld;
+};
+
+/// Row-major (unit column stride) or column-major (unit row stride) with a
+/// valid leading dimension; false when the view needs a copy. Strides of
+/// size-1 dimensions do not matter.
+template <typename T> bool blasLayout(const View<T> &v, Layout &layout) {
+  if ((v.s1 == 1 || v.cols == 1) &&
+      (v.rows == 1 || v.s0 >= std::max<int64_t>(1, v.cols))) {
+    layout = {false, v.rows == 1 ? std::max<int64_t>(1, v.cols) : v.s0};
+    return true;
+  }
+  if ((v.s0 == 1 || v.rows == 1) &&
+      (v.cols == 1 || v.s1 >= std::max<int64_t>(1, v.rows))) {
+    layout = {true, v.cols == 1 ? std::max<int64_t>(1, v.rows) : v.s1};
+    return true;
+  }
+  return false;
+}
+
+/// Copies a view into a dense row-major buffer.
+template <typename T> void gather(const View<T> &v, T *dst) {
+  for (int64_t i = 0; i < v.rows; ++i)
+    for (int64_t j = 0; j < v.cols; ++j)
+      dst[i * v.cols + j] = v.base[i * v.s0 + j * v.s1];
+}
+
+/// Copies a dense row-major buffer into a view.
+template <typename T> void scatter(const T *src, const View<T> &v) {
+  for (int64_t i = 0; i < v.rows; ++i)
+    for (int64_t j = 0; j < v.cols; ++j)
+      v.base[i * v.s0 + j * v.s1] = src[i * v.cols + j];
+}
+
+bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/// C = alpha * A * B + beta * C on logical views (A: MxK, B: KxN, C: MxN).
+/// Returns false (after reporting) when a dimension exceeds BLAS's int.
+template <typename T>
+bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
+               T beta) {
+  int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0)
+    return true;
+  if (k == 0 || alpha == T(0)) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T &x = c.base[i * c.s0 + j * c.s1];
+        x = beta == T(0) ? T(0) : beta * x;
+      }
+    return true;
+  }
+  std::vector<T> tmpA, tmpB, tmpC;
+  Layout la, lb, lc;
+  if (!blasLayout(a, la)) {
+    tmpA.resize(static_cast<size_t>(a.rows * a.cols));
+    gather(a, tmpA.data());
+    a = {tmpA.data(), a.rows, a.cols, a.cols, 1};
+    la = {false, std::max<int64_t>(1, a.cols)};
+  }
+  if (!blasLayout(b, lb)) {
+    tmpB.resize(static_cast<size_t>(b.rows * b.cols));
+    gather(b, tmpB.data());
+    b = {tmpB.data(), b.rows, b.cols, b.cols, 1};
+    lb = {false, std::max<int64_t>(1, b.cols)};
+  }
+  View<T> out = c;
+  bool copyC = !blasLayout(c, lc);
+  if (copyC) {
+    tmpC.assign(static_cast<size_t>(m * n), T(0));
+    if (beta != T(0))
+      gather(c, tmpC.data());
+    out = {tmpC.data(), m, n, n, 1};
+    lc = {false, std::max<int64_t>(1, n)};
+  }
+  if (!fitsInt(m) || !fitsInt(n) || !fitsInt(k) || !fitsInt(la.ld) ||
+      !fitsInt(lb.ld) || !fitsInt(lc.ld)) {
+    dort_set_pending_error(1,
+                           "%s: dimensions or strides exceed the BLAS int "
+                           "range (M=%lld N=%lld K=%lld)",
+                           name, (long long)m, (long long)n, (long long)k);
+    return false;
+  }
+  // Compute in C's storage order; an operand stored the other way is
+  // passed transposed.
+  CBLAS_ORDER order = lc.colMajor ? CblasColMajor : CblasRowMajor;
+  CBLAS_TRANSPOSE ta = la.colMajor == lc.colMajor ? CblasNoTrans : CblasTrans;
+  CBLAS_TRANSPOSE tb = lb.colMajor == lc.colMajor ? CblasNoTrans : CblasTrans;
+  Blas<T>::gemm(order, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a.base, static_cast<int>(la.ld),
+                b.base, static_cast<int>(lb.ld), beta, out.base,
+                static_cast<int>(lc.ld));
+  if (copyC)
+    scatter(tmpC.data(), c);
+  return true;
+}
+
+template <typename T, int R> struct MemRef {
+  T *allocated;
+  T *aligned;
+  int64_t offset;
+  int64_t sizes[R];
+  int64_t strides[R];
+};
+
+/// The view of op(X) for the last two dimensions of a memref at `base`.
+template <typename T, int R>
+View<T> opView(const MemRef<T, R> &m, T *base, bool trans) {
+  int64_t r = m.sizes[R - 2], c = m.sizes[R - 1];
+  int64_t s0 = m.strides[R - 2], s1 = m.strides[R - 1];
+  if (trans)
+    return {base, c, r, s1, s0};
+  return {base, r, c, s0, s1};
+}
+
+template <typename T, int R>
+bool checkSizes(const char *name, const char *which, const MemRef<T, R> *m) {
+  if (!m || !m->aligned) {
+    dort_set_pending_error(1, "%s: memref %s is null", name, which);
+    return false;
+  }
+  for (int i = 0; i < R; ++i)
+    if (m->sizes[i] < 0) {
+      dort_set_pending_error(1, "%s: memref %s has negative size %lld", name,
+                             which, (long long)m->sizes[i]);
+      return false;
+    }
+  return true;
+}
+
+template <typename T>
+void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
+              const MemRef<T, 2> *c, int32_t transA, int32_t transB, T alpha,
+              T beta) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "dort_matmul_%s", Blas<T>::suffix);
+  if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
+      !checkSizes(name, "C", c))
+    return;
+  View<T> va = opView(*a, a->aligned + a->offset, transA != 0);
+  View<T> vb = opView(*b, b->aligned + b->offset, transB != 0);
+  View<T> vc = opView(*c, c->aligned + c->offset, false);
+  if (va.cols != vb.rows || va.rows != vc.rows || vb.cols != vc.cols) {
+    dort_set_pending_error(
+        1,
+        "%s: shape mismatch: op(A) is %lldx%lld, op(B) is %lldx%lld, C is "
+        "%lldx%lld (transA=%d, transB=%d)",
+        name, (long long)va.rows, (long long)va.cols, (long long)vb.rows,
+        (long long)vb.cols, (long long)vc.rows, (long long)vc.cols, (int)transA,
+        (int)transB);
+    return;
+  }
+  ensureThreads();
+  gemmViews(name, va, vb, vc, alpha, beta);
+}
+
+template <typename T>
+void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
+              const MemRef<T, 3> *c, int32_t transA, int32_t transB, T alpha,
+              T beta) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "dort_batch_matmul_%s", Blas<T>::suffix);
+  if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
+      !checkSizes(name, "C", c))
+    return;
+  int64_t batch = c->sizes[0];
+  View<T> va = opView(*a, a->aligned + a->offset, transA != 0);
+  View<T> vb = opView(*b, b->aligned + b->offset, transB != 0);
+  View<T> vc = opView(*c, c->aligned + c->offset, false);
+  bool batchOk = (a->sizes[0] == batch || a->sizes[0] == 1) &&
+                 (b->sizes[0] == batch || b->sizes[0] == 1);
+  if (!batchOk || va.cols != vb.rows || va.rows != vc.rows ||
+      vb.cols != vc.cols) {
+    dort_set_pending_error(
+        1,
+        "%s: shape mismatch: op(A) is %lldx%lldx%lld, op(B) is "
+        "%lldx%lldx%lld, C is %lldx%lldx%lld (transA=%d, transB=%d)",
+        name, (long long)a->sizes[0], (long long)va.rows, (long long)va.cols,
+        (long long)b->sizes[0], (long long)vb.rows, (long long)vb.cols,
+        (long long)batch, (long long)vc.rows, (long long)vc.cols, (int)transA,
+        (int)transB);
+    return;
+  }
+  if (batch == 0)
+    return;
+  ensureThreads();
+  // Batch strides; a batch of size 1 is broadcast whatever its stride.
+  int64_t sa = a->sizes[0] == 1 ? 0 : a->strides[0];
+  int64_t sb = b->sizes[0] == 1 ? 0 : b->strides[0];
+  int64_t sc = c->strides[0];
+  int64_t m = vc.rows;
+  // Shared B and row-major op(A)/C whose batches follow each other row by
+  // row: one GEMM of (batch*M) x K by K x N.
+  if (batch > 1 && sb == 0 && m > 0) {
+    auto stacked = [&](const View<T> &v, int64_t batchStride, int64_t &ld) {
+      if (!(v.s1 == 1 || v.cols == 1))
+        return false;
+      ld = v.rows == 1 ? batchStride : v.s0;
+      return ld >= std::max<int64_t>(1, v.cols) && batchStride == m * ld;
+    };
+    int64_t lda, ldc;
+    if (stacked(va, sa, lda) && stacked(vc, sc, ldc)) {
+      View<T> fa{va.base, batch * m, va.cols, lda, 1};
+      View<T> fc{vc.base, batch * m, vc.cols, ldc, 1};
+      gemmViews(name, fa, vb, fc, alpha, beta);
+      return;
+    }
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    View<T> ba = va, bb = vb, bc = vc;
+    ba.base += i * sa;
+    bb.base += i * sb;
+    bc.base += i * sc;
+    if (!gemmViews(name, ba, bb, bc, alpha, beta))
+      return;
+  }
+}
+
+template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
+  static_assert(sizeof(D) == sizeof(MemRef<T, R>), "descriptor layout");
+  return reinterpret_cast<const MemRef<T, R> *>(d);
+}
+
+} // namespace
+
+extern "C" int dort_set_blas_threads(int n) {
+  if (n <= 0)
+    n = positiveEnv("OPENBLAS_NUM_THREADS");
+  if (n <= 0)
+    n = positiveEnv("OMP_NUM_THREADS");
+  if (n <= 0)
+    n = availableCpus();
+  openblas_set_num_threads(n);
+  threadsConfigured.store(true, std::memory_order_release);
+  return n;
+}
+
+extern "C" void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
+                                             MemRef2DF32 *c, int32_t transA,
+                                             int32_t transB, float alpha,
+                                             float beta) {
+  matmul2d<float>(cast<float, 2>(a), cast<float, 2>(b), cast<float, 2>(c),
+                  transA, transB, alpha, beta);
+}
+
+extern "C" void _mlir_ciface_dort_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
+                                             MemRef2DF64 *c, int32_t transA,
+                                             int32_t transB, double alpha,
+                                             double beta) {
+  matmul2d<double>(cast<double, 2>(a), cast<double, 2>(b), cast<double, 2>(c),
+                   transA, transB, alpha, beta);
+}
+
+extern "C" void
+_mlir_ciface_dort_batch_matmul_f32(MemRef3DF32 *a, MemRef3DF32 *b,
+                                   MemRef3DF32 *c, int32_t transA,
+                                   int32_t transB, float alpha, float beta) {
+  matmul3d<float>(cast<float, 3>(a), cast<float, 3>(b), cast<float, 3>(c),
+                  transA, transB, alpha, beta);
+}
+
+extern "C" void
+_mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
+                                   MemRef3DF64 *c, int32_t transA,
+                                   int32_t transB, double alpha, double beta) {
+  matmul3d<double>(cast<double, 3>(a), cast<double, 3>(b), cast<double, 3>(c),
+                   transA, transB, alpha, beta);
+}

@@ -1,0 +1,469 @@
+//===- KernelsTest.cpp - GEMM kernels against a naive loop ----------------===//
+
+#include "distopt/Runtime/Kernels.h"
+#include "distopt/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" int openblas_get_num_threads(void);
+
+namespace {
+
+/// How a stored rows x cols matrix is laid out in its buffer.
+enum class Layout { Row, RowPadded, Col, ColPadded, Strided };
+const Layout kLayouts[] = {Layout::Row, Layout::RowPadded, Layout::Col,
+                           Layout::ColPadded, Layout::Strided};
+const char *layoutName(Layout l) {
+  switch (l) {
+  case Layout::Row:
+    return "row";
+  case Layout::RowPadded:
+    return "row-padded";
+  case Layout::Col:
+    return "col";
+  case Layout::ColPadded:
+    return "col-padded";
+  case Layout::Strided:
+    return "strided";
+  }
+  return "?";
+}
+
+struct Placement {
+  int64_t offset, s0, s1, span; // span: elements from offset to last + 1
+};
+
+Placement place(Layout l, int64_t r, int64_t c) {
+  Placement p{};
+  switch (l) {
+  case Layout::Row:
+    p = {0, c, 1, 0};
+    break;
+  case Layout::RowPadded:
+    p = {3, c + 5, 1, 0};
+    break;
+  case Layout::Col:
+    p = {0, 1, r, 0};
+    break;
+  case Layout::ColPadded:
+    p = {2, 1, r + 4, 0};
+    break;
+  case Layout::Strided:
+    p = {1, 2 * c + 3, 2, 0};
+    break;
+  }
+  p.span = (r == 0 || c == 0) ? 0 : (r - 1) * p.s0 + (c - 1) * p.s1 + 1;
+  return p;
+}
+
+template <typename T> struct Traits;
+template <> struct Traits<float> {
+  using D2 = MemRef2DF32;
+  using D3 = MemRef3DF32;
+  static constexpr double tol = 1e-4;
+  static void mm(D2 *a, D2 *b, D2 *c, int ta, int tb, float al, float be) {
+    _mlir_ciface_dort_matmul_f32(a, b, c, ta, tb, al, be);
+  }
+  static void bmm(D3 *a, D3 *b, D3 *c, int ta, int tb, float al, float be) {
+    _mlir_ciface_dort_batch_matmul_f32(a, b, c, ta, tb, al, be);
+  }
+};
+template <> struct Traits<double> {
+  using D2 = MemRef2DF64;
+  using D3 = MemRef3DF64;
+  static constexpr double tol = 1e-11;
+  static void mm(D2 *a, D2 *b, D2 *c, int ta, int tb, double al, double be) {
+    _mlir_ciface_dort_matmul_f64(a, b, c, ta, tb, al, be);
+  }
+  static void bmm(D3 *a, D3 *b, D3 *c, int ta, int tb, double al, double be) {
+    _mlir_ciface_dort_batch_matmul_f64(a, b, c, ta, tb, al, be);
+  }
+};
+
+/// A batch x rows x cols tensor in a buffer with a given layout per matrix
+/// and a batch stride (0 = one matrix shared by every batch).
+template <typename T> struct Stored {
+  std::vector<T> buffer;
+  int64_t batch, rows, cols, offset, sb, s0, s1;
+
+  Stored(int64_t batch, int64_t rows, int64_t cols, Layout l, bool zeroBatch,
+         std::mt19937 &rng, T sentinel = T(777))
+      : batch(batch), rows(rows), cols(cols) {
+    Placement p = place(l, rows, cols);
+    offset = p.offset;
+    s0 = p.s0;
+    s1 = p.s1;
+    sb = zeroBatch ? 0 : p.span + 7;
+    int64_t matrices = zeroBatch ? 1 : batch;
+    buffer.assign(static_cast<size_t>(offset +
+                                      sb * std::max<int64_t>(0, matrices - 1) +
+                                      p.span + 11),
+                  sentinel);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    for (int64_t b = 0; b < matrices; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          at(b, i, j) = static_cast<T>(dist(rng));
+  }
+  T &at(int64_t b, int64_t i, int64_t j) {
+    return buffer[static_cast<size_t>(offset + b * sb + i * s0 + j * s1)];
+  }
+  /// Element (i, j) of op(X) for batch b.
+  T op(int64_t b, int64_t i, int64_t j, bool trans) {
+    return trans ? at(b, j, i) : at(b, i, j);
+  }
+  /// Which buffer positions hold elements.
+  std::vector<bool> mask() const {
+    std::vector<bool> m(buffer.size(), false);
+    for (int64_t b = 0; b < (sb == 0 ? 1 : batch); ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          m[static_cast<size_t>(offset + b * sb + i * s0 + j * s1)] = true;
+    return m;
+  }
+  template <typename D> D desc2() {
+    D d;
+    d.allocated = buffer.data();
+    d.aligned = buffer.data();
+    d.offset = offset;
+    d.sizes[0] = rows;
+    d.sizes[1] = cols;
+    d.strides[0] = s0;
+    d.strides[1] = s1;
+    return d;
+  }
+  template <typename D> D desc3(int64_t batchSize) {
+    D d;
+    d.allocated = buffer.data();
+    d.aligned = buffer.data();
+    d.offset = offset;
+    d.sizes[0] = batchSize;
+    d.sizes[1] = rows;
+    d.sizes[2] = cols;
+    d.strides[0] = sb;
+    d.strides[1] = s0;
+    d.strides[2] = s1;
+    return d;
+  }
+};
+
+template <typename T>
+void check2d(int64_t m, int64_t n, int64_t k, bool ta, bool tb, Layout la,
+             Layout lb, Layout lc, T alpha, T beta, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message()
+               << "M=" << m << " N=" << n << " K=" << k << " ta=" << ta
+               << " tb=" << tb << " A:" << layoutName(la)
+               << " B:" << layoutName(lb) << " C:" << layoutName(lc)
+               << " alpha=" << alpha << " beta=" << beta);
+  Stored<T> a(1, ta ? k : m, ta ? m : k, la, false, rng);
+  Stored<T> b(1, tb ? n : k, tb ? k : n, lb, false, rng);
+  Stored<T> c(1, m, n, lc, false, rng);
+  std::vector<T> before = c.buffer;
+  std::vector<double> expected(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += double(a.op(0, i, p, ta)) * double(b.op(0, p, j, tb));
+      expected[i * n + j] =
+          double(alpha) * sum + double(beta) * double(c.at(0, i, j));
+    }
+  auto da = a.template desc2<typename Traits<T>::D2>();
+  auto db = b.template desc2<typename Traits<T>::D2>();
+  auto dc = c.template desc2<typename Traits<T>::D2>();
+  dort_clear_pending_error();
+  Traits<T>::mm(&da, &db, &dc, ta, tb, alpha, beta);
+  ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_NEAR(double(c.at(0, i, j)), expected[i * n + j], Traits<T>::tol)
+          << "at " << i << "," << j;
+  std::vector<bool> inC = c.mask();
+  for (size_t i = 0; i < c.buffer.size(); ++i)
+    if (!inC[i])
+      ASSERT_EQ(c.buffer[i], before[i]) << "wrote outside C at " << i;
+}
+
+template <typename T>
+void check3d(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+             Layout la, Layout lb, Layout lc, int64_t aBatch, bool aZero,
+             int64_t bBatch, bool bZero, T alpha, T beta, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message()
+               << "batch=" << batch << " M=" << m << " N=" << n << " K=" << k
+               << " ta=" << ta << " tb=" << tb << " A:" << layoutName(la) << "/"
+               << aBatch << (aZero ? "z" : "") << " B:" << layoutName(lb) << "/"
+               << bBatch << (bZero ? "z" : "") << " C:" << layoutName(lc));
+  Stored<T> a(aBatch, ta ? k : m, ta ? m : k, la, aZero, rng);
+  Stored<T> b(bBatch, tb ? n : k, tb ? k : n, lb, bZero, rng);
+  Stored<T> c(batch, m, n, lc, false, rng);
+  std::vector<T> before = c.buffer;
+  std::vector<double> expected(static_cast<size_t>(batch * m * n));
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        int64_t qa = aBatch == 1 ? 0 : q, qb = bBatch == 1 ? 0 : q;
+        for (int64_t p = 0; p < k; ++p)
+          sum += double(a.op(qa, i, p, ta)) * double(b.op(qb, p, j, tb));
+        expected[(q * m + i) * n + j] =
+            double(alpha) * sum + double(beta) * double(c.at(q, i, j));
+      }
+  auto da = a.template desc3<typename Traits<T>::D3>(aBatch);
+  auto db = b.template desc3<typename Traits<T>::D3>(bBatch);
+  auto dc = c.template desc3<typename Traits<T>::D3>(batch);
+  dort_clear_pending_error();
+  Traits<T>::bmm(&da, &db, &dc, ta, tb, alpha, beta);
+  ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_NEAR(double(c.at(q, i, j)), expected[(q * m + i) * n + j],
+                    Traits<T>::tol)
+            << "at " << q << "," << i << "," << j;
+  std::vector<bool> inC = c.mask();
+  for (size_t i = 0; i < c.buffer.size(); ++i)
+    if (!inC[i])
+      ASSERT_EQ(c.buffer[i], before[i]) << "wrote outside C at " << i;
+}
+
+template <typename T> void allLayouts2d() {
+  std::mt19937 rng(1234);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Layout la : kLayouts)
+        for (Layout lb : kLayouts)
+          for (Layout lc : kLayouts)
+            check2d<T>(5, 7, 3, ta, tb, la, lb, lc, T(1.5), T(0.5), rng);
+}
+
+} // namespace
+
+TEST(Kernels, MatmulF32AllTransposesAndLayouts) { allLayouts2d<float>(); }
+TEST(Kernels, MatmulF64AllTransposesAndLayouts) { allLayouts2d<double>(); }
+
+TEST(Kernels, MatmulEdgeShapes) {
+  std::mt19937 rng(7);
+  // Vectors and size-1 dimensions with any strides.
+  for (Layout l : kLayouts) {
+    check2d<float>(1, 9, 4, false, false, l, l, l, 1.0f, 0.0f, rng);
+    check2d<float>(6, 1, 4, true, false, l, l, l, 1.0f, 1.0f, rng);
+    check2d<float>(6, 5, 1, false, true, l, l, l, 2.0f, 0.0f, rng);
+    check2d<double>(1, 1, 1, true, true, l, l, l, 1.0, 1.0, rng);
+    // K = 0: C = beta * C. M = 0 / N = 0: nothing happens.
+    check2d<float>(3, 4, 0, false, false, l, l, l, 1.0f, 0.5f, rng);
+    check2d<double>(3, 4, 0, false, false, l, l, l, 1.0, 0.0, rng);
+    check2d<float>(0, 4, 3, false, false, l, l, l, 1.0f, 0.5f, rng);
+    check2d<float>(3, 0, 3, true, true, l, l, l, 1.0f, 0.5f, rng);
+    // alpha = 0.
+    check2d<double>(3, 4, 2, false, false, l, l, l, 0.0, 2.0, rng);
+  }
+  // Larger sizes (threaded OpenBLAS paths).
+  check2d<float>(130, 70, 257, false, true, Layout::Row, Layout::Row,
+                 Layout::Row, 1.0f, 0.0f, rng);
+  check2d<double>(64, 129, 33, true, false, Layout::ColPadded,
+                  Layout::RowPadded, Layout::Col, 0.5, 2.0, rng);
+}
+
+TEST(Kernels, BetaZeroIgnoresNaNInC) {
+  float a[] = {1, 2, 3, 4}, b[] = {1, 0, 0, 1};
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t cs1 : {1, 3}) { // Contiguous C, and a C that needs a copy.
+    std::vector<float> c(12, nan);
+    MemRef2DF32 da{a, a, 0, {2, 2}, {2, 1}}, db{b, b, 0, {2, 2}, {2, 1}};
+    MemRef2DF32 dc{c.data(), c.data(), 0, {2, 2}, {cs1 == 1 ? 2 : 6, cs1}};
+    _mlir_ciface_dort_matmul_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        EXPECT_EQ(c[i * dc.strides[0] + j * cs1], a[i * 2 + j]);
+  }
+  // K = 0 and beta = 0 also clears NaN.
+  std::vector<float> c(4, nan);
+  MemRef2DF32 da{a, a, 0, {2, 0}, {0, 1}}, db{b, b, 0, {0, 2}, {2, 1}};
+  MemRef2DF32 dc{c.data(), c.data(), 0, {2, 2}, {2, 1}};
+  _mlir_ciface_dort_matmul_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+  for (float v : c)
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Kernels, ShapeMismatchRaisesPendingError) {
+  float a[6] = {}, b[6] = {};
+  float c[4] = {9, 9, 9, 9};
+  MemRef2DF32 da{a, a, 0, {2, 3}, {3, 1}}, db{b, b, 0, {2, 3}, {3, 1}};
+  MemRef2DF32 dc{c, c, 0, {2, 2}, {2, 1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_EQ(std::string(dort_pending_error()),
+            "dort_matmul_f32: shape mismatch: op(A) is 2x3, op(B) is 2x3, C is "
+            "2x2 (transA=0, transB=0)");
+  EXPECT_STREQ(dort_last_error_message(), dort_pending_error());
+  for (float v : c)
+    EXPECT_EQ(v, 9.0f);
+  // The first pending error is kept.
+  _mlir_ciface_dort_matmul_f32(nullptr, &db, &dc, 0, 0, 1.0f, 0.0f);
+  EXPECT_NE(std::string(dort_pending_error()).find("shape mismatch"),
+            std::string::npos);
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_f32(nullptr, &db, &dc, 0, 0, 1.0f, 0.0f);
+  EXPECT_STREQ(dort_pending_error(), "dort_matmul_f32: memref A is null");
+  dort_clear_pending_error();
+  // With transB the shapes agree.
+  _mlir_ciface_dort_matmul_f32(&da, &db, &dc, 0, 1, 1.0f, 0.0f);
+  EXPECT_EQ(dort_pending_error(), nullptr);
+
+  double x[8] = {}, y[8] = {}, z[8] = {};
+  MemRef3DF64 dx{x, x, 0, {2, 2, 2}, {4, 2, 1}};
+  MemRef3DF64 dy{y, y, 0, {3, 2, 2}, {4, 2, 1}};
+  MemRef3DF64 dz{z, z, 0, {2, 2, 2}, {4, 2, 1}};
+  _mlir_ciface_dort_batch_matmul_f64(&dx, &dy, &dz, 0, 0, 1.0, 0.0);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_EQ(std::string(dort_pending_error()),
+            "dort_batch_matmul_f64: shape mismatch: op(A) is 2x2x2, op(B) is "
+            "3x2x2, C is 2x2x2 (transA=0, transB=0)");
+  dort_clear_pending_error();
+  // Thread-local error is separate from the pending one, which any thread
+  // can see.
+  std::thread([&] {
+    _mlir_ciface_dort_batch_matmul_f64(&dx, &dy, &dz, 1, 0, 1.0, 0.0);
+  }).join();
+  EXPECT_NE(dort_pending_error(), nullptr);
+  dort_clear_pending_error();
+}
+
+TEST(Kernels, BatchMatmulBroadcastAndLayouts) {
+  std::mt19937 rng(99);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Layout la : kLayouts)
+        for (Layout lb : kLayouts)
+          for (Layout lc : {Layout::Row, Layout::ColPadded, Layout::Strided}) {
+            // No broadcast.
+            check3d<float>(3, 4, 5, 6, ta, tb, la, lb, lc, 3, false, 3, false,
+                           1.0f, 0.0f, rng);
+            // B shared by batch size 1, A by batch stride 0.
+            check3d<float>(3, 4, 5, 6, ta, tb, la, lb, lc, 3, false, 1, false,
+                           1.0f, 1.0f, rng);
+            check3d<double>(3, 4, 5, 6, ta, tb, la, lb, lc, 3, true, 3, false,
+                            2.0, 0.5, rng);
+            check3d<double>(2, 3, 2, 4, ta, tb, la, lb, lc, 1, false, 2, true,
+                            1.0, 0.0, rng);
+          }
+}
+
+TEST(Kernels, BatchMatmulFoldedIntoOneGemm) {
+  // Shared B with A and C batches packed row after row: the fold path.
+  std::mt19937 rng(5);
+  for (bool tb : {false, true}) {
+    check3d<float>(4, 3, 5, 6, false, tb, Layout::Row, Layout::Row, Layout::Row,
+                   4, false, 1, false, 1.0f, 0.0f, rng);
+    check3d<double>(4, 3, 5, 6, false, tb, Layout::Row, Layout::Col,
+                    Layout::Row, 4, false, 4, true, 1.0, 1.0, rng);
+    check3d<float>(5, 1, 5, 6, false, tb, Layout::Row, Layout::Row, Layout::Row,
+                   5, false, 1, false, 1.0f, 0.0f, rng);
+  }
+  // Exactly packed buffers (batch stride == M * row stride).
+  std::vector<float> a(2 * 3 * 4), b(4 * 5), c(2 * 3 * 5, -1.0f);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = float(i % 7) - 3;
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = float(i % 5) - 2;
+  MemRef3DF32 da{a.data(), a.data(), 0, {2, 3, 4}, {12, 4, 1}};
+  MemRef3DF32 db{b.data(), b.data(), 0, {2, 4, 5}, {0, 5, 1}};
+  MemRef3DF32 dc{c.data(), c.data(), 0, {2, 3, 5}, {15, 5, 1}};
+  _mlir_ciface_dort_batch_matmul_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+  for (int q = 0; q < 2; ++q)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) {
+        float s = 0;
+        for (int p = 0; p < 4; ++p)
+          s += a[q * 12 + i * 4 + p] * b[p * 5 + j];
+        EXPECT_FLOAT_EQ(c[q * 15 + i * 5 + j], s);
+      }
+  // Empty batch is a no-op.
+  MemRef3DF32 de{c.data(), c.data(), 0, {0, 3, 5}, {15, 5, 1}};
+  MemRef3DF32 da0{a.data(), a.data(), 0, {0, 3, 4}, {12, 4, 1}};
+  MemRef3DF32 db1{b.data(), b.data(), 0, {1, 4, 5}, {0, 5, 1}};
+  _mlir_ciface_dort_batch_matmul_f32(&da0, &db1, &de, 0, 0, 1.0f, 0.0f);
+  EXPECT_EQ(dort_pending_error(), nullptr);
+}
+
+TEST(Kernels, BlasThreadsFromEnvironment) {
+  const char *saved = std::getenv("OPENBLAS_NUM_THREADS");
+  std::string savedValue = saved ? saved : "";
+  const char *savedOmp = std::getenv("OMP_NUM_THREADS");
+  std::string savedOmpValue = savedOmp ? savedOmp : "";
+  ::unsetenv("OMP_NUM_THREADS");
+  ::setenv("OPENBLAS_NUM_THREADS", "3", 1);
+  EXPECT_EQ(dort_set_blas_threads(0), 3);
+  EXPECT_EQ(openblas_get_num_threads(), 3);
+  EXPECT_EQ(dort_set_blas_threads(2), 2);
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  ::setenv("OPENBLAS_NUM_THREADS", "zero", 1);
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  EXPECT_EQ(dort_set_blas_threads(0), 1);
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  ::unsetenv("OMP_NUM_THREADS");
+  int n = dort_set_blas_threads(0);
+  EXPECT_GE(n, 1);
+  EXPECT_LE(
+      n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (saved)
+    ::setenv("OPENBLAS_NUM_THREADS", savedValue.c_str(), 1);
+  if (savedOmp)
+    ::setenv("OMP_NUM_THREADS", savedOmpValue.c_str(), 1);
+  dort_set_blas_threads(0);
+}
+
+namespace {
+struct Desc3 {
+  int32_t *allocated, *aligned;
+  int64_t offset, sizes[3], strides[3];
+};
+} // namespace
+
+TEST(Kernels, MemrefCopy) {
+  // Rank 0.
+  int32_t s0 = 5, d0 = 0;
+  struct {
+    int32_t *allocated, *aligned;
+    int64_t offset;
+  } r0s{&s0, &s0, 0}, r0d{&d0, &d0, 0};
+  DortUnrankedMemRef us{0, &r0s}, ud{0, &r0d};
+  memrefCopy(sizeof(int32_t), &us, &ud);
+  EXPECT_EQ(d0, 5);
+
+  // Rank 3: contiguous source into a transposed, padded destination, and
+  // back through a strided source.
+  std::vector<int32_t> src(2 * 3 * 4), dst(200, -1), back(24, -1);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<int32_t>(i);
+  Desc3 ds{src.data(), src.data(), 0, {2, 3, 4}, {12, 4, 1}};
+  Desc3 dd{dst.data(), dst.data(), 5, {2, 3, 4}, {1, 2 * 5, 2 * 3 * 5}};
+  DortUnrankedMemRef a{3, &ds}, b{3, &dd};
+  memrefCopy(sizeof(int32_t), &a, &b);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        ASSERT_EQ(dst[5 + i + j * 10 + k * 30], i * 12 + j * 4 + k);
+  Desc3 db{back.data(), back.data(), 0, {2, 3, 4}, {12, 4, 1}};
+  DortUnrankedMemRef c{3, &dd}, d{3, &db};
+  memrefCopy(sizeof(int32_t), &c, &d);
+  EXPECT_EQ(back, src);
+  // Contiguous fast path, and an empty copy.
+  std::vector<int32_t> flat(24, 0);
+  Desc3 df{flat.data(), flat.data(), 0, {2, 3, 4}, {12, 4, 1}};
+  DortUnrankedMemRef e{3, &df};
+  memrefCopy(sizeof(int32_t), &a, &e);
+  EXPECT_EQ(flat, src);
+  Desc3 empty{flat.data(), flat.data(), 0, {2, 0, 4}, {0, 4, 1}};
+  DortUnrankedMemRef f{3, &empty};
+  memrefCopy(sizeof(int32_t), &f, &f);
+}

@@ -1,0 +1,185 @@
+//===- ManifestTest.cpp - manifest.json parsing and validation ------------===//
+
+#include "distopt/Runtime/Manifest.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace distopt::runtime;
+using namespace distopt::runtime::test;
+
+namespace {
+const char *kExample = R"({"format": 1, "model": "gpt", "ranks": 1,
+ "inputs":  [{"name": "input_ids", "dtype": "int64", "shape": [2, 16]}],
+ "outputs": [{"name": "logits", "dtype": "float32", "shape": [2, 16, 100]}],
+ "weights": [{"name": "wte", "dtype": "float32", "shape": [100, 32], "file": "weights.bin", "offset": 0, "length": 12800}]}
+)";
+
+std::string manifestError(const std::string &text) {
+  Manifest m;
+  std::string error;
+  EXPECT_FALSE(parseManifest(text, m, error)) << text;
+  return error;
+}
+
+/// The example with `from` replaced by `to` (first occurrence).
+std::string edit(const std::string &from, const std::string &to) {
+  std::string s = kExample;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos)
+    s.replace(at, from.size(), to);
+  return s;
+}
+} // namespace
+
+TEST(Manifest, ParsesTheExample) {
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(kExample, m, error)) << error;
+  EXPECT_EQ(m.format, 1);
+  EXPECT_EQ(m.model, "gpt");
+  EXPECT_EQ(m.ranks, 1);
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].name, "input_ids");
+  EXPECT_EQ(m.inputs[0].dtype, DType::Int64);
+  EXPECT_EQ(m.inputs[0].shape, (std::vector<int64_t>{2, 16}));
+  EXPECT_EQ(m.inputs[0].byteSize(), 256u);
+  ASSERT_EQ(m.outputs.size(), 1u);
+  EXPECT_EQ(m.outputs[0].shape, (std::vector<int64_t>{2, 16, 100}));
+  ASSERT_EQ(m.weights.size(), 1u);
+  EXPECT_EQ(m.weights[0].file, "weights.bin");
+  EXPECT_EQ(m.weights[0].offset, 0u);
+  EXPECT_EQ(m.weights[0].length, 12800u);
+  EXPECT_EQ(m.numBuffers(), 3u);
+}
+
+TEST(Manifest, DefaultsUnknownKeysAndScalars) {
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(
+      R"({"format": 1, "inputs": [], "outputs": [{"name": "y", "dtype": "bool", "shape": [], "extra": [1, {"x": null}]}],
+          "plan": {"dp": 2}, "comment": "ignored"})",
+      m, error))
+      << error;
+  EXPECT_EQ(m.model, "");
+  EXPECT_EQ(m.ranks, 1);
+  EXPECT_TRUE(m.weights.empty());
+  EXPECT_TRUE(m.outputs[0].shape.empty());
+  EXPECT_EQ(m.outputs[0].numElements(), 1);
+}
+
+TEST(Manifest, ToJsonRoundTrips) {
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(kExample, m, error));
+  m.weights.push_back(m.weights[0]);
+  m.weights[1].name = "w\"2";
+  m.weights[1].file = "/abs/other.bin";
+  m.weights[1].offset = 64;
+  Manifest back;
+  ASSERT_TRUE(parseManifest(m.toJson(), back, error)) << error << m.toJson();
+  EXPECT_EQ(back.toJson(), m.toJson());
+  EXPECT_EQ(back.weights[1].name, "w\"2");
+  EXPECT_EQ(back.weights[1].offset, 64u);
+}
+
+TEST(Manifest, MissingKeysAreNamed) {
+  EXPECT_EQ(manifestError(edit("\"format\": 1,", "")),
+            "missing required key \"format\"");
+  EXPECT_EQ(manifestError(R"({"format": 1, "outputs": []})"),
+            "missing required key \"inputs\"");
+  EXPECT_EQ(manifestError(R"({"format": 1, "inputs": []})"),
+            "missing required key \"outputs\"");
+  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\", ", "")),
+            "inputs[0]: missing required key \"name\"");
+  EXPECT_EQ(
+      manifestError(edit("\"dtype\": \"float32\", \"shape\": [2, 16, 100]",
+                         "\"shape\": [2, 16, 100]")),
+      "outputs[0]: missing required key \"dtype\"");
+  EXPECT_EQ(manifestError(edit(", \"shape\": [2, 16]", "")),
+            "inputs[0]: missing required key \"shape\"");
+  EXPECT_EQ(manifestError(edit("\"file\": \"weights.bin\", ", "")),
+            "weights[0]: missing required key \"file\"");
+  EXPECT_EQ(manifestError(edit("\"offset\": 0, ", "")),
+            "weights[0]: missing required key \"offset\"");
+  EXPECT_EQ(manifestError(edit(", \"length\": 12800", "")),
+            "weights[0]: missing required key \"length\"");
+}
+
+TEST(Manifest, BadValues) {
+  EXPECT_EQ(manifestError("[]"),
+            "expected a JSON object at the top level, found array");
+  EXPECT_EQ(
+      manifestError(edit("\"format\": 1", "\"format\": 2")),
+      "format: unsupported manifest format 2 (this runtime reads format 1)");
+  EXPECT_EQ(manifestError(edit("\"format\": 1", "\"format\": \"1\"")),
+            "format: expected an integer, found string");
+  EXPECT_EQ(manifestError(edit("\"format\": 1", "\"format\": 1.5")),
+            "format: expected an integer");
+  EXPECT_EQ(manifestError(edit("\"model\": \"gpt\"", "\"model\": 3")),
+            "model: expected a string, found number");
+  EXPECT_EQ(manifestError(edit("\"ranks\": 1", "\"ranks\": 0")),
+            "ranks: expected an integer >= 1, found 0");
+  EXPECT_EQ(manifestError(R"({"format": 1, "inputs": {}, "outputs": []})"),
+            "inputs: expected an array, found object");
+  EXPECT_EQ(manifestError(edit("[{\"name\": \"input_ids\"",
+                               "[3, {\"name\": \"input_ids\"")),
+            "inputs[0]: expected an object, found number");
+  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\"", "\"name\": \"\"")),
+            "inputs[0].name: empty name");
+  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\"", "\"name\": [1]")),
+            "inputs[0].name: expected a string, found array");
+  EXPECT_EQ(
+      manifestError(edit("\"int64\"", "\"int128\"")),
+      "inputs[0].dtype: unknown dtype \"int128\" (expected one of float32, "
+      "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool)");
+  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, -16]")),
+            "inputs[0].shape[1]: expected an integer >= 0, found -16");
+  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, 1.5]")),
+            "inputs[0].shape[1]: expected an integer");
+  EXPECT_EQ(manifestError(edit("[2, 16]", "\"2x16\"")),
+            "inputs[0].shape: expected an array of dimensions, found string");
+  EXPECT_EQ(manifestError(edit("[2, 16]", "[4611686018427387904, 4]")),
+            "inputs[0].shape: shape [4611686018427387904, 4] is too large");
+  EXPECT_EQ(manifestError(edit("\"length\": 12800", "\"length\": 12801")),
+            "weights[0].length: 12801 bytes, but shape [100, 32] of float32 "
+            "needs 12800");
+  EXPECT_EQ(manifestError(edit("\"offset\": 0", "\"offset\": -8")),
+            "weights[0].offset: expected an integer >= 0, found -8");
+  EXPECT_EQ(manifestError(edit("\"file\": \"weights.bin\"", "\"file\": \"\"")),
+            "weights[0].file: empty file name");
+  EXPECT_EQ(manifestError(edit("\"weights\": [", "\"weights\": 5, \"w\": [")),
+            "weights: expected an array, found number");
+  std::string dup =
+      edit("[{\"name\": \"logits\", \"dtype\": \"float32\", \"shape\": [2, 16, "
+           "100]}]",
+           "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": []}, "
+           "{\"name\": \"y\", \"dtype\": \"int8\", \"shape\": [1]}]");
+  EXPECT_EQ(manifestError(dup),
+            "outputs[1].name: duplicate name \"y\" in outputs");
+}
+
+TEST(Manifest, SyntaxErrorsHaveLineAndColumn) {
+  EXPECT_EQ(manifestError(edit("\"ranks\": 1,", "\"ranks\": 1")),
+            "line 2, column 2: expected ',' or '}' in object, found '\"'");
+  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, 16,]")),
+            "line 2, column 70: trailing comma before ']'");
+}
+
+TEST(Manifest, LoadFromFile) {
+  TempDir dir;
+  writeFile(dir / "manifest.json", std::string(kExample));
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(loadManifest(dir / "manifest.json", m, error)) << error;
+  EXPECT_EQ(m.model, "gpt");
+  writeFile(dir / "bad.json", std::string("{\"format\": 1,\n\"inputs\": [}"));
+  EXPECT_FALSE(loadManifest(dir / "bad.json", m, error));
+  EXPECT_EQ(error, dir / "bad.json" +
+                       ": line 2, column 12: expected a value, found '}'");
+  EXPECT_FALSE(loadManifest(dir / "none.json", m, error));
+  EXPECT_EQ(error,
+            dir / "none.json" + ": cannot open: No such file or directory");
+}
