@@ -127,6 +127,12 @@ static LogicalResult addEntryPoint(ModuleOp module,
 }
 
 LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
+  // Inputs and weights belong to the runtime (weights are mapped read-only):
+  // bufferization must never write into them.
+  if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main"))
+    for (unsigned i = 0; i < main.getNumArguments(); ++i)
+      main.setArgAttr(i, "bufferization.writable",
+                      BoolAttr::get(module.getContext(), false));
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,

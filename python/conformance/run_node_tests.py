@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""ONNX backend node-test conformance for distopt.
+
+Runs ONNX's backend node tests (the cases defined in onnx.backend.test.case.node,
+the same that ship as onnx/backend/test/data/node/*: a model plus input and
+expected output tensors) through `distopt compile` and the compiled executable,
+and compares with the test's tolerance (rtol 1e-3, atol 1e-7 unless the case
+says otherwise; integers and booleans exactly).
+
+In scope are the tests whose every node is an op type distopt imports. Each
+prints one line:
+    PASS name
+    FAIL name: <why: max error, wrong shape, compile or run error>
+    UNSUPPORTED name: <the importer's reason (opset, element type, attribute)>
+then the totals `N passed, N failed, N skipped`.
+
+    run_node_tests.py [--filter REGEX] [--jobs N] [--expected FILE] [--write-expected FILE]
+
+--expected FILE: exit 1 if a test listed in FILE does not pass (a regression).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The ONNX op types distopt's importer supports (lib/Import/ONNX/OpImporters.cpp).
+SUPPORTED_OPS = set("""
+Add Sub Mul Div Pow Max Min Equal Less LessOrEqual Greater GreaterOrEqual And Or
+Neg Abs Not Sqrt Reciprocal Exp Log Tanh Sigmoid Erf Relu LeakyRelu Gelu Identity
+Dropout Where Cast Softmax LogSoftmax BatchNormalization LayerNormalization MatMul
+Gemm Conv MaxPool AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceMax
+Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather Expand Pad
+Shape Constant ConstantOfShape Range""".split())
+
+
+def collect(filter_re: str | None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case import node
+        cases = node.collect_testcases()
+    in_scope, out_of_scope = [], 0
+    for case in cases:
+        if case.kind != "node" or not case.model:
+            continue
+        if filter_re and not re.search(filter_re, case.name):
+            continue
+        if {n.op_type for n in case.model.graph.node} <= SUPPORTED_OPS and all(
+                n.domain in ("", "ai.onnx") for n in case.model.graph.node):
+            in_scope.append(case)
+        else:
+            out_of_scope += 1
+    return sorted(in_scope, key=lambda c: c.name), out_of_scope
+
+
+def first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return lines[-1] if lines else "(no message)"
+
+
+def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind in "biuU":
+        bad = np.count_nonzero(got != want)
+        return f"{bad} of {want.size} elements differ" if bad else None
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    nan_ok = np.isnan(g) == np.isnan(w)
+    close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True) & nan_ok
+    if close.all():
+        return None
+    err = np.abs(g - w)[~close]
+    return (f"{np.count_nonzero(~close)} of {want.size} elements off, max abs err "
+            f"{np.nanmax(err) if err.size else float('nan'):.3g} (rtol {rtol:g}, atol {atol:g})")
+
+
+def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
+    d = workdir / case.name
+    d.mkdir(parents=True, exist_ok=True)
+    model_path = d / "model.onnx"
+    model_path.write_bytes(case.model.SerializeToString())
+    graph = case.model.graph
+    inits = {t.name for t in graph.initializer}
+    input_names = [i.name for i in graph.input if i.name not in inits]
+    output_names = [o.name for o in graph.output]
+    results = []
+    for ds, (inputs, outputs) in enumerate(case.data_sets):
+        if any(not isinstance(a, np.ndarray) for a in list(inputs) + list(outputs)):
+            return case.name, "UNSUPPORTED", "inputs or outputs are not tensors"
+        if any(a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8")) for a in list(inputs) + list(outputs)):
+            return case.name, "UNSUPPORTED", "bfloat16/float8 data has no NumPy dtype here"
+        shapes = []
+        for name, a in zip(input_names, inputs):
+            dims = "x".join(str(s) for s in a.shape) if a.ndim else "scalar"
+            shapes += ["--shape", f"{name}={dims}"]
+        imp = subprocess.run([distopt, "import", str(model_path), *shapes, "-o", os.devnull],
+                             capture_output=True, text=True, timeout=120)
+        if imp.returncode != 0:
+            return case.name, "UNSUPPORTED", first_error_line(imp.stderr)
+        bundle = d / f"m{ds}.dx"
+        comp = subprocess.run([distopt, "compile", str(model_path), *shapes, "-o", str(bundle)],
+                              capture_output=True, text=True, timeout=300)
+        if comp.returncode != 0:
+            return case.name, "FAIL", "compile: " + first_error_line(comp.stderr)
+        args = []
+        for i, (name, a) in enumerate(zip(input_names, inputs)):
+            p = d / f"in{ds}_{i}.npy"
+            np.save(p, a)
+            args += ["--input", f"{name}={p}"]
+        out_dir = d / f"out{ds}"
+        run = subprocess.run([str(bundle / bundle.stem), *args, "--output-dir", str(out_dir)],
+                             capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            return case.name, "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
+        for name, want in zip(output_names, outputs):
+            files = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+            if not files:
+                return case.name, "FAIL", f"output {name} missing"
+            why = compare(np.load(files[0]), np.asarray(want), case.rtol, case.atol)
+            if why:
+                return case.name, "FAIL", f"output {name}: {why}"
+        results.append(ds)
+    return case.name, "PASS", ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--distopt", default=str(ROOT / "build" / "bin" / "distopt"))
+    ap.add_argument("--filter", help="only tests whose name matches this regex")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--expected", help="file of test names that must pass")
+    ap.add_argument("--write-expected", help="write the names of passing tests here")
+    ap.add_argument("--keep", help="keep work files in this directory")
+    args = ap.parse_args()
+
+    cases, out_of_scope = collect(args.filter)
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="distopt-conformance-"))
+    results = {}
+    with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        jobs = {pool.submit(run_case, c, args.distopt, workdir): c.name for c in cases}
+        for job in futures.as_completed(jobs):
+            try:
+                name, status, why = job.result()
+            except subprocess.TimeoutExpired as e:
+                name, status, why = jobs[job], "FAIL", f"timeout: {' '.join(map(str, e.cmd[:2]))}"
+            results[name] = (status, why)
+    for name in sorted(results):
+        status, why = results[name]
+        print(f"{status} {name}" + (f": {why}" if why else ""))
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    passed = sorted(n for n, (s, _) in results.items() if s == "PASS")
+    failed = [n for n, (s, _) in results.items() if s == "FAIL"]
+    skipped = [n for n, (s, _) in results.items() if s == "UNSUPPORTED"]
+    print(f"\n{len(cases)} node tests use only ops distopt imports; "
+          f"{out_of_scope} others are out of scope.")
+    if args.write_expected:
+        Path(args.write_expected).write_text("".join(n + "\n" for n in passed))
+    rc = 0
+    if args.expected:
+        expected = [l.strip() for l in Path(args.expected).read_text().splitlines()
+                    if l.strip() and not l.startswith("#")]
+        regressed = [n for n in expected if results.get(n, ("MISSING",))[0] != "PASS"]
+        new = [n for n in passed if n not in set(expected)]
+        for n in regressed:
+            print(f"REGRESSION {n}: expected to pass, got {results.get(n, ('MISSING', ''))}")
+        if new:
+            print(f"{len(new)} tests pass that are not in {args.expected} (add them): {' '.join(new[:20])}")
+        rc = 1 if regressed else 0
+    print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
