@@ -10,6 +10,7 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Import/ONNX/Importer.h"
+#include "distopt/Runtime/Tensor.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 
 #include "Tool.h"
@@ -55,6 +56,11 @@ static cl::list<std::string>
     importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
                cl::value_desc("name=N"), cl::sub(importCmd),
                cl::sub(compileCmd));
+static cl::list<std::string> importFreeze(
+    "freeze",
+    cl::desc("Bind a graph input to the value in a .npy/.pb file at compile "
+             "time (for inputs that feed shapes: axes, pads, targets)"),
+    cl::value_desc("name=file"), cl::sub(importCmd), cl::sub(compileCmd));
 static cl::opt<bool> importInlineWeights(
     "inline-weights",
     cl::desc("Read all weights (including external data) into the IR as "
@@ -163,6 +169,22 @@ bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
       return false;
     }
     options.symbolicDims[name] = n;
+  }
+  for (StringRef arg : importFreeze) {
+    StringRef name, file;
+    if (!splitAssignment("freeze", arg, name, file))
+      return false;
+    distopt::runtime::Tensor t;
+    std::string error;
+    if (!distopt::runtime::readTensorFile(file.str(), t, error)) {
+      WithColor::error() << "--freeze " << arg << ": " << error << "\n";
+      return false;
+    }
+    distopt::ONNXFrozenInput &f = options.frozenInputs[name];
+    f.onnxDataType = distopt::runtime::onnxDataType(t.dtype());
+    f.shape.assign(t.shape().begin(), t.shape().end());
+    const char *p = static_cast<const char *>(t.data());
+    f.bytes.assign(p, p + t.byteSize());
   }
   options.inlineWeights = importInlineWeights;
   if (importText)

@@ -1134,14 +1134,37 @@ struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
     Value acc = filled(rewriter, loc, rt.getShape(), lowest);
     auto strides = i64Vector(rewriter, op.getStrides());
     auto dilations = i64Vector(rewriter, op.getDilations());
-    if (isUnsignedElt(orig))
-      return op.emitOpError("max pooling of unsigned integers is not "
-                            "supported by the CPU lowering");
-    // pooling_nchw_max takes the signed maximum for integers.
-    Value out = linalg::PoolingNchwMaxOp::create(
-                    rewriter, loc, TypeRange{acc.getType()},
-                    ValueRange{x, window}, ValueRange{acc}, strides, dilations)
-                    .getResult(0);
+    Value out;
+    if (!isUnsignedElt(orig)) {
+      // pooling_nchw_max takes the signed maximum for integers.
+      out = linalg::PoolingNchwMaxOp::create(
+                rewriter, loc, TypeRange{acc.getType()}, ValueRange{x, window},
+                ValueRange{acc}, strides, dilations)
+                .getResult(0);
+    } else {
+      // No named unsigned NCHW pooling: the same loop nest as a generic,
+      // (n, c, oh, ow, kh, kw) reading x[n, c, oh*s + kh*d, ow*s + kw*d].
+      MLIRContext *ctx = rewriter.getContext();
+      ArrayRef<int64_t> s = op.getStrides(), d = op.getDilations();
+      auto dim = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+      SmallVector<AffineMap> maps = {
+          AffineMap::get(6, 0,
+                         {dim(0), dim(1), dim(2) * s[0] + dim(4) * d[0],
+                          dim(3) * s[1] + dim(5) * d[1]},
+                         ctx),
+          AffineMap::get(6, 0, {dim(4), dim(5)}, ctx),
+          AffineMap::get(6, 0, {dim(0), dim(1), dim(2), dim(3)}, ctx)};
+      SmallVector<utils::IteratorType> iters(4, utils::IteratorType::parallel);
+      iters.append(2, utils::IteratorType::reduction);
+      out = linalg::GenericOp::create(
+                rewriter, loc, TypeRange{acc.getType()}, ValueRange{x, window},
+                ValueRange{acc}, maps, iters,
+                [](OpBuilder &b, Location l, ValueRange a) {
+                  linalg::YieldOp::create(
+                      b, l, Value(arith::MaxUIOp::create(b, l, a[0], a[2])));
+                })
+                .getResult(0);
+    }
     rewriter.replaceOp(op, out);
     return success();
   }
@@ -1253,6 +1276,8 @@ struct ConcatPattern : DoptPattern<dopt::ConcatOp> {
     int64_t offset = 0;
     for (Value in : adaptor.getInputs()) {
       auto t = tensorTypeOf(in);
+      if (t.getNumElements() == 0)
+        continue; // nothing to insert (and its offset may be out of bounds)
       SmallVector<OpFoldResult> offsets(rt.getRank(), rewriter.getIndexAttr(0));
       offsets[axis] = rewriter.getIndexAttr(offset);
       SmallVector<OpFoldResult> sizes, strides(rt.getRank(),
@@ -1279,6 +1304,10 @@ Value extractSlice(OpBuilder &b, Location loc, Value src,
     st.push_back(b.getIndexAttr(steps[i]));
   }
   auto type = RankedTensorType::get(sizes, tensorTypeOf(src).getElementType());
+  // An empty slice may start at the end of a dimension, which
+  // tensor.extract_slice rejects: it is just an empty tensor.
+  if (type.getNumElements() == 0)
+    return emptyTensor(b, loc, sizes, type.getElementType());
   return tensor::ExtractSliceOp::create(b, loc, type, src, o, s, st);
 }
 

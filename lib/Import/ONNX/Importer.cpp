@@ -174,6 +174,9 @@ private:
   FailureOr<std::vector<char>> readExternalBytes(const onnx::TensorProto &t,
                                                  RankedTensorType type,
                                                  Location loc);
+  /// Defines a frozen graph input as a constant.
+  LogicalResult freezeInput(const onnx::ValueInfoProto &vi,
+                            const ONNXFrozenInput &frozen);
   /// Merges duplicate constants and erases unused dopt ops.
   static void eraseDeadOps(Block &block);
 
@@ -539,6 +542,51 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
   return RankedTensorType::get(dims, elt);
 }
 
+LogicalResult GraphImporter::freezeInput(const onnx::ValueInfoProto &vi,
+                                         const ONNXFrozenInput &frozen) {
+  Location loc = nameLoc(vi.name());
+  Type elt = convertDataType(&ctx_, frozen.onnxDataType);
+  if (!elt)
+    return emitError(loc) << "--freeze " << vi.name() << ": unsupported "
+                          << dataTypeName(frozen.onnxDataType);
+  if (vi.type().has_tensor_type()) {
+    const auto &tt = vi.type().tensor_type();
+    if (tt.elem_type() != frozen.onnxDataType)
+      return emitError(loc) << "--freeze " << vi.name() << ": the input is "
+                            << dataTypeName(tt.elem_type()) << ", the value "
+                            << dataTypeName(frozen.onnxDataType);
+    if (tt.has_shape()) {
+      bool ok = tt.shape().dim_size() == (int)frozen.shape.size();
+      for (int i = 0; ok && i < tt.shape().dim_size(); ++i)
+        ok = !tt.shape().dim(i).has_dim_value() ||
+             tt.shape().dim(i).dim_value() == frozen.shape[i];
+      if (!ok)
+        return emitError(loc) << "--freeze " << vi.name() << ": value shape "
+                              << shapeString(frozen.shape)
+                              << " does not match the input's declared shape";
+    }
+  }
+  if (!fitsInMemory(frozen.shape, rawElementBytes(elt)))
+    return emitError(loc) << "--freeze " << vi.name() << ": shape too large";
+  auto type = RankedTensorType::get(frozen.shape, elt);
+  if ((int64_t)frozen.bytes.size() !=
+      type.getNumElements() * rawElementBytes(elt))
+    return emitError(loc) << "--freeze " << vi.name() << ": "
+                          << frozen.bytes.size() << " bytes of data for "
+                          << type;
+  DenseElementsAttr attr;
+  if (elt.isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : frozen.bytes)
+      bits.push_back(c != 0);
+    attr = DenseElementsAttr::get(type, bits);
+  } else {
+    attr = DenseElementsAttr::getFromRawBuffer(type, frozen.bytes);
+  }
+  values_[vi.name()] = dopt::ConstantOp::create(builder_, loc, attr);
+  return success();
+}
+
 void GraphImporter::eraseDeadOps(Block &block) {
   // Exporters repeat the same scalar constants (2.0 for Pow, epsilons, 0.5
   // for GELU, ...); keep the first of each. All ops share one block, so the
@@ -613,7 +661,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   llvm::StringSet<> usedShapes, usedDims, inputNames;
   for (const onnx::ValueInfoProto &vi : graph.input()) {
     inputNames.insert(vi.name());
-    if (initializers_.count(vi.name()))
+    if (initializers_.count(vi.name()) || options_.frozenInputs.count(vi.name()))
       continue;
     FailureOr<RankedTensorType> t =
         inputType(vi, usedShapes, usedDims, shapeErrors);
@@ -622,6 +670,13 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     args.push_back(&vi);
     argTypes.push_back(*t);
   }
+  for (const auto &kv : options_.frozenInputs)
+    if (!inputNames.contains(kv.getKey()) ||
+        initializers_.count(kv.getKey())) {
+      emitError(fileLoc_) << "--freeze names '" << kv.getKey()
+                          << "', which is not a graph input";
+      return nullptr;
+    }
   for (const auto &kv : options_.inputShapes)
     if (!inputNames.contains(kv.getKey())) {
       std::string names;
@@ -669,6 +724,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     values_[args[i]->name()] = body->getArgument(i);
   }
   builder_.setInsertionPointToEnd(body);
+  for (const onnx::ValueInfoProto &vi : graph.input())
+    if (auto it = options_.frozenInputs.find(vi.name());
+        it != options_.frozenInputs.end())
+      if (failed(freezeInput(vi, it->second)))
+        return nullptr;
 
   int index = 0;
   for (const onnx::NodeProto &node : graph.node())

@@ -7,6 +7,8 @@
 #include "distopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
@@ -129,10 +131,27 @@ static LogicalResult addEntryPoint(ModuleOp module,
 LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   // Inputs and weights belong to the runtime (weights are mapped read-only):
   // bufferization must never write into them.
-  if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main"))
+  if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main")) {
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
       main.setArgAttr(i, "bufferization.writable",
                       BoolAttr::get(module.getContext(), false));
+    // Each output gets its own buffer: a value returned twice becomes a
+    // copy (buffer-results-to-out-params crashes on repeated results).
+    main.walk([](func::ReturnOp ret) {
+      OpBuilder b(ret);
+      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+        Value v = ret.getOperand(i);
+        bool repeated = llvm::is_contained(ret.getOperands().take_front(i), v);
+        if (!repeated)
+          continue;
+        auto t = cast<RankedTensorType>(v.getType());
+        Value empty = tensor::EmptyOp::create(b, ret.getLoc(), t.getShape(),
+                                              t.getElementType());
+        ret.setOperand(i, linalg::CopyOp::create(b, ret.getLoc(), v, empty)
+                              .getResult(0));
+      }
+    });
+  }
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
@@ -160,7 +179,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
           module,
           "func.func(convert-linalg-to-loops),"
           "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-          "convert-math-to-llvm,convert-math-to-libm,"
+          "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
           "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
           "convert-func-to-llvm,convert-index-to-llvm,"
           "reconcile-unrealized-casts")))

@@ -27,7 +27,20 @@ class DialectRegistry;
 
 namespace distopt {
 
+/// A graph input bound to a value at compile time (`--freeze name=file`):
+/// it becomes a constant, so inputs that feed shapes (axes, pads, Reshape
+/// targets) can be runtime inputs in the ONNX model.
+struct ONNXFrozenInput {
+  /// ONNX TensorProto data type (1 = FLOAT, 7 = INT64, ...).
+  int32_t onnxDataType = 0;
+  llvm::SmallVector<int64_t> shape;
+  /// Little-endian element bytes, C order (bool: one byte each).
+  std::vector<char> bytes;
+};
+
 struct ONNXImportOptions {
+  /// Inputs replaced by constants.
+  llvm::StringMap<ONNXFrozenInput> frozenInputs;
   /// Concrete shapes for graph inputs (`--shape x=32x256`).
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   /// Values for symbolic dimensions by name (`--dim batch=32`).
