@@ -198,11 +198,12 @@ def layer_norm_decomposed(b: GraphBuilder, x: str, d: int, module: str, rng) -> 
 # --------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------
-def build_mlp() -> onnx.ModelProto:
-    """3 x Linear (Gemm transB=1) with Relu in between; symbolic batch dim."""
+def build_mlp(dims: Sequence[int] = (64, 128, 64, 10)) -> onnx.ModelProto:
+    """3 x Linear (Gemm transB=1) with Relu in between; symbolic batch dim.
+    `dims` are the layer widths (the benchmark builds a larger one)."""
     rng = rng_for(1)
     b = GraphBuilder()
-    dims = [64, 128, 64, 10]
+    dims = list(dims)
     h = "x"
     for i in range(3):
         module = f"layers.{i * 2}"  # nn.Sequential(Linear, ReLU, Linear, ReLU, Linear)
@@ -217,8 +218,8 @@ def build_mlp() -> onnx.ModelProto:
             h = b.node("Relu", [h], scope_of(f"layers.layers.{i * 2 + 1}"))
     graph = b.graph(
         "main_graph",
-        [helper.make_tensor_value_info("x", FLOAT, ["batch", 64])],
-        [helper.make_tensor_value_info("y", FLOAT, ["batch", 10])],
+        [helper.make_tensor_value_info("x", FLOAT, ["batch", dims[0]])],
+        [helper.make_tensor_value_info("y", FLOAT, ["batch", dims[-1]])],
     )
     return make_model(graph, 13)
 
@@ -275,11 +276,11 @@ def build_cnn() -> onnx.ModelProto:
     return make_model(graph, 15)
 
 
-def build_transformer_encoder() -> onnx.ModelProto:
-    """2-layer post-norm transformer encoder (d_model=32, 4 heads, ffn 64)."""
+def build_transformer_encoder(d_model: int = 32, n_heads: int = 4, d_ff: int = 64,
+                              n_layers: int = 2) -> onnx.ModelProto:
+    """Post-norm transformer encoder (default: d_model=32, 4 heads, ffn 64, 2 layers)."""
     rng = rng_for(3)
     b = GraphBuilder()
-    d_model, n_heads, d_ff, n_layers = 32, 4, 64, 2
     head_dim = d_model // n_heads
 
     h = "x"
@@ -365,11 +366,11 @@ def layer_norm_op(b: GraphBuilder, rng, x: str, d: int, module: str,
                   outputs=[output] if output else None, axis=-1, epsilon=1e-5)
 
 
-def build_gpt() -> onnx.ModelProto:
-    """nanoGPT-style decoder: vocab 100, d_model 32, 2 heads, 2 layers, seq 16."""
+def build_gpt(vocab: int = 100, d: int = 32, n_heads: int = 2, n_layers: int = 2,
+              block: int = 16) -> onnx.ModelProto:
+    """nanoGPT-style decoder (default: vocab 100, d_model 32, 2 heads, 2 layers, seq 16)."""
     rng = rng_for(4)
     b = GraphBuilder()
-    vocab, d, n_heads, n_layers, block = 100, 32, 2, 2, 16
     head_dim = d // n_heads
 
     wte = b.init("transformer.wte.weight", (0.02 * rng.standard_normal((vocab, d))).astype(np.float32))

@@ -54,4 +54,18 @@ def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def FuseElementwisePass : Pass<"distopt-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Fuse chains of elementwise linalg.generics, keeping named contractions";
+  let description = [{
+    Upstream `linalg-fuse-elementwise-ops` also fuses elementwise consumers
+    into `linalg.matmul` and convolutions, turning them into generic
+    contractions that the CPU pipeline can no longer hand to BLAS. This pass
+    applies the same fusion patterns, but only when the producer is an
+    all-parallel `linalg.generic` (an elementwise op or broadcast): chains
+    like bias-add -> GELU -> residual-add become one loop nest, while
+    matrix products and convolutions stay named ops.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

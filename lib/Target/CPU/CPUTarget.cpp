@@ -78,7 +78,7 @@ LogicalResult cpu::lowerToLinalg(ModuleOp module) {
   main.setName("dopt_main");
   return runPipeline(module,
                      "distopt-convert-dopt-to-linalg,canonicalize,"
-                     "linalg-fuse-elementwise-ops,canonicalize,cse");
+                     "distopt-fuse-elementwise,canonicalize,cse");
 }
 
 /// Adds `int32_t dopt_entry(void **buffers)` calling the lowered dopt_main
