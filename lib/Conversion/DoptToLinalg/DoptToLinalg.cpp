@@ -1040,12 +1040,18 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lo,
       value);
 }
 
+/// Convolution as im2col + GEMM, so the work lands in BLAS:
+///   col[g, (n, oh, ow), (c, i, j)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
+///   out[g, (n, oh, ow), m]         = col[g] @ W[g]^T      (W[g]: Mg x Cg*kh*kw)
+///   y[n, g*Mg + m, oh, ow]         = out[g, n, oh, ow, m] (+ bias)
+/// Integer convolutions (no BLAS) use the named linalg convolution.
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
   matchAndRewrite(dopt::ConvOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
     RankedTensorType rt = resultType(op);
     Type elt = rt.getElementType();
     ArrayRef<int64_t> pads = op.getPads();
@@ -1053,35 +1059,101 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
                          pads.drop_front(2),
                          scalarConstant(rewriter, loc, elt, 0.0));
     Value w = adaptor.getWeight();
+    auto xt = tensorTypeOf(x), wt = tensorTypeOf(w);
     int64_t g = op.getGroup();
-    auto strides = i64Vector(rewriter, op.getStrides());
-    auto dilations = i64Vector(rewriter, op.getDilations());
-    Value zero = scalarConstant(rewriter, loc, elt, 0.0);
+    int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0);
+    int64_t cg = c / g, mg = m / g, kh = wt.getDimSize(2), kw = wt.getDimSize(3);
+    int64_t ho = rt.getDimSize(2), wo = rt.getDimSize(3);
+    ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
     Value out;
-    if (g == 1) {
-      Value acc = filled(rewriter, loc, rt.getShape(), zero);
-      out = linalg::Conv2DNchwFchwOp::create(rewriter, loc,
-                                             TypeRange{acc.getType()},
-                                             ValueRange{x, w}, ValueRange{acc},
-                                             strides, dilations)
-                .getResult(0);
+    if (!elt.isF32() && !elt.isF64()) {
+      Value zero = scalarConstant(rewriter, loc, elt, 0.0);
+      auto strides = i64Vector(rewriter, st);
+      auto dilations = i64Vector(rewriter, dl);
+      if (g == 1) {
+        Value acc = filled(rewriter, loc, rt.getShape(), zero);
+        out = linalg::Conv2DNchwFchwOp::create(
+                  rewriter, loc, TypeRange{acc.getType()}, ValueRange{x, w},
+                  ValueRange{acc}, strides, dilations)
+                  .getResult(0);
+      } else {
+        Value xg = reshapeTo(rewriter, loc, x,
+                             {n, g, cg, xt.getDimSize(2), xt.getDimSize(3)});
+        Value wg = reshapeTo(rewriter, loc, w, {g, mg, cg, kh, kw});
+        Value acc = filled(rewriter, loc, {n, g, mg, ho, wo}, zero);
+        Value o = linalg::Conv2DNgchwGfchwOp::create(
+                      rewriter, loc, TypeRange{acc.getType()},
+                      ValueRange{xg, wg}, ValueRange{acc}, strides, dilations)
+                      .getResult(0);
+        out = reshapeTo(rewriter, loc, o, rt.getShape());
+      }
     } else {
-      auto xt = tensorTypeOf(x), wt = tensorTypeOf(w);
-      int64_t n = xt.getDimSize(0), c = xt.getDimSize(1);
-      int64_t m = wt.getDimSize(0);
-      Value xg = reshapeTo(rewriter, loc, x,
-                           {n, g, c / g, xt.getDimSize(2), xt.getDimSize(3)});
-      Value wg = reshapeTo(rewriter, loc, w,
-                           {g, m / g, wt.getDimSize(1), wt.getDimSize(2),
-                            wt.getDimSize(3)});
-      Value acc = filled(rewriter, loc,
-                         {n, g, m / g, rt.getDimSize(2), rt.getDimSize(3)},
-                         zero);
-      Value o = linalg::Conv2DNgchwGfchwOp::create(
-                    rewriter, loc, TypeRange{acc.getType()}, ValueRange{xg, wg},
-                    ValueRange{acc}, strides, dilations)
+      // im2col: loops (g, n, oh, ow, c, i, j).
+      auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+      SmallVector<AffineMap> colMaps = {
+          AffineMap::get(7, 0,
+                         {d(1), d(0) * cg + d(4), d(2) * st[0] + d(5) * dl[0],
+                          d(3) * st[1] + d(6) * dl[1]},
+                         ctx),
+          AffineMap::getMultiDimIdentityMap(7, ctx)};
+      SmallVector<utils::IteratorType> colIters(7,
+                                                utils::IteratorType::parallel);
+      Value colInit = emptyTensor(rewriter, loc, {g, n, ho, wo, cg, kh, kw}, elt);
+      Value col = linalg::GenericOp::create(
+                      rewriter, loc, TypeRange{colInit.getType()},
+                      ValueRange{x}, ValueRange{colInit}, colMaps, colIters,
+                      [](OpBuilder &b, Location l, ValueRange a) {
+                        linalg::YieldOp::create(b, l, a[0]);
+                      })
+                      .getResult(0);
+      int64_t rows = n * ho * wo, k = cg * kh * kw;
+      Value mm;
+      if (g == 1) {
+        Value col2 = reshapeTo(rewriter, loc, col, {rows, k});
+        Value w2 = reshapeTo(rewriter, loc, w, {m, k});
+        mm = matmul2D(rewriter, loc, col2, w2, false, true, elt);
+      } else {
+        Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
+        Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
+        Value acc = filled(rewriter, loc, {g, rows, mg},
+                           scalarConstant(rewriter, loc, elt, 0.0));
+        AffineExpr b0 = d(0), dm = d(1), dn = d(2), dk = d(3);
+        SmallVector<Attribute> maps = {
+            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dk}, ctx)),
+            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dn, dk}, ctx)),
+            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dn}, ctx))};
+        mm = linalg::BatchMatmulOp::create(
+                 rewriter, loc, TypeRange{acc.getType()}, ValueRange{col3, w3},
+                 ValueRange{acc},
+                 {rewriter.getNamedAttr("indexing_maps",
+                                        rewriter.getArrayAttr(maps))})
+                 .getResult(0);
+      }
+      // [g, n, oh, ow, mg] -> y[n, g*mg + m, oh, ow] (+ bias[g*mg + m]).
+      Value mm5 = reshapeTo(rewriter, loc, mm, {g, n, ho, wo, mg});
+      SmallVector<Value> ins = {mm5};
+      // Loops (n, g, mg, oh, ow) over the output viewed as [n, g, mg, oh, ow].
+      SmallVector<AffineMap> maps = {
+          AffineMap::get(5, 0, {d(1), d(0), d(3), d(4), d(2)}, ctx)};
+      if (Value bias = adaptor.getBias()) {
+        ins.push_back(reshapeTo(rewriter, loc, bias, {g, mg}));
+        maps.push_back(AffineMap::get(5, 0, {d(1), d(2)}, ctx));
+      }
+      maps.push_back(AffineMap::getMultiDimIdentityMap(5, ctx));
+      SmallVector<utils::IteratorType> iters(5, utils::IteratorType::parallel);
+      Value init = emptyTensor(rewriter, loc, {n, g, mg, ho, wo}, elt);
+      Value y = linalg::GenericOp::create(
+                    rewriter, loc, TypeRange{init.getType()}, ins,
+                    ValueRange{init}, maps, iters,
+                    [](OpBuilder &b, Location l, ValueRange a) {
+                      Value v = a[0];
+                      if (a.size() > 2)
+                        v = arith::AddFOp::create(b, l, v, a[1]);
+                      linalg::YieldOp::create(b, l, v);
+                    })
                     .getResult(0);
-      out = reshapeTo(rewriter, loc, o, rt.getShape());
+      rewriter.replaceOp(op, reshapeTo(rewriter, loc, y, rt.getShape()));
+      return success();
     }
     if (Value bias = adaptor.getBias()) {
       Value b3 = reshapeTo(rewriter, loc, bias, {rt.getDimSize(1), 1, 1});
