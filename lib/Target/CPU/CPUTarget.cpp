@@ -177,7 +177,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   }
   if (failed(runPipeline(
           module,
-          "func.func(convert-linalg-to-loops),"
+          "distopt-approximate-math,func.func(convert-linalg-to-loops),"
           "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
           "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
           "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
