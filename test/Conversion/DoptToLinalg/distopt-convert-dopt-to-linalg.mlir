@@ -93,14 +93,28 @@ func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
-// Grouped conv: the grouped linalg convolution on reshaped views, bias added.
+// Float conv: im2col (a gather into [g, n, oh, ow, c, kh, kw]) then one GEMM
+// per group, as a batch_matmul against the transposed weights; the bias is
+// added while transposing back to NCHW.
 // CHECK-LABEL: func.func @conv_groups
-// CHECK: tensor.pad
-// CHECK: linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+// CHECK: %[[PAD:.*]] = tensor.pad
+// CHECK: linalg.generic {{.*}} ins(%[[PAD]] : tensor<1x4x7x7xf32>) outs(%{{.*}} : tensor<2x1x5x5x2x3x3xf32>)
+// CHECK: linalg.batch_matmul indexing_maps = {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x25x18xf32>, tensor<2x3x18xf32>)
+// CHECK: linalg.generic
 // CHECK: arith.addf
 func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x5x5xf32> {
   %0 = dopt.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x5x5xf32>
   return %0 : tensor<1x6x5x5xf32>
+}
+
+// -----
+
+// f16 conv (no BLAS GEMM for it): the named linalg convolution.
+// CHECK-LABEL: func.func @conv_f16
+// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+func.func @conv_f16(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16> {
+  %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16>
+  return %0 : tensor<1x3x2x2xf16>
 }
 
 // -----
