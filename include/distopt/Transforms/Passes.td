@@ -80,4 +80,26 @@ def ApproximateMathPass : Pass<"distopt-approximate-math", "mlir::ModuleOp"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
+  let summary = "Static memory plan: pack intermediate buffers into one arena by liveness";
+  let description = [{
+    Runs after bufferization, before deallocation. Every statically shaped
+    `memref.alloc` in the function body gets an offset in one 64-byte-aligned
+    arena; buffers whose live ranges (from the allocation to the last use of
+    the buffer or of any view of it) do not overlap share bytes. Offsets are
+    assigned largest-first, at the lowest offset free during the buffer's
+    whole life. The allocs become `memref.view`s of the arena, so a run does
+    one allocation instead of one per intermediate tensor, and the peak
+    footprint is the arena size.
+
+    ```mlir
+    %a = memref.alloc() {alignment = 64 : i64} : memref<4x16xf32>
+    // becomes
+    %arena = memref.alloc() {alignment = 64 : i64} : memref<8192xi8>
+    %a = memref.view %arena[%c0][] : memref<8192xi8> to memref<4x16xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

@@ -160,7 +160,8 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
           "distopt-linalg-to-blas,"
-          "func.func(buffer-hoisting),ownership-based-buffer-deallocation,"
+          "func.func(buffer-hoisting,distopt-plan-buffers),"
+          "ownership-based-buffer-deallocation,"
           "canonicalize,buffer-deallocation-simplification,"
           "bufferization-lower-deallocations,cse,canonicalize")))
     return failure();
