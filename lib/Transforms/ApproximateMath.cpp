@@ -22,6 +22,8 @@ struct ApproximateMathPass
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(
         patterns, [](StringRef name) {
+          // The predicate sees full op names ("math.exp").
+          name.consume_front("math.");
           return name == "exp" || name == "log" || name == "tanh" ||
                  name == "erf";
         });
