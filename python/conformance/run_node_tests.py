@@ -211,6 +211,8 @@ def main() -> int:
     if args.expected:
         expected = [l.strip() for l in Path(args.expected).read_text().splitlines()
                     if l.strip() and not l.startswith("#")]
+        if args.filter:  # only the selected tests can be checked
+            expected = [n for n in expected if re.search(args.filter, n)]
         regressed = [n for n in expected if results.get(n, ("MISSING",))[0] != "PASS"]
         new = [n for n in passed if n not in set(expected)]
         for n in regressed:

@@ -160,10 +160,8 @@ Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
         exp = convertScalar(b, loc, exp, exp.getType(), base.getType());
       return narrow(b, loc, math::PowFOp::create(b, loc, base, exp), elt);
     }
-    Value exp = isa<FloatType>(rhsElt)
-                    ? convertScalar(b, loc, r, rhsElt, elt)
-                    : convertScalar(b, loc, r, rhsElt, elt);
-    return math::IPowIOp::create(b, loc, l, exp);
+    return math::IPowIOp::create(b, loc, l,
+                                 convertScalar(b, loc, r, rhsElt, elt));
   }
   if (isFloat) {
     Value x = widen(b, loc, l), y = widen(b, loc, r);

@@ -283,57 +283,60 @@ LogicalResult importConv(NodeContext &nc) {
   return success();
 }
 
-LogicalResult importMaxPool(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
+/// The window attributes MaxPool and AveragePool share, resolved.
+struct PoolWindow {
+  SmallVector<int64_t> kernel, strides, dilations, pads;
+  bool ceilMode;
+};
+
+FailureOr<PoolWindow> readPoolWindow(NodeContext &nc) {
   RankedTensorType in = nc.inputType(0);
   if (failed(require2D(nc, in)))
     return failure();
   TRY(kernel, nc.intsAttr("kernel_shape"));
-  if (!kernel || kernel->size() != 2)
-    return nc.error("kernel_shape must have 2 entries");
+  if (!kernel || kernel->size() != 2) {
+    (void)nc.error("kernel_shape must have 2 entries");
+    return failure();
+  }
   TRY(strides, windowAttr(nc, "strides", 2));
   TRY(dilations, windowAttr(nc, "dilations", 2));
   TRY(ceil, nc.intAttr("ceil_mode", 0));
+  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
+                        dilations));
+  return PoolWindow{*kernel, strides, dilations, pads, ceil != 0};
+}
+
+LogicalResult importMaxPool(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
   TRY(order, nc.intAttr("storage_order", 0));
   if (order != 0)
     return nc.error("storage_order = 1 (column-major indices) is not "
                     "supported");
   if (nc.outputUsed(1))
     return nc.error("the Indices output is not supported");
-  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
-                        dilations));
+  TRY(w, readPoolWindow(nc));
   OpBuilder &b = nc.builder();
   nc.setOutput(0, nc.create<dopt::MaxPoolOp>(
-                      x, b.getDenseI64ArrayAttr(*kernel),
-                      b.getDenseI64ArrayAttr(strides),
-                      b.getDenseI64ArrayAttr(pads),
-                      b.getDenseI64ArrayAttr(dilations),
-                      b.getBoolAttr(ceil != 0)));
+                      x, b.getDenseI64ArrayAttr(w.kernel),
+                      b.getDenseI64ArrayAttr(w.strides),
+                      b.getDenseI64ArrayAttr(w.pads),
+                      b.getDenseI64ArrayAttr(w.dilations),
+                      b.getBoolAttr(w.ceilMode)));
   return success();
 }
 
 LogicalResult importAveragePool(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
-  RankedTensorType in = nc.inputType(0);
-  if (failed(require2D(nc, in)))
-    return failure();
-  TRY(kernel, nc.intsAttr("kernel_shape"));
-  if (!kernel || kernel->size() != 2)
-    return nc.error("kernel_shape must have 2 entries");
-  TRY(strides, windowAttr(nc, "strides", 2));
-  TRY(dilations, windowAttr(nc, "dilations", 2));
-  if (dilations != SmallVector<int64_t>{1, 1})
+  TRY(w, readPoolWindow(nc));
+  if (w.dilations != SmallVector<int64_t>{1, 1})
     return nc.error("dilated average pooling is not supported");
-  TRY(ceil, nc.intAttr("ceil_mode", 0));
   TRY(countPad, nc.intAttr("count_include_pad", 0));
-  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
-                        dilations));
   OpBuilder &b = nc.builder();
   nc.setOutput(0, nc.create<dopt::AvgPoolOp>(
-                      x, b.getDenseI64ArrayAttr(*kernel),
-                      b.getDenseI64ArrayAttr(strides),
-                      b.getDenseI64ArrayAttr(pads), b.getBoolAttr(ceil != 0),
-                      b.getBoolAttr(countPad != 0)));
+                      x, b.getDenseI64ArrayAttr(w.kernel),
+                      b.getDenseI64ArrayAttr(w.strides),
+                      b.getDenseI64ArrayAttr(w.pads),
+                      b.getBoolAttr(w.ceilMode), b.getBoolAttr(countPad != 0)));
   return success();
 }
 
