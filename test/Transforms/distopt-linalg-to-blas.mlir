@@ -1,0 +1,36 @@
+// RUN: distopt-opt %s --distopt-linalg-to-blas | FileCheck %s
+
+// f32 matmul on buffers (B transposed through its indexing map) becomes a
+// call to the runtime's BLAS kernel with transB = 1; the declaration carries
+// llvm.emit_c_interface.
+// CHECK: func.func private @dort_matmul_f32(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, i32, i32, f32, f32) attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @gemm_tb
+// CHECK-DAG: %[[F:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[T:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: call @dort_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[F]], %[[T]], %[[ONE]], %[[ONE]])
+// CHECK-NOT: linalg.matmul
+func.func @gemm_tb(%a: memref<4x8xf32>, %b: memref<16x8xf32>, %c: memref<4x16xf32>) {
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %b : memref<4x8xf32>, memref<16x8xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// f64 batched: dort_batch_matmul_f64.
+// CHECK-LABEL: func.func @batched
+// CHECK: call @dort_batch_matmul_f64
+func.func @batched(%a: memref<2x4x8xf64>, %b: memref<2x8x3xf64>, %c: memref<2x4x3xf64>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xf64>, memref<2x8x3xf64>) outs(%c : memref<2x4x3xf64>)
+  return
+}
+
+// Integer matmuls and tensor-level matmuls are left alone.
+// CHECK-LABEL: func.func @left_alone
+// CHECK: linalg.matmul ins(%arg0, %arg1 : memref<4x8xi32>, memref<8x2xi32>)
+// CHECK: linalg.matmul ins(%arg3, %arg4 : tensor<4x8xf32>, tensor<8x2xf32>)
+func.func @left_alone(%a: memref<4x8xi32>, %b: memref<8x2xi32>, %c: memref<4x2xi32>,
+                      %ta: tensor<4x8xf32>, %tb: tensor<8x2xf32>, %tc: tensor<4x2xf32>) -> tensor<4x2xf32> {
+  linalg.matmul ins(%a, %b : memref<4x8xi32>, memref<8x2xi32>) outs(%c : memref<4x2xi32>)
+  %r = linalg.matmul ins(%ta, %tb : tensor<4x8xf32>, tensor<8x2xf32>) outs(%tc : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %r : tensor<4x2xf32>
+}
