@@ -1,31 +1,38 @@
 // RUN: distopt-opt %s --distopt-fuse-elementwise | FileCheck %s
 
-// bias add -> tanh fuse into one generic, but the matmul producing the bias
-// add's input stays a named op (upstream fusion would turn it into a generic
-// contraction and lose the BLAS call).
+// A [2,2,8] x [8,16] matmul as the lowering emits it (rows collapsed, result
+// expanded back) feeding bias add -> tanh. The elementwise pair fuses into
+// one generic; the matmul stays a named op. (Upstream's
+// linalg-fuse-elementwise-ops propagates the expand_shape through the matmul
+// by turning it into a generic contraction, which loses the BLAS call.)
 // CHECK-LABEL: func.func @chain
 // CHECK: linalg.matmul
+// CHECK: tensor.expand_shape
 // CHECK: linalg.generic
 // CHECK: arith.addf
 // CHECK: math.tanh
 // CHECK-NOT: linalg.generic
-#id = affine_map<(d0, d1) -> (d0, d1)>
-#row = affine_map<(d0, d1) -> (d1)>
-func.func @chain(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>, %acc: tensor<4x16xf32>) -> tensor<4x16xf32> {
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+func.func @chain(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<2x2x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<4x16xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<4x16xf32>) -> tensor<4x16xf32>
   %m = linalg.matmul ins(%a, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<4x16xf32>) -> tensor<4x16xf32>
-  %e0 = tensor.empty() : tensor<4x16xf32>
-  %s = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%m, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%e0 : tensor<4x16xf32>) {
+  %m3 = tensor.expand_shape %m [[0, 1], [2]] output_shape [2, 2, 16] : tensor<4x16xf32> into tensor<2x2x16xf32>
+  %e0 = tensor.empty() : tensor<2x2x16xf32>
+  %s = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%m3, %b : tensor<2x2x16xf32>, tensor<16xf32>) outs(%e0 : tensor<2x2x16xf32>) {
   ^bb0(%x: f32, %y: f32, %o: f32):
     %r = arith.addf %x, %y : f32
     linalg.yield %r : f32
-  } -> tensor<4x16xf32>
-  %e1 = tensor.empty() : tensor<4x16xf32>
-  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%s : tensor<4x16xf32>) outs(%e1 : tensor<4x16xf32>) {
+  } -> tensor<2x2x16xf32>
+  %e1 = tensor.empty() : tensor<2x2x16xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s : tensor<2x2x16xf32>) outs(%e1 : tensor<2x2x16xf32>) {
   ^bb0(%x: f32, %o: f32):
     %r = math.tanh %x : f32
     linalg.yield %r : f32
-  } -> tensor<4x16xf32>
-  return %t : tensor<4x16xf32>
+  } -> tensor<2x2x16xf32>
+  return %t : tensor<2x2x16xf32>
 }

@@ -57,13 +57,14 @@ def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
 def FuseElementwisePass : Pass<"distopt-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of elementwise linalg.generics, keeping named contractions";
   let description = [{
-    Upstream `linalg-fuse-elementwise-ops` also fuses elementwise consumers
-    into `linalg.matmul` and convolutions, turning them into generic
-    contractions that the CPU pipeline can no longer hand to BLAS. This pass
-    applies the same fusion patterns, but only when the producer is an
-    all-parallel `linalg.generic` (an elementwise op or broadcast): chains
-    like bias-add -> GELU -> residual-add become one loop nest, while
-    matrix products and convolutions stay named ops.
+    Upstream `linalg-fuse-elementwise-ops` also propagates reshapes through
+    `linalg.matmul` (e.g. the expand_shape after a matmul over collapsed
+    rows), turning it into a generic contraction that the CPU pipeline can
+    no longer hand to BLAS. This pass applies only the elementwise fusion
+    patterns, and only when the producer is an all-parallel
+    `linalg.generic` with one use: chains like bias-add -> GELU ->
+    residual-add become one loop nest, while matrix products and
+    convolutions stay named ops.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
