@@ -17,8 +17,10 @@
 //     memory_bandwidth: 2.039e12      # bytes/s
 //     memory_capacity: 85899345920    # bytes
 //   links:
-//     intra_node: {bandwidth: 300e9, latency: 3.4e-6}  # per device, per direction
-//     inter_node: {bandwidth: 200e9, latency: 9.6e-6, nics: 8}  # per node
+//     # per device, per direction:
+//     intra_node: {bandwidth: 300e9, latency: 3.4e-6}
+//     # per node (all NICs together), per direction:
+//     inter_node: {bandwidth: 200e9, latency: 9.6e-6, nics: 8}
 //
 // Presets live in the repository's `clusters/` directory and are compiled
 // into the library (see docs/cost-model.md for their figures and sources).

@@ -271,9 +271,9 @@ struct ModelStateMemory {
 /// optimizerStateBytesPerParam. ZeRO stage s over `dataParallel` replicas
 /// divides the optimizer state (s ≥ 1), gradients (s ≥ 2) and weights
 /// (s = 3) by dataParallel. Adam in 16-bit: 2 + 2 + 12 = 16 bytes/param.
-ModelStateMemory modelStateMemory(double params, DType precision,
-                                  Optimizer opt, bool training,
-                                  int zeroStage = 0, int64_t dataParallel = 1);
+ModelStateMemory modelStateMemory(double params, DType precision, Optimizer opt,
+                                  bool training, int zeroStage = 0,
+                                  int64_t dataParallel = 1);
 
 /// Activation bytes of one layer for one micro-batch.
 struct LayerActivation {
