@@ -616,6 +616,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
                           : node.name();
   Location loc = nameLoc(name);
   NodeContext nc(*this, node, loc, opset_);
+  // Every ONNX operator has at least one output; per-op importers rely on it.
+  if (node.output_size() == 0)
+    return nc.error("has no outputs");
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty())
       continue;
