@@ -22,6 +22,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "distopt/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
@@ -69,7 +70,7 @@ llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
 }
 
 llvm::json::Object tensorJson(StringRef name, RankedTensorType t) {
-  return llvm::json::Object{{"name", name},
+  return llvm::json::Object{{"name", name.str()},
                             {"dtype", dtypeName(t.getElementType())},
                             {"shape", shapeJson(t.getShape())}};
 }
@@ -174,11 +175,23 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
     inputs.push_back(tensorJson(name ? name.getValue() : "", type));
   }
+  llvm::StringSet<> outputNames;
   for (unsigned i = 0; i < main.getNumResults(); ++i) {
-    auto name = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-    outputs.push_back(tensorJson(
-        name ? name.getValue() : "output" + std::to_string(i),
-        cast<RankedTensorType>(main.getResultTypes()[i])));
+    auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+    std::string name =
+        attr ? attr.getValue().str() : "output" + std::to_string(i);
+    // A graph may list one output twice; the bundle's outputs need distinct
+    // names (and files).
+    if (!outputNames.insert(name).second) {
+      std::string unique = name + "_" + std::to_string(i);
+      WithColor::warning() << "graph output '" << name
+                           << "' is listed more than once; output " << i
+                           << " is written as '" << unique << "'\n";
+      name = unique;
+      outputNames.insert(name);
+    }
+    outputs.push_back(
+        tensorJson(name, cast<RankedTensorType>(main.getResultTypes()[i])));
   }
 
   if (failed(cpu::lowerToLinalg(*module)))

@@ -160,6 +160,14 @@ Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
         exp = convertScalar(b, loc, exp, exp.getType(), base.getType());
       return narrow(b, loc, math::PowFOp::create(b, loc, base, exp), elt);
     }
+    if (isa<FloatType>(rhsElt)) {
+      // Integer base, float exponent: ONNX Runtime computes pow in floating
+      // point and converts the result (4 ^ 0.5 = 2).
+      Type f64 = b.getF64Type();
+      Value p = math::PowFOp::create(b, loc, convertScalar(b, loc, l, elt, f64),
+                                     convertScalar(b, loc, r, rhsElt, f64));
+      return convertScalar(b, loc, p, f64, elt);
+    }
     return math::IPowIOp::create(b, loc, l,
                                  convertScalar(b, loc, r, rhsElt, elt));
   }
@@ -978,18 +986,21 @@ struct GemmPattern : DoptPattern<dopt::GemmOp> {
         rewriter, loc, rt.getShape(), elt, ins,
         [&](OpBuilder &b, Location l, ValueRange a) {
           if (!isa<FloatType>(orig)) {
-            Value v = a[0];
+            // Integer Gemm: scale in f64 (alpha/beta may be fractional) and
+            // convert the result back.
+            Type f64 = b.getF64Type();
+            Value v = convertScalar(b, l, a[0], orig, f64);
             if (alpha != 1.0)
-              v = arith::MulIOp::create(b, l, v,
-                                        scalarConstant(b, l, elt, alpha));
+              v = arith::MulFOp::create(b, l, v,
+                                        scalarConstant(b, l, f64, alpha));
             if (a.size() > 1) {
-              Value cv = a[1];
+              Value cv = convertScalar(b, l, a[1], orig, f64);
               if (beta != 1.0)
-                cv = arith::MulIOp::create(b, l, cv,
-                                           scalarConstant(b, l, elt, beta));
-              v = arith::AddIOp::create(b, l, v, cv);
+                cv = arith::MulFOp::create(b, l, cv,
+                                           scalarConstant(b, l, f64, beta));
+              v = arith::AddFOp::create(b, l, v, cv);
             }
-            return v;
+            return convertScalar(b, l, v, f64, orig);
           }
           Value v = widen(b, l, a[0]);
           Type t = v.getType();
@@ -1042,7 +1053,8 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lo,
 ///   col[g, (n, oh, ow), (c, i, j)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
 ///   out[g, (n, oh, ow), m]         = col[g] @ W[g]^T      (W[g]: Mg x Cg*kh*kw)
 ///   y[n, g*Mg + m, oh, ow]         = out[g, n, oh, ow, m] (+ bias)
-/// Integer convolutions (no BLAS) use the named linalg convolution.
+/// dopt.conv is float-only, and f16/bf16 are widened to f32 before this
+/// pattern runs, so every convolution takes the BLAS route.
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -1063,29 +1075,8 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     int64_t cg = c / g, mg = m / g, kh = wt.getDimSize(2), kw = wt.getDimSize(3);
     int64_t ho = rt.getDimSize(2), wo = rt.getDimSize(3);
     ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
-    Value out;
-    if (!elt.isF32() && !elt.isF64()) {
-      Value zero = scalarConstant(rewriter, loc, elt, 0.0);
-      auto strides = i64Vector(rewriter, st);
-      auto dilations = i64Vector(rewriter, dl);
-      if (g == 1) {
-        Value acc = filled(rewriter, loc, rt.getShape(), zero);
-        out = linalg::Conv2DNchwFchwOp::create(
-                  rewriter, loc, TypeRange{acc.getType()}, ValueRange{x, w},
-                  ValueRange{acc}, strides, dilations)
-                  .getResult(0);
-      } else {
-        Value xg = reshapeTo(rewriter, loc, x,
-                             {n, g, cg, xt.getDimSize(2), xt.getDimSize(3)});
-        Value wg = reshapeTo(rewriter, loc, w, {g, mg, cg, kh, kw});
-        Value acc = filled(rewriter, loc, {n, g, mg, ho, wo}, zero);
-        Value o = linalg::Conv2DNgchwGfchwOp::create(
-                      rewriter, loc, TypeRange{acc.getType()},
-                      ValueRange{xg, wg}, ValueRange{acc}, strides, dilations)
-                      .getResult(0);
-        out = reshapeTo(rewriter, loc, o, rt.getShape());
-      }
-    } else {
+    {
+      // f16/bf16 convolutions were widened to f32 (widenAccumulatingOps).
       // im2col: loops (g, n, oh, ow, c, i, j).
       auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
       SmallVector<AffineMap> colMaps = {
@@ -1153,16 +1144,6 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       rewriter.replaceOp(op, reshapeTo(rewriter, loc, y, rt.getShape()));
       return success();
     }
-    if (Value bias = adaptor.getBias()) {
-      Value b3 = reshapeTo(rewriter, loc, bias, {rt.getDimSize(1), 1, 1});
-      out = elementwise(rewriter, loc, rt.getShape(), elt, {out, b3},
-                        [&](OpBuilder &b, Location l, ValueRange a) {
-                          return emitBinary(b, l, BinKind::Add, a[0], a[1],
-                                            elt, elt);
-                        });
-    }
-    rewriter.replaceOp(op, out);
-    return success();
   }
 };
 
@@ -1197,7 +1178,17 @@ struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
         ceilExtra(tensorTypeOf(adaptor.getInput()), rt, kernel,
                   op.getStrides(), pads, op.getDilations());
     SmallVector<int64_t> hi = {pads[2] + extra[0], pads[3] + extra[1]};
-    Value lowest = lowestValue(rewriter, loc, elt, isUnsignedElt(orig));
+    // Padding and the initial maximum are the lowest finite value (as ONNX
+    // Runtime), so a window entirely in the padding yields it, not -inf.
+    Value lowest =
+        isa<FloatType>(elt)
+            ? (Value)arith::ConstantOp::create(
+                  rewriter, loc,
+                  rewriter.getFloatAttr(
+                      elt, APFloat::getLargest(
+                               cast<FloatType>(elt).getFloatSemantics(),
+                               /*Negative=*/true)))
+            : lowestValue(rewriter, loc, elt, isUnsignedElt(orig));
     Value x = padSpatial(rewriter, loc, adaptor.getInput(),
                          pads.take_front(2), hi, lowest);
     Value window = emptyTensor(rewriter, loc, kernel, elt);
@@ -1578,10 +1569,57 @@ struct PadPattern : DoptPattern<dopt::PadOp> {
 // The pass
 //===----------------------------------------------------------------------===//
 
+/// Ops that accumulate (sums, dot products, normalisation statistics) run
+/// in f32 when their operands are f16/bf16: the operands are cast up, the op
+/// is rebuilt on f32 and its result cast back, so rounding happens once, as
+/// in ONNX Runtime. (An f16 running sum stops growing at 2048.)
+void widenAccumulatingOps(ModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (!isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp, dopt::AvgPoolOp,
+             dopt::GlobalAvgPoolOp, dopt::ReduceSumOp, dopt::ReduceMeanOp,
+             dopt::SoftmaxOp, dopt::LogSoftmaxOp, dopt::LayerNormOp,
+             dopt::BatchNormOp>(op))
+      return;
+    if (llvm::any_of(op->getOperandTypes(), [](Type t) {
+          return isLowPrecisionFloat(cast<RankedTensorType>(t).getElementType());
+        }))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto f32 = b.getF32Type();
+    OperationState state(loc, op->getName());
+    for (Value v : op->getOperands()) {
+      auto t = cast<RankedTensorType>(v.getType());
+      state.operands.push_back(
+          isLowPrecisionFloat(t.getElementType())
+              ? dopt::CastOp::create(b, loc, t.clone(f32), v, TypeAttr::get(f32))
+                    .getResult()
+              : v);
+    }
+    state.attributes = op->getAttrDictionary();
+    for (Type t : op->getResultTypes())
+      state.types.push_back(cast<RankedTensorType>(t).clone(f32));
+    Operation *wide = b.create(state);
+    for (auto [oldResult, newResult] :
+         llvm::zip(op->getResults(), wide->getResults())) {
+      auto t = cast<RankedTensorType>(oldResult.getType());
+      oldResult.replaceAllUsesWith(
+          dopt::CastOp::create(b, loc, t, newResult,
+                               TypeAttr::get(t.getElementType()))
+              .getResult());
+    }
+    op->erase();
+  }
+}
+
 struct ConvertDoptToLinalgPass
     : distopt::impl::ConvertDoptToLinalgPassBase<ConvertDoptToLinalgPass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
+    widenAccumulatingOps(getOperation());
     TypeConverter converter;
     converter.addConversion([](Type t) { return t; });
     converter.addConversion([](IntegerType t) -> Type {

@@ -109,9 +109,13 @@ func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>, %b: ten
 
 // -----
 
-// f16 conv (no BLAS GEMM for it): the named linalg convolution.
+// f16 conv is computed in f32 (operands widened, one rounding at the end),
+// through the same im2col + GEMM route.
 // CHECK-LABEL: func.func @conv_f16
-// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: linalg.matmul
+// CHECK: arith.truncf %{{.*}} : f32 to f16
 func.func @conv_f16(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16> {
   %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16>
   return %0 : tensor<1x3x2x2xf16>
