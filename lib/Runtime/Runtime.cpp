@@ -33,14 +33,19 @@ extern "C" const char *dort_last_error_message(void) {
   return lastError.message.c_str();
 }
 
-extern "C" int dort_set_error(int code, const char *format, ...) {
+/// Formats the message and records it as this thread's last error.
+static void recordError(int code, const char *format, va_list args) {
   char buffer[1024];
-  va_list args;
-  va_start(args, format);
   std::vsnprintf(buffer, sizeof(buffer), format, args);
-  va_end(args);
   lastError.code = code;
   lastError.message = buffer;
+}
+
+extern "C" int dort_set_error(int code, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  recordError(code, format, args);
+  va_end(args);
   return code;
 }
 
@@ -50,18 +55,15 @@ extern "C" void dort_clear_error(void) {
 }
 
 extern "C" int dort_set_pending_error(int code, const char *format, ...) {
-  char buffer[1024];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  recordError(code, format, args);
   va_end(args);
-  lastError.code = code;
-  lastError.message = buffer;
   PendingError &p = pending();
   std::lock_guard<std::mutex> lock(p.mutex);
   if (!p.set) {
     p.set = true;
-    p.message = buffer;
+    p.message = lastError.message;
   }
   return code;
 }

@@ -1075,75 +1075,73 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     int64_t cg = c / g, mg = m / g, kh = wt.getDimSize(2), kw = wt.getDimSize(3);
     int64_t ho = rt.getDimSize(2), wo = rt.getDimSize(3);
     ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
-    {
-      // f16/bf16 convolutions were widened to f32 (widenAccumulatingOps).
-      // im2col: loops (g, n, oh, ow, c, i, j).
-      auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-      SmallVector<AffineMap> colMaps = {
-          AffineMap::get(7, 0,
-                         {d(1), d(0) * cg + d(4), d(2) * st[0] + d(5) * dl[0],
-                          d(3) * st[1] + d(6) * dl[1]},
-                         ctx),
-          AffineMap::getMultiDimIdentityMap(7, ctx)};
-      SmallVector<utils::IteratorType> colIters(7,
-                                                utils::IteratorType::parallel);
-      Value colInit = emptyTensor(rewriter, loc, {g, n, ho, wo, cg, kh, kw}, elt);
-      Value col = linalg::GenericOp::create(
-                      rewriter, loc, TypeRange{colInit.getType()},
-                      ValueRange{x}, ValueRange{colInit}, colMaps, colIters,
-                      [](OpBuilder &b, Location l, ValueRange a) {
-                        linalg::YieldOp::create(b, l, a[0]);
-                      })
-                      .getResult(0);
-      int64_t rows = n * ho * wo, k = cg * kh * kw;
-      Value mm;
-      if (g == 1) {
-        Value col2 = reshapeTo(rewriter, loc, col, {rows, k});
-        Value w2 = reshapeTo(rewriter, loc, w, {m, k});
-        mm = matmul2D(rewriter, loc, col2, w2, false, true, elt);
-      } else {
-        Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
-        Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
-        Value acc = filled(rewriter, loc, {g, rows, mg},
-                           scalarConstant(rewriter, loc, elt, 0.0));
-        AffineExpr b0 = d(0), dm = d(1), dn = d(2), dk = d(3);
-        SmallVector<Attribute> maps = {
-            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dk}, ctx)),
-            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dn, dk}, ctx)),
-            AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dn}, ctx))};
-        mm = linalg::BatchMatmulOp::create(
-                 rewriter, loc, TypeRange{acc.getType()}, ValueRange{col3, w3},
-                 ValueRange{acc},
-                 {rewriter.getNamedAttr("indexing_maps",
-                                        rewriter.getArrayAttr(maps))})
-                 .getResult(0);
-      }
-      // [g, n, oh, ow, mg] -> y[n, g*mg + m, oh, ow] (+ bias[g*mg + m]).
-      Value mm5 = reshapeTo(rewriter, loc, mm, {g, n, ho, wo, mg});
-      SmallVector<Value> ins = {mm5};
-      // Loops (n, g, mg, oh, ow) over the output viewed as [n, g, mg, oh, ow].
-      SmallVector<AffineMap> maps = {
-          AffineMap::get(5, 0, {d(1), d(0), d(3), d(4), d(2)}, ctx)};
-      if (Value bias = adaptor.getBias()) {
-        ins.push_back(reshapeTo(rewriter, loc, bias, {g, mg}));
-        maps.push_back(AffineMap::get(5, 0, {d(1), d(2)}, ctx));
-      }
-      maps.push_back(AffineMap::getMultiDimIdentityMap(5, ctx));
-      SmallVector<utils::IteratorType> iters(5, utils::IteratorType::parallel);
-      Value init = emptyTensor(rewriter, loc, {n, g, mg, ho, wo}, elt);
-      Value y = linalg::GenericOp::create(
-                    rewriter, loc, TypeRange{init.getType()}, ins,
-                    ValueRange{init}, maps, iters,
+    // f16/bf16 convolutions were widened to f32 (widenAccumulatingOps).
+    // im2col: loops (g, n, oh, ow, c, i, j).
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    SmallVector<AffineMap> colMaps = {
+        AffineMap::get(7, 0,
+                       {d(1), d(0) * cg + d(4), d(2) * st[0] + d(5) * dl[0],
+                        d(3) * st[1] + d(6) * dl[1]},
+                       ctx),
+        AffineMap::getMultiDimIdentityMap(7, ctx)};
+    SmallVector<utils::IteratorType> colIters(7,
+                                              utils::IteratorType::parallel);
+    Value colInit = emptyTensor(rewriter, loc, {g, n, ho, wo, cg, kh, kw}, elt);
+    Value col = linalg::GenericOp::create(
+                    rewriter, loc, TypeRange{colInit.getType()},
+                    ValueRange{x}, ValueRange{colInit}, colMaps, colIters,
                     [](OpBuilder &b, Location l, ValueRange a) {
-                      Value v = a[0];
-                      if (a.size() > 2)
-                        v = arith::AddFOp::create(b, l, v, a[1]);
-                      linalg::YieldOp::create(b, l, v);
+                      linalg::YieldOp::create(b, l, a[0]);
                     })
                     .getResult(0);
-      rewriter.replaceOp(op, reshapeTo(rewriter, loc, y, rt.getShape()));
-      return success();
+    int64_t rows = n * ho * wo, k = cg * kh * kw;
+    Value mm;
+    if (g == 1) {
+      Value col2 = reshapeTo(rewriter, loc, col, {rows, k});
+      Value w2 = reshapeTo(rewriter, loc, w, {m, k});
+      mm = matmul2D(rewriter, loc, col2, w2, false, true, elt);
+    } else {
+      Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
+      Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
+      Value acc = filled(rewriter, loc, {g, rows, mg},
+                         scalarConstant(rewriter, loc, elt, 0.0));
+      AffineExpr b0 = d(0), dm = d(1), dn = d(2), dk = d(3);
+      SmallVector<Attribute> maps = {
+          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dk}, ctx)),
+          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dn, dk}, ctx)),
+          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dn}, ctx))};
+      mm = linalg::BatchMatmulOp::create(
+               rewriter, loc, TypeRange{acc.getType()}, ValueRange{col3, w3},
+               ValueRange{acc},
+               {rewriter.getNamedAttr("indexing_maps",
+                                      rewriter.getArrayAttr(maps))})
+               .getResult(0);
     }
+    // [g, n, oh, ow, mg] -> y[n, g*mg + m, oh, ow] (+ bias[g*mg + m]).
+    Value mm5 = reshapeTo(rewriter, loc, mm, {g, n, ho, wo, mg});
+    SmallVector<Value> ins = {mm5};
+    // Loops (n, g, mg, oh, ow) over the output viewed as [n, g, mg, oh, ow].
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(5, 0, {d(1), d(0), d(3), d(4), d(2)}, ctx)};
+    if (Value bias = adaptor.getBias()) {
+      ins.push_back(reshapeTo(rewriter, loc, bias, {g, mg}));
+      maps.push_back(AffineMap::get(5, 0, {d(1), d(2)}, ctx));
+    }
+    maps.push_back(AffineMap::getMultiDimIdentityMap(5, ctx));
+    SmallVector<utils::IteratorType> iters(5, utils::IteratorType::parallel);
+    Value init = emptyTensor(rewriter, loc, {n, g, mg, ho, wo}, elt);
+    Value y = linalg::GenericOp::create(
+                  rewriter, loc, TypeRange{init.getType()}, ins,
+                  ValueRange{init}, maps, iters,
+                  [](OpBuilder &b, Location l, ValueRange a) {
+                    Value v = a[0];
+                    if (a.size() > 2)
+                      v = arith::AddFOp::create(b, l, v, a[1]);
+                    linalg::YieldOp::create(b, l, v);
+                  })
+                  .getResult(0);
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, y, rt.getShape()));
+    return success();
   }
 };
 
