@@ -47,10 +47,14 @@ class GraphBuilder:
     (used for graph outputs).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, external_data: Optional[str] = None) -> None:
         self.nodes: List[onnx.NodeProto] = []
         self.initializers: List[onnx.TensorProto] = []
         self._name_counts: Dict[str, int] = {}
+        # When set, weight() records initializers as external data in this
+        # file (laid out one after another) without making their values.
+        self.external_data = external_data
+        self._external_offset = 0
 
     def _unique(self, name: str) -> str:
         n = self._name_counts.get(name, 0)
@@ -89,6 +93,19 @@ class GraphBuilder:
     def init(self, name: str, array: np.ndarray) -> str:
         """Add an initializer (graph weight) and return its name."""
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def weight(self, name: str, shape: Sequence[int], make: Callable[[], np.ndarray],
+               dtype: int = TensorProto.FLOAT) -> str:
+        """A weight of ``shape``: ``make()``'s value, or in external-data mode a
+        reference into ``external_data`` (``make`` is not called)."""
+        if self.external_data is None:
+            array = make()
+            assert tuple(array.shape) == tuple(shape), (name, array.shape, shape)
+            return self.init(name, array)
+        tensor = external_tensor(name, shape, self.external_data, self._external_offset, dtype)
+        self._external_offset += int(np.prod(shape)) * helper.tensor_dtype_to_np_dtype(dtype).itemsize
+        self.initializers.append(tensor)
         return name
 
     def graph(self, name, inputs, outputs) -> onnx.GraphProto:
@@ -153,8 +170,9 @@ def linear_3d(b: GraphBuilder, rng, x: str, in_f: int, out_f: int, module: str) 
     (bias is the FIRST input of the Add).
     """
     scope = scope_of(module)
-    w_t = b.init(f"{module}.weight", linear_weight(rng, out_f, in_f).T)  # [in, out]
-    bias = b.init(f"{module}.bias", small_bias(rng, out_f))
+    w_t = b.weight(f"{module}.weight", (in_f, out_f),
+                   lambda: linear_weight(rng, out_f, in_f).T)  # [in, out]
+    bias = b.weight(f"{module}.bias", (out_f,), lambda: small_bias(rng, out_f))
     mm = b.node("MatMul", [x, w_t], scope)
     return b.node("Add", [bias, mm], scope)
 
@@ -178,8 +196,9 @@ def shape_dims(b: GraphBuilder, x: str, scope: str, dims: Sequence[int]) -> List
 def layer_norm_decomposed(b: GraphBuilder, x: str, d: int, module: str, rng) -> str:
     """LayerNorm as exported before opset 17, with opset-18 ReduceMean (axes input)."""
     scope = scope_of(module)
-    gamma = b.init(f"{module}.weight", (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32))
-    beta = b.init(f"{module}.bias", small_bias(rng, d))
+    gamma = b.weight(f"{module}.weight", (d,),
+                     lambda: (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32))
+    beta = b.weight(f"{module}.bias", (d,), lambda: small_bias(rng, d))
     axes = b.const([-1], scope, dtype=np.int64)
     mean = b.node("ReduceMean", [x, axes], scope, keepdims=1)
     diff = b.node("Sub", [x, mean], scope)
@@ -367,14 +386,23 @@ def layer_norm_op(b: GraphBuilder, rng, x: str, d: int, module: str,
 
 
 def build_gpt(vocab: int = 100, d: int = 32, n_heads: int = 2, n_layers: int = 2,
-              block: int = 16) -> onnx.ModelProto:
-    """nanoGPT-style decoder (default: vocab 100, d_model 32, 2 heads, 2 layers, seq 16)."""
+              block: int = 16, external_data: Optional[str] = None,
+              symbolic_seq: bool = False) -> onnx.ModelProto:
+    """nanoGPT-style decoder (default: vocab 100, d_model 32, 2 heads, 2 layers, seq 16).
+
+    ``external_data``: weights reference that file instead of holding values
+    (large shapes such as GPT-3). ``symbolic_seq``: the sequence length is a
+    symbolic input dimension ``seq`` (at most ``block``), as torch exports
+    with dynamic axes.
+    """
     rng = rng_for(4)
-    b = GraphBuilder()
+    b = GraphBuilder(external_data)
     head_dim = d // n_heads
 
-    wte = b.init("transformer.wte.weight", (0.02 * rng.standard_normal((vocab, d))).astype(np.float32))
-    wpe = b.init("transformer.wpe.weight", (0.02 * rng.standard_normal((block, d))).astype(np.float32))
+    wte = b.weight("transformer.wte.weight", (vocab, d),
+                   lambda: (0.02 * rng.standard_normal((vocab, d))).astype(np.float32))
+    wpe = b.weight("transformer.wpe.weight", (block, d),
+                   lambda: (0.02 * rng.standard_normal((block, d))).astype(np.float32))
 
     # Embeddings: tok = wte[input_ids]; pos = wpe[arange(0, T)[None]].
     tok = b.node("Gather", [wte, "input_ids"], "/transformer/wte", axis=0)
@@ -389,7 +417,8 @@ def build_gpt(vocab: int = 100, d: int = 32, n_heads: int = 2, n_layers: int = 2
 
     # Causal mask: lower-triangular bool buffer [1,1,block,block], one copy per
     # layer (registered buffer `attn.bias` in nanoGPT).
-    tril = np.tril(np.ones((block, block), dtype=bool)).reshape(1, 1, block, block)
+    tril = (np.tril(np.ones((block, block), dtype=bool)).reshape(1, 1, block, block)
+            if external_data is None else np.zeros((1, 1, block, block), dtype=bool))
 
     for layer in range(n_layers):
         lp = f"transformer.h.{layer}"
@@ -424,7 +453,7 @@ def build_gpt(vocab: int = 100, d: int = 32, n_heads: int = 2, n_layers: int = 2
         att = b.node("Mul", [att, scale], scope)
 
         # mask = bias[:, :, :T, :T] -> two Slice nodes whose ends come from T.
-        mask = b.init(f"{lp}.attn.bias", tril)
+        mask = b.weight(f"{lp}.attn.bias", tril.shape, lambda: tril, dtype=TensorProto.BOOL)
         for axis in (2, 3):
             mask = b.node(
                 "Slice",
@@ -468,10 +497,11 @@ def build_gpt(vocab: int = 100, d: int = 32, n_heads: int = 2, n_layers: int = 2
     wte_t = b.node("Transpose", [wte], "/lm_head", perm=[1, 0])
     b.node("MatMul", [h, wte_t], "/lm_head", outputs=["logits"])
 
+    seq_dim = "seq" if symbolic_seq else block
     graph = b.graph(
         "main_graph",
-        [helper.make_tensor_value_info("input_ids", INT64, ["batch", block])],
-        [helper.make_tensor_value_info("logits", FLOAT, ["batch", block, vocab])],
+        [helper.make_tensor_value_info("input_ids", INT64, ["batch", seq_dim])],
+        [helper.make_tensor_value_info("logits", FLOAT, ["batch", seq_dim, vocab])],
     )
     return make_model(graph, 18)
 
@@ -523,14 +553,15 @@ def build_ops_misc() -> onnx.ModelProto:
     return make_model(graph, 21)
 
 
-def external_tensor(name: str, dims: Sequence[int], location: str, offset: int) -> onnx.TensorProto:
-    """A FLOAT initializer whose bytes live in an external file (not read here)."""
+def external_tensor(name: str, dims: Sequence[int], location: str, offset: int,
+                    dtype: int = FLOAT) -> onnx.TensorProto:
+    """An initializer whose bytes live in an external file (not read here)."""
     t = TensorProto()
     t.name = name
-    t.data_type = FLOAT
+    t.data_type = dtype
     t.dims.extend(dims)
     t.data_location = TensorProto.EXTERNAL
-    length = int(np.prod(dims)) * 4
+    length = int(np.prod(dims)) * helper.tensor_dtype_to_np_dtype(dtype).itemsize
     for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
         entry = t.external_data.add()
         entry.key = key
@@ -639,6 +670,18 @@ def gen_missing_external(out_dir: str) -> None:
     write_bytes(out_dir, "missing_external.onnx", serialize(model))
 
 
+# GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96
+# heads, context 2048, with Megatron-LM's padded vocabulary of 51200. The
+# weights are external data in a file that is never written (700 GB): the
+# planner needs shapes only.
+GPT3_175B = dict(vocab=51200, d=12288, n_heads=96, n_layers=96, block=2048)
+
+
+def gen_gpt3_175b(out_dir: str) -> None:
+    model = build_gpt(**GPT3_175B, external_data="gpt3_175b.onnx.data", symbolic_seq=True)
+    write_bytes(out_dir, "gpt3_175b.onnx", serialize(model))
+
+
 def gen_truncated(out_dir: str) -> None:
     data = serialize(build_mlp())
     write_bytes(out_dir, "truncated.onnx", data[: len(data) * 6 // 10])
@@ -657,6 +700,7 @@ GENERATORS: Dict[str, Callable[[str], None]] = {
     "ops_misc": lambda d: write_checked(d, "ops_misc.onnx", build_ops_misc()),
     "big_external": gen_big_external,
     "missing_external": gen_missing_external,
+    "gpt3_175b": gen_gpt3_175b,
     "empty": lambda d: write_bytes(d, "empty.onnx", b""),
     "truncated": gen_truncated,
     "garbage": gen_garbage,

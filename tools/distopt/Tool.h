@@ -6,12 +6,18 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace distopt::tool {
 
 /// Fills import options from --shape/--dim/--inline-weights/--text; prints
 /// a usage error and returns false when a flag is malformed.
 bool importOptionsFromFlags(ONNXImportOptions &options);
+
+/// The `plan` subcommand (a function-local static, so options in other
+/// files can name it safely during static initialisation).
+llvm::cl::SubCommand &planCommand();
+int runPlan(mlir::MLIRContext &context, llvm::StringRef input);
 
 /// `distopt compile`: import, lower, emit the object, link, write the bundle
 /// (or stop at `emit` = graph|linalg|llvm and print IR to `output`).

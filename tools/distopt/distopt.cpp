@@ -2,9 +2,10 @@
 //
 //   distopt import model.onnx [-o model.mlir] [--dim batch=32]
 //                             [--shape x=32x256] [--inline-weights]
+//   distopt compile model.onnx [-o model.dx] [--emit=graph|linalg|llvm]
+//   distopt plan model.onnx --cluster SPEC [--mode train|infer] ... (Plan.cpp)
 //
-// Further subcommands (plan, compile, run) arrive with the planner and the
-// code generators; each is a cl::SubCommand here.
+// Each subcommand is a cl::SubCommand.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +40,8 @@ static cl::SubCommand
 
 static cl::opt<std::string> importInput(cl::Positional, cl::Required,
                                         cl::desc("<model.onnx|model.onnxtxt>"),
-                                        cl::sub(importCmd), cl::sub(compileCmd));
+                                        cl::sub(importCmd), cl::sub(compileCmd),
+                                        cl::sub(distopt::tool::planCommand()));
 static cl::opt<std::string>
     importOutput("o",
                  cl::desc("Output: an MLIR file (import, compile --emit), or "
@@ -51,16 +53,17 @@ static cl::list<std::string>
     importShapes("shape",
                  cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
                  cl::value_desc("name=AxBx..."), cl::sub(importCmd),
-                 cl::sub(compileCmd));
+                 cl::sub(compileCmd), cl::sub(distopt::tool::planCommand()));
 static cl::list<std::string>
     importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
                cl::value_desc("name=N"), cl::sub(importCmd),
-               cl::sub(compileCmd));
+               cl::sub(compileCmd), cl::sub(distopt::tool::planCommand()));
 static cl::list<std::string> importFreeze(
     "freeze",
     cl::desc("Bind a graph input to the value in a .npy/.pb file at compile "
              "time (for inputs that feed shapes: axes, pads, targets)"),
-    cl::value_desc("name=file"), cl::sub(importCmd), cl::sub(compileCmd));
+    cl::value_desc("name=file"), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::sub(distopt::tool::planCommand()));
 static cl::opt<bool> importInlineWeights(
     "inline-weights",
     cl::desc("Read all weights (including external data) into the IR as "
@@ -69,7 +72,8 @@ static cl::opt<bool> importInlineWeights(
 static cl::opt<bool>
     importText("text", cl::desc("Read ONNX's textual syntax (default for "
                                 ".onnxtxt files)"),
-               cl::sub(importCmd), cl::sub(compileCmd));
+               cl::sub(importCmd), cl::sub(compileCmd),
+               cl::sub(distopt::tool::planCommand()));
 static cl::opt<bool> importGeneric("mlir-print-generic",
                                    cl::desc("Print ops in generic form"),
                                    cl::sub(importCmd), cl::sub(compileCmd));
@@ -238,6 +242,8 @@ int main(int argc, char **argv) {
 
   if (importCmd)
     return runImport(context);
+  if (distopt::tool::planCommand())
+    return distopt::tool::runPlan(context, importInput);
   if (compileCmd)
     return distopt::tool::runCompile(context, importInput, importOutput,
                                      compileEmit, compileCPU, importGeneric);

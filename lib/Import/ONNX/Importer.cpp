@@ -523,6 +523,10 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
       dims.push_back(options_.symbolicDims.lookup(d.dim_param()));
       continue;
     }
+    if (d.has_dim_param() && options_.symbolicDimsByPosition.count(i)) {
+      dims.push_back(options_.symbolicDimsByPosition.at(i));
+      continue;
+    }
     std::string what = d.has_dim_param() ? "symbolic ('" + d.dim_param() + "')"
                                          : std::string("unknown");
     std::string fix = d.has_dim_param() ? "--dim " + d.dim_param() + "=N or "

@@ -16,6 +16,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct ONNXImportOptions {
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   /// Values for symbolic dimensions by name (`--dim batch=32`).
   llvm::StringMap<int64_t> symbolicDims;
+  /// Values for symbolic dimensions by their position in an input's shape,
+  /// for those not named in symbolicDims (the planner binds dimension 0,
+  /// the batch, and with --seq-len dimension 1).
+  std::map<int, int64_t> symbolicDimsByPosition;
   /// Read every weight (including external data) into `dense_resource`
   /// blobs instead of referencing it with `dopt.weight`.
   bool inlineWeights = false;

@@ -1,0 +1,105 @@
+//===- PlanGraph.h - the planner's view of a dopt function ------*- C++ -*-===//
+//
+// The planner works on a flat graph of one dopt function: nodes are ops in
+// program order, tensors are their results and the function arguments.
+// Two analyses run when it is built:
+//  * batch analysis: which dimension of each tensor carries the batch
+//    (propagated from dimension 0 of the batch-carrying arguments through
+//    the sharding rules), so costs at any micro-batch size follow from one
+//    import at a probe batch size: work and bytes of batch-carrying tensors
+//    scale linearly with the batch, the rest (weights) does not;
+//  * segmentation: the graph is cut wherever exactly one activation is live
+//    (weights and constants do not count). Segments are the units the
+//    pipeline search assigns to stages; segments with the same structure
+//    (the layers of a transformer) share one class, so the intra-op search
+//    solves each class once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_PLANNER_PLANGRAPH_H
+#define DISTOPT_PLANNER_PLANGRAPH_H
+
+#include "distopt/Planner/CostModel.h"
+#include "distopt/Planner/ShardingRules.h"
+
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class Operation;
+} // namespace mlir
+
+namespace distopt::planner {
+
+struct PlanTensor {
+  mlir::Value value;
+  llvm::SmallVector<int64_t, 4> shape; ///< at the probe batch
+  double elemBytes = 0;                ///< under the cost options' precision
+  int64_t batchDim = -1;               ///< -1: does not carry the batch
+  int64_t producer = -1;               ///< node index; -1 for arguments
+  unsigned resultIndex = 0;
+  llvm::SmallVector<std::pair<int64_t, unsigned>> uses; ///< (node, operand)
+  bool isFloat = false;
+
+  double elements() const;
+  /// Bytes at batch scale `scale` (micro-batch / probe batch).
+  double bytes(double scale) const {
+    return elements() * elemBytes * (batchDim >= 0 ? scale : 1.0);
+  }
+};
+
+enum class NodeKind { Compute, Weight, Constant };
+
+struct PlanNode {
+  mlir::Operation *op = nullptr;
+  NodeKind kind = NodeKind::Compute;
+  OpCost cost;                 ///< at the probe batch
+  bool batchScaled = false;    ///< FLOPs scale with the batch
+  std::optional<OpShardingRule> rule;
+  llvm::SmallVector<int64_t, 4> operands; ///< tensor ids
+  llvm::SmallVector<int64_t, 2> results;  ///< tensor ids
+  /// Both operands are activations (attention scores, context): selective
+  /// recomputation drops such GEMM outputs too.
+  bool activationGemm = false;
+};
+
+struct Segment {
+  int64_t begin = 0, end = 0; ///< node range [begin, end) in program order
+  int64_t input = -1;  ///< the one activation entering (-1: none)
+  int64_t output = -1; ///< the one activation leaving
+  unsigned classId = 0;
+  /// Human-readable description: the common prefix of its nodes' names.
+  std::string label;
+};
+
+struct PlanGraph {
+  std::vector<PlanNode> nodes;
+  std::vector<PlanTensor> tensors;
+  std::vector<Segment> segments;
+  unsigned numClasses = 0;
+  int64_t probeBatch = 1;
+  CostOptions costOptions;
+
+  /// Parameters (weight elements) in the whole function.
+  double parameters = 0;
+  /// Forward FLOPs of one sample.
+  double forwardFlopsPerSample() const;
+};
+
+/// Builds the graph of `func` (a func.func holding dopt ops). Arguments
+/// whose dimension 0 equals `probeBatch` carry the batch. Errors: a
+/// function that is not a single straight-line block, dynamic shapes, or
+/// no argument carrying the batch.
+llvm::Expected<PlanGraph> buildPlanGraph(mlir::Operation *func,
+                                         int64_t probeBatch,
+                                         const CostOptions &options);
+
+} // namespace distopt::planner
+
+#endif // DISTOPT_PLANNER_PLANGRAPH_H

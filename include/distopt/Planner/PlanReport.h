@@ -1,0 +1,39 @@
+//===- PlanReport.h - printing a plan ---------------------------*- C++ -*-===//
+//
+// The readable summary `distopt plan` prints, and its JSON form (--json).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_PLANNER_PLANREPORT_H
+#define DISTOPT_PLANNER_PLANREPORT_H
+
+#include "distopt/Planner/Search.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace distopt::planner {
+
+/// What the report says about the problem besides the plan.
+struct PlanContext {
+  std::string modelName;
+  std::string clusterSpec;
+};
+
+void printPlanSummary(llvm::raw_ostream &os, const PlanGraph &graph,
+                      const Cluster &cluster, const PlanOptions &options,
+                      const PlanResult &result, const PlanContext &context);
+
+llvm::json::Value planToJSON(const PlanGraph &graph, const Cluster &cluster,
+                             const PlanOptions &options,
+                             const PlanResult &result,
+                             const PlanContext &context);
+
+/// "layers /a/h.0 .. /a/h.5" style label of a stage's segments.
+std::string stageLabel(const PlanGraph &graph, const StagePlan &stage);
+
+} // namespace distopt::planner
+
+#endif // DISTOPT_PLANNER_PLANREPORT_H

@@ -1,0 +1,128 @@
+//===- Search.h - the plan search (DP × TP × PP) ----------------*- C++ -*-===//
+//
+// Finds the fastest plan that fits memory:
+//  1. for every tensor-parallel degree t and micro-batch size b, the
+//     intra-op ILP (IntraOp.h) is solved once per segment class and pair of
+//     boundary states, and a dynamic program over the chain of segments
+//     picks the boundary states (the sharding of the activation between
+//     segments) that minimise the total;
+//  2. for every data-parallel degree d and stage count p with d·t·p at most
+//     the cluster's devices (fewer is legal), every recomputation policy and
+//     the resulting micro-batch count m = B/(d·b), the segments are split
+//     into p contiguous stages minimising the slowest stage subject to each
+//     stage's memory (the 1F1B schedule holds min(m, p−k) micro-batches on
+//     stage k). Exact: bisection on the stage-time bound with a greedy
+//     maximal-prefix check, which is optimal for contiguous partitions under
+//     monotone per-stage constraints (tested against the O(L²·p) DP);
+//  3. step time = Σ_k τ_k + (m−1)·max_k τ_k (pipeline, τ_k = stage k's time
+//     per micro-batch: compute, tensor-parallel collectives, stage-to-stage
+//     sends) + the exposed part of the data-parallel gradient all-reduce
+//     (bucketed, overlapping the last backward; the slowest stage counts) +
+//     the optimizer update.
+// Device layout: tensor-parallel ranks are consecutive (innermost, on the
+// fastest links), then data-parallel, then stages (outermost), as in
+// Megatron-LM: heavy traffic stays inside nodes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_PLANNER_SEARCH_H
+#define DISTOPT_PLANNER_SEARCH_H
+
+#include "distopt/Planner/IntraOp.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace distopt::planner {
+
+enum class PlanMode { Train, Infer };
+
+struct PlanOptions {
+  PlanMode mode = PlanMode::Train;
+  int64_t globalBatch = 1;
+  Optimizer optimizer = Optimizer::Adam;
+  /// The dtype weights, gradients and messages use (CostOptions::precision
+  /// of the graph, or fp32).
+  DType precision = DType::FP32;
+  std::optional<int64_t> dp, tp, pp, microbatches;
+  std::optional<Recompute> recompute;
+  EfficiencyProfile efficiency;
+  unsigned maxAlternatives = 5;
+};
+
+struct StagePlan {
+  int64_t firstSegment = 0, endSegment = 0; ///< [first, end)
+  int64_t firstDevice = 0, numDevices = 0;  ///< dp·tp devices from firstDevice
+  double timePerMicrobatch = 0;
+  double computePerMicrobatch = 0;
+  double tpCommPerMicrobatch = 0;
+  double p2pPerMicrobatch = 0;
+  double params = 0; ///< parameters held by one device
+  double weightBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  double activationBytes = 0;
+  double memory() const {
+    return weightBytes + gradientBytes + optimizerBytes + activationBytes;
+  }
+};
+
+struct Plan {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t microbatches = 1, microbatchSize = 1;
+  Recompute recompute = Recompute::Off;
+  double stepTime = 0, compute = 0, communication = 0, bubble = 0;
+  /// Exposed data-parallel gradient all-reduce (after overlap with the
+  /// last backward), and its full duration.
+  double dataParallelSync = 0, dataParallelSyncTotal = 0;
+  double optimizerUpdate = 0;
+  double peakMemory = 0;
+  bool fits = true;
+  std::vector<StagePlan> stages;
+  /// Sharding state of each segment's output (the chain DP's choice).
+  std::vector<int64_t> boundaryStates;
+  /// The intra-op solution of each segment (shared by a class's segments).
+  std::vector<const SegmentSolution *> segmentSolutions;
+  int64_t devices() const { return dp * tp * pp; }
+};
+
+struct RejectedPlan {
+  Plan plan;
+  std::string reason;
+};
+
+struct PlanResult {
+  Plan best;
+  std::vector<RejectedPlan> rejected;
+  int64_t candidates = 0;  ///< (dp, tp, pp, b, recompute) evaluated
+  int64_t ilpSolves = 0;   ///< segment problems solved
+  double ilpSeconds = 0;
+  double searchSeconds = 0;
+  /// Keeps the solutions the plans point to alive.
+  std::shared_ptr<void> storage;
+};
+
+/// Runs the search. Errors: forced degrees the model or cluster cannot take
+/// (naming the dimension), or no plan that fits (with the smallest memory
+/// per device any plan needs).
+llvm::Expected<PlanResult> searchPlan(const PlanGraph &graph,
+                                      const Cluster &cluster,
+                                      const PlanOptions &options);
+
+/// Exact minimum over contiguous partitions of `times` into `parts`
+/// non-empty parts of the largest part's sum, subject to
+/// `fits(part index, first, end)`; by dynamic programming in O(L²·parts).
+/// Used to test the bisection search. Returns a negative value when no
+/// partition fits.
+double minMaxPartitionDP(llvm::ArrayRef<double> times, int64_t parts,
+                         llvm::function_ref<bool(int64_t, int64_t, int64_t)>
+                             fits);
+/// The same by bisection and greedy maximal prefixes; fills `bounds` with
+/// the parts' first indices.
+double minMaxPartitionGreedy(llvm::ArrayRef<double> times, int64_t parts,
+                             llvm::function_ref<bool(int64_t, int64_t, int64_t)>
+                                 fits,
+                             std::vector<int64_t> *bounds = nullptr);
+
+} // namespace distopt::planner
+
+#endif // DISTOPT_PLANNER_SEARCH_H

@@ -1,0 +1,565 @@
+//===- IntraOp.cpp - intra-op (tensor-parallel) sharding search -----------===//
+
+#include "distopt/Planner/IntraOp.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include "coin/Cbc_C_Interface.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+using namespace distopt::planner;
+using llvm::SmallVector;
+
+std::string distopt::planner::shardingStateName(int64_t state) {
+  if (state == kReplicated)
+    return "R";
+  if (state == kPartialSum)
+    return "P(sum)";
+  if (state == kPartialMax)
+    return "P(max)";
+  return "S(" + std::to_string(state) + ")";
+}
+
+llvm::StringRef distopt::planner::collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
+  }
+  return "?";
+}
+
+namespace {
+
+bool isPartial(int64_t s) { return s == kPartialSum || s == kPartialMax; }
+
+struct Strategy {
+  int64_t factor = kReplicated; ///< compute: split factor; source: state
+  SmallVector<int64_t, 4> req;  ///< required operand states
+  SmallVector<int64_t, 2> out;  ///< result states
+  double unary = 0;             ///< objective contribution of the node
+  double forwardTime = 0;
+};
+
+struct LocalNode {
+  int64_t node = -1; ///< PlanGraph node, -1 for pseudo sources
+  bool needsGrad = false; ///< gradients flow into it
+  SmallVector<Strategy, 4> strategies;
+};
+
+struct Edge {
+  unsigned producer, consumer; ///< local node indices
+  unsigned result, operand;
+  int64_t tensor;
+  bool gradient; ///< a gradient flows back along it
+};
+
+/// Times of the collectives of one tensor size on the TP group.
+struct Resharder {
+  const IntraOpOptions &opts;
+  DeviceGroup group;
+  llvm::DenseMap<uint64_t, std::array<double, 4>> cache;
+
+  explicit Resharder(const IntraOpOptions &o)
+      : opts(o), group(DeviceGroup::range(0, o.tensorParallel)) {}
+
+  const std::array<double, 4> &times(double bytes) {
+    uint64_t key;
+    std::memcpy(&key, &bytes, sizeof(key));
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return it->second;
+    const Cluster &c = *opts.cluster;
+    const EfficiencyProfile &eff = *opts.efficiency;
+    auto b = static_cast<int64_t>(std::llround(bytes));
+    std::array<double, 4> t;
+    t[static_cast<unsigned>(CollectiveKind::AllReduce)] =
+        bestAllReduce(c, group, b, eff).second;
+    t[static_cast<unsigned>(CollectiveKind::AllGather)] =
+        allGatherTime(c, group, b, eff);
+    t[static_cast<unsigned>(CollectiveKind::ReduceScatter)] =
+        reduceScatterTime(c, group, b, eff);
+    t[static_cast<unsigned>(CollectiveKind::AllToAll)] = allToAllTime(
+        c, group, static_cast<int64_t>(std::llround(bytes / group.size())),
+        eff);
+    return cache.try_emplace(key, t).first->second;
+  }
+
+  /// The collective that turns `from` into `to`, if any.
+  static std::optional<CollectiveKind> kind(int64_t from, int64_t to) {
+    if (from == to)
+      return std::nullopt;
+    if (to == kReplicated)
+      return isPartial(from) ? CollectiveKind::AllReduce
+                             : CollectiveKind::AllGather;
+    // to is a split
+    if (from == kReplicated)
+      return std::nullopt; // local slice
+    if (isPartial(from))
+      return CollectiveKind::ReduceScatter;
+    return CollectiveKind::AllToAll;
+  }
+
+  double time(int64_t from, int64_t to, double bytes) {
+    auto k = kind(from, to);
+    return k ? times(bytes)[static_cast<unsigned>(*k)] : 0.0;
+  }
+};
+
+/// Gradient state at a consumer's operand: what the consumer's backward
+/// produces for it.
+int64_t gradientState(const Strategy &consumer, unsigned operand) {
+  if (consumer.factor == kReplicated)
+    return kReplicated;
+  int64_t req = consumer.req[operand];
+  return req >= 0 ? req : kPartialSum;
+}
+
+/// The gradient state a producer needs for its result in `state`.
+int64_t neededGradient(int64_t state) {
+  return isPartial(state) ? kReplicated : state;
+}
+
+struct Problem {
+  const PlanGraph &g;
+  const Segment &seg;
+  const IntraOpOptions &opts;
+  Resharder resharder;
+  std::vector<LocalNode> nodes;
+  SmallVector<Edge> edges;
+  /// (tensor id) → (local node, result index)
+  llvm::DenseMap<int64_t, std::pair<unsigned, unsigned>> producerOf;
+  llvm::DenseMap<int64_t, unsigned> sourceOf; ///< graph node → local
+  std::optional<unsigned> outputPseudo;
+
+  Problem(const PlanGraph &g, const Segment &seg, const IntraOpOptions &o)
+      : g(g), seg(seg), opts(o), resharder(o) {}
+
+  int64_t t() const { return opts.tensorParallel; }
+
+  double factorSize(const PlanNode &node, int64_t f) const {
+    // The batch factor is as large as the micro-batch.
+    for (auto [r, tid] : llvm::enumerate(node.results)) {
+      const PlanTensor &tensor = g.tensors[tid];
+      if (tensor.batchDim >= 0 &&
+          node.rule->resultDims[r][tensor.batchDim] == f)
+        return static_cast<double>(opts.microBatch);
+    }
+    for (auto [i, tid] : llvm::enumerate(node.operands)) {
+      const PlanTensor &tensor = g.tensors[tid];
+      if (tensor.batchDim >= 0 &&
+          node.rule->operandDims[i][tensor.batchDim] == f)
+        return static_cast<double>(opts.microBatch);
+    }
+    return static_cast<double>(node.rule->factors[f].size);
+  }
+
+  double localBytes(int64_t tensor, int64_t state) const {
+    double b = g.tensors[tensor].bytes(opts.batchScale);
+    return state >= 0 ? b / t() : b;
+  }
+
+  void addComputeStrategies(LocalNode &ln) {
+    const PlanNode &node = g.nodes[ln.node];
+    auto finish = [&](Strategy s) {
+      double flops = node.cost.flops *
+                     (node.batchScaled ? opts.batchScale : 1.0) /
+                     (s.factor == kReplicated ? 1.0 : t());
+      OpCost local;
+      local.flops = flops;
+      local.opClass = node.cost.opClass;
+      local.dtype = node.cost.dtype;
+      for (auto [i, tid] : llvm::enumerate(node.operands))
+        local.bytesRead += localBytes(tid, s.req[i]);
+      for (auto [r, tid] : llvm::enumerate(node.results))
+        local.bytesWritten += localBytes(tid, s.out[r]);
+      s.forwardTime = computeTime(local, opts.cluster->device, *opts.efficiency);
+      s.unary = opts.kCompute * s.forwardTime;
+      ln.strategies.push_back(std::move(s));
+    };
+    Strategy rep;
+    rep.req.assign(node.operands.size(), kReplicated);
+    rep.out.assign(node.results.size(), kReplicated);
+    finish(rep);
+    if (!node.rule || t() == 1)
+      return;
+    const OpShardingRule &rule = *node.rule;
+    for (auto [f, factor] : llvm::enumerate(rule.factors)) {
+      if (factor.kind == FactorKind::NeedReplication)
+        continue;
+      double size = factorSize(node, f);
+      if (size < t() || std::fmod(size, static_cast<double>(t())) != 0)
+        continue;
+      Strategy s;
+      s.factor = static_cast<int64_t>(f);
+      bool used = false, valid = true;
+      for (unsigned i = 0; i < node.operands.size(); ++i) {
+        int64_t d = rule.operandDim(i, f);
+        s.req.push_back(d >= 0 ? d : kReplicated);
+        used |= d >= 0;
+      }
+      for (unsigned r = 0; r < node.results.size(); ++r) {
+        int64_t d = rule.resultDim(r, f);
+        if (d >= 0) {
+          s.out.push_back(d);
+          used = true;
+        } else if (factor.kind == FactorKind::Reduction) {
+          s.out.push_back(factor.partial == PartialKind::Max ? kPartialMax
+                                                             : kPartialSum);
+        } else {
+          valid = false;
+        }
+      }
+      if (used && valid)
+        finish(std::move(s));
+    }
+  }
+
+  void addSourceStrategies(LocalNode &ln, int64_t tensor, bool weight) {
+    const PlanTensor &tt = g.tensors[tensor];
+    auto add = [&](int64_t state) {
+      Strategy s;
+      s.factor = state;
+      s.out.push_back(state);
+      if (weight)
+        s.unary = opts.memoryWeight * localBytes(tensor, state);
+      ln.strategies.push_back(std::move(s));
+    };
+    add(kReplicated);
+    if (!weight || t() == 1)
+      return;
+    for (auto [d, size] : llvm::enumerate(tt.shape))
+      if (size > 1 && size % t() == 0)
+        add(static_cast<int64_t>(d));
+  }
+
+  unsigned addPseudo(int64_t tensor, int64_t state, bool needsGrad) {
+    LocalNode ln;
+    ln.needsGrad = needsGrad;
+    Strategy s;
+    s.factor = state;
+    s.out.push_back(state);
+    ln.strategies.push_back(std::move(s));
+    nodes.push_back(std::move(ln));
+    unsigned id = nodes.size() - 1;
+    producerOf[tensor] = {id, 0};
+    return id;
+  }
+
+  void build(int64_t inState, std::optional<int64_t> outState) {
+    for (int64_t i = seg.begin; i < seg.end; ++i) {
+      const PlanNode &node = g.nodes[i];
+      LocalNode ln;
+      ln.node = i;
+      if (node.kind == NodeKind::Compute) {
+        ln.needsGrad = true;
+        addComputeStrategies(ln);
+      } else {
+        ln.needsGrad = node.kind == NodeKind::Weight;
+        addSourceStrategies(ln, node.results[0], node.kind == NodeKind::Weight);
+      }
+      nodes.push_back(std::move(ln));
+      unsigned id = nodes.size() - 1;
+      sourceOf[i] = id;
+      for (auto [r, tid] : llvm::enumerate(node.results))
+        producerOf[tid] = {id, static_cast<unsigned>(r)};
+    }
+    for (int64_t i = seg.begin; i < seg.end; ++i) {
+      const PlanNode &node = g.nodes[i];
+      if (node.kind != NodeKind::Compute)
+        continue;
+      unsigned consumer = sourceOf[i];
+      for (auto [operand, tid] : llvm::enumerate(node.operands)) {
+        if (!producerOf.count(tid)) {
+          const PlanTensor &tensor = g.tensors[tid];
+          if (tid == seg.input) {
+            addPseudo(tid, inState, /*needsGrad=*/true);
+          } else if (tensor.producer >= 0 &&
+                     g.nodes[tensor.producer].kind != NodeKind::Compute) {
+            const PlanNode &src = g.nodes[tensor.producer];
+            LocalNode ln;
+            ln.node = tensor.producer;
+            ln.needsGrad = src.kind == NodeKind::Weight;
+            addSourceStrategies(ln, tid, src.kind == NodeKind::Weight);
+            nodes.push_back(std::move(ln));
+            sourceOf[tensor.producer] = nodes.size() - 1;
+            producerOf[tid] = {static_cast<unsigned>(nodes.size() - 1), 0};
+          } else {
+            // Model inputs and tensors computed from weights alone in an
+            // earlier segment: available replicated.
+            addPseudo(tid, kReplicated, /*needsGrad=*/false);
+          }
+        }
+        auto [producer, result] = producerOf[tid];
+        const PlanTensor &tensor = g.tensors[tid];
+        edges.push_back({producer, consumer, result,
+                         static_cast<unsigned>(operand), tid,
+                         tensor.isFloat && nodes[producer].needsGrad});
+      }
+    }
+    if (outState && seg.output >= 0 && producerOf.count(seg.output)) {
+      // A pseudo consumer that needs the output in outState.
+      LocalNode ln;
+      Strategy s;
+      s.factor = kReplicated;
+      s.req.push_back(*outState);
+      ln.strategies.push_back(std::move(s));
+      nodes.push_back(std::move(ln));
+      outputPseudo = nodes.size() - 1;
+      auto [producer, result] = producerOf[seg.output];
+      edges.push_back({producer, *outputPseudo, result, 0, seg.output,
+                       g.tensors[seg.output].isFloat});
+    }
+  }
+
+  /// Forward + backward resharding cost of an edge for a pair of strategies.
+  double edgeCost(const Edge &e, unsigned sp, unsigned sc) {
+    const Strategy &p = nodes[e.producer].strategies[sp];
+    const Strategy &c = nodes[e.consumer].strategies[sc];
+    int64_t from = p.out[e.result], to = c.req[e.operand];
+    double bytes = g.tensors[e.tensor].bytes(opts.batchScale);
+    double cost = opts.kForward * resharder.time(from, to, bytes);
+    if (e.gradient && opts.kBackward != 0) {
+      int64_t grad = e.consumer == outputPseudo ? to : gradientState(c, e.operand);
+      cost += opts.kBackward *
+              resharder.time(grad, neededGradient(from), bytes);
+    }
+    return cost;
+  }
+
+  /// Solves; returns the chosen strategy per local node.
+  llvm::Expected<SmallVector<unsigned>> solve(double &objective) {
+    SmallVector<unsigned> choice(nodes.size(), 0);
+    SmallVector<double> unaryExtra; // per (node, strategy) flattened
+    SmallVector<unsigned> offset(nodes.size() + 1, 0);
+    for (unsigned v = 0; v < nodes.size(); ++v)
+      offset[v + 1] = offset[v] + nodes[v].strategies.size();
+    SmallVector<double> unary(offset.back(), 0);
+    for (unsigned v = 0; v < nodes.size(); ++v)
+      for (auto [s, st] : llvm::enumerate(nodes[v].strategies))
+        unary[offset[v] + s] = st.unary;
+    double constant = 0;
+    SmallVector<const Edge *> pairEdges;
+    for (const Edge &e : edges) {
+      size_t np = nodes[e.producer].strategies.size();
+      size_t nc = nodes[e.consumer].strategies.size();
+      if (np == 1 && nc == 1)
+        constant += edgeCost(e, 0, 0);
+      else if (np == 1)
+        for (unsigned s = 0; s < nc; ++s)
+          unary[offset[e.consumer] + s] += edgeCost(e, 0, s);
+      else if (nc == 1)
+        for (unsigned s = 0; s < np; ++s)
+          unary[offset[e.producer] + s] += edgeCost(e, s, 0);
+      else
+        pairEdges.push_back(&e);
+    }
+    // Nodes with one strategy are decided; pure unary problems need no ILP.
+    if (pairEdges.empty()) {
+      objective = constant;
+      for (unsigned v = 0; v < nodes.size(); ++v) {
+        unsigned best = 0;
+        for (unsigned s = 1; s < nodes[v].strategies.size(); ++s)
+          if (unary[offset[v] + s] < unary[offset[v] + best])
+            best = s;
+        choice[v] = best;
+        objective += unary[offset[v] + best];
+      }
+      return choice;
+    }
+
+    Cbc_Model *model = Cbc_newModel();
+    Cbc_setLogLevel(model, 0);
+    // The marginal-constraint formulation is tight: its LP relaxation is
+    // usually integral already. Preprocessing, cut generation and
+    // heuristics cost far more than they save on problems this small.
+    Cbc_setParameter(model, "preprocess", "off");
+    Cbc_setParameter(model, "cuts", "off");
+    Cbc_setParameter(model, "heuristicsOnOff", "off");
+    // x columns: one per (node, strategy) of multi-strategy nodes.
+    SmallVector<int> xcol(offset.back(), -1);
+    int cols = 0;
+    for (unsigned v = 0; v < nodes.size(); ++v) {
+      if (nodes[v].strategies.size() == 1) {
+        constant += unary[offset[v]];
+        continue;
+      }
+      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
+        Cbc_addCol(model, "", 0.0, 1.0, unary[offset[v] + s], 1, 0, nullptr,
+                   nullptr);
+        xcol[offset[v] + s] = cols++;
+      }
+      SmallVector<int> idx;
+      SmallVector<double> one;
+      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
+        idx.push_back(xcol[offset[v] + s]);
+        one.push_back(1.0);
+      }
+      Cbc_addRow(model, "", idx.size(), idx.data(), one.data(), 'E', 1.0);
+    }
+    for (const Edge *e : pairEdges) {
+      unsigned np = nodes[e->producer].strategies.size();
+      unsigned nc = nodes[e->consumer].strategies.size();
+      int first = cols;
+      for (unsigned a = 0; a < np; ++a)
+        for (unsigned b = 0; b < nc; ++b) {
+          Cbc_addCol(model, "", 0.0, 1.0, edgeCost(*e, a, b), 0, 0, nullptr,
+                     nullptr);
+          ++cols;
+        }
+      // Σ_b y[a][b] = x_p[a]; Σ_a y[a][b] = x_c[b].
+      for (unsigned a = 0; a < np; ++a) {
+        SmallVector<int> idx;
+        SmallVector<double> coef;
+        for (unsigned b = 0; b < nc; ++b) {
+          idx.push_back(first + a * nc + b);
+          coef.push_back(1.0);
+        }
+        idx.push_back(xcol[offset[e->producer] + a]);
+        coef.push_back(-1.0);
+        Cbc_addRow(model, "", idx.size(), idx.data(), coef.data(), 'E', 0.0);
+      }
+      for (unsigned b = 0; b < nc; ++b) {
+        SmallVector<int> idx;
+        SmallVector<double> coef;
+        for (unsigned a = 0; a < np; ++a) {
+          idx.push_back(first + a * nc + b);
+          coef.push_back(1.0);
+        }
+        idx.push_back(xcol[offset[e->consumer] + b]);
+        coef.push_back(-1.0);
+        Cbc_addRow(model, "", idx.size(), idx.data(), coef.data(), 'E', 0.0);
+      }
+    }
+    Cbc_solve(model);
+    if (!Cbc_isProvenOptimal(model)) {
+      Cbc_deleteModel(model);
+      return llvm::createStringError(
+          "the sharding ILP of a segment was not solved to optimality");
+    }
+    const double *x = Cbc_getColSolution(model);
+    objective = constant + Cbc_getObjValue(model);
+    for (unsigned v = 0; v < nodes.size(); ++v) {
+      if (nodes[v].strategies.size() == 1)
+        continue;
+      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s)
+        if (x[xcol[offset[v] + s]] > 0.5)
+          choice[v] = s;
+    }
+    Cbc_deleteModel(model);
+    return choice;
+  }
+};
+
+bool selectiveDrops(const PlanNode &node) {
+  OpClass c = node.cost.opClass;
+  if (c == OpClass::Gemm || c == OpClass::Conv)
+    return node.activationGemm;
+  return true;
+}
+
+} // namespace
+
+SmallVector<int64_t>
+distopt::planner::boundaryStates(const PlanGraph &graph, int64_t tensor,
+                                 const IntraOpOptions &options) {
+  SmallVector<int64_t> states{kReplicated};
+  if (tensor < 0 || options.tensorParallel == 1)
+    return states;
+  const PlanTensor &t = graph.tensors[tensor];
+  for (auto [d, size] : llvm::enumerate(t.shape)) {
+    int64_t actual = static_cast<int64_t>(d) == t.batchDim
+                         ? options.microBatch
+                         : size;
+    if (actual > 1 && actual % options.tensorParallel == 0)
+      states.push_back(static_cast<int64_t>(d));
+  }
+  return states;
+}
+
+llvm::Expected<SegmentSolution>
+distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
+                               int64_t inState,
+                               std::optional<int64_t> outState,
+                               const IntraOpOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  const Segment &seg = graph.segments[segment];
+  Problem p(graph, seg, options);
+  p.build(inState, outState);
+  SegmentSolution sol;
+  auto choice = p.solve(sol.objective);
+  if (!choice)
+    return choice.takeError();
+
+  for (auto [v, ln] : llvm::enumerate(p.nodes)) {
+    const Strategy &s = ln.strategies[(*choice)[v]];
+    if (ln.node < 0)
+      continue;
+    const PlanNode &node = graph.nodes[ln.node];
+    sol.choices.push_back({ln.node, s.factor});
+    if (node.kind == NodeKind::Weight) {
+      double e = graph.tensors[node.results[0]].elements();
+      sol.localParams += s.factor >= 0 ? e / options.tensorParallel : e;
+      continue;
+    }
+    if (node.kind != NodeKind::Compute)
+      continue;
+    sol.forwardCompute += s.forwardTime;
+    bool drop = selectiveDrops(node);
+    if (drop)
+      sol.selectiveCompute += s.forwardTime;
+    for (auto [r, tid] : llvm::enumerate(node.results)) {
+      if (graph.tensors[tid].batchDim < 0)
+        continue;
+      double b = p.localBytes(tid, s.out[r]);
+      sol.storedBytes += b;
+      if (drop)
+        sol.selectiveDropped += b;
+    }
+  }
+  for (const Edge &e : p.edges) {
+    const Strategy &ps = p.nodes[e.producer].strategies[(*choice)[e.producer]];
+    const Strategy &cs = p.nodes[e.consumer].strategies[(*choice)[e.consumer]];
+    int64_t from = ps.out[e.result], to = cs.req[e.operand];
+    double bytes = graph.tensors[e.tensor].bytes(options.batchScale);
+    if (auto k = Resharder::kind(from, to)) {
+      double time = p.resharder.time(from, to, bytes);
+      sol.forwardComm += time;
+      sol.collectives.push_back({*k, e.tensor, bytes, false, time});
+    }
+    if (e.gradient && options.kBackward != 0) {
+      int64_t grad =
+          e.consumer == p.outputPseudo ? to : gradientState(cs, e.operand);
+      if (auto k = Resharder::kind(grad, neededGradient(from))) {
+        double time = p.resharder.time(grad, neededGradient(from), bytes);
+        sol.backwardComm += time;
+        sol.collectives.push_back({*k, e.tensor, bytes, true, time});
+      }
+    }
+  }
+  if (seg.input >= 0)
+    sol.inputBytes = p.localBytes(seg.input, inState);
+  if (seg.output >= 0 && p.producerOf.count(seg.output)) {
+    int64_t state = outState.value_or(kReplicated);
+    if (!outState) {
+      auto [producer, result] = p.producerOf[seg.output];
+      state = p.nodes[producer].strategies[(*choice)[producer]].out[result];
+    }
+    sol.outputBytes = p.localBytes(seg.output, state);
+  }
+  sol.solveSeconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  return sol;
+}

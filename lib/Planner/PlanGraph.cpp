@@ -1,0 +1,312 @@
+//===- PlanGraph.cpp - the planner's view of a dopt function --------------===//
+
+#include "distopt/Planner/PlanGraph.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+using namespace distopt::planner;
+namespace dopt = distopt::dopt;
+using llvm::SmallVector;
+
+double PlanTensor::elements() const {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<double>(d);
+  return n;
+}
+
+double PlanGraph::forwardFlopsPerSample() const {
+  double flops = 0;
+  for (const PlanNode &node : nodes)
+    flops += node.cost.flops / (node.batchScaled ? probeBatch : 1);
+  return flops;
+}
+
+namespace {
+
+double elemBytesOf(mlir::Type elt, const CostOptions &options) {
+  if (llvm::isa<mlir::FloatType>(elt))
+    return options.precision ? dtypeBytes(*options.precision)
+                             : std::max(1u, elt.getIntOrFloatBitWidth() / 8);
+  if (elt.isIntOrFloat())
+    return std::max(1u, (elt.getIntOrFloatBitWidth() + 7) / 8);
+  return 0;
+}
+
+/// The ONNX node name of an op: the first NameLoc in its location.
+std::string nodeName(mlir::Location loc) {
+  if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location inner : fused.getLocations()) {
+      std::string n = nodeName(inner);
+      if (!n.empty())
+        return n;
+    }
+  return "";
+}
+
+std::string commonPrefixLabel(const PlanGraph &g, const Segment &s) {
+  std::optional<std::string> prefix;
+  for (int64_t i = s.begin; i < s.end; ++i) {
+    if (g.nodes[i].kind != NodeKind::Compute)
+      continue;
+    std::string name = nodeName(g.nodes[i].op->getLoc());
+    if (name.empty())
+      continue;
+    if (!prefix) {
+      prefix = name;
+      continue;
+    }
+    size_t n = 0;
+    while (n < prefix->size() && n < name.size() && (*prefix)[n] == name[n])
+      ++n;
+    prefix->resize(n);
+  }
+  if (!prefix || prefix->empty())
+    return "";
+  // Cut back to a path boundary unless the whole name matched.
+  size_t slash = prefix->rfind('/');
+  if (slash != std::string::npos && slash + 1 < prefix->size())
+    prefix->resize(slash + 1);
+  while (prefix->size() > 1 && prefix->back() == '/')
+    prefix->pop_back();
+  return *prefix;
+}
+
+llvm::hash_code attrHashWithoutNames(mlir::Operation *op) {
+  if (llvm::isa<dopt::WeightOp>(op))
+    return llvm::hash_value(op->getResult(0).getType().getAsOpaquePointer());
+  return llvm::hash_value(op->getAttrDictionary().getAsOpaquePointer());
+}
+
+llvm::hash_code segmentHash(const PlanGraph &g, const Segment &s) {
+  llvm::hash_code h = llvm::hash_value(s.end - s.begin);
+  for (int64_t i = s.begin; i < s.end; ++i) {
+    const PlanNode &node = g.nodes[i];
+    h = llvm::hash_combine(h, node.op->getName().getAsOpaquePointer(),
+                           attrHashWithoutNames(node.op));
+    for (int64_t r : node.results)
+      h = llvm::hash_combine(
+          h, g.tensors[r].value.getType().getAsOpaquePointer());
+    for (int64_t t : node.operands) {
+      const PlanTensor &tensor = g.tensors[t];
+      if (tensor.producer >= s.begin && tensor.producer < s.end) {
+        h = llvm::hash_combine(h, 1, tensor.producer - s.begin,
+                               tensor.resultIndex);
+        continue;
+      }
+      h = llvm::hash_combine(h, 2, tensor.value.getType().getAsOpaquePointer(),
+                             tensor.producer < 0 ? 0 : 1);
+      if (tensor.producer >= 0 &&
+          g.nodes[tensor.producer].kind != NodeKind::Compute)
+        h = llvm::hash_combine(h, attrHashWithoutNames(
+                                      g.nodes[tensor.producer].op));
+    }
+  }
+  return h;
+}
+
+} // namespace
+
+llvm::Expected<PlanGraph>
+distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
+                                 const CostOptions &options) {
+  auto func = llvm::dyn_cast<mlir::func::FuncOp>(funcOp);
+  if (!func || func.getBody().getBlocks().size() != 1)
+    return llvm::createStringError(
+        "the planner needs a function with one straight-line block");
+  PlanGraph g;
+  g.probeBatch = probeBatch;
+  g.costOptions = options;
+  llvm::DenseMap<mlir::Value, int64_t> tensorOf;
+
+  auto addTensor = [&](mlir::Value v, int64_t producer,
+                       unsigned resultIndex) -> llvm::Expected<int64_t> {
+    auto type = llvm::dyn_cast<mlir::RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return llvm::createStringError(
+          "the planner needs static shapes; bind symbolic dimensions with "
+          "--dim NAME=VALUE");
+    PlanTensor t;
+    t.value = v;
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+    t.elemBytes = elemBytesOf(type.getElementType(), options);
+    t.isFloat = llvm::isa<mlir::FloatType>(type.getElementType());
+    t.producer = producer;
+    t.resultIndex = resultIndex;
+    g.tensors.push_back(std::move(t));
+    int64_t id = static_cast<int64_t>(g.tensors.size()) - 1;
+    tensorOf[v] = id;
+    return id;
+  };
+
+  bool anyBatch = false;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto id = addTensor(arg, -1, arg.getArgNumber());
+    if (!id)
+      return id.takeError();
+    PlanTensor &t = g.tensors[*id];
+    if (!t.shape.empty() && t.shape[0] == probeBatch) {
+      t.batchDim = 0;
+      anyBatch = true;
+    }
+  }
+  if (!anyBatch)
+    return llvm::createStringError(
+        "no model input has the batch (size " + std::to_string(probeBatch) +
+        ") as its dimension 0");
+
+  SmallVector<int64_t> graphOutputs;
+  for (mlir::Operation &op : func.getBody().front()) {
+    if (llvm::isa<mlir::func::ReturnOp>(op)) {
+      for (mlir::Value v : op.getOperands())
+        graphOutputs.push_back(tensorOf.lookup(v));
+      continue;
+    }
+    PlanNode node;
+    node.op = &op;
+    if (llvm::isa<dopt::WeightOp>(op))
+      node.kind = NodeKind::Weight;
+    else if (op.getNumOperands() == 0)
+      node.kind = NodeKind::Constant;
+    int64_t index = static_cast<int64_t>(g.nodes.size());
+    for (mlir::Value v : op.getOperands()) {
+      auto it = tensorOf.find(v);
+      if (it == tensorOf.end())
+        return llvm::createStringError("operand defined outside the function");
+      node.operands.push_back(it->second);
+      g.tensors[it->second].uses.push_back(
+          {index, static_cast<unsigned>(node.operands.size() - 1)});
+    }
+    for (mlir::OpResult r : op.getResults()) {
+      auto id = addTensor(r, index, r.getResultNumber());
+      if (!id)
+        return id.takeError();
+      node.results.push_back(*id);
+    }
+    if (node.kind == NodeKind::Compute) {
+      node.cost = estimateOpCost(&op, options);
+      node.rule = getShardingRule(&op);
+      // Batch analysis.
+      int64_t batchFactor = -1;
+      for (auto [i, t] : llvm::enumerate(node.operands)) {
+        const PlanTensor &tensor = g.tensors[t];
+        if (tensor.batchDim < 0)
+          continue;
+        node.batchScaled = true;
+        if (node.rule && batchFactor < 0)
+          batchFactor = node.rule->operandDims[i][tensor.batchDim];
+      }
+      for (auto [r, t] : llvm::enumerate(node.results)) {
+        PlanTensor &tensor = g.tensors[t];
+        if (batchFactor >= 0)
+          tensor.batchDim = node.rule->resultDim(r, batchFactor);
+        else if (node.batchScaled && !node.rule && !tensor.shape.empty() &&
+                 tensor.shape[0] == probeBatch)
+          tensor.batchDim = 0; // no rule: assume the batch stays in front
+      }
+      if (llvm::isa<dopt::MatMulOp, dopt::GemmOp>(op)) {
+        // Operands computed from weights alone (a transposed weight) count
+        // as weights.
+        node.activationGemm = llvm::all_of(node.operands, [&](int64_t t) {
+          return g.tensors[t].batchDim >= 0;
+        });
+      }
+    } else if (node.kind == NodeKind::Weight) {
+      g.parameters += g.tensors[node.results[0]].elements();
+    }
+    g.nodes.push_back(std::move(node));
+  }
+
+  // Segmentation: cut after node p when exactly one activation produced by
+  // a compute node is live and the segment since the last cut holds a GEMM
+  // or convolution. Activations are the batch-carrying tensors; model
+  // inputs do not count (every stage reads them), nor do weights and what
+  // is computed from weights alone.
+  int64_t n = static_cast<int64_t>(g.nodes.size());
+  std::vector<int64_t> lastUse(g.tensors.size(), -1);
+  for (auto [id, t] : llvm::enumerate(g.tensors))
+    for (auto [user, operand] : t.uses)
+      lastUse[id] = std::max(lastUse[id], user);
+  for (int64_t t : graphOutputs)
+    lastUse[t] = n;
+  auto isActivation = [&](int64_t t) {
+    const PlanTensor &tensor = g.tensors[t];
+    return tensor.producer >= 0 && tensor.batchDim >= 0 &&
+           g.nodes[tensor.producer].kind == NodeKind::Compute;
+  };
+  // live[p]: activations live after node p (defined at <= p, used > p).
+  std::vector<int64_t> liveCount(n, 0), liveOne(n, -1);
+  {
+    std::vector<int64_t> delta(n + 1, 0);
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      if (!isActivation(t) || lastUse[t] <= g.tensors[t].producer)
+        continue;
+      // live after producer .. lastUse-1
+      delta[g.tensors[t].producer] += 1;
+      delta[lastUse[t]] -= 1;
+    }
+    int64_t running = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      running += delta[p];
+      liveCount[p] = running;
+    }
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      if (!isActivation(t))
+        continue;
+      int64_t from = g.tensors[t].producer;
+      for (int64_t p = from; p < std::min(lastUse[t], n); ++p)
+        if (liveCount[p] == 1)
+          liveOne[p] = static_cast<int64_t>(t);
+    }
+  }
+  Segment current;
+  bool heavy = false;
+  for (int64_t p = 0; p < n; ++p) {
+    const PlanNode &node = g.nodes[p];
+    if (node.kind == NodeKind::Compute &&
+        (node.cost.opClass == OpClass::Gemm || node.cost.opClass == OpClass::Conv))
+      heavy = true;
+    if (p + 1 < n && heavy && liveCount[p] == 1 && liveOne[p] >= 0 &&
+        node.kind == NodeKind::Compute) {
+      current.end = p + 1;
+      current.output = liveOne[p];
+      g.segments.push_back(current);
+      current = Segment();
+      current.begin = p + 1;
+      current.input = liveOne[p];
+      heavy = false;
+    }
+  }
+  current.end = n;
+  current.output = graphOutputs.empty() ? -1 : graphOutputs.front();
+  if (!g.segments.empty() && !heavy) {
+    // A tail without heavy ops joins the segment before it.
+    g.segments.back().end = n;
+    g.segments.back().output = current.output;
+  } else {
+    g.segments.push_back(current);
+  }
+
+  std::map<size_t, unsigned> classes;
+  for (Segment &s : g.segments) {
+    size_t h = segmentHash(g, s);
+    auto [it, inserted] = classes.try_emplace(h, g.numClasses);
+    if (inserted)
+      ++g.numClasses;
+    s.classId = it->second;
+    s.label = commonPrefixLabel(g, s);
+  }
+  return g;
+}

@@ -1,0 +1,296 @@
+//===- PlanReport.cpp - printing a plan -----------------------------------===//
+
+#include "distopt/Planner/PlanReport.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+#include <set>
+
+using namespace distopt::planner;
+using llvm::format;
+namespace json = llvm::json;
+
+namespace {
+
+std::string gib(double bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s) << format("%.2f GiB", bytes / 1073741824.0);
+  return s;
+}
+
+std::string seconds(double s) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (s >= 1)
+    os << format("%.3f s", s);
+  else if (s >= 1e-3)
+    os << format("%.3f ms", s * 1e3);
+  else
+    os << format("%.3f us", s * 1e6);
+  return out;
+}
+
+std::string human(double v) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (v >= 1e12)
+    os << format("%.2f T", v / 1e12);
+  else if (v >= 1e9)
+    os << format("%.2f G", v / 1e9);
+  else if (v >= 1e6)
+    os << format("%.2f M", v / 1e6);
+  else if (v >= 1e3)
+    os << format("%.2f k", v / 1e3);
+  else
+    os << format("%.0f ", v);
+  return out;
+}
+
+std::string shape(const Plan &p) {
+  std::string s;
+  llvm::raw_string_ostream(s) << "dp " << p.dp << " x tp " << p.tp << " x pp "
+                              << p.pp;
+  return s;
+}
+
+/// Collectives of one micro-batch, grouped by kind and direction.
+struct CollectiveSummary {
+  std::map<std::pair<std::string, bool>, std::pair<int64_t, double>> byKind;
+};
+
+CollectiveSummary summarize(const Plan &plan, int64_t first, int64_t end) {
+  CollectiveSummary s;
+  for (int64_t i = first; i < end; ++i)
+    for (const PlannedCollective &c : plan.segmentSolutions[i]->collectives) {
+      auto &e = s.byKind[{collectiveKindName(c.kind).str(), c.backward}];
+      e.first += 1;
+      e.second += c.bytes;
+    }
+  return s;
+}
+
+std::string opLabel(mlir::Operation *op) {
+  std::string name;
+  mlir::Location loc = op->getLoc();
+  if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location l : fused.getLocations())
+      if (auto n = llvm::dyn_cast<mlir::NameLoc>(l)) {
+        name = n.getName().str();
+        break;
+      }
+  if (auto n = llvm::dyn_cast<mlir::NameLoc>(loc))
+    name = n.getName().str();
+  std::string out = op->getName().getStringRef().str();
+  if (!name.empty())
+    out += " '" + name + "'";
+  return out;
+}
+
+} // namespace
+
+std::string distopt::planner::stageLabel(const PlanGraph &graph,
+                                         const StagePlan &stage) {
+  const std::string &first = graph.segments[stage.firstSegment].label;
+  const std::string &last = graph.segments[stage.endSegment - 1].label;
+  if (first.empty() && last.empty())
+    return "-";
+  if (first == last)
+    return first;
+  return first + " .. " + last;
+}
+
+void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
+                                        const PlanGraph &graph,
+                                        const Cluster &cluster,
+                                        const PlanOptions &options,
+                                        const PlanResult &result,
+                                        const PlanContext &context) {
+  const Plan &p = result.best;
+  bool train = options.mode == PlanMode::Train;
+  os << "distopt plan: " << context.modelName << " on " << context.clusterSpec
+     << " (" << cluster.numDevices() << " x " << cluster.device.name << ", "
+     << cluster.nodes << (cluster.nodes == 1 ? " node" : " nodes") << ")\n";
+  os << "  " << (train ? "training" : "inference") << ", global batch "
+     << options.globalBatch << ", " << dtypeName(options.precision);
+  if (train)
+    os << ", " << optimizerName(options.optimizer)
+       << (isHalfPrecision(options.precision) ? " (fp32 master weights)" : "");
+  os << "\n";
+  os << "  model: " << human(graph.parameters) << "parameters, "
+     << human(graph.forwardFlopsPerSample()) << "FLOP forward per sample, "
+     << graph.segments.size() << " segments (" << graph.numClasses
+     << " distinct)\n\n";
+
+  os << "plan: " << shape(p) << " = " << p.devices() << " of "
+     << cluster.numDevices() << " devices; " << p.microbatches
+     << (p.microbatches == 1 ? " micro-batch" : " micro-batches") << " of "
+     << p.microbatchSize;
+  if (train)
+    os << "; recompute " << recomputeName(p.recompute) << "; "
+       << (p.pp > 1 ? "1F1B schedule" : "no pipeline");
+  os << "\n";
+  os << "predicted step time " << seconds(p.stepTime) << " = compute "
+     << seconds(p.compute) << " + communication " << seconds(p.communication)
+     << " + pipeline bubble " << seconds(p.bubble) << "\n";
+  if (train)
+    os << "  (data-parallel gradient all-reduce " << seconds(p.dataParallelSync)
+       << " exposed of " << seconds(p.dataParallelSyncTotal)
+       << ", optimizer update " << seconds(p.optimizerUpdate) << ")\n";
+  os << "peak memory per device " << gib(p.peakMemory) << " of "
+     << gib(static_cast<double>(cluster.device.memoryCapacity)) << "\n\n";
+
+  os << "stages:\n";
+  os << format("  %-5s %-10s %-12s %-12s %-12s  %s\n", "stage", "segments",
+               "devices", "time/mb", "memory", "layers");
+  for (auto [k, st] : llvm::enumerate(p.stages)) {
+    std::string segs = std::to_string(st.firstSegment) + "-" +
+                       std::to_string(st.endSegment - 1);
+    std::string devs = std::to_string(st.firstDevice) + "-" +
+                       std::to_string(st.firstDevice + st.numDevices - 1);
+    os << format("  %-5u %-10s %-12s %-12s %-12s  %s\n", unsigned(k),
+                 segs.c_str(), devs.c_str(),
+                 seconds(st.timePerMicrobatch).c_str(),
+                 gib(st.memory()).c_str(), stageLabel(graph, st).c_str());
+  }
+  if (p.tp > 1) {
+    os << "\ntensor parallelism (tp " << p.tp
+       << "), per distinct segment: split ops and collectives per "
+          "micro-batch\n";
+    std::set<unsigned> seen;
+    for (auto [i, seg] : llvm::enumerate(graph.segments)) {
+      if (!seen.insert(seg.classId).second)
+        continue;
+      const SegmentSolution *sol = p.segmentSolutions[i];
+      int64_t split = 0, total = 0;
+      for (auto [node, factor] : sol->choices) {
+        if (graph.nodes[node].kind != NodeKind::Compute ||
+            graph.nodes[node].cost.opClass == OpClass::None)
+          continue;
+        ++total;
+        split += factor >= 0;
+      }
+      os << "  segment " << i << " (" << seg.label << "): " << split << " of "
+         << total << " ops split";
+      CollectiveSummary cs = summarize(p, i, i + 1);
+      for (auto &[key, val] : cs.byKind)
+        os << "; " << val.first << " " << key.first
+           << (key.second ? " (backward)" : "") << " of "
+           << human(val.second / val.first) << "B";
+      os << "\n";
+      for (auto [node, factor] : sol->choices) {
+        const PlanNode &n = graph.nodes[node];
+        if (n.kind != NodeKind::Compute || factor < 0 ||
+            n.cost.opClass != OpClass::Gemm)
+          continue;
+        // Name the GEMM split the way Megatron does.
+        const OpShardingRule &rule = *n.rule;
+        std::string how = rule.factors[factor].kind == FactorKind::Reduction
+                              ? "row (K)"
+                              : "column/batch dim";
+        int64_t d = rule.resultDim(0, factor);
+        if (d >= 0 && d + 1 == static_cast<int64_t>(
+                                   graph.tensors[n.results[0]].shape.size()))
+          how = "column (N)";
+        else if (d >= 0)
+          how = "dim " + std::to_string(d);
+        os << "    " << opLabel(n.op) << ": split " << how << "\n";
+      }
+    }
+  }
+  if (!result.rejected.empty()) {
+    os << "\nrejected alternatives:\n";
+    for (const RejectedPlan &r : result.rejected)
+      os << "  " << shape(r.plan) << ", " << r.plan.microbatches
+         << " x mb " << r.plan.microbatchSize << ", recompute "
+         << recomputeName(r.plan.recompute) << ": "
+         << seconds(r.plan.stepTime) << ", " << r.reason << "\n";
+  }
+  os << "\nsearch: " << result.candidates << " candidates, "
+     << result.ilpSolves << " segment ILPs ("
+     << format("%.2f", result.ilpSeconds) << " s), "
+     << format("%.2f", result.searchSeconds) << " s in all\n";
+}
+
+json::Value distopt::planner::planToJSON(const PlanGraph &graph,
+                                         const Cluster &cluster,
+                                         const PlanOptions &options,
+                                         const PlanResult &result,
+                                         const PlanContext &context) {
+  auto planObject = [&](const Plan &p) {
+    json::Array stages;
+    for (auto [k, st] : llvm::enumerate(p.stages)) {
+      json::Array layers;
+      stages.push_back(json::Object{
+          {"index", static_cast<int64_t>(k)},
+          {"segments", json::Array{st.firstSegment, st.endSegment}},
+          {"layers", stageLabel(graph, st)},
+          {"first_device", st.firstDevice},
+          {"devices", st.numDevices},
+          {"time_per_microbatch_s", st.timePerMicrobatch},
+          {"compute_per_microbatch_s", st.computePerMicrobatch},
+          {"tp_communication_per_microbatch_s", st.tpCommPerMicrobatch},
+          {"p2p_per_microbatch_s", st.p2pPerMicrobatch},
+          {"parameters_per_device", st.params},
+          {"memory_bytes",
+           json::Object{{"weights", st.weightBytes},
+                        {"gradients", st.gradientBytes},
+                        {"optimizer_state", st.optimizerBytes},
+                        {"activations", st.activationBytes},
+                        {"total", st.memory()}}},
+      });
+    }
+    json::Object collectives;
+    for (auto &[key, val] : summarize(p, 0, p.segmentSolutions.size()).byKind)
+      collectives[key.first + (key.second ? "_backward" : "_forward")] =
+          json::Object{{"count", val.first}, {"bytes", val.second}};
+    return json::Object{
+        {"dp", p.dp},
+        {"tp", p.tp},
+        {"pp", p.pp},
+        {"devices_used", p.devices()},
+        {"microbatches", p.microbatches},
+        {"microbatch_size", p.microbatchSize},
+        {"recompute", recomputeName(p.recompute)},
+        {"predicted_step_time_s", p.stepTime},
+        {"compute_s", p.compute},
+        {"communication_s", p.communication},
+        {"bubble_s", p.bubble},
+        {"data_parallel_sync_s", p.dataParallelSync},
+        {"data_parallel_sync_total_s", p.dataParallelSyncTotal},
+        {"optimizer_update_s", p.optimizerUpdate},
+        {"peak_memory_bytes_per_device", p.peakMemory},
+        {"fits", p.fits},
+        {"stages", std::move(stages)},
+        {"tp_collectives_per_microbatch", std::move(collectives)},
+    };
+  };
+  json::Object root = planObject(result.best);
+  json::Array rejected;
+  for (const RejectedPlan &r : result.rejected) {
+    json::Object o = planObject(r.plan);
+    o["reason"] = r.reason;
+    o.erase("stages");
+    rejected.push_back(std::move(o));
+  }
+  root["rejected"] = std::move(rejected);
+  root["model"] = context.modelName;
+  root["cluster"] = json::Object{
+      {"spec", context.clusterSpec},
+      {"devices", cluster.numDevices()},
+      {"nodes", cluster.nodes},
+      {"device", cluster.device.name},
+      {"device_memory_bytes", cluster.device.memoryCapacity}};
+  root["mode"] = options.mode == PlanMode::Train ? "train" : "infer";
+  root["global_batch"] = options.globalBatch;
+  root["precision"] = dtypeName(options.precision);
+  root["parameters"] = graph.parameters;
+  root["segments"] = static_cast<int64_t>(graph.segments.size());
+  root["search"] = json::Object{{"candidates", result.candidates},
+                                {"ilp_solves", result.ilpSolves},
+                                {"ilp_seconds", result.ilpSeconds},
+                                {"seconds", result.searchSeconds}};
+  return root;
+}

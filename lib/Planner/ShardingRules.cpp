@@ -1,0 +1,506 @@
+//===- ShardingRules.cpp - how each dopt op may be split ------------------===//
+
+#include "distopt/Planner/ShardingRules.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <numeric>
+
+using namespace distopt::planner;
+namespace dopt = distopt::dopt;
+using llvm::ArrayRef;
+using llvm::SmallVector;
+
+int64_t OpShardingRule::operandDim(unsigned operand, int64_t factor) const {
+  for (auto [d, f] : llvm::enumerate(operandDims[operand]))
+    if (f == factor)
+      return static_cast<int64_t>(d);
+  return -1;
+}
+
+int64_t OpShardingRule::resultDim(unsigned result, int64_t factor) const {
+  for (auto [d, f] : llvm::enumerate(resultDims[result]))
+    if (f == factor)
+      return static_cast<int64_t>(d);
+  return -1;
+}
+
+namespace {
+
+using Dims = SmallVector<int64_t, 4>;
+
+std::optional<ArrayRef<int64_t>> shapeOf(mlir::Value v) {
+  auto type = llvm::dyn_cast<mlir::RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  return type.getShape();
+}
+
+/// Builds a rule whose factors are the dimensions of one "iteration shape".
+struct RuleBuilder {
+  OpShardingRule rule;
+
+  int64_t add(int64_t size, FactorKind kind = FactorKind::Parallel,
+              PartialKind partial = PartialKind::Sum) {
+    rule.factors.push_back({size, kind, partial});
+    return static_cast<int64_t>(rule.factors.size()) - 1;
+  }
+  /// A size-1 dimension is never split: map it to no factor.
+  int64_t orNone(int64_t factor, int64_t dimSize) const {
+    return dimSize == 1 ? -1 : factor;
+  }
+};
+
+/// Maps `operandShape`, broadcast NumPy-style to a result whose dimensions
+/// are `resultFactors` (of sizes `resultShape`), onto those factors.
+Dims broadcastDims(ArrayRef<int64_t> operandShape,
+                   ArrayRef<int64_t> resultShape, ArrayRef<int64_t> factors) {
+  Dims dims;
+  int64_t offset =
+      static_cast<int64_t>(resultShape.size() - operandShape.size());
+  for (auto [i, size] : llvm::enumerate(operandShape)) {
+    int64_t r = offset + static_cast<int64_t>(i);
+    dims.push_back(r >= 0 && size == resultShape[r] && size != 1 ? factors[r]
+                                                                 : -1);
+  }
+  return dims;
+}
+
+/// Elementwise ops (and expand, cast, where): one parallel factor per result
+/// dimension; operands broadcast onto them.
+std::optional<OpShardingRule> elementwiseRule(mlir::Operation *op) {
+  auto resultShape = shapeOf(op->getResult(0));
+  if (!resultShape)
+    return std::nullopt;
+  RuleBuilder b;
+  Dims factors;
+  for (int64_t size : *resultShape)
+    factors.push_back(b.orNone(b.add(size), size));
+  for (mlir::Value operand : op->getOperands()) {
+    auto shape = shapeOf(operand);
+    if (!shape)
+      return std::nullopt;
+    b.rule.operandDims.push_back(broadcastDims(*shape, *resultShape, factors));
+  }
+  b.rule.resultDims.push_back(factors);
+  return b.rule;
+}
+
+/// One factor per dimension of the single operand, which the result keeps;
+/// factors at `fixed` get `fixedKind`. Extra operands (scale, bias of
+/// normalisations) map onto the trailing or the given factors by the caller.
+struct SameShapeRule {
+  RuleBuilder b;
+  Dims factors;
+  SameShapeRule(ArrayRef<int64_t> shape, llvm::function_ref<bool(int64_t)> fixed,
+                FactorKind fixedKind) {
+    for (auto [d, size] : llvm::enumerate(shape)) {
+      FactorKind kind = fixed(static_cast<int64_t>(d)) ? fixedKind
+                                                       : FactorKind::Parallel;
+      factors.push_back(b.orNone(b.add(size, kind), size));
+    }
+  }
+};
+
+std::optional<OpShardingRule> softmaxRule(mlir::Operation *op, int64_t axis) {
+  auto shape = shapeOf(op->getOperand(0));
+  if (!shape)
+    return std::nullopt;
+  SameShapeRule r(*shape, [&](int64_t d) { return d == axis; },
+                  FactorKind::NeedReplication);
+  r.b.rule.operandDims.push_back(r.factors);
+  r.b.rule.resultDims.push_back(r.factors);
+  return r.b.rule;
+}
+
+std::optional<OpShardingRule> layerNormRule(dopt::LayerNormOp op) {
+  auto shape = shapeOf(op.getInput());
+  if (!shape)
+    return std::nullopt;
+  int64_t axis = op.getAxis();
+  SameShapeRule r(*shape, [&](int64_t d) { return d >= axis; },
+                  FactorKind::NeedReplication);
+  r.b.rule.operandDims.push_back(r.factors);
+  for (mlir::Value extra : op->getOperands().drop_front()) {
+    auto extraShape = shapeOf(extra);
+    if (!extraShape)
+      return std::nullopt;
+    r.b.rule.operandDims.push_back(
+        broadcastDims(*extraShape, *shape, r.factors));
+  }
+  r.b.rule.resultDims.push_back(r.factors);
+  return r.b.rule;
+}
+
+std::optional<OpShardingRule> batchNormRule(dopt::BatchNormOp op) {
+  auto shape = shapeOf(op.getInput());
+  if (!shape || shape->size() < 2)
+    return std::nullopt;
+  SameShapeRule r(*shape, [](int64_t d) { return d >= 2; },
+                  FactorKind::NeedReplication);
+  r.b.rule.operandDims.push_back(r.factors);
+  for (unsigned i = 1; i < 5; ++i)
+    r.b.rule.operandDims.push_back(Dims{r.factors[1]});
+  r.b.rule.resultDims.push_back(r.factors);
+  return r.b.rule;
+}
+
+/// matmul with NumPy batch broadcasting; both operands of rank >= 2.
+std::optional<OpShardingRule> matmulRule(dopt::MatMulOp op) {
+  auto a = shapeOf(op.getLhs()), bShape = shapeOf(op.getRhs()),
+       c = shapeOf(op.getResult());
+  if (!a || !bShape || !c || a->size() < 2 || bShape->size() < 2)
+    return std::nullopt;
+  RuleBuilder b;
+  size_t rank = c->size();
+  Dims resultFactors;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    resultFactors.push_back(b.orNone(b.add((*c)[d]), (*c)[d]));
+  int64_t m = b.orNone(b.add((*c)[rank - 2]), (*c)[rank - 2]);
+  int64_t n = b.orNone(b.add((*c)[rank - 1]), (*c)[rank - 1]);
+  int64_t kSize = a->back();
+  int64_t k = b.orNone(b.add(kSize, FactorKind::Reduction), kSize);
+  resultFactors.push_back(m);
+  resultFactors.push_back(n);
+  auto operand = [&](ArrayRef<int64_t> shape, int64_t row, int64_t col) {
+    Dims batch = broadcastDims(shape.drop_back(2), c->drop_back(2),
+                               ArrayRef<int64_t>(resultFactors).drop_back(2));
+    batch.push_back(row);
+    batch.push_back(col);
+    return batch;
+  };
+  b.rule.operandDims.push_back(operand(*a, m, k));
+  b.rule.operandDims.push_back(operand(*bShape, k, n));
+  b.rule.resultDims.push_back(resultFactors);
+  return b.rule;
+}
+
+std::optional<OpShardingRule> gemmRule(dopt::GemmOp op) {
+  auto c = shapeOf(op.getResult());
+  auto a = shapeOf(op.getA());
+  if (!c || !a || c->size() != 2 || a->size() != 2)
+    return std::nullopt;
+  RuleBuilder b;
+  int64_t m = b.orNone(b.add((*c)[0]), (*c)[0]);
+  int64_t n = b.orNone(b.add((*c)[1]), (*c)[1]);
+  int64_t kSize = op.getTransA() ? (*a)[0] : (*a)[1];
+  int64_t k = b.orNone(b.add(kSize, FactorKind::Reduction), kSize);
+  b.rule.operandDims.push_back(op.getTransA() ? Dims{k, m} : Dims{m, k});
+  b.rule.operandDims.push_back(op.getTransB() ? Dims{n, k} : Dims{k, n});
+  if (op.getC()) {
+    auto cShape = shapeOf(op.getC());
+    if (!cShape)
+      return std::nullopt;
+    b.rule.operandDims.push_back(broadcastDims(*cShape, *c, Dims{m, n}));
+  }
+  b.rule.resultDims.push_back(Dims{m, n});
+  return b.rule;
+}
+
+std::optional<OpShardingRule> convRule(dopt::ConvOp op) {
+  auto x = shapeOf(op.getInput()), y = shapeOf(op.getResult());
+  if (!x || !y || x->size() != 4)
+    return std::nullopt;
+  RuleBuilder b;
+  bool dense = op.getGroup() == 1;
+  int64_t n = b.orNone(b.add((*y)[0]), (*y)[0]);
+  FactorKind channelKind =
+      dense ? FactorKind::Parallel : FactorKind::NeedReplication;
+  int64_t o = b.orNone(b.add((*y)[1], channelKind), (*y)[1]);
+  int64_t c = b.orNone(b.add((*x)[1], dense ? FactorKind::Reduction
+                                            : FactorKind::NeedReplication),
+                       (*x)[1]);
+  b.rule.operandDims.push_back(Dims{n, c, -1, -1});
+  b.rule.operandDims.push_back(Dims{o, dense ? c : -1, -1, -1});
+  if (op.getBias())
+    b.rule.operandDims.push_back(Dims{o});
+  b.rule.resultDims.push_back(Dims{n, o, -1, -1});
+  return b.rule;
+}
+
+/// Pooling: batch and channel parallel, windows not split.
+std::optional<OpShardingRule> poolRule(mlir::Operation *op, bool global) {
+  auto x = shapeOf(op->getOperand(0));
+  if (!x || x->size() != 4)
+    return std::nullopt;
+  RuleBuilder b;
+  int64_t n = b.orNone(b.add((*x)[0]), (*x)[0]);
+  int64_t c = b.orNone(b.add((*x)[1]), (*x)[1]);
+  if (global) {
+    // The spatial mean is a sum scaled by a constant: splitting H gives
+    // partial sums.
+    int64_t h = b.orNone(b.add((*x)[2], FactorKind::Reduction), (*x)[2]);
+    b.rule.operandDims.push_back(Dims{n, c, h, -1});
+  } else {
+    b.rule.operandDims.push_back(Dims{n, c, -1, -1});
+  }
+  b.rule.resultDims.push_back(Dims{n, c, -1, -1});
+  return b.rule;
+}
+
+std::optional<OpShardingRule> reduceRule(mlir::Operation *op,
+                                         ArrayRef<int64_t> axes, bool keepdims,
+                                         PartialKind partial) {
+  auto x = shapeOf(op->getOperand(0));
+  if (!x)
+    return std::nullopt;
+  RuleBuilder b;
+  Dims in, out;
+  for (auto [d, size] : llvm::enumerate(*x)) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
+    int64_t f = b.orNone(
+        b.add(size, reduced ? FactorKind::Reduction : FactorKind::Parallel,
+              partial),
+        size);
+    in.push_back(f);
+    if (!reduced)
+      out.push_back(f);
+    else if (keepdims)
+      out.push_back(-1);
+  }
+  b.rule.operandDims.push_back(in);
+  b.rule.resultDims.push_back(out);
+  return b.rule;
+}
+
+std::optional<OpShardingRule> transposeRule(dopt::TransposeOp op) {
+  auto x = shapeOf(op.getInput());
+  if (!x)
+    return std::nullopt;
+  RuleBuilder b;
+  Dims in;
+  for (int64_t size : *x)
+    in.push_back(b.orNone(b.add(size), size));
+  Dims out;
+  for (int64_t p : op.getPerm())
+    out.push_back(in[p]);
+  b.rule.operandDims.push_back(in);
+  b.rule.resultDims.push_back(out);
+  return b.rule;
+}
+
+/// Reshape: dimensions are grouped into the shortest runs with equal
+/// products on both sides. In a run where one side is a single dimension,
+/// that dimension shares its factor with the first non-1 dimension of the
+/// other side (splitting [a·b] in n contiguous blocks is splitting a when n
+/// divides a); every other dimension gets a factor of its own, so a split
+/// of it leaves the other side replicated.
+std::optional<OpShardingRule> reshapeRule(mlir::Operation *op) {
+  auto x = shapeOf(op->getOperand(0)), y = shapeOf(op->getResult(0));
+  if (!x || !y)
+    return std::nullopt;
+  RuleBuilder b;
+  Dims in(x->size(), -1), out(y->size(), -1);
+  size_t i = 0, j = 0;
+  while (i < x->size() || j < y->size()) {
+    // Size-1 dimensions stand alone.
+    if (i < x->size() && (*x)[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < y->size() && (*y)[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i == x->size() || j == y->size())
+      break; // zero-size tensors: leave the rest unsplittable
+    size_t i0 = i, j0 = j;
+    int64_t px = (*x)[i++], py = (*y)[j++];
+    while (px != py) {
+      if (px < py && i < x->size())
+        px *= (*x)[i++];
+      else if (py < px && j < y->size())
+        py *= (*y)[j++];
+      else
+        break;
+    }
+    if (px != py)
+      break;
+    auto singleAgainstMany = [&](size_t single, Dims &singleDims,
+                                 ArrayRef<int64_t> manyShape, size_t m0,
+                                 size_t m1, Dims &manyDims) {
+      bool first = true;
+      for (size_t k = m0; k < m1; ++k) {
+        if (manyShape[k] == 1)
+          continue;
+        int64_t f = b.add(manyShape[k]);
+        manyDims[k] = f;
+        if (first)
+          singleDims[single] = f;
+        first = false;
+      }
+    };
+    if (i - i0 == 1)
+      singleAgainstMany(i0, in, *y, j0, j, out);
+    else if (j - j0 == 1)
+      singleAgainstMany(j0, out, *x, i0, i, in);
+    else {
+      for (size_t k = i0; k < i; ++k)
+        in[k] = b.orNone(b.add((*x)[k]), (*x)[k]);
+      for (size_t k = j0; k < j; ++k)
+        out[k] = b.orNone(b.add((*y)[k]), (*y)[k]);
+    }
+  }
+  b.rule.operandDims.push_back(in);
+  b.rule.resultDims.push_back(out);
+  return b.rule;
+}
+
+/// Ops that move data along one axis (concat, split, pad, slice): the
+/// dimensions in `fixed` are not split, the others are parallel.
+std::optional<OpShardingRule> alongAxesRule(mlir::Operation *op,
+                                            llvm::function_ref<bool(int64_t)>
+                                                fixed) {
+  auto y = shapeOf(op->getResult(0));
+  if (!y)
+    return std::nullopt;
+  RuleBuilder b;
+  Dims factors;
+  for (auto [d, size] : llvm::enumerate(*y))
+    factors.push_back(fixed(static_cast<int64_t>(d))
+                          ? -1
+                          : b.orNone(b.add(size), size));
+  for (mlir::Value operand : op->getOperands()) {
+    auto shape = shapeOf(operand);
+    if (!shape || shape->size() != y->size())
+      return std::nullopt;
+    b.rule.operandDims.push_back(factors);
+  }
+  for (unsigned r = 0; r < op->getNumResults(); ++r)
+    b.rule.resultDims.push_back(factors);
+  return b.rule;
+}
+
+/// concat (parts = operands) and split (parts = results) along `axis`: the
+/// other dimensions are parallel; the axis is splittable when every part's
+/// size divides evenly, in a block layout: each device holds the same block
+/// of every part (device i: rows [i·p/n, (i+1)·p/n) of each part p). That
+/// is Megatron's layout for a fused QKV projection followed by a split into
+/// Q, K and V: the partitioner permutes the producer's weight columns (or
+/// the blocks of a collective) to match, at no extra cost.
+std::optional<OpShardingRule> partsRule(mlir::Operation *op, int64_t axis,
+                                        bool partsAreOperands) {
+  auto rule = alongAxesRule(op, [&](int64_t d) { return d == axis; });
+  if (!rule)
+    return rule;
+  int64_t g = 0;
+  auto parts = partsAreOperands ? mlir::ValueRange(op->getOperands())
+                                : mlir::ValueRange(op->getResults());
+  for (mlir::Value v : parts) {
+    auto shape = shapeOf(v);
+    if (!shape)
+      return rule;
+    g = std::gcd(g, (*shape)[axis]);
+  }
+  if (g <= 1)
+    return rule;
+  rule->factors.push_back({g, FactorKind::Parallel, PartialKind::Sum});
+  int64_t f = static_cast<int64_t>(rule->factors.size()) - 1;
+  for (auto &dims : rule->operandDims)
+    dims[axis] = f;
+  for (auto &dims : rule->resultDims)
+    dims[axis] = f;
+  return rule;
+}
+
+/// gather(data, indices, axis): result = data[:axis] ++ indices ++
+/// data[axis+1:]. Splitting the gathered axis of `data` (a vocabulary-split
+/// embedding table) leaves each device with the rows it owns: a partial
+/// sum once rows it does not own read as zero.
+std::optional<OpShardingRule> gatherRule(dopt::GatherOp op) {
+  auto data = shapeOf(op.getData()), idx = shapeOf(op.getIndices());
+  if (!data || !idx)
+    return std::nullopt;
+  int64_t axis = op.getAxis();
+  RuleBuilder b;
+  Dims dataDims, idxDims, out;
+  for (int64_t d = 0; d < axis; ++d) {
+    int64_t f = b.orNone(b.add((*data)[d]), (*data)[d]);
+    dataDims.push_back(f);
+    out.push_back(f);
+  }
+  dataDims.push_back(
+      b.orNone(b.add((*data)[axis], FactorKind::Reduction), (*data)[axis]));
+  for (int64_t size : *idx) {
+    int64_t f = b.orNone(b.add(size), size);
+    idxDims.push_back(f);
+    out.push_back(f);
+  }
+  for (size_t d = axis + 1; d < data->size(); ++d) {
+    int64_t f = b.orNone(b.add((*data)[d]), (*data)[d]);
+    dataDims.push_back(f);
+    out.push_back(f);
+  }
+  b.rule.operandDims.push_back(dataDims);
+  b.rule.operandDims.push_back(idxDims);
+  b.rule.resultDims.push_back(out);
+  return b.rule;
+}
+
+} // namespace
+
+std::optional<OpShardingRule>
+distopt::planner::getShardingRule(mlir::Operation *op) {
+  if (op->getNumResults() == 0)
+    return std::nullopt;
+  return llvm::TypeSwitch<mlir::Operation *, std::optional<OpShardingRule>>(op)
+      .Case<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp, dopt::MaxOp,
+            dopt::MinOp, dopt::PowOp, dopt::EqualOp, dopt::LessOp,
+            dopt::LessEqualOp, dopt::GreaterOp, dopt::GreaterEqualOp,
+            dopt::AndOp, dopt::OrOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
+            dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
+            dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::ReluOp,
+            dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
+            dopt::ExpandOp>([](mlir::Operation *o) { return elementwiseRule(o); })
+      .Case<dopt::SoftmaxOp>(
+          [](dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
+      .Case<dopt::LogSoftmaxOp>(
+          [](dopt::LogSoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
+      .Case<dopt::LayerNormOp>(layerNormRule)
+      .Case<dopt::BatchNormOp>(batchNormRule)
+      .Case<dopt::MatMulOp>(matmulRule)
+      .Case<dopt::GemmOp>(gemmRule)
+      .Case<dopt::ConvOp>(convRule)
+      .Case<dopt::MaxPoolOp, dopt::AvgPoolOp>(
+          [](mlir::Operation *o) { return poolRule(o, /*global=*/false); })
+      .Case<dopt::GlobalAvgPoolOp>(
+          [](mlir::Operation *o) { return poolRule(o, /*global=*/true); })
+      .Case<dopt::ReduceSumOp, dopt::ReduceMeanOp>([](auto o) {
+        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Sum);
+      })
+      .Case<dopt::ReduceMaxOp>([](dopt::ReduceMaxOp o) {
+        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Max);
+      })
+      .Case<dopt::TransposeOp>(transposeRule)
+      .Case<dopt::ReshapeOp>([](mlir::Operation *o) { return reshapeRule(o); })
+      .Case<dopt::ConcatOp>([](dopt::ConcatOp o) {
+        return partsRule(o, o.getAxis(), /*partsAreOperands=*/true);
+      })
+      .Case<dopt::SplitOp>([](dopt::SplitOp o) {
+        return partsRule(o, o.getAxis(), /*partsAreOperands=*/false);
+      })
+      .Case<dopt::SliceOp>([](dopt::SliceOp o) {
+        auto in = shapeOf(o.getInput());
+        if (!in)
+          return std::optional<OpShardingRule>();
+        ArrayRef<int64_t> starts = o.getStarts(), ends = o.getEnds(),
+                          steps = o.getSteps();
+        return alongAxesRule(o, [&](int64_t d) {
+          return !(starts[d] == 0 && steps[d] == 1 && ends[d] >= (*in)[d]);
+        });
+      })
+      .Case<dopt::PadOp>([](dopt::PadOp o) {
+        ArrayRef<int64_t> pads = o.getPads();
+        size_t rank = pads.size() / 2;
+        return alongAxesRule(o, [&](int64_t d) {
+          return pads[d] != 0 || pads[rank + d] != 0;
+        });
+      })
+      .Case<dopt::GatherOp>(gatherRule)
+      .Default([](mlir::Operation *) { return std::nullopt; });
+}

@@ -1,0 +1,231 @@
+//===- Plan.cpp - `distopt plan` ------------------------------------------===//
+//
+//   distopt plan MODEL --cluster SPEC [--mode train|infer] --global-batch N
+//       [--seq-len N] [--precision fp16] [--dp N --tp N --pp N]
+//       [--microbatches N] [--recompute off|selective|full] [--json FILE]
+//
+// Imports the model at a probe batch of 2 (dimension 0 of the inputs), builds
+// the planner's graph, searches and prints the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tool.h"
+
+#include "distopt/Planner/PlanReport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+using namespace distopt::planner;
+
+cl::SubCommand &distopt::tool::planCommand() {
+  static cl::SubCommand cmd(
+      "plan", "Find how to split a model over a cluster and explain it");
+  return cmd;
+}
+
+namespace {
+
+cl::opt<std::string> clusterSpec(
+    "cluster",
+    cl::desc("Cluster: a preset (dgx-a100x8, dgx-h100x8, local:N, "
+             "NxPRESET) or a YAML file"),
+    cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
+                          cl::init("train"), cl::value_desc("train|infer"),
+                          cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("Samples per step over the whole cluster (binds dimension 0 of "
+             "the inputs; default: the model's static batch)"),
+    cl::init(0), cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> seqLen(
+    "seq-len",
+    cl::desc("Sequence length (binds a symbolic dimension 1 of the inputs)"),
+    cl::init(0), cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("fp32|tf32|bf16|fp16: compute and communication dtype "
+             "(16-bit: mixed precision with fp32 master weights); default: "
+             "the model's"),
+    cl::value_desc("dtype"), cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> forceDP("dp", cl::desc("Force the data-parallel degree"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> forceTP("tp", cl::desc("Force the tensor-parallel degree"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> forcePP("pp", cl::desc("Force the number of pipeline stages"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()));
+cl::opt<int64_t> forceMicro(
+    "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
+    cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> forceRecompute(
+    "recompute", cl::desc("Force activation recomputation"),
+    cl::value_desc("off|selective|full"),
+    cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> optimizer("optimizer",
+                               cl::desc("adam (default), momentum or sgd"),
+                               cl::init("adam"), cl::value_desc("name"),
+                               cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> profileFile(
+    "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
+    cl::value_desc("file"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> jsonFile("json",
+                              cl::desc("Also write the plan as JSON ('-': "
+                                       "stdout, instead of the summary)"),
+                              cl::value_desc("file"),
+                              cl::sub(distopt::tool::planCommand()));
+
+int usage(const Twine &msg) {
+  WithColor::error(errs(), "distopt plan") << msg << "\n";
+  return 1;
+}
+
+bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out,
+              std::string &error) {
+  if (opt.getNumOccurrences() == 0)
+    return true;
+  if (opt < 1) {
+    error = "--" + name.str() + " must be at least 1, got " +
+            std::to_string(opt);
+    return false;
+  }
+  out = opt;
+  return true;
+}
+
+} // namespace
+
+int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
+  if (clusterSpec.empty())
+    return usage("--cluster is required (e.g. --cluster dgx-a100x8 or "
+                 "--cluster local:4)");
+  PlanOptions options;
+  if (mode == "train")
+    options.mode = PlanMode::Train;
+  else if (mode == "infer")
+    options.mode = PlanMode::Infer;
+  else
+    return usage("--mode must be train or infer, got '" + mode + "'");
+  CostOptions costOptions;
+  if (!precision.empty()) {
+    std::optional<DType> d = parseDType(precision);
+    if (!d)
+      return usage("--precision must be fp32, tf32, bf16 or fp16, got '" +
+                   precision + "'");
+    costOptions.precision = *d;
+  }
+  if (optimizer == "adam")
+    options.optimizer = Optimizer::Adam;
+  else if (optimizer == "momentum")
+    options.optimizer = Optimizer::Momentum;
+  else if (optimizer == "sgd")
+    options.optimizer = Optimizer::SGD;
+  else
+    return usage("--optimizer must be adam, momentum or sgd, got '" +
+                 optimizer + "'");
+  std::string error;
+  if (!positive(forceDP, "dp", options.dp, error) ||
+      !positive(forceTP, "tp", options.tp, error) ||
+      !positive(forcePP, "pp", options.pp, error) ||
+      !positive(forceMicro, "microbatches", options.microbatches, error))
+    return usage(error);
+  if (!forceRecompute.empty()) {
+    if (forceRecompute == "off")
+      options.recompute = Recompute::Off;
+    else if (forceRecompute == "selective")
+      options.recompute = Recompute::Selective;
+    else if (forceRecompute == "full")
+      options.recompute = Recompute::Full;
+    else
+      return usage("--recompute must be off, selective or full, got '" +
+                   forceRecompute + "'");
+    if (options.mode == PlanMode::Infer && *options.recompute != Recompute::Off)
+      return usage("--recompute applies to --mode train");
+  }
+  if (globalBatch.getNumOccurrences() && globalBatch < 1)
+    return usage("--global-batch must be at least 1");
+  if (seqLen.getNumOccurrences() && seqLen < 1)
+    return usage("--seq-len must be at least 1");
+
+  Expected<Cluster> cluster = resolveCluster(clusterSpec);
+  if (!cluster)
+    return usage(toString(cluster.takeError()));
+  if (!profileFile.empty()) {
+    auto buf = MemoryBuffer::getFile(profileFile);
+    if (!buf)
+      return usage("cannot read profile '" + profileFile +
+                   "': " + buf.getError().message());
+    auto profile = parseEfficiencyProfile((*buf)->getBuffer(), profileFile);
+    if (!profile)
+      return usage(toString(profile.takeError()));
+    options.efficiency = *profile;
+  }
+
+  distopt::ONNXImportOptions importOptions;
+  if (!importOptionsFromFlags(importOptions))
+    return 1;
+  // Probe batch 2: costs scale linearly from it (PlanGraph.h).
+  if (globalBatch.getNumOccurrences())
+    importOptions.symbolicDimsByPosition[0] = 2;
+  if (seqLen.getNumOccurrences())
+    importOptions.symbolicDimsByPosition[1] = seqLen;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      distopt::importONNXFile(context, input, importOptions);
+  if (!module)
+    return 1;
+  mlir::func::FuncOp func;
+  module->walk([&](mlir::func::FuncOp f) {
+    if (!func)
+      func = f;
+  });
+  if (!func || func.getNumArguments() == 0)
+    return usage("the model has no inputs to carry a batch");
+  auto firstType =
+      dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
+  if (!firstType || firstType.getRank() == 0)
+    return usage("the first model input is a scalar: no batch dimension");
+  int64_t probe = firstType.getDimSize(0);
+  options.globalBatch = globalBatch.getNumOccurrences() ? int64_t(globalBatch)
+                                                        : probe;
+  Expected<PlanGraph> graph = buildPlanGraph(func, probe, costOptions);
+  if (!graph)
+    return usage(toString(graph.takeError()));
+  if (costOptions.precision)
+    options.precision = *costOptions.precision;
+  else
+    for (const PlanTensor &t : graph->tensors)
+      if (t.isFloat) {
+        options.precision = t.elemBytes == 2 ? DType::FP16 : DType::FP32;
+        break;
+      }
+
+  Expected<PlanResult> result = searchPlan(*graph, *cluster, options);
+  if (!result)
+    return usage(toString(result.takeError()));
+  PlanContext ctx;
+  ctx.modelName = sys::path::filename(input).str();
+  ctx.clusterSpec = clusterSpec;
+  if (jsonFile != "-")
+    printPlanSummary(outs(), *graph, *cluster, options, *result, ctx);
+  if (!jsonFile.empty()) {
+    std::string err;
+    auto out = mlir::openOutputFile(jsonFile, &err);
+    if (!out)
+      return usage(err);
+    out->os() << formatv("{0:2}",
+                         planToJSON(*graph, *cluster, options, *result, ctx))
+              << "\n";
+    out->keep();
+  }
+  return 0;
+}

@@ -1,0 +1,513 @@
+//===- SearchTest.cpp - sharding rules, intra-op ILP, plan search ---------===//
+//
+// Scenario tests assert the shape of the plans the search picks; the
+// numbers behind them come from the cost model's formulas (CostModelTest).
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Planner/Search.h"
+
+#include "distopt/Planner/PlanReport.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace distopt::planner;
+
+namespace {
+
+class PlannerTest : public ::testing::Test {
+protected:
+  PlannerTest() {
+    ctx.loadDialect<mlir::func::FuncDialect, distopt::dopt::DoptDialect>();
+  }
+
+  mlir::func::FuncOp parse(const std::string &source) {
+    module = mlir::parseSourceString<mlir::ModuleOp>(source, &ctx);
+    if (!module) {
+      ADD_FAILURE() << "cannot parse:\n" << source;
+      return nullptr;
+    }
+    mlir::func::FuncOp f;
+    module->walk([&](mlir::func::FuncOp op) { f = op; });
+    return f;
+  }
+
+  mlir::Operation *first(llvm::StringRef name) {
+    mlir::Operation *found = nullptr;
+    module->walk([&](mlir::Operation *op) {
+      if (!found && op->getName().getStringRef() == name)
+        found = op;
+    });
+    return found;
+  }
+
+  mlir::MLIRContext ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// An input projection, then a residual MLP: `blocks` × (x + W2·relu(W1·x)),
+/// x: [2, seq, hidden] (batch 2 is the probe batch), hidden → ffn → hidden.
+/// Segments: the projection, then one per block.
+std::string residualMLP(int blocks, int64_t seq, int64_t hidden, int64_t ffn,
+                        llvm::StringRef elt = "f16") {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  std::string act = "tensor<2x" + std::to_string(seq) + "x" +
+                    std::to_string(hidden) + "x" + elt.str() + ">";
+  std::string mid = "tensor<2x" + std::to_string(seq) + "x" +
+                    std::to_string(ffn) + "x" + elt.str() + ">";
+  std::string w1 = "tensor<" + std::to_string(hidden) + "x" +
+                   std::to_string(ffn) + "x" + elt.str() + ">";
+  std::string w2 = "tensor<" + std::to_string(ffn) + "x" +
+                   std::to_string(hidden) + "x" + elt.str() + ">";
+  std::string sq = "tensor<" + std::to_string(hidden) + "x" +
+                   std::to_string(hidden) + "x" + elt.str() + ">";
+  os << "func.func @main(%x: " << act << ") -> " << act << " {\n";
+  // An input projection, so the residual stream is computed (model inputs
+  // are readable by every stage and do not pin segment boundaries).
+  os << "  %win = dopt.weight {name = \"win\", type = " << sq << "} : () -> "
+     << sq << "\n";
+  os << "  %x0 = dopt.matmul %x, %win : (" << act << ", " << sq << ") -> "
+     << act << "\n";
+  std::string x = "%x0";
+  for (int b = 0; b < blocks; ++b) {
+    std::string i = std::to_string(b);
+    os << "  %w1_" << i << " = dopt.weight {name = \"w1_" << i
+       << "\", type = " << w1 << "} : () -> " << w1 << "\n";
+    os << "  %h_" << i << " = dopt.matmul " << x << ", %w1_" << i << " : ("
+       << act << ", " << w1 << ") -> " << mid << "\n";
+    os << "  %g_" << i << " = dopt.relu %h_" << i << " : (" << mid << ") -> "
+       << mid << "\n";
+    os << "  %w2_" << i << " = dopt.weight {name = \"w2_" << i
+       << "\", type = " << w2 << "} : () -> " << w2 << "\n";
+    os << "  %o_" << i << " = dopt.matmul %g_" << i << ", %w2_" << i << " : ("
+       << mid << ", " << w2 << ") -> " << act << "\n";
+    os << "  %r_" << i << " = dopt.add " << x << ", %o_" << i << " : (" << act
+       << ", " << act << ") -> " << act << "\n";
+    x = "%r_" + i;
+  }
+  os << "  return " << x << " : " << act << "\n}\n";
+  return s;
+}
+
+/// The summary `distopt plan` would print, for failure messages.
+std::string summary(const PlanGraph &g, const Cluster &c, const PlanOptions &o,
+                    const PlanResult &r) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  printPlanSummary(os, g, c, o, r, PlanContext{"test", c.name});
+  return s;
+}
+
+Cluster preset(llvm::StringRef spec) {
+  auto c = resolveCluster(spec);
+  EXPECT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+  return *c;
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding rules
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlannerTest, MatMulRuleHasBatchRowsColumnsAndAReduction) {
+  parse(R"(func.func @f(%a: tensor<4x8x16xf32>, %b: tensor<16x32xf32>) -> tensor<4x8x32xf32> {
+  %0 = dopt.matmul %a, %b : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  return %0 : tensor<4x8x32xf32>
+})");
+  auto rule = getShardingRule(first("dopt.matmul"));
+  ASSERT_TRUE(rule);
+  ASSERT_EQ(rule->factors.size(), 4u); // batch, M, N, K
+  int64_t k = rule->operandDims[0][2];
+  EXPECT_EQ(rule->factors[k].kind, FactorKind::Reduction);
+  EXPECT_EQ(rule->operandDims[1][0], k);
+  int64_t n = rule->operandDims[1][1];
+  EXPECT_EQ(rule->resultDims[0][2], n);
+  EXPECT_EQ(rule->resultDims[0][0], rule->operandDims[0][0]);
+  EXPECT_EQ(rule->resultDim(0, k), -1);
+}
+
+TEST_F(PlannerTest, ReshapeSplitsTheMajorDimensionOfAMergedGroup) {
+  parse(R"(func.func @f(%a: tensor<2x16x32xf32>) -> tensor<2x16x4x8xf32> {
+  %0 = dopt.reshape %a {shape = array<i64: 2, 16, 4, 8>} : (tensor<2x16x32xf32>) -> tensor<2x16x4x8xf32>
+  return %0 : tensor<2x16x4x8xf32>
+})");
+  auto rule = getShardingRule(first("dopt.reshape"));
+  ASSERT_TRUE(rule);
+  // [.., 32] -> [.., 4, 8]: splitting 32 is splitting the 4 heads.
+  EXPECT_EQ(rule->operandDims[0][2], rule->resultDims[0][2]);
+  EXPECT_NE(rule->resultDims[0][3], rule->operandDims[0][2]);
+  EXPECT_EQ(rule->operandDims[0][0], rule->resultDims[0][0]);
+}
+
+TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
+  parse(R"(func.func @f(%a: tensor<2x6x8xf32>) -> tensor<2x6x8xf32> {
+  %0 = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x8xf32>) -> tensor<2x6x8xf32>
+  %1:2 = dopt.split %0 {axis = 1 : i64, sizes = array<i64: 2, 4>} : (tensor<2x6x8xf32>) -> (tensor<2x2x8xf32>, tensor<2x4x8xf32>)
+  return %0 : tensor<2x6x8xf32>
+})");
+  auto softmax = getShardingRule(first("dopt.softmax"));
+  ASSERT_TRUE(softmax);
+  EXPECT_EQ(softmax->factors[softmax->operandDims[0][2]].kind,
+            FactorKind::NeedReplication);
+  auto split = getShardingRule(first("dopt.split"));
+  ASSERT_TRUE(split);
+  // Parts of 2 and 4 rows: the axis factor has the gcd, 2.
+  int64_t f = split->operandDims[0][1];
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(split->factors[f].size, 2);
+  EXPECT_EQ(split->resultDims[1][1], f);
+}
+
+TEST_F(PlannerTest, EmbeddingGatherOverVocabularyIsAPartialSum) {
+  parse(R"(func.func @f(%i: tensor<2x16xi64>) -> tensor<2x16x64xf32> {
+  %w = dopt.weight {name = "wte", type = tensor<1000x64xf32>} : () -> tensor<1000x64xf32>
+  %0 = dopt.gather %w, %i {axis = 0 : i64} : (tensor<1000x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
+  return %0 : tensor<2x16x64xf32>
+})");
+  auto rule = getShardingRule(first("dopt.gather"));
+  ASSERT_TRUE(rule);
+  int64_t vocab = rule->operandDims[0][0];
+  EXPECT_EQ(rule->factors[vocab].kind, FactorKind::Reduction);
+  EXPECT_EQ(rule->resultDims[0][2], rule->operandDims[0][1]);
+  EXPECT_EQ(rule->resultDims[0][0], rule->operandDims[1][0]);
+}
+
+//===----------------------------------------------------------------------===//
+// Graph: batch analysis, segments, classes
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlannerTest, SegmentsAreCutWhereOneActivationIsLive) {
+  auto f = parse(residualMLP(3, 4, 64, 256, "f32"));
+  ASSERT_TRUE(f);
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  // The projection, then one segment per residual block, all of one class.
+  ASSERT_EQ(g->segments.size(), 4u);
+  EXPECT_EQ(g->numClasses, 2u);
+  for (const Segment &s : g->segments) {
+    EXPECT_GE(s.output, 0);
+    EXPECT_EQ(s.classId, &s == &g->segments.front() ? 0u : 1u);
+  }
+  EXPECT_DOUBLE_EQ(g->parameters, 64 * 64 + 3 * 2 * 64 * 256);
+  // Every activation carries the batch in dimension 0; weights carry none.
+  for (const PlanTensor &t : g->tensors)
+    EXPECT_EQ(t.batchDim, t.shape.size() == 3 ? 0 : -1);
+  // FLOPs per sample: 2 matmuls of 2·4·64·256 per block, plus the relu and
+  // the add (one FLOP per element each).
+  double perBlock = 2 * (2.0 * 4 * 64 * 256) + 4 * 256 + 4 * 64;
+  EXPECT_DOUBLE_EQ(g->forwardFlopsPerSample(), 2.0 * 4 * 64 * 64 + 3 * perBlock);
+}
+
+TEST_F(PlannerTest, GraphErrors) {
+  auto f = parse(R"(func.func @f(%a: tensor<3x8xf32>) -> tensor<3x8xf32> {
+  return %a : tensor<3x8xf32>
+})");
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_FALSE(static_cast<bool>(g));
+  EXPECT_NE(llvm::toString(g.takeError()).find("batch (size 2)"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Partitioning
+//===----------------------------------------------------------------------===//
+
+TEST(Partition, GreedyBisectionMatchesTheDynamicProgram) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> time(0.1, 10.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    int64_t n = 1 + rng() % 14;
+    int64_t parts = 1 + rng() % n;
+    std::vector<double> times(n), mem(n);
+    for (int64_t i = 0; i < n; ++i) {
+      times[i] = time(rng);
+      mem[i] = time(rng);
+    }
+    // Memory cap that shrinks with the part index, like 1F1B's in-flight
+    // micro-batches (earlier stages hold more).
+    double cap = 8 + (rng() % 20);
+    auto fits = [&](int64_t k, int64_t i, int64_t j) {
+      double m = 0;
+      for (int64_t x = i; x < j; ++x)
+        m += mem[x];
+      return m * static_cast<double>(parts - k) <= cap * parts;
+    };
+    double dp = minMaxPartitionDP(times, parts, fits);
+    std::vector<int64_t> starts;
+    double greedy = minMaxPartitionGreedy(times, parts, fits, &starts);
+    if (dp < 0) {
+      EXPECT_LT(greedy, 0) << "trial " << trial;
+      continue;
+    }
+    ASSERT_GE(greedy, 0) << "trial " << trial;
+    EXPECT_NEAR(greedy, dp, 1e-9 * dp) << "trial " << trial;
+    EXPECT_EQ(static_cast<int64_t>(starts.size()), parts);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Intra-op ILP
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlannerTest, MegatronMLPSplitIsColumnThenRow) {
+  auto f = parse(residualMLP(1, 2048, 8192, 32768));
+  ASSERT_TRUE(f);
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster node = preset("dgx-a100x8");
+  EfficiencyProfile eff;
+  IntraOpOptions io;
+  io.tensorParallel = 8;
+  io.microBatch = 2;
+  io.batchScale = 1;
+  io.cluster = &node;
+  io.efficiency = &eff;
+  io.kCompute = 3;
+  io.kForward = 1;
+  io.kBackward = 1;
+  auto sol = solveSegment(*g, 1, kReplicated, kReplicated, io);
+  ASSERT_TRUE(static_cast<bool>(sol)) << llvm::toString(sol.takeError());
+  // The first matmul splits its output columns (N), the second its
+  // contraction (K): W1 by columns, W2 by rows.
+  std::vector<int64_t> matmulFactors;
+  for (auto [node, factor] : sol->choices) {
+    const PlanNode &n = g->nodes[node];
+    if (!llvm::isa<distopt::dopt::MatMulOp>(n.op))
+      continue;
+    ASSERT_GE(factor, 0);
+    matmulFactors.push_back(factor);
+    FactorKind kind = n.rule->factors[factor].kind;
+    if (matmulFactors.size() == 1) {
+      EXPECT_EQ(kind, FactorKind::Parallel);
+      EXPECT_EQ(n.rule->resultDim(0, factor), 2);
+    } else {
+      EXPECT_EQ(kind, FactorKind::Reduction);
+    }
+  }
+  ASSERT_EQ(matmulFactors.size(), 2u);
+  EXPECT_DOUBLE_EQ(sol->localParams, 2.0 * 8192 * 32768 / 8);
+  EXPECT_EQ(sol->choices.size(), 6u); // 2 weights, 2 matmuls, relu, add
+  // Forward: one all-reduce of the block's output (input and output are
+  // replicated), backward: one all-reduce of the input's gradient —
+  // Megatron's g and f operators.
+  int fwd = 0, bwd = 0;
+  double outBytes = 2.0 * 2048 * 8192 * 2;
+  for (const PlannedCollective &c : sol->collectives) {
+    EXPECT_EQ(c.kind, CollectiveKind::AllReduce);
+    EXPECT_DOUBLE_EQ(c.bytes, outBytes);
+    (c.backward ? bwd : fwd) += 1;
+  }
+  EXPECT_EQ(fwd, 1);
+  EXPECT_EQ(bwd, 1);
+}
+
+TEST_F(PlannerTest, OneDeviceMeansEverythingReplicated) {
+  auto f = parse(residualMLP(1, 16, 64, 256, "f32"));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster c = preset("dgx-a100x8");
+  EfficiencyProfile eff;
+  IntraOpOptions io;
+  io.cluster = &c;
+  io.efficiency = &eff;
+  auto sol = solveSegment(*g, 0, kReplicated, kReplicated, io);
+  ASSERT_TRUE(static_cast<bool>(sol));
+  EXPECT_TRUE(sol->collectives.empty());
+  for (auto [node, factor] : sol->choices)
+    EXPECT_EQ(factor, kReplicated);
+}
+
+//===----------------------------------------------------------------------===//
+// Scenarios
+//===----------------------------------------------------------------------===//
+
+PlanOptions training(int64_t batch, DType precision = DType::FP16) {
+  PlanOptions o;
+  o.mode = PlanMode::Train;
+  o.globalBatch = batch;
+  o.precision = precision;
+  return o;
+}
+
+TEST_F(PlannerTest, SmallModelOnManyGPUsIsPureDataParallel) {
+  auto f = parse(residualMLP(4, 128, 1024, 4096));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster c = preset("8xdgx-a100x8");
+  auto r = searchPlan(*g, c, training(1024));
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->best.tp, 1) << summary(*g, c, training(1024), *r);
+  EXPECT_EQ(r->best.pp, 1);
+  EXPECT_GE(r->best.dp, 32);
+  EXPECT_TRUE(r->best.fits);
+}
+
+TEST_F(PlannerTest, MLPTooBigForOneGPUIsSplitInsideTheNode) {
+  // 4 blocks of 2·16384·65536 parameters: 8.6 G parameters, 137 GB of
+  // fp16 Adam state: no single 80 GB GPU holds it.
+  auto f = parse(residualMLP(4, 512, 16384, 65536));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster c = preset("dgx-a100x8");
+  PlanOptions o = training(16);
+  o.pp = 1; // the column-then-row split itself, without a pipeline
+  auto r = searchPlan(*g, c, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  const Plan &p = r->best;
+  EXPECT_GE(p.tp, 2);
+  EXPECT_TRUE(p.fits);
+  EXPECT_LE(p.peakMemory, static_cast<double>(c.device.memoryCapacity));
+  // Every block: first matmul split by columns, second by rows, and the
+  // communication of one all-reduce of the block output per direction (an
+  // all-reduce, or its two halves: reduce-scatter then all-gather, when the
+  // residual add runs sequence-split as in Megatron-SP).
+  for (size_t s = 1; s < g->segments.size(); ++s) {
+    const SegmentSolution *sol = p.segmentSolutions[s];
+    int matmuls = 0;
+    for (auto [node, factor] : sol->choices) {
+      const PlanNode &n = g->nodes[node];
+      if (!llvm::isa<distopt::dopt::MatMulOp>(n.op))
+        continue;
+      ASSERT_GE(factor, 0);
+      FactorKind kind = n.rule->factors[factor].kind;
+      EXPECT_EQ(kind, matmuls == 0 ? FactorKind::Parallel
+                                   : FactorKind::Reduction);
+      ++matmuls;
+    }
+    EXPECT_EQ(matmuls, 2);
+    double fwdVolume = 0;
+    for (const PlannedCollective &c : sol->collectives)
+      if (!c.backward)
+        fwdVolume += c.kind == CollectiveKind::AllReduce ? 2 * c.bytes
+                                                         : c.bytes;
+    double blockOutput = (16.0 / p.dp / p.microbatches) * 512 * 16384 * 2;
+    EXPECT_NEAR(fwdVolume, 2 * blockOutput, 1e-6 * blockOutput)
+        << "segment " << s;
+  }
+}
+
+TEST_F(PlannerTest, DeepModelOverSlowNetworkPipelinesAcrossNodes) {
+  // 4 nodes of 8 GPUs joined by 10 Gb/s Ethernet.
+  auto yaml = R"(name: slow-net
+nodes: 4
+devices_per_node: 8
+device:
+  name: A100
+  peak_flops: {fp32: 19.5e12, tf32: 156e12, bf16: 312e12, fp16: 312e12}
+  memory_bandwidth: 2.039e12
+  memory_capacity: 85899345920
+links:
+  intra_node: {bandwidth: 300e9, latency: 3.4e-6}
+  inter_node: {bandwidth: 1.25e9, latency: 20e-6, nics: 1}
+)";
+  auto c = parseCluster(yaml, "slow-net.yaml");
+  ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+  auto f = parse(residualMLP(32, 512, 8192, 32768));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto r = searchPlan(*g, *c, training(64));
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  const Plan &p = r->best;
+  // Stages span the nodes; tensor parallelism stays inside one.
+  EXPECT_GE(p.pp, 2);
+  EXPECT_GT(p.tp, 1);
+  EXPECT_LE(p.tp * p.dp, c->devicesPerNode);
+  for (const StagePlan &s : p.stages)
+    EXPECT_EQ(c->nodeOf(s.firstDevice),
+              c->nodeOf(s.firstDevice + s.numDevices - 1));
+}
+
+TEST_F(PlannerTest, SaturatedNetworkUsesFewerMachines) {
+  // Two nodes on 1 Gb/s: replicating 2 G parameters' gradients over it
+  // costs far more than the second node's compute saves.
+  auto yaml = R"(name: gigabit
+nodes: 2
+devices_per_node: 8
+device:
+  name: A100
+  peak_flops: {fp32: 19.5e12, tf32: 156e12, bf16: 312e12, fp16: 312e12}
+  memory_bandwidth: 2.039e12
+  memory_capacity: 85899345920
+links:
+  intra_node: {bandwidth: 300e9, latency: 3.4e-6}
+  inter_node: {bandwidth: 0.125e9, latency: 50e-6, nics: 1}
+)";
+  auto c = parseCluster(yaml, "gigabit.yaml");
+  ASSERT_TRUE(static_cast<bool>(c));
+  auto f = parse(residualMLP(2, 128, 8192, 32768));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto r = searchPlan(*g, *c, training(64));
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_LE(r->best.devices(), c->devicesPerNode);
+}
+
+TEST_F(PlannerTest, ModelThatFitsNowhereNamesTheMemoryItNeeds) {
+  auto f = parse(residualMLP(8, 512, 16384, 65536));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  auto r = searchPlan(*g, preset("local:2"), training(8, DType::FP32));
+  ASSERT_FALSE(static_cast<bool>(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("does not fit"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("GiB per device"), std::string::npos) << msg;
+}
+
+TEST_F(PlannerTest, ForcedDegreesAreObeyedOrRejectedWithTheReason) {
+  auto f = parse(residualMLP(4, 64, 256, 1024, "f32"));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster c = preset("dgx-a100x8");
+  PlanOptions o = training(8, DType::FP32);
+  o.dp = 2;
+  o.tp = 2;
+  o.pp = 2;
+  o.microbatches = 2;
+  o.recompute = Recompute::Full;
+  auto r = searchPlan(*g, c, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->best.dp, 2);
+  EXPECT_EQ(r->best.tp, 2);
+  EXPECT_EQ(r->best.pp, 2);
+  EXPECT_EQ(r->best.microbatches, 2);
+  EXPECT_EQ(r->best.microbatchSize, 2);
+  EXPECT_EQ(r->best.recompute, Recompute::Full);
+  EXPECT_NEAR(r->best.stepTime,
+              r->best.compute + r->best.communication + r->best.bubble,
+              1e-12 * r->best.stepTime);
+
+  PlanOptions bad = training(6, DType::FP32);
+  bad.dp = 4;
+  auto e = searchPlan(*g, c, bad);
+  ASSERT_FALSE(static_cast<bool>(e));
+  EXPECT_NE(llvm::toString(e.takeError()).find("--dp 4 does not divide the "
+                                               "global batch of 6"),
+            std::string::npos);
+  PlanOptions tooMany = training(8, DType::FP32);
+  tooMany.dp = 4;
+  tooMany.tp = 4;
+  auto e2 = searchPlan(*g, c, tooMany);
+  ASSERT_FALSE(static_cast<bool>(e2));
+  EXPECT_NE(llvm::toString(e2.takeError()).find("need 16 devices"),
+            std::string::npos);
+  PlanOptions deep = training(8, DType::FP32);
+  deep.pp = 6;
+  auto e3 = searchPlan(*g, c, deep);
+  ASSERT_FALSE(static_cast<bool>(e3));
+  EXPECT_NE(llvm::toString(e3.takeError()).find("--pp 6 exceeds the 5 "
+                                                "segments"),
+            std::string::npos);
+}
+
+} // namespace
