@@ -49,6 +49,22 @@ std::string human(double v) {
   return out;
 }
 
+std::string count(double v) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (v >= 1e12)
+    os << format("%.2f trillion", v / 1e12);
+  else if (v >= 1e9)
+    os << format("%.2f billion", v / 1e9);
+  else if (v >= 1e6)
+    os << format("%.2f million", v / 1e6);
+  else if (v >= 1e3)
+    os << format("%.2f thousand", v / 1e3);
+  else
+    os << format("%.0f", v);
+  return out;
+}
+
 std::string shape(const Plan &p) {
   std::string s;
   llvm::raw_string_ostream(s) << "dp " << p.dp << " x tp " << p.tp << " x pp "
@@ -119,7 +135,7 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
     os << ", " << optimizerName(options.optimizer)
        << (isHalfPrecision(options.precision) ? " (fp32 master weights)" : "");
   os << "\n";
-  os << "  model: " << human(graph.parameters) << "parameters, "
+  os << "  model: " << count(graph.parameters) << " parameters, "
      << human(graph.forwardFlopsPerSample()) << "FLOP forward per sample, "
      << graph.segments.size() << " segments (" << graph.numClasses
      << " distinct)\n\n";
