@@ -507,7 +507,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     if (ln.node < 0)
       continue;
     const PlanNode &node = graph.nodes[ln.node];
-    sol.choices.push_back({ln.node, s.factor});
+    sol.choices.push_back({ln.node, s.factor, s.req, s.out});
     if (node.kind == NodeKind::Weight) {
       double e = graph.tensors[node.results[0]].elements();
       sol.localParams += s.factor >= 0 ? e / options.tensorParallel : e;

@@ -181,7 +181,8 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
         continue;
       const SegmentSolution *sol = p.segmentSolutions[i];
       int64_t split = 0, total = 0;
-      for (auto [node, factor] : sol->choices) {
+      for (const NodeChoice &choice : sol->choices) {
+      int64_t node = choice.node, factor = choice.factor;
         if (graph.nodes[node].kind != NodeKind::Compute ||
             graph.nodes[node].cost.opClass == OpClass::None)
           continue;
@@ -196,7 +197,8 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
            << (key.second ? " (backward)" : "") << " of "
            << human(val.second / val.first) << "B";
       os << "\n";
-      for (auto [node, factor] : sol->choices) {
+      for (const NodeChoice &choice : sol->choices) {
+      int64_t node = choice.node, factor = choice.factor;
         const PlanNode &n = graph.nodes[node];
         if (n.kind != NodeKind::Compute || factor < 0 ||
             n.cost.opClass != OpClass::Gemm)

@@ -12,8 +12,11 @@
 #include "Tool.h"
 
 #include "distopt/Planner/PlanReport.h"
+#include "distopt/Planner/PlanToIR.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -79,6 +82,13 @@ cl::opt<std::string> optimizer("optimizer",
 cl::opt<std::string> profileFile(
     "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
     cl::value_desc("file"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> emit(
+    "emit",
+    cl::desc("summary (default): the readable plan; ir: the model's dopt IR "
+             "annotated with the plan (shard dialect grid and shardings, "
+             "stage attributes), the partitioner's input"),
+    cl::init("summary"), cl::value_desc("summary|ir"),
+    cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> jsonFile("json",
                               cl::desc("Also write the plan as JSON ('-': "
                                        "stdout, instead of the summary)"),
@@ -152,6 +162,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     if (options.mode == PlanMode::Infer && *options.recompute != Recompute::Off)
       return usage("--recompute applies to --mode train");
   }
+  if (emit != "summary" && emit != "ir")
+    return usage("--emit must be summary or ir, got '" + emit + "'");
   if (globalBatch.getNumOccurrences() && globalBatch < 1)
     return usage("--global-batch must be at least 1");
   if (seqLen.getNumOccurrences() && seqLen < 1)
@@ -215,8 +227,48 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   PlanContext ctx;
   ctx.modelName = sys::path::filename(input).str();
   ctx.clusterSpec = clusterSpec;
-  if (jsonFile != "-")
+  if (emit == "ir") {
+    context.loadDialect<mlir::shard::ShardDialect>();
+    // The plan was searched at the probe batch; the IR it annotates has the
+    // real one. Same model, same importer: the graphs must match node for
+    // node, which is checked.
+    mlir::OwningOpRef<mlir::ModuleOp> full;
+    std::optional<PlanGraph> fullGraph;
+    if (probe != options.globalBatch) {
+      importOptions.symbolicDimsByPosition[0] = options.globalBatch;
+      full = distopt::importONNXFile(context, input, importOptions);
+      if (!full)
+        return 1;
+      mlir::func::FuncOp fullFunc;
+      full->walk([&](mlir::func::FuncOp f) {
+        if (!fullFunc)
+          fullFunc = f;
+      });
+      Expected<PlanGraph> g2 =
+          buildPlanGraph(fullFunc, options.globalBatch, costOptions);
+      if (!g2)
+        return usage(toString(g2.takeError()));
+      bool same = g2->nodes.size() == graph->nodes.size() &&
+                  g2->segments.size() == graph->segments.size();
+      for (size_t i = 0; same && i < g2->nodes.size(); ++i)
+        same = g2->nodes[i].op->getName() == graph->nodes[i].op->getName();
+      if (!same)
+        return usage("the model's graph changes with the batch size (" +
+                     Twine(probe) + " vs " + Twine(options.globalBatch) +
+                     "); cannot write the plan onto it");
+      fullGraph = std::move(*g2);
+    }
+    mlir::ModuleOp target = full ? *full : *module;
+    if (Error e = annotatePlan(target, fullGraph ? *fullGraph : *graph,
+                               result->best))
+      return usage(toString(std::move(e)));
+    if (jsonFile != "-") {
+      target->print(outs());
+      outs() << "\n";
+    }
+  } else if (jsonFile != "-") {
     printPlanSummary(outs(), *graph, *cluster, options, *result, ctx);
+  }
   if (!jsonFile.empty()) {
     std::string err;
     auto out = mlir::openOutputFile(jsonFile, &err);

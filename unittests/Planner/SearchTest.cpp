@@ -281,7 +281,8 @@ TEST_F(PlannerTest, MegatronMLPSplitIsColumnThenRow) {
   // The first matmul splits its output columns (N), the second its
   // contraction (K): W1 by columns, W2 by rows.
   std::vector<int64_t> matmulFactors;
-  for (auto [node, factor] : sol->choices) {
+  for (const NodeChoice &choice : sol->choices) {
+      int64_t node = choice.node, factor = choice.factor;
     const PlanNode &n = g->nodes[node];
     if (!llvm::isa<distopt::dopt::MatMulOp>(n.op))
       continue;
@@ -324,8 +325,8 @@ TEST_F(PlannerTest, OneDeviceMeansEverythingReplicated) {
   auto sol = solveSegment(*g, 0, kReplicated, kReplicated, io);
   ASSERT_TRUE(static_cast<bool>(sol));
   EXPECT_TRUE(sol->collectives.empty());
-  for (auto [node, factor] : sol->choices)
-    EXPECT_EQ(factor, kReplicated);
+  for (const NodeChoice &choice : sol->choices)
+    EXPECT_EQ(choice.factor, kReplicated);
 }
 
 //===----------------------------------------------------------------------===//
@@ -375,7 +376,8 @@ TEST_F(PlannerTest, MLPTooBigForOneGPUIsSplitInsideTheNode) {
   for (size_t s = 1; s < g->segments.size(); ++s) {
     const SegmentSolution *sol = p.segmentSolutions[s];
     int matmuls = 0;
-    for (auto [node, factor] : sol->choices) {
+    for (const NodeChoice &choice : sol->choices) {
+      int64_t node = choice.node, factor = choice.factor;
       const PlanNode &n = g->nodes[node];
       if (!llvm::isa<distopt::dopt::MatMulOp>(n.op))
         continue;

@@ -71,6 +71,17 @@ struct IntraOpOptions {
   const EfficiencyProfile *efficiency = nullptr;
 };
 
+/// The strategy picked for one node: for compute ops the split factor of
+/// its sharding rule (kReplicated: none) with the operand states it needs
+/// and the result states it produces; for weights and constants the storage
+/// state (factor = that state, one result state).
+struct NodeChoice {
+  int64_t node = -1;
+  int64_t factor = kReplicated;
+  llvm::SmallVector<int64_t, 4> operandStates;
+  llvm::SmallVector<int64_t, 2> resultStates;
+};
+
 struct SegmentSolution {
   double objective = 0;
   /// Forward compute time of the local slices, per micro-batch.
@@ -83,9 +94,10 @@ struct SegmentSolution {
   double selectiveDropped = 0; ///< of storedBytes, what selective drops
   double inputBytes = 0;       ///< the local boundary input
   double outputBytes = 0;      ///< the local boundary output
-  /// Strategy per node of the segment, and storage state per weight used
-  /// (node index → chosen factor, or the state for weights/constants).
-  llvm::SmallVector<std::pair<int64_t, int64_t>> choices;
+  /// The choice for every node of the segment and every weight or constant
+  /// it uses from elsewhere (node indices of the segment solved: segments
+  /// of one class share a solution; map with PlanGraph offsets).
+  llvm::SmallVector<NodeChoice> choices;
   llvm::SmallVector<PlannedCollective> collectives;
   double solveSeconds = 0;
 };

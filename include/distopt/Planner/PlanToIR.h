@@ -1,0 +1,35 @@
+//===- PlanToIR.h - write a plan onto the dopt IR ---------------*- C++ -*-===//
+//
+// The plan becomes IR the partitioner reads:
+//  * `shard.grid @dopt_grid(shape = PPxDPxTP)`: axis 0 the pipeline stages,
+//    axis 1 data parallelism, axis 2 tensor parallelism;
+//  * every op result (and function argument) is annotated with
+//    `shard.shard %v to %sharding`: the batch dimension split over axis 1,
+//    the tensor-parallel split over axis 2; a partial result (a row-split
+//    matmul before its all-reduce) carries `dopt.partial = "sum"|"max"`
+//    over axis 2 on that shard.shard;
+//  * an operand that needs another sharding than its producer gives gets a
+//    `shard.shard ... annotate_for_users` in front of its user: the
+//    resharding the cost model priced;
+//  * ops carry `dopt.stage = k` (their pipeline stage), the module
+//    `dopt.plan = {dp, tp, pp, microbatches, microbatch_size, recompute}`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_PLANNER_PLANTOIR_H
+#define DISTOPT_PLANNER_PLANTOIR_H
+
+#include "distopt/Planner/Search.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace distopt::planner {
+
+/// Annotates the function `graph` was built from (inside `module`). The IR
+/// stays valid; fails only on a graph that does not match the module.
+llvm::Error annotatePlan(mlir::ModuleOp module, const PlanGraph &graph,
+                         const Plan &plan);
+
+} // namespace distopt::planner
+
+#endif // DISTOPT_PLANNER_PLANTOIR_H

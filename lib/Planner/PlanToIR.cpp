@@ -1,0 +1,201 @@
+//===- PlanToIR.cpp - write a plan onto the dopt IR -----------------------===//
+
+#include "distopt/Planner/PlanToIR.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace distopt::planner;
+namespace shard = mlir::shard;
+using llvm::SmallVector;
+
+namespace {
+
+constexpr int16_t kStageAxis = 0, kDataAxis = 1, kTensorAxis = 2;
+constexpr llvm::StringLiteral kGridName = "dopt_grid";
+
+class Annotator {
+public:
+  Annotator(mlir::ModuleOp module, const PlanGraph &g, const Plan &p)
+      : module(module), g(g), plan(p), builder(module.getContext()) {}
+
+  llvm::Error run();
+
+private:
+  mlir::ModuleOp module;
+  const PlanGraph &g;
+  const Plan &plan;
+  mlir::OpBuilder builder;
+  mlir::Block *entry = nullptr;
+  llvm::StringMap<mlir::Value> shardings;
+  /// TP state of every tensor as produced, and of every (node, operand) as
+  /// needed.
+  std::vector<int64_t> produced;
+  llvm::DenseMap<std::pair<int64_t, unsigned>, int64_t> needed;
+
+  mlir::Value sharding(const PlanTensor &t, int64_t state) {
+    SmallVector<SmallVector<int16_t>> axes(t.shape.size());
+    if (plan.dp > 1 && t.batchDim >= 0)
+      axes[t.batchDim].push_back(kDataAxis);
+    if (plan.tp > 1 && state >= 0)
+      axes[state].push_back(kTensorAxis);
+    while (axes.size() > 1 && axes.back().empty())
+      axes.pop_back();
+    if (axes.empty())
+      axes.emplace_back();
+    std::string key;
+    for (auto &a : axes) {
+      key += "[";
+      for (int16_t x : a)
+        key += std::to_string(x) + ",";
+      key += "]";
+    }
+    auto it = shardings.find(key);
+    if (it != shardings.end())
+      return it->second;
+    SmallVector<shard::GridAxesAttr> attrs;
+    for (auto &a : axes)
+      attrs.push_back(mlir::DenseI16ArrayAttr::get(module.getContext(), a));
+    mlir::OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(entry);
+    auto op = shard::ShardingOp::create(
+        builder, module.getLoc(),
+        mlir::FlatSymbolRefAttr::get(module.getContext(), kGridName), attrs);
+    shardings[key] = op.getResult();
+    return op.getResult();
+  }
+
+  void markPartial(shard::ShardOp op, int64_t state) {
+    if (state == kPartialSum || state == kPartialMax)
+      op->setAttr("dopt.partial",
+                  builder.getStringAttr(state == kPartialSum ? "sum" : "max"));
+  }
+};
+
+llvm::Error Annotator::run() {
+  mlir::func::FuncOp func;
+  if (g.tensors.empty() || !g.tensors.front().value)
+    return llvm::createStringError("empty plan graph");
+  mlir::Value first = g.tensors.front().value;
+  func = llvm::dyn_cast<mlir::func::FuncOp>(
+      first.getParentRegion()->getParentOp());
+  if (!func || func->getParentOp() != module.getOperation())
+    return llvm::createStringError("the plan graph is not of this module");
+  entry = &func.getBody().front();
+  mlir::MLIRContext *ctx = module.getContext();
+
+  // Grid and plan summary.
+  builder.setInsertionPointToStart(module.getBody());
+  shard::GridOp::create(builder, module.getLoc(), kGridName,
+                        SmallVector<int64_t>{plan.pp, plan.dp, plan.tp});
+  module->setAttr(
+      "dopt.plan",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("dp", builder.getI64IntegerAttr(plan.dp)),
+          builder.getNamedAttr("tp", builder.getI64IntegerAttr(plan.tp)),
+          builder.getNamedAttr("pp", builder.getI64IntegerAttr(plan.pp)),
+          builder.getNamedAttr("microbatches",
+                               builder.getI64IntegerAttr(plan.microbatches)),
+          builder.getNamedAttr("microbatch_size",
+                               builder.getI64IntegerAttr(plan.microbatchSize)),
+          builder.getNamedAttr(
+              "recompute", builder.getStringAttr(recomputeName(plan.recompute))),
+      }));
+
+  // Map each segment's shared solution onto its own nodes.
+  produced.assign(g.tensors.size(), kReplicated);
+  std::vector<int64_t> stageOf(g.nodes.size(), -1);
+  std::vector<const Segment *> representative(g.numClasses, nullptr);
+  for (const Segment &s : g.segments)
+    if (!representative[s.classId])
+      representative[s.classId] = &s;
+  for (const StagePlan &stage : plan.stages) {
+    int64_t k = &stage - plan.stages.data();
+    for (int64_t si = stage.firstSegment; si < stage.endSegment; ++si) {
+      const Segment &seg = g.segments[si];
+      const Segment &rep = *representative[seg.classId];
+      const SegmentSolution *sol = plan.segmentSolutions[si];
+      for (const NodeChoice &c : sol->choices) {
+        int64_t node = c.node;
+        bool inside = node >= rep.begin && node < rep.end;
+        if (inside)
+          node = seg.begin + (node - rep.begin);
+        else if (node >= seg.begin && node < seg.end)
+          inside = true;
+        const PlanNode &n = g.nodes[node];
+        if (inside)
+          stageOf[node] = k;
+        if (n.kind == NodeKind::Compute) {
+          for (auto [i, state] : llvm::enumerate(c.operandStates))
+            needed[{node, static_cast<unsigned>(i)}] = state;
+          for (auto [r, state] : llvm::enumerate(c.resultStates))
+            produced[n.results[r]] = state;
+        } else if (!c.resultStates.empty()) {
+          produced[n.results[0]] = c.resultStates[0];
+        }
+      }
+    }
+  }
+
+  // Function arguments, then every op result: one shard.shard each, users
+  // rewired to it.
+  auto annotate = [&](int64_t tensorId, mlir::Operation *after) {
+    const PlanTensor &t = g.tensors[tensorId];
+    int64_t state = produced[tensorId];
+    if (after)
+      builder.setInsertionPointAfter(after);
+    else
+      builder.setInsertionPointToStart(entry);
+    auto op = shard::ShardOp::create(builder, t.value.getLoc(), t.value,
+                                     sharding(t, state),
+                                     /*annotate_for_users=*/false);
+    markPartial(op, state);
+    mlir::Value v = t.value;
+    v.replaceAllUsesExcept(op.getResult(), op);
+    return op;
+  };
+  for (auto [id, t] : llvm::enumerate(g.tensors))
+    if (t.producer < 0)
+      annotate(static_cast<int64_t>(id), nullptr);
+  for (auto [i, n] : llvm::enumerate(g.nodes)) {
+    if (stageOf[i] >= 0)
+      n.op->setAttr("dopt.stage", builder.getI64IntegerAttr(stageOf[i]));
+    if (n.kind == NodeKind::Constant)
+      continue; // replicated everywhere; nothing to say
+    for (int64_t r : n.results)
+      annotate(r, n.op);
+  }
+  // Operands needed in another state than produced.
+  for (auto [i, n] : llvm::enumerate(g.nodes)) {
+    if (n.kind != NodeKind::Compute)
+      continue;
+    for (auto [o, tid] : llvm::enumerate(n.operands)) {
+      auto it = needed.find({static_cast<int64_t>(i), static_cast<unsigned>(o)});
+      if (it == needed.end() || it->second == produced[tid])
+        continue;
+      builder.setInsertionPoint(n.op);
+      const PlanTensor &t = g.tensors[tid];
+      mlir::Value current = n.op->getOperand(o);
+      auto op = shard::ShardOp::create(builder, n.op->getLoc(), current,
+                                       sharding(t, it->second),
+                                       /*annotate_for_users=*/true);
+      n.op->setOperand(o, op.getResult());
+    }
+  }
+  (void)ctx;
+  if (mlir::failed(mlir::verify(module)))
+    return llvm::createStringError("the annotated plan IR does not verify");
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error distopt::planner::annotatePlan(mlir::ModuleOp module,
+                                           const PlanGraph &graph,
+                                           const Plan &plan) {
+  return Annotator(module, graph, plan).run();
+}
