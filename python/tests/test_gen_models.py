@@ -27,7 +27,7 @@ GEN_SCRIPT = TESTMODELS_DIR / "gen_models.py"
 ALL_FILES = [
     "mlp.onnx", "cnn.onnx", "transformer_encoder.onnx", "gpt.onnx", "ops_misc.onnx",
     "big_external.onnx", "big_external.onnx.data", "missing_external.onnx",
-    "empty.onnx", "truncated.onnx", "garbage.onnx", "unsupported.onnx",
+    "gpt3_175b.onnx", "empty.onnx", "truncated.onnx", "garbage.onnx", "unsupported.onnx",
 ]
 
 # Valid, self-contained models: name -> (opset, input feeds builder, expected output shapes).
@@ -65,7 +65,8 @@ def test_all_files_written(models_dir: Path):
     assert sorted(os.listdir(models_dir)) == sorted(ALL_FILES)
     for name in ALL_FILES:
         if name not in ("big_external.onnx.data", "empty.onnx"):
-            assert 0 < (models_dir / name).stat().st_size < 1 << 20, name
+            limit = 4 << 20 if name == "gpt3_175b.onnx" else 1 << 20
+            assert 0 < (models_dir / name).stat().st_size < limit, name
 
 
 def test_deterministic(models_dir: Path, tmp_path: Path):
@@ -74,6 +75,27 @@ def test_deterministic(models_dir: Path, tmp_path: Path):
         if name == "big_external.onnx.data":
             continue  # all holes; size is checked separately
         assert (tmp_path / name).read_bytes() == (models_dir / name).read_bytes(), name
+
+
+def test_gpt3_175b_shapes(models_dir: Path):
+    """GPT-3 175B: 96 layers of d_model 12288, 51200-token vocabulary,
+    context 2048; every weight is external data in a file never written."""
+    model = onnx.load(str(models_dir / "gpt3_175b.onnx"), load_external_data=False)
+    params = 0
+    for t in model.graph.initializer:
+        assert t.data_location == onnx.TensorProto.EXTERNAL, t.name
+        n = 1
+        for d in t.dims:
+            n *= d
+        if t.data_type == onnx.TensorProto.FLOAT:
+            params += n
+    # 12·l·h² + 13·l·h (weights and biases of the blocks) + (V + 2048)·h
+    # (embeddings) + 2·h (final layer norm).
+    l, h, v = 96, 12288, 51200
+    assert params == 12 * l * h * h + 13 * l * h + (v + 2048) * h + 2 * h
+    assert not (models_dir / "gpt3_175b.onnx.data").exists()
+    dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "seq"]
 
 
 def test_cli_only(tmp_path: Path):

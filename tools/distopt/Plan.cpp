@@ -89,6 +89,11 @@ cl::opt<std::string> emit(
              "stage attributes), the partitioner's input"),
     cl::init("summary"), cl::value_desc("summary|ir"),
     cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> reportFile(
+    "report",
+    cl::desc("Also write a self-contained HTML page with the pipeline "
+             "schedule and per-stage costs drawn as SVG"),
+    cl::value_desc("file.html"), cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> jsonFile("json",
                               cl::desc("Also write the plan as JSON ('-': "
                                        "stdout, instead of the summary)"),
@@ -268,6 +273,14 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     }
   } else if (jsonFile != "-") {
     printPlanSummary(outs(), *graph, *cluster, options, *result, ctx);
+  }
+  if (!reportFile.empty()) {
+    std::string err;
+    auto out = mlir::openOutputFile(reportFile, &err);
+    if (!out)
+      return usage(err);
+    writePlanHTML(out->os(), *graph, *cluster, options, *result, ctx);
+    out->keep();
   }
   if (!jsonFile.empty()) {
     std::string err;

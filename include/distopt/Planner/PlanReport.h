@@ -31,6 +31,12 @@ llvm::json::Value planToJSON(const PlanGraph &graph, const Cluster &cluster,
                              const PlanResult &result,
                              const PlanContext &context);
 
+/// A self-contained HTML page: summary, SVG pipeline schedule of one step
+/// on the devices, per-stage time and memory bars, rejected alternatives.
+void writePlanHTML(llvm::raw_ostream &os, const PlanGraph &graph,
+                   const Cluster &cluster, const PlanOptions &options,
+                   const PlanResult &result, const PlanContext &context);
+
 /// "layers /a/h.0 .. /a/h.5" style label of a stage's segments.
 std::string stageLabel(const PlanGraph &graph, const StagePlan &stage);
 
