@@ -91,9 +91,9 @@ estimateCosts(mlir::Operation *root, const CostOptions &options = {});
 double countParameters(mlir::Operation *root);
 
 /// Achievable fraction of peak, per op class (and dtype for compute), plus
-/// the fraction of link bandwidth collectives achieve. Defaults are
-/// uncalibrated starting points documented in docs/cost-model.md; a profile
-/// file overrides any of them.
+/// the fraction of link bandwidth collectives achieve. The defaults are
+/// documented, and checked against published runs, in docs/cost-model.md;
+/// a profile file overrides any of them.
 struct EfficiencyProfile {
   /// compute[class][dtype], in (0, 1].
   std::array<std::array<double, kNumDTypes>, kNumOpClasses> compute;
