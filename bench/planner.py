@@ -115,7 +115,8 @@ def main():
                              "--recompute", "full"])
         print(f"  distopt plan: {wall:.1f} s wall, {peak_mb:.0f} MB peak RSS "
               f"({result['search']['candidates']} candidates, "
-              f"{result['search']['ilp_solves']} segment ILPs)")
+              f"{result['search']['segment_problems']} segment problems, "
+              f"{result['search']['ilp_solves']} of them by CBC)")
         print(f"  {'':<28} {'dp':>3} {'tp':>3} {'pp':>3} {'mb':>4} {'recompute':>10} "
               f"{'step s':>8} {'compute':>8} {'comm':>7} {'bubble':>7} {'mem GiB':>8}")
         for label, r in (("planner's choice", result), ("Megatron-LM (forced)", forced)):

@@ -10,6 +10,7 @@
 #include "coin/Cbc_C_Interface.h"
 
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <limits>
 
@@ -338,6 +339,134 @@ struct Problem {
     return cost;
   }
 
+  /// Exact dynamic program over a forest of pair edges (parallel edges
+  /// merged); std::nullopt when the edges contain a cycle.
+  std::optional<SmallVector<unsigned>>
+  solveForest(llvm::ArrayRef<const Edge *> pairEdges,
+              const SmallVector<double> &unary,
+              const SmallVector<unsigned> &offset, double constant,
+              double &objective) {
+    unsigned n = nodes.size();
+    auto size = [&](unsigned v) { return nodes[v].strategies.size(); };
+    // Merge edges by unordered pair into tables indexed [s_u][s_v], u < v.
+    struct Table {
+      unsigned u, v;
+      std::vector<double> cost;
+    };
+    std::vector<Table> tables;
+    std::map<std::pair<unsigned, unsigned>, unsigned> index;
+    for (const Edge *e : pairEdges) {
+      unsigned u = std::min(e->producer, e->consumer);
+      unsigned v = std::max(e->producer, e->consumer);
+      auto [it, inserted] = index.try_emplace({u, v}, tables.size());
+      if (inserted)
+        tables.push_back({u, v, std::vector<double>(size(u) * size(v), 0)});
+      Table &t = tables[it->second];
+      for (unsigned a = 0; a < size(e->producer); ++a)
+        for (unsigned b = 0; b < size(e->consumer); ++b) {
+          unsigned su = e->producer == u ? a : b, sv = e->producer == u ? b : a;
+          t.cost[su * size(v) + sv] += edgeCost(*e, a, b);
+        }
+    }
+    // Cycle check.
+    std::vector<unsigned> parentUF(n);
+    for (unsigned v = 0; v < n; ++v)
+      parentUF[v] = v;
+    auto find = [&](unsigned v) {
+      while (parentUF[v] != v)
+        v = parentUF[v] = parentUF[parentUF[v]];
+      return v;
+    };
+    std::vector<SmallVector<unsigned, 4>> adj(n);
+    for (auto [i, t] : llvm::enumerate(tables)) {
+      unsigned a = find(t.u), b = find(t.v);
+      if (a == b)
+        return std::nullopt;
+      parentUF[a] = b;
+      adj[t.u].push_back(i);
+      adj[t.v].push_back(i);
+    }
+    // Order each tree from a root; msg[v][s] = best cost of v's subtree
+    // with v in strategy s.
+    std::vector<std::vector<double>> msg(n);
+    for (unsigned v = 0; v < n; ++v)
+      msg[v].assign(unary.begin() + offset[v], unary.begin() + offset[v + 1]);
+    std::vector<int> parentEdge(n, -1);
+    std::vector<bool> seen(n, false);
+    std::vector<unsigned> order, roots;
+    for (unsigned r = 0; r < n; ++r) {
+      if (seen[r])
+        continue;
+      roots.push_back(r);
+      seen[r] = true;
+      SmallVector<unsigned> stack{r};
+      while (!stack.empty()) {
+        unsigned v = stack.pop_back_val();
+        order.push_back(v);
+        for (unsigned ti : adj[v]) {
+          unsigned w = tables[ti].u == v ? tables[ti].v : tables[ti].u;
+          if (seen[w])
+            continue;
+          seen[w] = true;
+          parentEdge[w] = static_cast<int>(ti);
+          stack.push_back(w);
+        }
+      }
+    }
+    // argBest[v][sp]: v's best strategy given its parent's strategy sp.
+    std::vector<std::vector<unsigned>> argBest(n);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      unsigned v = *it;
+      if (parentEdge[v] < 0)
+        continue;
+      const Table &t = tables[parentEdge[v]];
+      unsigned p = t.u == v ? t.v : t.u;
+      argBest[v].assign(size(p), 0);
+      for (unsigned sp = 0; sp < size(p); ++sp) {
+        double best = std::numeric_limits<double>::infinity();
+        for (unsigned sv = 0; sv < size(v); ++sv) {
+          double c = (t.u == p ? t.cost[sp * size(v) + sv]
+                               : t.cost[sv * size(p) + sp]) +
+                     msg[v][sv];
+          if (c < best) {
+            best = c;
+            argBest[v][sp] = sv;
+          }
+        }
+        msg[p][sp] += best;
+      }
+    }
+    SmallVector<unsigned> choice(n, 0);
+    objective = constant;
+    for (unsigned r : roots) {
+      unsigned best = 0;
+      for (unsigned s = 1; s < size(r); ++s)
+        if (msg[r][s] < msg[r][best])
+          best = s;
+      choice[r] = best;
+      objective += msg[r][best];
+    }
+    for (unsigned v : order)
+      if (parentEdge[v] >= 0) {
+        const Table &t = tables[parentEdge[v]];
+        unsigned p = t.u == v ? t.v : t.u;
+        choice[v] = argBest[v][choice[p]];
+      }
+    return choice;
+  }
+
+  bool usedILP = false;
+
+  /// The objective of a full choice, from the costs themselves.
+  double evaluate(llvm::ArrayRef<unsigned> choice) {
+    double total = 0;
+    for (unsigned v = 0; v < nodes.size(); ++v)
+      total += nodes[v].strategies[choice[v]].unary;
+    for (const Edge &e : edges)
+      total += edgeCost(e, choice[e.producer], choice[e.consumer]);
+    return total;
+  }
+
   /// Solves; returns the chosen strategy per local node.
   llvm::Expected<SmallVector<unsigned>> solve(double &objective) {
     SmallVector<unsigned> choice(nodes.size(), 0);
@@ -365,22 +494,44 @@ struct Problem {
       else
         pairEdges.push_back(&e);
     }
-    // Nodes with one strategy are decided; pure unary problems need no ILP.
-    if (pairEdges.empty()) {
-      objective = constant;
-      for (unsigned v = 0; v < nodes.size(); ++v) {
-        unsigned best = 0;
-        for (unsigned s = 1; s < nodes[v].strategies.size(); ++s)
-          if (unary[offset[v] + s] < unary[offset[v] + best])
-            best = s;
-        choice[v] = best;
-        objective += unary[offset[v] + best];
+    // Where the edges between undecided nodes form a forest, dynamic
+    // programming over the trees is exact and much cheaper than an ILP
+    // solve; otherwise (attention: Q, K and V rejoin) CBC.
+    if (opts.solver != IntraOpSolver::ILP)
+      if (auto forest = solveForest(pairEdges, unary, offset, constant,
+                                    objective)) {
+        usedILP = false;
+        return *forest;
       }
-      return choice;
+    if (opts.solver == IntraOpSolver::TreeDP)
+      return llvm::createStringError(
+          "the segment's sharding problem is not a forest");
+    usedILP = true;
+
+    // Costs are seconds (1e-7 .. 1e-1): scale them so the largest is 1e3,
+    // or CBC's absolute tolerances would treat real differences as noise.
+    double largest = 0;
+    for (unsigned v = 0; v < nodes.size(); ++v)
+      if (nodes[v].strategies.size() > 1)
+        for (unsigned st = 0; st < nodes[v].strategies.size(); ++st)
+          largest = std::max(largest, std::fabs(unary[offset[v] + st]));
+    std::vector<std::vector<double>> pairCost(pairEdges.size());
+    for (auto [i, e] : llvm::enumerate(pairEdges)) {
+      unsigned np = nodes[e->producer].strategies.size();
+      unsigned nc = nodes[e->consumer].strategies.size();
+      pairCost[i].resize(np * nc);
+      for (unsigned a = 0; a < np; ++a)
+        for (unsigned b = 0; b < nc; ++b) {
+          pairCost[i][a * nc + b] = edgeCost(*e, a, b);
+          largest = std::max(largest, std::fabs(pairCost[i][a * nc + b]));
+        }
     }
+    const double scale = largest > 0 ? 1e3 / largest : 1.0;
 
     Cbc_Model *model = Cbc_newModel();
     Cbc_setLogLevel(model, 0);
+    Cbc_setAllowableGap(model, 0.0);
+    Cbc_setAllowableFractionGap(model, 0.0);
     // The marginal-constraint formulation is tight: its LP relaxation is
     // usually integral already. Preprocessing, cut generation and
     // heuristics cost far more than they save on problems this small.
@@ -396,7 +547,8 @@ struct Problem {
         continue;
       }
       for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
-        Cbc_addCol(model, "", 0.0, 1.0, unary[offset[v] + s], 1, 0, nullptr,
+        Cbc_addCol(model, "", 0.0, 1.0, scale * unary[offset[v] + s], 1, 0,
+                   nullptr,
                    nullptr);
         xcol[offset[v] + s] = cols++;
       }
@@ -408,14 +560,14 @@ struct Problem {
       }
       Cbc_addRow(model, "", idx.size(), idx.data(), one.data(), 'E', 1.0);
     }
-    for (const Edge *e : pairEdges) {
+    for (auto [ei, e] : llvm::enumerate(pairEdges)) {
       unsigned np = nodes[e->producer].strategies.size();
       unsigned nc = nodes[e->consumer].strategies.size();
       int first = cols;
       for (unsigned a = 0; a < np; ++a)
         for (unsigned b = 0; b < nc; ++b) {
-          Cbc_addCol(model, "", 0.0, 1.0, edgeCost(*e, a, b), 0, 0, nullptr,
-                     nullptr);
+          Cbc_addCol(model, "", 0.0, 1.0, scale * pairCost[ei][a * nc + b], 0,
+                     0, nullptr, nullptr);
           ++cols;
         }
       // Σ_b y[a][b] = x_p[a]; Σ_a y[a][b] = x_c[b].
@@ -449,7 +601,7 @@ struct Problem {
           "the sharding ILP of a segment was not solved to optimality");
     }
     const double *x = Cbc_getColSolution(model);
-    objective = constant + Cbc_getObjValue(model);
+    (void)constant;
     for (unsigned v = 0; v < nodes.size(); ++v) {
       if (nodes[v].strategies.size() == 1)
         continue;
@@ -501,6 +653,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
   auto choice = p.solve(sol.objective);
   if (!choice)
     return choice.takeError();
+  sol.objective = p.evaluate(*choice);
 
   for (auto [v, ln] : llvm::enumerate(p.nodes)) {
     const Strategy &s = ln.strategies[(*choice)[v]];
@@ -558,6 +711,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     }
     sol.outputBytes = p.localBytes(seg.output, state);
   }
+  sol.usedILP = p.usedILP;
   sol.solveSeconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();

@@ -227,7 +227,8 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
          << seconds(r.plan.stepTime) << ", " << r.reason << "\n";
   }
   os << "\nsearch: " << result.candidates << " candidates, "
-     << result.ilpSolves << " segment ILPs ("
+     << result.ilpSolves << " segment problems (" << result.cbcSolves
+     << " by ILP, the rest by tree DP; "
      << format("%.2f", result.ilpSeconds) << " s), "
      << format("%.2f", result.searchSeconds) << " s in all\n";
 }
@@ -307,7 +308,8 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
   root["parameters"] = graph.parameters;
   root["segments"] = static_cast<int64_t>(graph.segments.size());
   root["search"] = json::Object{{"candidates", result.candidates},
-                                {"ilp_solves", result.ilpSolves},
+                                {"segment_problems", result.ilpSolves},
+                                {"ilp_solves", result.cbcSolves},
                                 {"ilp_seconds", result.ilpSeconds},
                                 {"seconds", result.searchSeconds}};
   return root;

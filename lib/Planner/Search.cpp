@@ -200,7 +200,7 @@ private:
            const SegmentSolution *>
       memo;
   std::map<std::tuple<int64_t, int64_t, int>, Chain> chains;
-  int64_t ilpSolves = 0;
+  int64_t ilpSolves = 0, cbcSolves = 0;
   double ilpSeconds = 0;
 
   IntraOpOptions intraOptions(int64_t tp, int64_t b, bool full) const {
@@ -247,6 +247,7 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
     if (!sol)
       return sol.takeError();
     ++ilpSolves;
+    cbcSolves += sol->usedILP;
     ilpSeconds += sol->solveSeconds;
     solutions->push_back(std::move(*sol));
     memo[mkey] = &solutions->back();
@@ -652,6 +653,7 @@ llvm::Expected<PlanResult> Searcher::run() {
              " per device, a device has " +
              formatBytes(static_cast<double>(cluster.device.memoryCapacity))});
   result.ilpSolves = ilpSolves;
+  result.cbcSolves = cbcSolves;
   result.ilpSeconds = ilpSeconds;
   result.storage = solutions;
   result.searchSeconds = std::chrono::duration<double>(

@@ -313,6 +313,68 @@ TEST_F(PlannerTest, MegatronMLPSplitIsColumnThenRow) {
   EXPECT_EQ(bwd, 1);
 }
 
+TEST_F(PlannerTest, TreeDynamicProgramMatchesTheILP) {
+  // Residual MLP blocks are forests once the boundary input is fixed; a
+  // block whose two branches rejoin (x·A and x·B multiplied) is not.
+  auto f = parse(residualMLP(2, 64, 512, 2048));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  Cluster node = preset("dgx-a100x8");
+  EfficiencyProfile eff;
+  int compared = 0;
+  for (int64_t t : {2, 4, 8})
+    for (double scale : {0.5, 1.0, 8.0})
+      for (bool train : {false, true})
+        for (unsigned seg = 0; seg < g->segments.size(); ++seg) {
+          IntraOpOptions io;
+          io.tensorParallel = t;
+          io.batchScale = scale;
+          io.microBatch = static_cast<int64_t>(2 * scale);
+          io.cluster = &node;
+          io.efficiency = &eff;
+          io.kCompute = train ? 3 : 1;
+          io.kBackward = train ? 1 : 0;
+          for (int64_t out : boundaryStates(*g, g->segments[seg].output, io)) {
+            io.solver = IntraOpSolver::ILP;
+            auto ilp = solveSegment(*g, seg, kReplicated, out, io);
+            io.solver = IntraOpSolver::TreeDP;
+            auto dp = solveSegment(*g, seg, kReplicated, out, io);
+            ASSERT_TRUE(static_cast<bool>(ilp)) << llvm::toString(ilp.takeError());
+            ASSERT_TRUE(static_cast<bool>(dp)) << llvm::toString(dp.takeError());
+            EXPECT_NEAR(dp->objective, ilp->objective, 1e-9 * ilp->objective);
+            ++compared;
+          }
+        }
+  EXPECT_GT(compared, 50);
+
+  auto cyclic = parse(R"(func.func @f(%x: tensor<2x64x512xf32>) -> tensor<2x64x512xf32> {
+  %a = dopt.weight {name = "a", type = tensor<512x512xf32>} : () -> tensor<512x512xf32>
+  %b = dopt.weight {name = "b", type = tensor<512x512xf32>} : () -> tensor<512x512xf32>
+  %w = dopt.weight {name = "w", type = tensor<512x512xf32>} : () -> tensor<512x512xf32>
+  %h = dopt.matmul %x, %w : (tensor<2x64x512xf32>, tensor<512x512xf32>) -> tensor<2x64x512xf32>
+  %h2 = dopt.relu %h : (tensor<2x64x512xf32>) -> tensor<2x64x512xf32>
+  %p = dopt.matmul %h2, %a : (tensor<2x64x512xf32>, tensor<512x512xf32>) -> tensor<2x64x512xf32>
+  %q = dopt.matmul %h2, %b : (tensor<2x64x512xf32>, tensor<512x512xf32>) -> tensor<2x64x512xf32>
+  %r = dopt.mul %p, %q : (tensor<2x64x512xf32>, tensor<2x64x512xf32>) -> tensor<2x64x512xf32>
+  return %r : tensor<2x64x512xf32>
+})");
+  auto g2 = buildPlanGraph(cyclic, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g2));
+  IntraOpOptions io;
+  io.tensorParallel = 4;
+  io.cluster = &node;
+  io.efficiency = &eff;
+  io.solver = IntraOpSolver::TreeDP;
+  unsigned last = g2->segments.size() - 1;
+  auto dp = solveSegment(*g2, last, kReplicated, kReplicated, io);
+  ASSERT_FALSE(static_cast<bool>(dp));
+  llvm::consumeError(dp.takeError());
+  io.solver = IntraOpSolver::Auto;
+  auto any = solveSegment(*g2, last, kReplicated, kReplicated, io);
+  ASSERT_TRUE(static_cast<bool>(any));
+  EXPECT_TRUE(any->usedILP);
+}
+
 TEST_F(PlannerTest, OneDeviceMeansEverythingReplicated) {
   auto f = parse(residualMLP(1, 16, 64, 256, "f32"));
   auto g = buildPlanGraph(f, 2, {});

@@ -6,9 +6,11 @@
 //   Σ ops     kCompute · compute time of the op's local slice
 // + Σ edges   kForward · forward resharding + kBackward · backward resharding
 // + memoryWeight · local weight bytes,
-// exactly, as an integer linear program solved by COIN-OR CBC (Alpa's
-// formulation: one binary per op strategy, one continuous variable per pair
-// of strategies on an edge, linked by marginal constraints).
+// exactly: by dynamic programming where the edges between ops that still
+// have a choice form a forest (chains of GEMMs and elementwise ops), else as
+// an integer linear program solved by COIN-OR CBC (Alpa's formulation: one
+// binary per op strategy, one continuous variable per pair of strategies on
+// an edge, linked by marginal constraints).
 //
 // Resharding a tensor of B bytes between the states of the α–β model:
 //   split → replicated: all-gather(B); split d → split e: all-to-all(B/t);
@@ -58,7 +60,13 @@ struct PlannedCollective {
   double time = 0;
 };
 
+/// How a segment's problem is solved: Auto uses the exact tree dynamic
+/// program where the undecided nodes' edges form a forest and the ILP
+/// elsewhere; the others force one (TreeDP fails on a cycle).
+enum class IntraOpSolver { Auto, ILP, TreeDP };
+
 struct IntraOpOptions {
+  IntraOpSolver solver = IntraOpSolver::Auto;
   int64_t tensorParallel = 1;
   /// Micro-batch size divided by the graph's probe batch.
   double batchScale = 1;
@@ -100,6 +108,7 @@ struct SegmentSolution {
   llvm::SmallVector<NodeChoice> choices;
   llvm::SmallVector<PlannedCollective> collectives;
   double solveSeconds = 0;
+  bool usedILP = false; ///< CBC solved it (else the tree DP or no edges)
 };
 
 /// The boundary states worth considering for tensor `tensor` at these

@@ -95,6 +95,7 @@ struct PlanResult {
   std::vector<RejectedPlan> rejected;
   int64_t candidates = 0;  ///< (dp, tp, pp, b, recompute) evaluated
   int64_t ilpSolves = 0;   ///< segment problems solved
+  int64_t cbcSolves = 0;   ///< of which by CBC (the rest: tree DP)
   double ilpSeconds = 0;
   double searchSeconds = 0;
   /// Keeps the solutions the plans point to alive.
