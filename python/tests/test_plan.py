@@ -95,3 +95,24 @@ def test_report_renders_in_headless_chromium(models, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     # A blank 1200×900 page compresses to a few kB; the drawn schedule does not.
     assert len(data) > 30_000, len(data)
+
+
+def test_gpt3_175b_done_when(models):
+    """Issue 4's bar: GPT-3 175B on 128 DGX A100 nodes, batch 1536, train.
+    Megatron-LM's published configuration forced is predicted within ±25% of
+    the published ~32 s per iteration; the planner's own plan fits memory and
+    is predicted no slower."""
+    common = [models / "gpt3_175b.onnx", "--cluster", "128xdgx-a100x8", "--global-batch", 1536,
+              "--seq-len", 2048, "--precision", "fp16", "--json", "-"]
+    forced = json.loads(plan(*common, "--dp", 8, "--tp", 8, "--pp", 16, "--microbatches", 192,
+                             "--recompute", "full"))
+    assert (forced["dp"], forced["tp"], forced["pp"]) == (8, 8, 16)
+    published = 96 * 1536 * 2048 * 96 * 12288**2 * (
+        1 + 2048 / (6 * 12288) + 51200 / (16 * 96 * 12288)) / (1024 * 138e12)
+    assert published == pytest.approx(31.9, abs=0.1)
+    assert 0.75 * published <= forced["predicted_step_time_s"] <= 1.25 * published
+    own = json.loads(plan(*common))
+    assert own["fits"]
+    assert own["peak_memory_bytes_per_device"] <= own["cluster"]["device_memory_bytes"]
+    assert own["predicted_step_time_s"] <= forced["predicted_step_time_s"]
+    assert own["devices_used"] <= 1024
