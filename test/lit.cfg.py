@@ -25,5 +25,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
+    # More ranks than cores, as root (CI runs as root), quiet about both.
+    config.substitutions.append(
+        ("%mpirun", "mpirun --oversubscribe --allow-run-as-root --mca btl self,vader"))
+config.substitutions.append(
+    ("%unittests", os.path.join(config.distopt_obj_root, "unittests")))
 if os.path.exists("/usr/local/cuda/bin/nvcc"):
     config.available_features.add("cuda")

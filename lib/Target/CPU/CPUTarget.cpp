@@ -281,8 +281,16 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
   llvm::append_range(args, objects);
   args.push_back("-L" + runtimeLibDir.str());
   for (const char *lib :
-       {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas",
-        "-lstdc++", "-lm", "-lpthread"})
+       {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
+    args.push_back(lib);
+#ifdef DISTOPT_MPI_LIBRARIES
+  // The runtime's collectives (Comm.h) use MPI.
+  SmallVector<StringRef> mpiLibs;
+  StringRef(DISTOPT_MPI_LIBRARIES).split(mpiLibs, ',', -1, false);
+  for (StringRef lib : mpiLibs)
+    args.push_back(lib.str());
+#endif
+  for (const char *lib : {"-lstdc++", "-lm", "-lpthread"})
     args.push_back(lib);
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::string linkErrors;
