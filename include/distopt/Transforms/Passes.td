@@ -103,4 +103,49 @@ def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
+def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrite a planned program into the program one rank runs";
+  let description = [{
+    Input: the output of `distopt plan --emit=ir` — `shard.grid @dopt_grid`
+    (axes: stages, data, tensor), every value annotated with the sharding it
+    is produced in (`shard.shard`), operands needed in another sharding
+    annotated `annotate_for_users`, partial sums marked `dopt.partial`.
+
+    Output: the SPMD program of one rank of a stage: every tensor has its
+    local shape (split dimensions divided by the grid axes splitting them),
+    shape attributes follow (reshape/expand shapes, split sizes, slice ends),
+    and each resharding the plan priced becomes a `shard` collective on the
+    tensor-parallel grid axis: partial→replicated `all_reduce`,
+    partial→split `reduce_scatter`, split→replicated `all_gather`,
+    split→other split `all_to_all`, replicated→split `all_slice` (local).
+    Sharded weights keep their global type in `dopt.global_type` and their
+    split in `dopt.split_axes` (the runtime loads each rank's block);
+    function arguments and results carry `dopt.split_axes` too.
+
+    ```mlir
+    %w1 = dopt.weight {name = "fc1", type = tensor<32x128xf32>} : ...
+    %a = shard.shard %w1 to %col : tensor<32x128xf32>       // [[], [2]]
+    %h = dopt.matmul %x, %a : (tensor<8x32xf32>, tensor<32x128xf32>) -> tensor<8x128xf32>
+    %hs = shard.shard %h to %col : tensor<8x128xf32>
+    ...
+    %o = dopt.matmul %g, %b : (tensor<8x128xf32>, tensor<128x32xf32>) -> tensor<8x32xf32>
+    %os = shard.shard %o to %rep {dopt.partial = "sum"} : tensor<8x32xf32>
+    %y = shard.shard %os to %rep annotate_for_users : tensor<8x32xf32>
+    // becomes, with tp = 2:
+    %w1 = dopt.weight {dopt.global_type = tensor<32x128xf32>, dopt.split_axes = [[], [2]],
+                       name = "fc1", type = tensor<32x64xf32>} : () -> tensor<32x64xf32>
+    %h = dopt.matmul %x, %w1 : (tensor<8x32xf32>, tensor<32x64xf32>) -> tensor<8x64xf32>
+    ...
+    %o = dopt.matmul %g, %w2 : (tensor<8x64xf32>, tensor<64x32xf32>) -> tensor<8x32xf32>
+    %y = shard.all_reduce %o on @dopt_grid grid_axes = [2] : tensor<8x32xf32> -> tensor<8x32xf32>
+    ```
+
+    Errors (at the op): a dimension that does not split evenly, pipeline
+    stages (pp > 1; not partitioned yet), a resharding along the data axis,
+    a vocabulary-split gather, or a block-layout split (fused QKV) whose
+    producer is not a column-split weight GEMM.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,459 @@
+//===- Partition.cpp - planned program -> the program one rank runs -------===//
+//
+// See Passes.td (PartitionPass). The pass works in place:
+//  1. read the sharding every value is produced in from its shard.shard;
+//  2. mark tensors that must hold a block layout (an axis split feeding a
+//     multi-result dopt.split) back to the weights they come from;
+//  3. in program order: retype arguments and op results to local shapes and
+//     fix shape attributes; replace each annotate_for_users shard.shard by
+//     the collectives that turn the produced sharding into the needed one;
+//     drop the other shard.shard and shard.sharding ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+constexpr int16_t kDataAxis = 1, kTensorAxis = 2;
+constexpr StringLiteral kGridName = "dopt_grid";
+
+struct Sharding {
+  SmallVector<SmallVector<int16_t>> axes; ///< per dimension
+  std::optional<shard::ReductionKind> partial; ///< over the tensor axis
+
+  /// The dimension split over `axis`, or -1.
+  int64_t dimOf(int16_t axis) const {
+    for (auto [d, a] : llvm::enumerate(axes))
+      if (llvm::is_contained(a, axis))
+        return static_cast<int64_t>(d);
+    return -1;
+  }
+};
+
+Sharding shardingOf(shard::ShardOp op, int64_t rank) {
+  Sharding s;
+  s.axes.resize(rank);
+  auto def = op.getSharding().getDefiningOp<shard::ShardingOp>();
+  if (def)
+    for (auto [d, a] : llvm::enumerate(def.getSplitAxes().getAxes()))
+      if (d < s.axes.size())
+        s.axes[d].assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  if (auto p = op->getAttrOfType<StringAttr>("dopt.partial"))
+    s.partial = p.getValue() == "max" ? shard::ReductionKind::Max
+                                      : shard::ReductionKind::Sum;
+  return s;
+}
+
+/// The value under any shard.shard annotations.
+Value unannotated(Value v) {
+  while (auto s = v.getDefiningOp<shard::ShardOp>())
+    v = s.getSrc();
+  return v;
+}
+
+struct BlockLayout {
+  int64_t dim = -1;
+  int64_t parts = 1;
+};
+
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, func::FuncOp func, shard::GridOp grid)
+      : module(module), func(func), grid(grid), builder(module.getContext()) {
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+  }
+
+  LogicalResult run();
+
+private:
+  ModuleOp module;
+  func::FuncOp func;
+  shard::GridOp grid;
+  OpBuilder builder;
+  SmallVector<int64_t> gridShape;
+  llvm::DenseMap<Value, Sharding> produced;
+  llvm::DenseMap<Value, BlockLayout> blocks;
+  llvm::DenseMap<Value, Type> globalTypes; ///< before partitioning
+
+  FlatSymbolRefAttr gridRef() {
+    return FlatSymbolRefAttr::get(module.getContext(), kGridName);
+  }
+  DenseI16ArrayAttr axisAttr(int16_t axis) {
+    return builder.getDenseI16ArrayAttr({axis});
+  }
+
+  FailureOr<RankedTensorType> localType(RankedTensorType global,
+                                        const Sharding &s, Location loc) {
+    SmallVector<int64_t> shape(global.getShape());
+    for (auto [d, axes] : llvm::enumerate(s.axes)) {
+      if (d >= shape.size())
+        break;
+      int64_t parts = 1;
+      for (int16_t a : axes)
+        parts *= gridShape[a];
+      if (shape[d] % parts != 0)
+        return emitError(loc) << "dimension " << d << " of size " << shape[d]
+                              << " does not split evenly over " << parts
+                              << " devices (uneven shards are not supported "
+                                 "yet)";
+      shape[d] /= parts;
+    }
+    return RankedTensorType::get(shape, global.getElementType(),
+                                 global.getEncoding());
+  }
+
+  LogicalResult markBlockLayouts();
+  LogicalResult propagateBlock(Value v, BlockLayout layout, Operation *user);
+  LogicalResult retypeOp(Operation *op);
+  FailureOr<Value> reshard(Value v, const Sharding &from, const Sharding &to,
+                           Location loc);
+};
+
+LogicalResult Partitioner::propagateBlock(Value v, BlockLayout layout,
+                                          Operation *user) {
+  auto [it, inserted] = blocks.try_emplace(v, layout);
+  if (!inserted) {
+    if (it->second.dim != layout.dim || it->second.parts != layout.parts)
+      return user->emitError("a tensor needs two block layouts");
+    return success();
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return user->emitError("a block-layout split (fused QKV) of a function "
+                           "argument is not partitioned yet");
+  if (isa<dopt::WeightOp>(def))
+    return success();
+  auto type = cast<RankedTensorType>(v.getType());
+  if (isa<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp>(def)) {
+    for (Value operand : def->getOperands()) {
+      auto ot = cast<RankedTensorType>(operand.getType());
+      int64_t d = layout.dim - (type.getRank() - ot.getRank());
+      if (d < 0 || ot.getDimSize(d) != type.getDimSize(layout.dim))
+        continue; // broadcast along the split dimension
+      if (failed(propagateBlock(unannotated(operand), {d, layout.parts}, def)))
+        return failure();
+    }
+    return success();
+  }
+  if (auto mm = dyn_cast<dopt::MatMulOp>(def)) {
+    if (layout.dim != type.getRank() - 1)
+      return def->emitError("a block-layout split needs this matmul's output "
+                            "split along its columns");
+    auto rhs = cast<RankedTensorType>(mm.getRhs().getType());
+    return propagateBlock(unannotated(mm.getRhs()),
+                          {rhs.getRank() - 1, layout.parts}, def);
+  }
+  return def->emitError("a block-layout split (fused QKV) whose producer is ")
+         << def->getName() << " is not partitioned yet";
+}
+
+LogicalResult Partitioner::markBlockLayouts() {
+  WalkResult r = func.walk([&](dopt::SplitOp split) {
+    if (split->getNumResults() < 2)
+      return WalkResult::advance();
+    // The sharding the split consumes: the annotation on its operand.
+    auto ann = split.getInput().getDefiningOp<shard::ShardOp>();
+    if (!ann)
+      return WalkResult::advance();
+    int64_t rank = cast<RankedTensorType>(split.getInput().getType()).getRank();
+    if (shardingOf(ann, rank).dimOf(kTensorAxis) != split.getAxis())
+      return WalkResult::advance();
+    BlockLayout layout{static_cast<int64_t>(split.getAxis()),
+                       static_cast<int64_t>(split->getNumResults())};
+    if (failed(propagateBlock(unannotated(split.getInput()), layout, split)))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(r.wasInterrupted());
+}
+
+FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
+                                      const Sharding &to, Location loc) {
+  if (from.dimOf(kDataAxis) != to.dimOf(kDataAxis))
+    return emitError(loc) << "resharding along the data-parallel axis is not "
+                             "supported";
+  int64_t src = from.dimOf(kTensorAxis), dst = to.dimOf(kTensorAxis);
+  if (to.partial)
+    return emitError(loc) << "an operand cannot be needed as a partial value";
+  bool change = from.partial || src != dst;
+  if (change && blocks.count(v))
+    return emitError(loc) << "resharding a block-layout tensor (fused QKV) is "
+                             "not supported";
+  auto type = cast<RankedTensorType>(v.getType());
+  auto withDim = [&](int64_t d, int64_t size) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[d] = size;
+    return RankedTensorType::get(shape, type.getElementType());
+  };
+  int64_t t = gridShape[kTensorAxis];
+  if (from.partial) {
+    auto kind = shard::ReductionKindAttr::get(module.getContext(),
+                                              *from.partial);
+    if (dst >= 0)
+      return shard::ReduceScatterOp::create(
+                 builder, loc, withDim(dst, type.getDimSize(dst) / t),
+                 gridRef(), axisAttr(kTensorAxis), v, kind,
+                 builder.getIndexAttr(dst))
+          .getResult();
+    return shard::AllReduceOp::create(builder, loc, type, gridRef(),
+                                      axisAttr(kTensorAxis), v, kind)
+        .getResult();
+  }
+  if (src == dst)
+    return v;
+  if (src < 0)
+    return shard::AllSliceOp::create(builder, loc,
+                                     withDim(dst, type.getDimSize(dst) / t),
+                                     gridRef(), axisAttr(kTensorAxis), v,
+                                     builder.getIndexAttr(dst))
+        .getResult();
+  if (dst < 0)
+    return shard::AllGatherOp::create(builder, loc,
+                                      withDim(src, type.getDimSize(src) * t),
+                                      gridRef(), axisAttr(kTensorAxis), v,
+                                      builder.getIndexAttr(src))
+        .getResult();
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dst] /= t;
+  shape[src] *= t;
+  return shard::AllToAllOp::create(
+             builder, loc, RankedTensorType::get(shape, type.getElementType()),
+             gridRef(), axisAttr(kTensorAxis), v, builder.getIndexAttr(dst),
+             builder.getIndexAttr(src))
+      .getResult();
+}
+
+ArrayAttr splitAxesAttr(Builder &b, const Sharding &s) {
+  SmallVector<Attribute> dims;
+  for (auto &a : s.axes) {
+    SmallVector<int64_t> wide(a.begin(), a.end());
+    dims.push_back(b.getI64ArrayAttr(wide));
+  }
+  return b.getArrayAttr(dims);
+}
+
+LogicalResult Partitioner::retypeOp(Operation *op) {
+  for (OpResult r : op->getResults()) {
+    auto global = dyn_cast<RankedTensorType>(r.getType());
+    if (!global)
+      continue;
+    auto it = produced.find(r);
+    if (it == produced.end())
+      continue; // replicated (constants)
+    FailureOr<RankedTensorType> local = localType(global, it->second,
+                                                  op->getLoc());
+    if (failed(local))
+      return failure();
+    globalTypes[r] = global;
+    r.setType(*local);
+  }
+  auto localShape = [&](unsigned i) {
+    return cast<RankedTensorType>(op->getResult(i).getType()).getShape();
+  };
+  if (auto w = dyn_cast<dopt::WeightOp>(op)) {
+    auto it = produced.find(w.getResult());
+    if (it != produced.end() && it->second.dimOf(kTensorAxis) >= 0) {
+      w->setAttr("dopt.global_type", TypeAttr::get(w.getType()));
+      w->setAttr("dopt.split_axes", splitAxesAttr(builder, it->second));
+      auto b = blocks.find(w.getResult());
+      if (b != blocks.end() && b->second.parts > 1)
+        w->setAttr("dopt.block_parts",
+                   builder.getI64IntegerAttr(b->second.parts));
+      w.setTypeAttr(TypeAttr::get(w.getResult().getType()));
+    }
+    return success();
+  }
+  if (auto c = dyn_cast<dopt::ConstantOp>(op)) {
+    if (c.getResult().getType() != c.getValue().getType())
+      return op->emitError("a split constant is not partitioned yet");
+    return success();
+  }
+  if (auto g = dyn_cast<dopt::GatherOp>(op)) {
+    auto data = cast<RankedTensorType>(g.getData().getType());
+    auto it = produced.find(g.getResult());
+    if (it != produced.end() && it->second.partial)
+      return op->emitError("a vocabulary-split gather (embedding table split "
+                           "over its rows) is not partitioned yet");
+    (void)data;
+  }
+  // Shape attributes follow the local types.
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<dopt::ReshapeOp>([&](dopt::ReshapeOp r) {
+        r.setShape(localShape(0));
+      })
+      .Case<dopt::ExpandOp>([&](dopt::ExpandOp e) {
+        e.setShape(localShape(0));
+      })
+      .Case<dopt::SplitOp>([&](dopt::SplitOp s) {
+        SmallVector<int64_t> sizes;
+        for (unsigned i = 0; i < s->getNumResults(); ++i)
+          sizes.push_back(localShape(i)[s.getAxis()]);
+        s.setSizes(sizes);
+      })
+      .Case<dopt::SliceOp>([&](dopt::SliceOp s) {
+        auto in = cast<RankedTensorType>(s.getInput().getType()).getShape();
+        SmallVector<int64_t> starts(s.getStarts()), ends(s.getEnds());
+        for (size_t d = 0; d < in.size(); ++d)
+          if (localShape(0)[d] == in[d] && starts[d] == 0 &&
+              s.getSteps()[d] == 1)
+            ends[d] = in[d]; // an untouched (possibly split) dimension
+        s.setEnds(ends);
+      });
+  // The op's own type inference must agree with the local types.
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> inferred;
+    if (failed(infer.inferReturnTypes(
+            op->getContext(), op->getLoc(), op->getOperands(),
+            op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+            op->getRegions(), inferred)))
+      return op->emitError("cannot partition: the op rejects its local "
+                           "operand shapes");
+    for (auto [want, got] : llvm::zip(op->getResultTypes(), inferred))
+      if (want != got)
+        return op->emitError("cannot partition: local result ")
+               << got << " differs from the planned " << want;
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  if (gridShape.size() != 3)
+    return grid.emitError("expected the planner's 3-axis grid (stages x data "
+                          "x tensor)");
+  if (gridShape[0] != 1)
+    return grid.emitError("pipeline stages (pp = ")
+           << gridShape[0] << ") are not partitioned yet";
+  // 1. Produced shardings.
+  func.walk([&](shard::ShardOp s) {
+    if (s.getAnnotateForUsers())
+      return;
+    auto type = dyn_cast<RankedTensorType>(s.getSrc().getType());
+    if (type)
+      produced[s.getSrc()] = shardingOf(s, type.getRank());
+  });
+  // 2. Block layouts.
+  if (failed(markBlockLayouts()))
+    return failure();
+  // 3. Arguments.
+  Builder b(module.getContext());
+  for (BlockArgument arg : func.getArguments()) {
+    auto it = produced.find(arg);
+    if (it == produced.end())
+      continue;
+    auto global = cast<RankedTensorType>(arg.getType());
+    FailureOr<RankedTensorType> local = localType(global, it->second,
+                                                  arg.getLoc());
+    if (failed(local))
+      return failure();
+    arg.setType(*local);
+    func.setArgAttr(arg.getArgNumber(), "dopt.split_axes",
+                    splitAxesAttr(builder, it->second));
+    func.setArgAttr(arg.getArgNumber(), "dopt.global_type",
+                    TypeAttr::get(global));
+  }
+  // 4. Ops in order.
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    ops.push_back(&op);
+  SmallVector<Operation *> dead;
+  for (Operation *op : ops) {
+    if (auto s = dyn_cast<shard::ShardOp>(op)) {
+      if (!s.getAnnotateForUsers()) {
+        s.getResult().replaceAllUsesWith(s.getSrc());
+        dead.push_back(op);
+        continue;
+      }
+      Value src = s.getSrc();
+      // The annotated value is the producer's (its shard.shard is gone).
+      auto it = produced.find(src);
+      auto rank = cast<RankedTensorType>(src.getType()).getRank();
+      Sharding from;
+      if (it != produced.end())
+        from = it->second;
+      else
+        from.axes.resize(rank);
+      Sharding to = shardingOf(s, rank);
+      builder.setInsertionPoint(op);
+      FailureOr<Value> v = reshard(src, from, to, op->getLoc());
+      if (failed(v))
+        return failure();
+      s.getResult().replaceAllUsesWith(*v);
+      dead.push_back(op);
+      continue;
+    }
+    if (isa<shard::ShardingOp, func::ReturnOp>(op))
+      continue;
+    if (failed(retypeOp(op)))
+      return failure();
+  }
+  for (Operation *op : llvm::reverse(dead))
+    op->erase();
+  func.walk([&](shard::ShardingOp s) {
+    if (s->use_empty())
+      dead.push_back(s);
+  });
+  for (Operation *op : dead)
+    if (isa<shard::ShardingOp>(op))
+      op->erase();
+  // 5. Results: the local types, and their split for the runtime.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<Type> results;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    results.push_back(v.getType());
+    auto it = produced.find(v);
+    if (it != produced.end()) {
+      if (it->second.partial)
+        return ret.emitError("result ") << i << " is a partial value";
+      func.setResultAttr(i, "dopt.split_axes",
+                         splitAxesAttr(builder, it->second));
+      if (Type g = globalTypes.lookup(v))
+        func.setResultAttr(i, "dopt.global_type", TypeAttr::get(g));
+    }
+  }
+  func.setType(FunctionType::get(module.getContext(),
+                                 func.getBody().front().getArgumentTypes(),
+                                 results));
+  module->setAttr("dopt.partitioned", builder.getUnitAttr());
+  return success();
+}
+
+struct PartitionPass : distopt::impl::PartitionPassBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grid = module.lookupSymbol<shard::GridOp>(kGridName);
+    if (!grid) {
+      module.emitError("no shard.grid @dopt_grid: run `distopt plan "
+                       "--emit=ir` (or the planner) first");
+      return signalPassFailure();
+    }
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.getBody().getBlocks().size() != 1) {
+      module.emitError("no single-block @main to partition");
+      return signalPassFailure();
+    }
+    Partitioner p(module, main, grid);
+    if (failed(p.run()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,81 @@
+// RUN: distopt-opt %s --distopt-partition --split-input-file --verify-diagnostics
+
+// expected-error @below {{no shard.grid @dopt_grid: run `distopt plan --emit=ir` (or the planner) first}}
+module {
+  func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+    return %x : tensor<8xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @below {{pipeline stages (pp = 2) are not partitioned yet}}
+  shard.grid @dopt_grid(shape = 2x1x1)
+  func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+    return %x : tensor<8xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dopt_grid(shape = 1x1x4)
+  func.func @main(%x: tensor<6x8xf32>) -> tensor<6x8xf32> {
+    %s = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
+    // expected-error @below {{dimension 0 of size 6 does not split evenly over 4 devices (uneven shards are not supported yet)}}
+    %n = dopt.neg %x : (tensor<6x8xf32>) -> tensor<6x8xf32>
+    %ns = shard.shard %n to %s : tensor<6x8xf32>
+    return %ns : tensor<6x8xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dopt_grid(shape = 1x2x2)
+  func.func @main(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %b = shard.sharding @dopt_grid split_axes = [[1]] : !shard.sharding
+    %r = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
+    %xs = shard.shard %x to %b : tensor<8x8xf32>
+    // expected-error @below {{resharding along the data-parallel axis is not supported}}
+    %a = shard.shard %xs to %r annotate_for_users : tensor<8x8xf32>
+    %n = dopt.neg %a : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %n : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%i: tensor<2x4xi64>) -> tensor<2x4x8xf32> {
+    %rows = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
+    %rep = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
+    %w = dopt.weight {name = "wte", type = tensor<100x8xf32>} : () -> tensor<100x8xf32>
+    %ws = shard.shard %w to %rows : tensor<100x8xf32>
+    // expected-error @below {{a vocabulary-split gather (embedding table split over its rows) is not partitioned yet}}
+    %g = dopt.gather %ws, %i {axis = 0 : i64} : (tensor<100x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+    %gs = shard.shard %g to %rep {dopt.partial = "sum"} : tensor<2x4x8xf32>
+    %y = shard.shard %gs to %rep annotate_for_users : tensor<2x4x8xf32>
+    %n = dopt.neg %y : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %n : tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+// A block-layout split (fused QKV) fed by something other than a column-split
+// weight GEMM.
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%x: tensor<2x12xf32>) -> tensor<2x6xf32> {
+    %c = shard.sharding @dopt_grid split_axes = [[], [2]] : !shard.sharding
+    // expected-error @below {{a block-layout split (fused QKV) whose producer is dopt.exp is not partitioned yet}}
+    %e = dopt.exp %x : (tensor<2x12xf32>) -> tensor<2x12xf32>
+    %es = shard.shard %e to %c : tensor<2x12xf32>
+    %a = shard.shard %es to %c annotate_for_users : tensor<2x12xf32>
+    %p:2 = dopt.split %a {axis = 1 : i64, sizes = array<i64: 6, 6>} : (tensor<2x12xf32>) -> (tensor<2x6xf32>, tensor<2x6xf32>)
+    return %p#0 : tensor<2x6xf32>
+  }
+}
