@@ -24,6 +24,8 @@ std::string distopt::planner::shardingStateName(int64_t state) {
     return "P(sum)";
   if (state == kPartialMax)
     return "P(max)";
+  if (state == kPartialMean)
+    return "P(mean)";
   return "S(" + std::to_string(state) + ")";
 }
 
@@ -43,7 +45,9 @@ llvm::StringRef distopt::planner::collectiveKindName(CollectiveKind kind) {
 
 namespace {
 
-bool isPartial(int64_t s) { return s == kPartialSum || s == kPartialMax; }
+bool isPartial(int64_t s) {
+  return s == kPartialSum || s == kPartialMax || s == kPartialMean;
+}
 
 struct Strategy {
   int64_t factor = kReplicated; ///< compute: split factor; source: state
@@ -143,6 +147,10 @@ struct Problem {
   llvm::DenseMap<int64_t, std::pair<unsigned, unsigned>> producerOf;
   llvm::DenseMap<int64_t, unsigned> sourceOf; ///< graph node → local
   std::optional<unsigned> outputPseudo;
+  SmallVector<unsigned> extraOutputs; ///< pseudo consumers of other outputs
+  bool isOutputPseudo(unsigned v) const {
+    return v == outputPseudo || llvm::is_contained(extraOutputs, v);
+  }
 
   Problem(const PlanGraph &g, const Segment &seg, const IntraOpOptions &o)
       : g(g), seg(seg), opts(o), resharder(o) {}
@@ -216,8 +224,9 @@ struct Problem {
           s.out.push_back(d);
           used = true;
         } else if (factor.kind == FactorKind::Reduction) {
-          s.out.push_back(factor.partial == PartialKind::Max ? kPartialMax
-                                                             : kPartialSum);
+          s.out.push_back(factor.partial == PartialKind::Max    ? kPartialMax
+                          : factor.partial == PartialKind::Mean ? kPartialMean
+                                                                : kPartialSum);
         } else {
           valid = false;
         }
@@ -309,6 +318,22 @@ struct Problem {
                          tensor.isFloat && nodes[producer].needsGrad});
       }
     }
+    // Other model outputs made here are delivered replicated (a partial or
+    // split output would be priced as free otherwise).
+    for (int64_t out : g.outputs) {
+      if (out == seg.output || !producerOf.count(out))
+        continue;
+      LocalNode ln;
+      Strategy s;
+      s.factor = kReplicated;
+      s.req.push_back(kReplicated);
+      ln.strategies.push_back(std::move(s));
+      nodes.push_back(std::move(ln));
+      auto [producer, result] = producerOf[out];
+      edges.push_back({producer, static_cast<unsigned>(nodes.size() - 1),
+                       result, 0, out, g.tensors[out].isFloat});
+      extraOutputs.push_back(nodes.size() - 1);
+    }
     if (outState && seg.output >= 0 && producerOf.count(seg.output)) {
       // A pseudo consumer that needs the output in outState.
       LocalNode ln;
@@ -332,7 +357,8 @@ struct Problem {
     double bytes = g.tensors[e.tensor].bytes(opts.batchScale);
     double cost = opts.kForward * resharder.time(from, to, bytes);
     if (e.gradient && opts.kBackward != 0) {
-      int64_t grad = e.consumer == outputPseudo ? to : gradientState(c, e.operand);
+      int64_t grad =
+          isOutputPseudo(e.consumer) ? to : gradientState(c, e.operand);
       cost += opts.kBackward *
               resharder.time(grad, neededGradient(from), bytes);
     }
@@ -669,16 +695,44 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     if (node.kind != NodeKind::Compute)
       continue;
     sol.forwardCompute += s.forwardTime;
-    bool drop = selectiveDrops(node);
-    if (drop)
+    if (selectiveDrops(node))
       sol.selectiveCompute += s.forwardTime;
-    for (auto [r, tid] : llvm::enumerate(node.results)) {
-      if (graph.tensors[tid].batchDim < 0)
+  }
+  // Activations kept for the backward pass: every batch-carrying tensor an
+  // op of the segment reads (backward needs an op's inputs), once, as it
+  // is read; reshapes are views and save nothing; elementwise chains save
+  // their inputs only. Selective recomputation
+  // keeps only what weight GEMMs/convolutions read, and the segment input
+  // (what the recomputation starts from).
+  {
+    llvm::DenseMap<int64_t, std::pair<double, bool>> saved; // bytes, kept
+    for (const Edge &e : p.edges) {
+      const LocalNode &consumer = p.nodes[e.consumer];
+      if (consumer.node < 0 || graph.tensors[e.tensor].batchDim < 0)
         continue;
-      double b = p.localBytes(tid, s.out[r]);
-      sol.storedBytes += b;
-      if (drop)
-        sol.selectiveDropped += b;
+      const PlanNode &node = graph.nodes[consumer.node];
+      if (node.kind != NodeKind::Compute ||
+          llvm::isa<dopt::ReshapeOp>(node.op))
+        continue;
+      // Inside a chain of elementwise ops (fused into one loop nest by the
+      // code generators) only the chain's inputs are saved.
+      const PlanTensor &t = graph.tensors[e.tensor];
+      if (node.cost.opClass == OpClass::Elementwise && t.producer >= 0 &&
+          graph.nodes[t.producer].cost.opClass == OpClass::Elementwise)
+        continue;
+      const Strategy &cs = consumer.strategies[(*choice)[e.consumer]];
+      double bytes = p.localBytes(e.tensor, cs.req[e.operand]);
+      bool weightGemm = (node.cost.opClass == OpClass::Gemm ||
+                         node.cost.opClass == OpClass::Conv) &&
+                        !node.activationGemm;
+      auto &entry = saved[e.tensor];
+      entry.first = std::max(entry.first, bytes);
+      entry.second |= weightGemm || e.tensor == seg.input;
+    }
+    for (auto &[tensor, entry] : saved) {
+      sol.storedBytes += entry.first;
+      if (!entry.second)
+        sol.selectiveDropped += entry.first;
     }
   }
   for (const Edge &e : p.edges) {
@@ -693,7 +747,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     }
     if (e.gradient && options.kBackward != 0) {
       int64_t grad =
-          e.consumer == p.outputPseudo ? to : gradientState(cs, e.operand);
+          p.isOutputPseudo(e.consumer) ? to : gradientState(cs, e.operand);
       if (auto k = Resharder::kind(grad, neededGradient(from))) {
         double time = p.resharder.time(grad, neededGradient(from), bytes);
         sol.backwardComm += time;

@@ -152,12 +152,21 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
   };
 
   bool anyBatch = false;
+  auto symbolicBatch = [&](mlir::BlockArgument arg) {
+    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
+                                                       "dopt.symbolic_dims");
+    return dims && !dims.empty() &&
+           !llvm::cast<mlir::StringAttr>(dims[0]).getValue().empty();
+  };
+  bool modelHasSymbolicBatch =
+      llvm::any_of(func.getArguments(), symbolicBatch);
   for (mlir::BlockArgument arg : func.getArguments()) {
     auto id = addTensor(arg, -1, arg.getArgNumber());
     if (!id)
       return id.takeError();
     PlanTensor &t = g.tensors[*id];
-    if (!t.shape.empty() && t.shape[0] == probeBatch) {
+    if (!t.shape.empty() && t.shape[0] == probeBatch &&
+        (!modelHasSymbolicBatch || symbolicBatch(arg))) {
       t.batchDim = 0;
       anyBatch = true;
     }
@@ -241,6 +250,7 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
       lastUse[id] = std::max(lastUse[id], user);
   for (int64_t t : graphOutputs)
     lastUse[t] = n;
+  g.outputs.assign(graphOutputs.begin(), graphOutputs.end());
   auto isActivation = [&](int64_t t) {
     const PlanTensor &tensor = g.tensors[t];
     return tensor.producer >= 0 && tensor.batchDim >= 0 &&
@@ -308,5 +318,40 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
     s.classId = it->second;
     s.label = commonPrefixLabel(g, s);
   }
+  return g;
+}
+
+llvm::Expected<PlanGraph>
+distopt::planner::rebindPlanGraph(const PlanGraph &graph,
+                                  mlir::Operation *funcOp) {
+  auto func = llvm::dyn_cast<mlir::func::FuncOp>(funcOp);
+  if (!func || func.getBody().getBlocks().size() != 1)
+    return llvm::createStringError("expected a function with one block");
+  PlanGraph g = graph;
+  std::vector<mlir::Operation *> ops;
+  for (mlir::Operation &op : func.getBody().front())
+    if (!llvm::isa<mlir::func::ReturnOp>(op))
+      ops.push_back(&op);
+  bool same = ops.size() == g.nodes.size() &&
+              func.getNumArguments() ==
+                  static_cast<unsigned>(llvm::count_if(
+                      g.tensors, [](const PlanTensor &t) {
+                        return t.producer < 0;
+                      }));
+  for (size_t i = 0; same && i < ops.size(); ++i)
+    same = ops[i]->getName() == g.nodes[i].op->getName() &&
+           ops[i]->getNumResults() == g.nodes[i].results.size();
+  if (!same)
+    return llvm::createStringError(
+        "the model's graph changes with the batch size; cannot write the "
+        "plan onto it");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    g.nodes[i].op = ops[i];
+    for (auto [r, tid] : llvm::enumerate(g.nodes[i].results))
+      g.tensors[tid].value = ops[i]->getResult(r);
+  }
+  for (PlanTensor &t : g.tensors)
+    if (t.producer < 0)
+      t.value = func.getArgument(t.resultIndex);
   return g;
 }

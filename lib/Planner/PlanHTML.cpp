@@ -199,9 +199,11 @@ void writeScheduleSVG(llvm::raw_ostream &os, const Plan &plan, bool train) {
        << "\" class=\"axis\">gradient all-reduce + optimizer</text>";
   os << "</svg>\n";
   os << "<p class=\"note\">Simulated step: " << escape(secs(total))
-     << " (pipeline " << escape(secs(makespan)) << "); the cost model's "
-     << "formula Σ τ<sub>k</sub> + (m−1)·max τ<sub>k</sub> + sync + update: "
-     << escape(secs(plan.stepTime)) << ".</p>\n";
+     << " (pipeline " << escape(secs(makespan)) << "). The cost model "
+     << "predicts with the closed form Σ τ<sub>k</sub> + (m−1)·max "
+     << "τ<sub>k</sub> + sync + update = " << escape(secs(plan.stepTime))
+     << ", equal to the simulation for balanced stages and an upper bound "
+     << "when they are uneven.</p>\n";
 }
 
 void writeStageBars(llvm::raw_ostream &os, const Plan &plan,

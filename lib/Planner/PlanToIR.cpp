@@ -70,9 +70,11 @@ private:
   }
 
   void markPartial(shard::ShardOp op, int64_t state) {
-    if (state == kPartialSum || state == kPartialMax)
+    if (state == kPartialSum || state == kPartialMax || state == kPartialMean)
       op->setAttr("dopt.partial",
-                  builder.getStringAttr(state == kPartialSum ? "sum" : "max"));
+                  builder.getStringAttr(state == kPartialSum   ? "sum"
+                                        : state == kPartialMax ? "max"
+                                                               : "mean"));
   }
 };
 
@@ -146,12 +148,14 @@ llvm::Error Annotator::run() {
   auto annotate = [&](int64_t tensorId, mlir::Operation *after) {
     const PlanTensor &t = g.tensors[tensorId];
     int64_t state = produced[tensorId];
+    // The sharding value first: it is created at the top of the block, so
+    // an argument's annotation goes after it.
+    mlir::Value sh = sharding(t, state);
     if (after)
       builder.setInsertionPointAfter(after);
     else
-      builder.setInsertionPointToStart(entry);
-    auto op = shard::ShardOp::create(builder, t.value.getLoc(), t.value,
-                                     sharding(t, state),
+      builder.setInsertionPointAfter(sh.getDefiningOp());
+    auto op = shard::ShardOp::create(builder, t.value.getLoc(), t.value, sh,
                                      /*annotate_for_users=*/false);
     markPartial(op, state);
     mlir::Value v = t.value;

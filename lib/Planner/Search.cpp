@@ -166,9 +166,13 @@ struct SparseMax {
 /// PyTorch DDP's default gradient bucket (bucket_cap_mb = 25).
 constexpr double kGradientBucketBytes = 25.0 * 1024 * 1024;
 
-bool smooth(int64_t v) { // 2^a or 3·2^a
+/// The degrees and sizes the search tries: every value up to 8, then
+/// 2^a and 3·2^a (forced values may be anything).
+bool smooth(int64_t v) {
   if (v <= 0)
     return false;
+  if (v <= 8)
+    return true;
   while (v % 2 == 0)
     v /= 2;
   return v == 1 || v == 3;
@@ -256,9 +260,11 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
   // Chain DP over boundary states.
   std::vector<SmallVector<int64_t>> states(n);
   for (size_t s = 0; s < n; ++s) {
-    if (s + 1 == n)
-      states[s] = train() ? SmallVector<int64_t>{-100}
-                          : SmallVector<int64_t>{kReplicated};
+    // The model's output: replicated for inference (it is written out);
+    // replicated or split for training (the loss reads it in place), never
+    // a partial sum left unreduced.
+    if (s + 1 == n && !train())
+      states[s] = SmallVector<int64_t>{kReplicated};
     else
       states[s] = boundaryStates(g, g.segments[s].output, io);
   }
@@ -516,8 +522,11 @@ llvm::Expected<PlanResult> Searcher::run() {
   if (opts.tp)
     tps.push_back(*opts.tp);
   else
-    for (int64_t t = 1; t <= std::min(cluster.devicesPerNode, devices); t *= 2)
-      tps.push_back(t);
+    // Tensor-parallel groups are consecutive ranks inside one node: t must
+    // divide the devices of a node, so no group straddles two.
+    for (int64_t t = 1; t <= std::min(cluster.devicesPerNode, devices); ++t)
+      if (cluster.devicesPerNode % t == 0 && smooth(t))
+        tps.push_back(t);
   SmallVector<Recompute> rcs;
   if (!train())
     rcs.push_back(Recompute::Off);
@@ -613,8 +622,11 @@ llvm::Expected<PlanResult> Searcher::run() {
   auto describe = [&](const Plan &p) {
     std::string s;
     llvm::raw_string_ostream os(s);
-    double slower = (p.stepTime / best->stepTime - 1) * 100;
-    os << llvm::format("%.1f%% slower", slower);
+    if (best->stepTime > 0)
+      os << llvm::format("%.1f%% slower",
+                         (p.stepTime / best->stepTime - 1) * 100);
+    else
+      os << "slower";
     // The component that grew most.
     double dc = p.compute - best->compute, dm = p.communication -
                                                   best->communication,
@@ -641,9 +653,22 @@ llvm::Expected<PlanResult> Searcher::run() {
     }
     return s;
   };
+  // A tensor-parallel plan that splits no op only idles devices: it is the
+  // tp = 1 plan in disguise, not an alternative worth listing.
+  auto splitsSomething = [&](const Plan &p) {
+    if (p.tp == 1)
+      return true;
+    for (const SegmentSolution *sol : p.segmentSolutions)
+      for (const NodeChoice &c : sol->choices)
+        if (c.factor >= 0 && g.nodes[c.node].kind == NodeKind::Compute)
+          return true;
+    return false;
+  };
   for (const Plan &p : others) {
     if (result.rejected.size() + 1 >= opts.maxAlternatives)
       break;
+    if (!splitsSomething(p))
+      continue;
     result.rejected.push_back({p, describe(p)});
   }
   if (fastestUnfit && fastestUnfit->stepTime < best->stepTime)

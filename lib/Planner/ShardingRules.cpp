@@ -232,9 +232,10 @@ std::optional<OpShardingRule> poolRule(mlir::Operation *op, bool global) {
   int64_t n = b.orNone(b.add((*x)[0]), (*x)[0]);
   int64_t c = b.orNone(b.add((*x)[1]), (*x)[1]);
   if (global) {
-    // The spatial mean is a sum scaled by a constant: splitting H gives
-    // partial sums.
-    int64_t h = b.orNone(b.add((*x)[2], FactorKind::Reduction), (*x)[2]);
+    // Splitting H leaves each device the mean of its rows: partial means,
+    // combined by averaging.
+    int64_t h = b.orNone(
+        b.add((*x)[2], FactorKind::Reduction, PartialKind::Mean), (*x)[2]);
     b.rule.operandDims.push_back(Dims{n, c, h, -1});
   } else {
     b.rule.operandDims.push_back(Dims{n, c, -1, -1});
@@ -470,8 +471,11 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
           [](mlir::Operation *o) { return poolRule(o, /*global=*/false); })
       .Case<dopt::GlobalAvgPoolOp>(
           [](mlir::Operation *o) { return poolRule(o, /*global=*/true); })
-      .Case<dopt::ReduceSumOp, dopt::ReduceMeanOp>([](auto o) {
+      .Case<dopt::ReduceSumOp>([](dopt::ReduceSumOp o) {
         return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Sum);
+      })
+      .Case<dopt::ReduceMeanOp>([](dopt::ReduceMeanOp o) {
+        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Mean);
       })
       .Case<dopt::ReduceMaxOp>([](dopt::ReduceMaxOp o) {
         return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Max);

@@ -58,8 +58,9 @@ Sharding shardingOf(shard::ShardOp op, int64_t rank) {
       if (d < s.axes.size())
         s.axes[d].assign(a.asArrayRef().begin(), a.asArrayRef().end());
   if (auto p = op->getAttrOfType<StringAttr>("dopt.partial"))
-    s.partial = p.getValue() == "max" ? shard::ReductionKind::Max
-                                      : shard::ReductionKind::Sum;
+    s.partial = p.getValue() == "max"    ? shard::ReductionKind::Max
+                : p.getValue() == "mean" ? shard::ReductionKind::Average
+                                         : shard::ReductionKind::Sum;
   return s;
 }
 

@@ -207,24 +207,53 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   });
   if (!func || func.getNumArguments() == 0)
     return usage("the model has no inputs to carry a batch");
-  auto firstType =
-      dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
-  if (!firstType || firstType.getRank() == 0)
-    return usage("the first model input is a scalar: no batch dimension");
-  int64_t probe = firstType.getDimSize(0);
+  // The batch: dimension 0 of the inputs the model left symbolic there
+  // (bound to the probe of 2 above), else the first input's static dim 0.
+  std::optional<int64_t> probeOpt;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
+                                                       "dopt.symbolic_dims");
+    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
+    if (dims && !dims.empty() &&
+        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
+        type.getRank() > 0) {
+      probeOpt = type.getDimSize(0);
+      break;
+    }
+  }
+  if (!probeOpt) {
+    auto firstType =
+        dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
+    if (!firstType || firstType.getRank() == 0)
+      return usage("the first model input is a scalar: no batch dimension");
+    probeOpt = firstType.getDimSize(0);
+    if (globalBatch.getNumOccurrences() && globalBatch != *probeOpt)
+      return usage("the model's batch is static (" + Twine(*probeOpt) +
+                   ", dimension 0 of its inputs): --global-batch must be " +
+                   Twine(*probeOpt) + " or left out");
+  }
+  int64_t probe = *probeOpt;
   options.globalBatch = globalBatch.getNumOccurrences() ? int64_t(globalBatch)
                                                         : probe;
   Expected<PlanGraph> graph = buildPlanGraph(func, probe, costOptions);
   if (!graph)
     return usage(toString(graph.takeError()));
-  if (costOptions.precision)
+  if (costOptions.precision) {
     options.precision = *costOptions.precision;
-  else
-    for (const PlanTensor &t : graph->tensors)
-      if (t.isFloat) {
-        options.precision = t.elemBytes == 2 ? DType::FP16 : DType::FP32;
-        break;
-      }
+  } else {
+    // The model's floating-point type (f64 is costed at 8 bytes but runs at
+    // the fp32 peak: cluster specs carry no fp64 figure).
+    for (const PlanTensor &t : graph->tensors) {
+      if (!t.isFloat)
+        continue;
+      mlir::Type elt =
+          cast<mlir::RankedTensorType>(t.value.getType()).getElementType();
+      options.precision = elt.isF16()    ? DType::FP16
+                          : elt.isBF16() ? DType::BF16
+                                         : DType::FP32;
+      break;
+    }
+  }
 
   Expected<PlanResult> result = searchPlan(*graph, *cluster, options);
   if (!result)
@@ -249,18 +278,10 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
         if (!fullFunc)
           fullFunc = f;
       });
-      Expected<PlanGraph> g2 =
-          buildPlanGraph(fullFunc, options.globalBatch, costOptions);
+      Expected<PlanGraph> g2 = rebindPlanGraph(*graph, fullFunc);
       if (!g2)
-        return usage(toString(g2.takeError()));
-      bool same = g2->nodes.size() == graph->nodes.size() &&
-                  g2->segments.size() == graph->segments.size();
-      for (size_t i = 0; same && i < g2->nodes.size(); ++i)
-        same = g2->nodes[i].op->getName() == graph->nodes[i].op->getName();
-      if (!same)
-        return usage("the model's graph changes with the batch size (" +
-                     Twine(probe) + " vs " + Twine(options.globalBatch) +
-                     "); cannot write the plan onto it");
+        return usage(toString(g2.takeError()) + " (batch " + Twine(probe) +
+                     " vs " + Twine(options.globalBatch) + ")");
       fullGraph = std::move(*g2);
     }
     mlir::ModuleOp target = full ? *full : *module;

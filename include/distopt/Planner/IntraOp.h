@@ -41,11 +41,13 @@
 namespace distopt::planner {
 
 /// Sharding state of a tensor over the tensor-parallel group, as an integer:
-/// >= 0: split along that dimension; kReplicated; kPartialSum; kPartialMax.
+/// >= 0: split along that dimension; kReplicated; kPartialSum, kPartialMax,
+/// kPartialMean.
 constexpr int64_t kReplicated = -1;
 constexpr int64_t kPartialSum = -2;
 constexpr int64_t kPartialMax = -3;
-/// "R", "S(d)", "P(sum)", "P(max)".
+constexpr int64_t kPartialMean = -4;
+/// "R", "S(d)", "P(sum)", "P(max)", "P(mean)".
 std::string shardingStateName(int64_t state);
 
 enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll };

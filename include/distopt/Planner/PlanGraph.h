@@ -82,6 +82,8 @@ struct PlanGraph {
   std::vector<PlanNode> nodes;
   std::vector<PlanTensor> tensors;
   std::vector<Segment> segments;
+  /// The function's results (tensor ids), in order.
+  std::vector<int64_t> outputs;
   unsigned numClasses = 0;
   int64_t probeBatch = 1;
   CostOptions costOptions;
@@ -92,13 +94,23 @@ struct PlanGraph {
   double forwardFlopsPerSample() const;
 };
 
-/// Builds the graph of `func` (a func.func holding dopt ops). Arguments
-/// whose dimension 0 equals `probeBatch` carry the batch. Errors: a
-/// function that is not a single straight-line block, dynamic shapes, or
-/// no argument carrying the batch.
+/// Builds the graph of `func` (a func.func holding dopt ops). The batch is
+/// carried by the arguments whose dimension 0 the model left symbolic
+/// (`dopt.symbolic_dims`, set by the importer) and which now have size
+/// `probeBatch`; in a model with no symbolic dimension 0, by the arguments
+/// whose dimension 0 equals `probeBatch`. Errors: a function that is not a
+/// single straight-line block, dynamic shapes, or no argument carrying the
+/// batch.
 llvm::Expected<PlanGraph> buildPlanGraph(mlir::Operation *func,
                                          int64_t probeBatch,
                                          const CostOptions &options);
+
+/// The same graph on another import of the same model (e.g. at the real
+/// batch instead of the probe batch): the analysis (batch dimensions,
+/// segments, classes) is kept, ops and values are rebound node for node.
+/// Errors when the two functions differ in their ops.
+llvm::Expected<PlanGraph> rebindPlanGraph(const PlanGraph &graph,
+                                          mlir::Operation *func);
 
 } // namespace distopt::planner
 

@@ -6,7 +6,8 @@
 // mapped to it. What splitting a factor means for the op:
 //  * Parallel: the op runs on the slices; results stay split.
 //  * Reduction: each device reduces its slice; the result is a partial
-//    value (partial sums, or partial maxima for reduce_max) that needs an
+//    value (partial sums, maxima for reduce_max, means for reduce_mean and
+//    global_avg_pool) that needs an
 //    all-reduce (or reduce-scatter) before use.
 //  * NeedReplication: the factor must not be split (softmax axis,
 //    normalised axes, convolution windows, concatenation axes...).
@@ -36,7 +37,9 @@ namespace distopt::planner {
 enum class FactorKind { Parallel, Reduction, NeedReplication };
 
 /// How partial results of a split reduction factor combine.
-enum class PartialKind { Sum, Max };
+/// Mean: each device holds the mean of its slice; equal slices combine by
+/// averaging (reduce_mean, global_avg_pool).
+enum class PartialKind { Sum, Max, Mean };
 
 struct Factor {
   int64_t size = 1;

@@ -728,6 +728,25 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   Block *body = func.addEntryBlock();
   for (size_t i = 0; i < args.size(); ++i) {
     func.setArgAttr(i, "dopt.name", builder_.getStringAttr(args[i]->name()));
+    // Which dimensions the model left symbolic (and --dim/--shape or the
+    // planner bound): the planner takes the batch from a symbolic dim 0.
+    if (args[i]->type().tensor_type().has_shape()) {
+      const auto &shape = args[i]->type().tensor_type().shape();
+      SmallVector<Attribute> names;
+      bool anySymbolic = false;
+      for (int d = 0; d < shape.dim_size(); ++d) {
+        bool symbolic = !shape.dim(d).has_dim_value() ||
+                        shape.dim(d).dim_value() < 0;
+        anySymbolic |= symbolic;
+        names.push_back(builder_.getStringAttr(
+            symbolic ? (shape.dim(d).has_dim_param()
+                            ? shape.dim(d).dim_param()
+                            : std::string("?"))
+                     : std::string()));
+      }
+      if (anySymbolic && !options_.inputShapes.count(args[i]->name()))
+        func.setArgAttr(i, "dopt.symbolic_dims", builder_.getArrayAttr(names));
+    }
     values_[args[i]->name()] = body->getArgument(i);
   }
   builder_.setInsertionPointToEnd(body);
