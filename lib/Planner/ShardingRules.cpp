@@ -212,8 +212,11 @@ std::optional<OpShardingRule> convRule(dopt::ConvOp op) {
   FactorKind channelKind =
       dense ? FactorKind::Parallel : FactorKind::NeedReplication;
   int64_t o = b.orNone(b.add((*y)[1], channelKind), (*y)[1]);
-  int64_t c = b.orNone(b.add((*x)[1], dense ? FactorKind::Reduction
-                                            : FactorKind::NeedReplication),
+  // Splitting the input channels leaves partial sums; a bias would be added
+  // in every one of them, so convolutions with a bias keep them whole.
+  int64_t c = b.orNone(b.add((*x)[1], dense && !op.getBias()
+                                          ? FactorKind::Reduction
+                                          : FactorKind::NeedReplication),
                        (*x)[1]);
   b.rule.operandDims.push_back(Dims{n, c, -1, -1});
   b.rule.operandDims.push_back(Dims{o, dense ? c : -1, -1, -1});

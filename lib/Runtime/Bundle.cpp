@@ -95,10 +95,10 @@ bool WeightStore::load(const Manifest &manifest, const std::string &bundleDir,
                   std::to_string(w.offset + w.length) +
                   ") run past the end of the file (" +
                   std::to_string(mapping->size) + " bytes)");
-    if (w.length != w.byteSize())
+    if (w.length != w.fileByteSize())
       return fail("length " + std::to_string(w.length) + " does not match " +
                   shapeToString(w.shape) + " of " + dtypeName(w.dtype) + " (" +
-                  std::to_string(w.byteSize()) + " bytes)");
+                  std::to_string(w.fileByteSize()) + " bytes)");
     if (w.length == 0) {
       pointers_.push_back(emptyWeight);
       continue;

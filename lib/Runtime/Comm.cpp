@@ -612,6 +612,20 @@ int dort_recv(void *r, int64_t count, dort_dtype d, int peer, dort_comm *c,
   return finish(req, rc, "dort_recv");
 }
 
+int dort_gather(const void *s, void *r, int64_t count, dort_dtype d, int root,
+                dort_comm *c) {
+  if (int rc = check("dort_gather", c, count, d, nullptr))
+    return rc;
+  if (root < 0 || root >= commSize(c))
+    return dort_set_error(1, "dort_gather: root %d of %d ranks", root,
+                          commSize(c));
+  MPI_Request req;
+  int rc = MPI_Igather(s, static_cast<int>(count), mpiType(d), r,
+                       static_cast<int>(count), mpiType(d), root, c->comm,
+                       &req);
+  return finish(req, rc, "dort_gather");
+}
+
 int dort_barrier(dort_comm *c) {
   if (int rc = check("dort_barrier", c, 0, DORT_F32, nullptr))
     return rc;

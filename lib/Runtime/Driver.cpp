@@ -1,6 +1,7 @@
 //===- Driver.cpp - dort_main, the model executable's command line --------===//
 
 #include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Distributed.h"
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/Runtime.h"
@@ -242,11 +243,30 @@ public:
       return fail(error);
     if (!entry)
       return fail("no entry point (dopt_entry) given to dort_main");
-    if (manifest.ranks != 1)
-      return fail("this bundle was compiled for " +
-                  std::to_string(manifest.ranks) +
-                  " ranks, but this runtime runs single-rank bundles only "
-                  "(multi-rank execution is not available yet)");
+    // Ranks: a multi-rank bundle runs under mpirun with exactly its rank
+    // count; a single-rank bundle must not be started on several.
+    int64_t launched = launchedRanks();
+    if (manifest.ranks == 1 && launched > 1)
+      return fail("this bundle was compiled for 1 rank, but it was launched "
+                  "on " + std::to_string(launched) +
+                  " (compile it with --cluster, or run it without mpirun)");
+    if (manifest.ranks > 1) {
+      if (launched != manifest.ranks)
+        return fail("this bundle was compiled for " +
+                    std::to_string(manifest.ranks) + " ranks, but it was "
+                    "launched on " + std::to_string(launched) +
+                    "; run it with `distopt run BUNDLE -n " +
+                    std::to_string(manifest.ranks) + "` or `mpirun -np " +
+                    std::to_string(manifest.ranks) + "`");
+      if (dort_comm_init(&argc, &argv) != 0)
+        return fail(dort_last_error_message());
+      distributed = true;
+      rank = dort_comm_rank(dort_comm_world());
+      if (dort_grid_init(static_cast<int>(manifest.grid.size()),
+                         manifest.grid.data()) != 0)
+        return fail(dort_last_error_message());
+      coords = gridCoords(manifest.grid, rank);
+    }
 
     // Inputs: names first, then files; report every problem found.
     std::vector<std::string> problems;
@@ -284,17 +304,44 @@ public:
       const TensorSpec &spec = manifest.inputs[i];
       const std::string &file = cl.inputs[given[spec.name]].file;
       std::string why;
-      if (!readTensorFile(file, inputs[i], why) ||
-          !checkTensorMatches(spec, inputs[i], why))
+      // Files hold whole tensors; each rank keeps its block.
+      TensorSpec whole = spec;
+      whole.shape = spec.fileShape();
+      Tensor read;
+      if (!readTensorFile(file, read, why) ||
+          !checkTensorMatches(whole, read, why)) {
         problems.push_back("input '" + spec.name + "': file '" + file +
                            "': " + why);
+        continue;
+      }
+      if (spec.splitAxes.empty()) {
+        inputs[i] = std::move(read);
+      } else if (!Tensor::create(spec.dtype, spec.shape, inputs[i], why)) {
+        problems.push_back("input '" + spec.name + "': " + why);
+      } else {
+        extractBlock(read.data(), inputs[i].data(), spec, manifest.grid,
+                     coords);
+      }
     }
-    if (!problems.empty())
+    if (!agree(problems.empty()))
       return failAll(problems);
 
     WeightStore weights;
-    if (!weights.load(manifest, bundleDir, error))
-      return fail(error);
+    bool weightsOk = weights.load(manifest, bundleDir, error);
+    if (!agree(weightsOk))
+      return fail(weightsOk ? "another rank failed to load the weights"
+                            : error);
+    // Sharded weights: this rank's block, copied out of the mapped file.
+    std::vector<Tensor> weightBlocks(manifest.weights.size());
+    for (size_t i = 0; i < manifest.weights.size(); ++i) {
+      const WeightSpec &spec = manifest.weights[i];
+      if (spec.splitAxes.empty())
+        continue;
+      if (!Tensor::create(spec.dtype, spec.shape, weightBlocks[i], error))
+        return fail("weight '" + spec.name + "': " + error);
+      extractBlock(weights.data(i), weightBlocks[i].data(), spec,
+                   manifest.grid, coords);
+    }
 
     std::vector<Tensor> outputs(manifest.outputs.size());
     for (size_t i = 0; i < manifest.outputs.size(); ++i) {
@@ -311,7 +358,9 @@ public:
     for (Tensor &t : inputs)
       buffers.push_back(t.data());
     for (size_t i = 0; i < weights.size(); ++i)
-      buffers.push_back(weights.data(i));
+      buffers.push_back(manifest.weights[i].splitAxes.empty()
+                            ? weights.data(i)
+                            : weightBlocks[i].data());
     for (Tensor &t : outputs)
       buffers.push_back(t.data());
 
@@ -329,13 +378,17 @@ public:
                               ? " (run " + std::to_string(r + 1) + " of " +
                                     std::to_string(cl.repeat) + ")"
                               : "";
-        return fail(modelLabel(manifest) + " failed" + run + ": " + failure +
-                    "; no outputs written");
+        std::string msg = modelLabel(manifest) + " failed" + run + ": " +
+                          failure + "; no outputs written";
+        // Peers may be waiting in a collective for this rank: end the job.
+        if (distributed)
+          dort_comm_abort(1, (cl.program + ": error: " + msg).c_str());
+        return fail(msg);
       }
       millis.push_back(
           std::chrono::duration<double, std::milli>(stop - start).count());
     }
-    if (cl.repeat > 1) {
+    if (cl.repeat > 1 && rank == 0) {
       std::vector<double> sorted = millis;
       std::sort(sorted.begin(), sorted.end());
       size_t n = sorted.size();
@@ -347,12 +400,44 @@ public:
                    formatMillis(sorted[0]).c_str());
     }
 
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string path = detail::joinPath(cl.outputDir, files[i]);
-      if (!writeNpy(path, outputs[i], error))
-        return fail("output '" + manifest.outputs[i].name + "': " + error);
+    // Multi-rank: rank 0 collects every rank's output block and puts the
+    // whole tensors together.
+    if (distributed) {
+      int64_t n = manifest.ranks;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const TensorSpec &spec = manifest.outputs[i];
+        size_t bytes = outputs[i].byteSize();
+        std::vector<char> all(rank == 0 ? bytes * n : 0);
+        if (dort_gather(outputs[i].data(), all.data(),
+                        static_cast<int64_t>(bytes), DORT_U8, 0,
+                        dort_comm_world()) != 0)
+          return fail(std::string("collecting the outputs: ") +
+                      dort_last_error_message());
+        if (rank != 0)
+          continue;
+        Tensor whole;
+        if (!Tensor::create(spec.dtype, spec.fileShape(), whole, error))
+          return fail("output '" + spec.name + "': " + error);
+        for (int64_t r = 0; r < n; ++r)
+          insertBlock(all.data() + r * bytes, whole.data(), spec,
+                      manifest.grid, gridCoords(manifest.grid, r));
+        outputs[i] = std::move(whole);
+      }
     }
+    if (rank == 0)
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        std::string path = detail::joinPath(cl.outputDir, files[i]);
+        if (!writeNpy(path, outputs[i], error))
+          return fail("output '" + manifest.outputs[i].name + "': " + error);
+      }
     return kExitOk;
+  }
+
+  ~Driver() {
+    if (distributed) {
+      dort_grid_finalize();
+      dort_comm_finalize();
+    }
   }
 
 private:
@@ -360,18 +445,49 @@ private:
   char **argv;
   dort_entry_fn entry;
   CommandLine cl;
+  bool distributed = false;
+  int rank = 0;
+  std::vector<int64_t> coords;
+
+  /// Ranks this process was launched among (mpirun's environment), else 1.
+  static int64_t launchedRanks() {
+    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+      if (const char *v = std::getenv(var)) {
+        long long n = std::atoll(v);
+        if (n > 0)
+          return n;
+      }
+    return 1;
+  }
+  /// Whether every rank succeeded (single rank: `ok`).
+  bool agree(bool ok) {
+    if (!distributed)
+      return ok;
+    int32_t bad = ok ? 0 : 1, anyBad = 0;
+    if (dort_all_reduce(&bad, &anyBad, 1, DORT_I32, DORT_MAX,
+                        dort_comm_world(), nullptr) != 0)
+      return false;
+    if (anyBad && ok && rank == 0)
+      std::fprintf(stderr, "%s: error: another rank failed (see its "
+                           "message)\n", cl.program.c_str());
+    return anyBad == 0;
+  }
 
   static std::string modelLabel(const Manifest &m) {
     return m.model.empty() ? std::string("model") : "model '" + m.model + "'";
   }
+  std::string prefix() const {
+    return distributed ? cl.program + ": rank " + std::to_string(rank)
+                       : cl.program;
+  }
   int fail(const std::string &message) {
-    std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),
+    std::fprintf(stderr, "%s: error: %s\n", prefix().c_str(),
                  message.c_str());
     return kExitError;
   }
   int failAll(const std::vector<std::string> &messages) {
     for (const std::string &m : messages)
-      std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(), m.c_str());
+      std::fprintf(stderr, "%s: error: %s\n", prefix().c_str(), m.c_str());
     return kExitError;
   }
 };

@@ -20,6 +20,13 @@ size_t TensorSpec::byteSize() const {
   return static_cast<size_t>(numElements()) * dtypeSize(dtype);
 }
 
+size_t TensorSpec::fileByteSize() const {
+  size_t n = dtypeSize(dtype);
+  for (int64_t d : fileShape())
+    n *= static_cast<size_t>(d);
+  return n;
+}
+
 namespace {
 
 class Validator {
@@ -114,6 +121,70 @@ public:
     if (!checkedNumElements(spec.shape, dtypeSize(spec.dtype), n))
       return fail(shapePath,
                   "shape " + shapeToString(spec.shape) + " is too large");
+    if (const JsonValue *g = v.get("global_shape")) {
+      std::string gpath = child(path, "global_shape");
+      if (!g->isArray() || g->elements().size() != spec.shape.size())
+        return fail(gpath, "expected an array of " +
+                               std::to_string(spec.shape.size()) +
+                               " dimensions");
+      for (size_t i = 0; i < g->elements().size(); ++i) {
+        int64_t d;
+        if (!getInteger(g->elements()[i],
+                        gpath + "[" + std::to_string(i) + "]", 0, d))
+          return false;
+        spec.globalShape.push_back(d);
+      }
+      if (!checkedNumElements(spec.globalShape, dtypeSize(spec.dtype), n))
+        return fail(gpath, "shape is too large");
+    }
+    if (const JsonValue *s = v.get("split_axes")) {
+      std::string spath = child(path, "split_axes");
+      if (!s->isArray() || s->elements().size() != spec.shape.size())
+        return fail(spath, "expected one array of grid axes per dimension");
+      for (size_t i = 0; i < s->elements().size(); ++i) {
+        const JsonValue &axes = s->elements()[i];
+        std::string apath = spath + "[" + std::to_string(i) + "]";
+        if (!axes.isArray())
+          return wrongType(apath, "an array of grid axes", axes);
+        std::vector<int64_t> list;
+        for (size_t j = 0; j < axes.elements().size(); ++j) {
+          int64_t a;
+          if (!getInteger(axes.elements()[j],
+                          apath + "[" + std::to_string(j) + "]", 0, a))
+            return false;
+          list.push_back(a);
+        }
+        spec.splitAxes.push_back(std::move(list));
+      }
+    }
+    if (const JsonValue *b = v.get("block_parts"))
+      if (!getInteger(*b, child(path, "block_parts"), 1, spec.blockParts))
+        return false;
+    return true;
+  }
+
+  /// A split tensor's local and global shapes must agree with the grid.
+  bool distribution(const TensorSpec &spec, const std::string &path,
+                    const std::vector<int64_t> &grid) {
+    if (spec.splitAxes.empty())
+      return spec.globalShape.empty() || spec.globalShape == spec.shape ||
+             fail(path, "global_shape differs from shape but no split_axes");
+    const std::vector<int64_t> &global = spec.fileShape();
+    for (size_t d = 0; d < spec.shape.size(); ++d) {
+      int64_t parts = 1;
+      for (int64_t a : spec.splitAxes[d]) {
+        if (a >= static_cast<int64_t>(grid.size()))
+          return fail(path + ".split_axes",
+                      "grid axis " + std::to_string(a) + " of a " +
+                          std::to_string(grid.size()) + "-axis grid");
+        parts *= grid[a];
+      }
+      if (spec.shape[d] * parts != global[d])
+        return fail(path, "dimension " + std::to_string(d) + ": " +
+                              std::to_string(spec.shape[d]) + " x " +
+                              std::to_string(parts) + " parts is not the " +
+                              "global " + std::to_string(global[d]));
+    }
     return true;
   }
 
@@ -130,12 +201,12 @@ public:
       return false;
     spec.offset = static_cast<uint64_t>(offset);
     spec.length = static_cast<uint64_t>(length);
-    if (spec.length != spec.byteSize())
+    if (spec.length != spec.fileByteSize())
       return fail(child(path, "length"),
                   std::to_string(length) + " bytes, but shape " +
-                      shapeToString(spec.shape) + " of " +
+                      shapeToString(spec.fileShape()) + " of " +
                       dtypeName(spec.dtype) + " needs " +
-                      std::to_string(spec.byteSize()));
+                      std::to_string(spec.fileByteSize()));
     return true;
   }
 
@@ -194,10 +265,41 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
+  if (const JsonValue *grid = root.get("grid")) {
+    if (!grid->isArray() || grid->elements().empty())
+      return check.fail("grid", "expected a non-empty array of axis sizes");
+    int64_t product = 1;
+    for (size_t i = 0; i < grid->elements().size(); ++i) {
+      int64_t n;
+      if (!check.getInteger(grid->elements()[i],
+                            "grid[" + std::to_string(i) + "]", 1, n))
+        return false;
+      m.grid.push_back(n);
+      product *= n;
+    }
+    if (product != m.ranks)
+      return check.fail("grid", "the grid holds " + std::to_string(product) +
+                                    " ranks, but \"ranks\" is " +
+                                    std::to_string(m.ranks));
+  } else if (m.ranks != 1) {
+    return check.fail("", "a multi-rank manifest needs a \"grid\"");
+  }
   if (!check.list(root, "inputs", true, m.inputs, &Validator::tensor) ||
       !check.list(root, "weights", false, m.weights, &Validator::weight) ||
       !check.list(root, "outputs", true, m.outputs, &Validator::tensor))
     return false;
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    if (!check.distribution(m.inputs[i], "inputs[" + std::to_string(i) + "]",
+                            m.grid))
+      return false;
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    if (!check.distribution(m.outputs[i],
+                            "outputs[" + std::to_string(i) + "]", m.grid))
+      return false;
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (!check.distribution(m.weights[i],
+                            "weights[" + std::to_string(i) + "]", m.grid))
+      return false;
   out = std::move(m);
   return true;
 }
@@ -225,9 +327,21 @@ JsonValue shapeJson(const std::vector<int64_t> &shape) {
 
 std::vector<std::pair<std::string, JsonValue>>
 tensorJson(const TensorSpec &spec) {
-  return {{"name", JsonValue::makeString(spec.name)},
-          {"dtype", JsonValue::makeString(dtypeName(spec.dtype))},
-          {"shape", shapeJson(spec.shape)}};
+  std::vector<std::pair<std::string, JsonValue>> members = {
+      {"name", JsonValue::makeString(spec.name)},
+      {"dtype", JsonValue::makeString(dtypeName(spec.dtype))},
+      {"shape", shapeJson(spec.shape)}};
+  if (!spec.globalShape.empty())
+    members.emplace_back("global_shape", shapeJson(spec.globalShape));
+  if (!spec.splitAxes.empty()) {
+    std::vector<JsonValue> dims;
+    for (const auto &axes : spec.splitAxes)
+      dims.push_back(shapeJson(axes));
+    members.emplace_back("split_axes", JsonValue::makeArray(std::move(dims)));
+  }
+  if (spec.blockParts != 1)
+    members.emplace_back("block_parts", JsonValue::makeInteger(spec.blockParts));
+  return members;
 }
 } // namespace
 
@@ -248,13 +362,16 @@ std::string Manifest::toJson() const {
         "length", JsonValue::makeInteger(static_cast<int64_t>(w.length)));
     ws.push_back(JsonValue::makeObject(std::move(members)));
   }
-  JsonValue root =
-      JsonValue::makeObject({{"format", JsonValue::makeInteger(format)},
-                             {"model", JsonValue::makeString(model)},
-                             {"ranks", JsonValue::makeInteger(ranks)},
-                             {"inputs", tensors(inputs)},
-                             {"outputs", tensors(outputs)},
-                             {"weights", JsonValue::makeArray(std::move(ws))}});
+  std::vector<std::pair<std::string, JsonValue>> members = {
+      {"format", JsonValue::makeInteger(format)},
+      {"model", JsonValue::makeString(model)},
+      {"ranks", JsonValue::makeInteger(ranks)}};
+  if (!grid.empty())
+    members.emplace_back("grid", shapeJson(grid));
+  members.emplace_back("inputs", tensors(inputs));
+  members.emplace_back("outputs", tensors(outputs));
+  members.emplace_back("weights", JsonValue::makeArray(std::move(ws)));
+  JsonValue root = JsonValue::makeObject(std::move(members));
   return root.serialize() + "\n";
 }
 

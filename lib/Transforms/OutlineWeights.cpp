@@ -41,6 +41,12 @@ struct OutlineWeightsPass
           ref.push_back(b.getNamedAttr("offset", w.getOffsetAttr()));
           ref.push_back(b.getNamedAttr("length", w.getLengthAttr()));
         }
+        // A partitioned program's weight is this rank's block of a bigger
+        // tensor (distopt-partition): keep how to cut it.
+        for (StringRef key :
+             {"dopt.global_type", "dopt.split_axes", "dopt.block_parts"})
+          if (Attribute a = w->getAttr(key))
+            ref.push_back(b.getNamedAttr(key.drop_front(5), a));
         unsigned index = main.getNumArguments();
         if (failed(main.insertArgument(
                 index, w.getType(),

@@ -296,6 +296,15 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
                            "over its rows) is not partitioned yet");
     (void)data;
   }
+  // A GEMM split along K leaves partial sums; its C term must count once in
+  // their sum: every rank adds C·beta/t.
+  if (auto gemm = dyn_cast<dopt::GemmOp>(op)) {
+    auto it = produced.find(gemm.getResult());
+    if (gemm.getC() && it != produced.end() && it->second.partial)
+      gemm.setBetaAttr(builder.getF32FloatAttr(
+          gemm.getBeta().convertToFloat() /
+          static_cast<float>(gridShape[kTensorAxis])));
+  }
   // Shape attributes follow the local types.
   llvm::TypeSwitch<Operation *>(op)
       .Case<dopt::ReshapeOp>([&](dopt::ReshapeOp r) {

@@ -118,6 +118,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   OwningOpRef<ModuleOp> module = importONNXFile(context, input, options);
   if (!module)
     return 1;
+  // --cluster: plan, then rewrite into the program of one rank.
+  std::vector<int64_t> grid;
+  if (!partitionForCluster(context, *module, grid))
+    return 1;
+  int64_t ranks = 1;
+  for (int64_t g : grid)
+    ranks *= g;
   OpPrintingFlags flags;
   if (printGeneric)
     flags.printGenericOpForm();
@@ -148,11 +155,37 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (modelDir.empty())
     modelDir = ".";
   llvm::sys::fs::make_absolute(modelDir);
+  // A partitioned program's tensors are blocks of whole tensors: the
+  // manifest says how to cut them (split axes over the grid, whole shape).
+  auto distribute = [&](llvm::json::Object &t, Attribute splitAxes,
+                        Attribute globalType, Attribute blockParts) {
+    auto axes = dyn_cast_or_null<ArrayAttr>(splitAxes);
+    auto global = dyn_cast_or_null<TypeAttr>(globalType);
+    if (!axes || !global)
+      return;
+    llvm::json::Array dims;
+    for (Attribute a : axes) {
+      llvm::json::Array list;
+      for (Attribute x : cast<ArrayAttr>(a))
+        list.push_back(cast<IntegerAttr>(x).getInt());
+      dims.push_back(std::move(list));
+    }
+    t["split_axes"] = std::move(dims);
+    t["global_shape"] =
+        shapeJson(cast<RankedTensorType>(global.getValue()).getShape());
+    if (auto parts = dyn_cast_or_null<IntegerAttr>(blockParts))
+      t["block_parts"] = parts.getInt();
+  };
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(main.getArgument(i).getType());
     if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
       StringRef name = cast<StringAttr>(ref.get("name")).getValue();
       llvm::json::Object w = tensorJson(name, type);
+      distribute(w, ref.get("split_axes"), ref.get("global_type"),
+                 ref.get("block_parts"));
+      // Files hold the whole weight.
+      if (auto global = ref.getAs<TypeAttr>("global_type"))
+        type = cast<RankedTensorType>(global.getValue());
       int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
       if (auto loc = ref.getAs<StringAttr>("location")) {
         SmallString<256> path(modelDir);
@@ -173,7 +206,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       continue;
     }
     auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-    inputs.push_back(tensorJson(name ? name.getValue() : "", type));
+    llvm::json::Object in = tensorJson(name ? name.getValue() : "", type);
+    distribute(in, main.getArgAttr(i, "dopt.split_axes"),
+               main.getArgAttr(i, "dopt.global_type"), nullptr);
+    inputs.push_back(std::move(in));
   }
   llvm::StringSet<> outputNames;
   for (unsigned i = 0; i < main.getNumResults(); ++i) {
@@ -190,8 +226,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       name = unique;
       outputNames.insert(name);
     }
-    outputs.push_back(
-        tensorJson(name, cast<RankedTensorType>(main.getResultTypes()[i])));
+    llvm::json::Object out =
+        tensorJson(name, cast<RankedTensorType>(main.getResultTypes()[i]));
+    distribute(out, main.getResultAttr(i, "dopt.split_axes"),
+               main.getResultAttr(i, "dopt.global_type"), nullptr);
+    outputs.push_back(std::move(out));
   }
 
   if (failed(cpu::lowerToLinalg(*module)))
@@ -267,10 +306,16 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   llvm::json::Object manifest{
       {"format", 1},
       {"model", llvm::sys::path::stem(input)},
-      {"ranks", 1},
+      {"ranks", ranks},
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},
       {"weights", std::move(weights)}};
+  if (!grid.empty()) {
+    llvm::json::Array g;
+    for (int64_t n : grid)
+      g.push_back(n);
+    manifest["grid"] = std::move(g);
+  }
   if (failed(printTo(pathIn("manifest.json"), [&](llvm::raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
            << "\n";

@@ -13,6 +13,9 @@
 
 #include "distopt/Planner/PlanReport.h"
 #include "distopt/Planner/PlanToIR.h"
+#include "distopt/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -40,7 +43,8 @@ cl::opt<std::string> clusterSpec(
     "cluster",
     cl::desc("Cluster: a preset (dgx-a100x8, dgx-h100x8, local:N, "
              "NxPRESET) or a YAML file"),
-    cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()));
+    cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
                           cl::init("train"), cl::value_desc("train|infer"),
                           cl::sub(distopt::tool::planCommand()));
@@ -61,13 +65,16 @@ cl::opt<std::string> precision(
     cl::value_desc("dtype"), cl::sub(distopt::tool::planCommand()));
 cl::opt<int64_t> forceDP("dp", cl::desc("Force the data-parallel degree"),
                          cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()));
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
 cl::opt<int64_t> forceTP("tp", cl::desc("Force the tensor-parallel degree"),
                          cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()));
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
 cl::opt<int64_t> forcePP("pp", cl::desc("Force the number of pipeline stages"),
                          cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()));
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
 cl::opt<int64_t> forceMicro(
     "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
     cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
@@ -81,7 +88,8 @@ cl::opt<std::string> optimizer("optimizer",
                                cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> profileFile(
     "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
-    cl::value_desc("file"), cl::sub(distopt::tool::planCommand()));
+    cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> emit(
     "emit",
     cl::desc("summary (default): the readable plan; ir: the model's dopt IR "
@@ -103,6 +111,11 @@ cl::opt<std::string> jsonFile("json",
 int usage(const Twine &msg) {
   WithColor::error(errs(), "distopt plan") << msg << "\n";
   return 1;
+}
+
+bool compileError(const Twine &msg) {
+  WithColor::error(errs(), "distopt compile") << msg << "\n";
+  return false;
 }
 
 bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out,
@@ -314,4 +327,88 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     out->keep();
   }
   return 0;
+}
+
+bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
+                                        mlir::ModuleOp module,
+                                        std::vector<int64_t> &grid) {
+  grid.clear();
+  if (clusterSpec.empty()) {
+    if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
+        forcePP.getNumOccurrences())
+      return compileError("--dp/--tp/--pp need --cluster");
+    return true;
+  }
+  Expected<Cluster> cluster = resolveCluster(clusterSpec);
+  if (!cluster)
+    return compileError(toString(cluster.takeError()));
+  PlanOptions options;
+  options.mode = PlanMode::Infer;
+  std::string error;
+  if (!positive(forceDP, "dp", options.dp, error) ||
+      !positive(forceTP, "tp", options.tp, error) ||
+      !positive(forcePP, "pp", options.pp, error))
+    return compileError(error);
+  if (options.pp && *options.pp != 1)
+    return compileError("--pp " + Twine(*options.pp) +
+                 ": pipeline stages are not partitioned into per-rank "
+                 "programs yet; use --pp 1");
+  options.pp = 1;
+  if (!profileFile.empty()) {
+    auto buf = MemoryBuffer::getFile(profileFile);
+    if (!buf)
+      return compileError("cannot read profile '" + profileFile +
+                   "': " + buf.getError().message());
+    auto profile = parseEfficiencyProfile((*buf)->getBuffer(), profileFile);
+    if (!profile)
+      return compileError(toString(profile.takeError()));
+    options.efficiency = *profile;
+  }
+  auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
+  if (!func || func.getNumArguments() == 0)
+    return compileError("the model has no inputs to carry a batch");
+  // The batch: dimension 0 of the inputs the model left symbolic (bound by
+  // --dim), else of the first input.
+  std::optional<int64_t> batch;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
+                                                       "dopt.symbolic_dims");
+    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
+    if (dims && !dims.empty() &&
+        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
+        type.getRank() > 0) {
+      batch = type.getDimSize(0);
+      break;
+    }
+  }
+  if (!batch) {
+    auto type = dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
+    if (!type || type.getRank() == 0)
+      return compileError("the first model input is a scalar: no batch dimension");
+    batch = type.getDimSize(0);
+  }
+  options.globalBatch = *batch;
+  if (options.dp && *batch % *options.dp != 0)
+    return compileError("--dp " + Twine(*options.dp) +
+                 " does not divide the batch of " + Twine(*batch) +
+                 " (dimension 0 of the model inputs)");
+  Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
+  if (!graph)
+    return compileError(toString(graph.takeError()));
+  Expected<PlanResult> result = searchPlan(*graph, *cluster, options);
+  if (!result)
+    return compileError(toString(result.takeError()));
+  const Plan &p = result->best;
+  context.loadDialect<mlir::shard::ShardDialect>();
+  if (Error e = annotatePlan(module, *graph, p))
+    return compileError(toString(std::move(e)));
+  mlir::PassManager pm(&context);
+  pm.addPass(distopt::createPartitionPass());
+  if (failed(pm.run(module)))
+    return false;
+  grid = {p.pp, p.dp, p.tp};
+  outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
+         << " x pp " << p.pp << " = " << p.devices() << " ranks on "
+         << clusterSpec << "\n";
+  return true;
 }

@@ -4,7 +4,10 @@
 
 #include "distopt/Import/ONNX/Importer.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+
+#include <vector>
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 
@@ -17,6 +20,14 @@ bool importOptionsFromFlags(ONNXImportOptions &options);
 /// The `plan` subcommand (a function-local static, so options in other
 /// files can name it safely during static initialisation).
 llvm::cl::SubCommand &planCommand();
+llvm::cl::SubCommand &compileCommand();
+/// `distopt compile --cluster SPEC [--dp N --tp N --pp N]`: plans inference
+/// of `module` (imported at its real batch) for the cluster and rewrites it
+/// into the program of one rank (distopt-partition). `grid` receives the
+/// device grid (stages x data x tensor); it stays empty without --cluster.
+/// Prints its errors; returns false on failure.
+bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
+                         std::vector<int64_t> &grid);
 int runPlan(mlir::MLIRContext &context, llvm::StringRef input);
 
 /// `distopt compile`: import, lower, emit the object, link, write the bundle

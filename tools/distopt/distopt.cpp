@@ -34,9 +34,12 @@ using namespace llvm;
 
 static cl::SubCommand importCmd("import",
                                 "Import an ONNX model into the dopt dialect");
-static cl::SubCommand
-    compileCmd("compile",
-               "Compile an ONNX model into an executable bundle (model.dx/)");
+cl::SubCommand &distopt::tool::compileCommand() {
+  static cl::SubCommand cmd(
+      "compile", "Compile an ONNX model into an executable bundle (model.dx/)");
+  return cmd;
+}
+static cl::SubCommand &compileCmd = distopt::tool::compileCommand();
 
 static cl::opt<std::string> importInput(cl::Positional, cl::Required,
                                         cl::desc("<model.onnx|model.onnxtxt>"),

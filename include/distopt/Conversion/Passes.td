@@ -41,4 +41,32 @@ def ConvertDoptToLinalgPass : Pass<"distopt-convert-dopt-to-linalg", "mlir::Modu
                            "mlir::func::FuncDialect"];
 }
 
+def ConvertShardToRuntimePass : Pass<"distopt-convert-shard-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower the partitioner's shard collectives to runtime calls";
+  let description = [{
+    Runs on tensors, before bufferization. Each `shard.all_reduce`,
+    `all_gather`, `reduce_scatter`, `all_to_all` and `all_slice` on the
+    `@dopt_grid` becomes a call into the runtime's collective layer
+    (`dort_shard_<op>_<type>`, MLIR C interface, unranked memrefs) between
+    `bufferization.to_buffer` of its input and `bufferization.to_tensor` of a
+    fresh result buffer; grid axes, dimensions and the reduction kind are
+    passed as integers. The `shard.grid` symbol is removed afterwards.
+
+    ```mlir
+    %y = shard.all_reduce %x on @dopt_grid grid_axes = [2] : tensor<4x8xf32> -> tensor<4x8xf32>
+    // becomes
+    %xb = bufferization.to_buffer %x read_only : tensor<4x8xf32> to memref<4x8xf32, strided<[?, ?], offset: ?>>
+    %yb = memref.alloc() : memref<4x8xf32>
+    func.call @dort_shard_all_reduce_f32(%xu, %yu, %c2, %c1) : (memref<*xf32>, memref<*xf32>, i64, i64) -> ()
+    %y = bufferization.to_tensor %yb restrict writable : memref<4x8xf32> to tensor<4x8xf32>
+    ```
+    Element types f32, f64, f16, bf16, i64, i32, i8 and i1; collectives over
+    more than one grid axis, and other shard ops, are errors.
+  }];
+  let dependentDialects = ["mlir::bufferization::BufferizationDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::func::FuncDialect"];
+}
+
 #endif // DISTOPT_CONVERSION_PASSES_TD

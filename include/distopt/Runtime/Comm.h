@@ -98,6 +98,10 @@ int dort_send(const void *sendbuf, int64_t count, dort_dtype dtype, int peer,
 int dort_recv(void *recvbuf, int64_t count, dort_dtype dtype, int peer,
               dort_comm *comm, dort_stream stream);
 int dort_barrier(dort_comm *comm);
+/* Rank `root` receives every rank's `count` elements in rank order (not in
+ * NCCL; the MPI backend uses it to collect outputs). */
+int dort_gather(const void *sendbuf, void *recvbuf, int64_t count,
+                dort_dtype dtype, int root, dort_comm *comm);
 
 /* Non-blocking variants: start, overlap compute, then dort_wait. */
 int dort_iall_reduce(const void *sendbuf, void *recvbuf, int64_t count,

@@ -33,10 +33,24 @@ namespace distopt::runtime {
 struct TensorSpec {
   std::string name;
   DType dtype = DType::Float32;
+  /// The shape one rank's program sees.
   std::vector<int64_t> shape;
+  /// Multi-rank bundles: the whole tensor's shape (what input, output and
+  /// weight files hold) when it differs from `shape`, and per dimension the
+  /// grid axes that split it (row-major order of the grid; empty: no split).
+  std::vector<int64_t> globalShape;
+  std::vector<std::vector<int64_t>> splitAxes;
+  /// Weights only: the split dimension holds this many equal parts, each
+  /// split separately (a fused QKV projection's columns).
+  int64_t blockParts = 1;
 
   int64_t numElements() const;
   size_t byteSize() const;
+  /// The shape in files: globalShape, or shape when not split.
+  const std::vector<int64_t> &fileShape() const {
+    return globalShape.empty() ? shape : globalShape;
+  }
+  size_t fileByteSize() const;
 };
 
 struct WeightSpec : TensorSpec {
@@ -52,6 +66,9 @@ struct Manifest {
   int64_t format = kFormat;
   std::string model;
   int64_t ranks = 1;
+  /// Multi-rank bundles: the device grid (stages x data x tensor), whose
+  /// product is `ranks`; ranks are numbered row-major over it.
+  std::vector<int64_t> grid;
   std::vector<TensorSpec> inputs;
   std::vector<WeightSpec> weights;
   std::vector<TensorSpec> outputs;

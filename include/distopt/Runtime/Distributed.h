@@ -1,0 +1,52 @@
+//===- Distributed.h - multi-rank bundles: grid, blocks, collectives -*- C++ -*-===//
+//
+// A multi-rank bundle runs one SPMD program per rank on a grid of devices
+// (stages x data x tensor, row-major rank order). The runtime
+//  * sets up one communicator per grid axis (dort_grid_init);
+//  * cuts each rank's block out of whole inputs and weights and puts the
+//    blocks of outputs back together (extractBlock / insertBlock), following
+//    the tensor's split axes (and block parts for fused-QKV weights);
+//  * implements the `shard` collectives the partitioner leaves in the
+//    program (dort_shard_* below, called through MLIR's C interface on
+//    strided memrefs), over the axis communicators of Comm.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_RUNTIME_DISTRIBUTED_H
+#define DISTOPT_RUNTIME_DISTRIBUTED_H
+
+#include "distopt/Runtime/Comm.h"
+#include "distopt/Runtime/Manifest.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace distopt::runtime {
+
+/// Grid coordinates of `rank` (row-major).
+std::vector<int64_t> gridCoords(const std::vector<int64_t> &grid,
+                                int64_t rank);
+
+/// Copies this rank's block of a whole tensor (row-major, `spec.fileShape()`)
+/// into `local` (row-major, `spec.shape`).
+void extractBlock(const void *global, void *local, const TensorSpec &spec,
+                  const std::vector<int64_t> &grid,
+                  const std::vector<int64_t> &coords);
+/// The inverse: writes the block of the rank at `coords` into `global`.
+void insertBlock(const void *local, void *global, const TensorSpec &spec,
+                 const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &coords);
+
+} // namespace distopt::runtime
+
+extern "C" {
+/// Creates the communicator of every grid axis (collective over the world).
+int dort_grid_init(int ndims, const int64_t *shape);
+void dort_grid_finalize(void);
+/// The communicator of grid axis `axis` (NULL before dort_grid_init).
+dort_comm *dort_grid_axis_comm(int axis);
+/// This rank's coordinate on `axis`.
+int64_t dort_grid_coord(int axis);
+}
+
+#endif // DISTOPT_RUNTIME_DISTRIBUTED_H

@@ -1,0 +1,157 @@
+//===- ShardToRuntime.cpp - shard collectives -> runtime calls ------------===//
+//
+// See Passes.td (ConvertShardToRuntimePass). The runtime side is
+// lib/Runtime/Distributed.cpp (_mlir_ciface_dort_shard_*).
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_CONVERTSHARDTORUNTIMEPASS
+#include "distopt/Conversion/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+
+namespace {
+
+std::optional<std::string> suffixOf(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "i8";
+  if (t.isInteger(1))
+    return "i1";
+  return std::nullopt;
+}
+
+int64_t reductionCode(shard::ReductionKind k) {
+  return static_cast<int64_t>(k); // Sum=1, Max=2, Min=3, Product=4, Average=5
+}
+
+struct ConvertShardToRuntimePass
+    : distopt::impl::ConvertShardToRuntimePassBase<ConvertShardToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> collectives;
+    bool ok = true;
+    module.walk([&](Operation *op) {
+      if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+              shard::AllToAllOp, shard::AllSliceOp>(op))
+        collectives.push_back(op);
+      else if (isa<shard::ShardOp, shard::ShardingOp>(op) ||
+               (op->getDialect() &&
+                isa<shard::ShardDialect>(op->getDialect()) &&
+                !isa<shard::GridOp>(op))) {
+        op->emitError("cannot lower this shard op to the runtime (run "
+                      "distopt-partition first)");
+        ok = false;
+      }
+    });
+    if (!ok)
+      return signalPassFailure();
+    for (Operation *op : collectives)
+      if (failed(lower(module, op)))
+        return signalPassFailure();
+    SmallVector<shard::GridOp> grids;
+    module.walk([&](shard::GridOp g) { grids.push_back(g); });
+    for (shard::GridOp g : grids)
+      g.erase();
+  }
+
+  LogicalResult lower(ModuleOp module, Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value input = op->getOperand(0);
+    auto inType = cast<RankedTensorType>(input.getType());
+    auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+    std::optional<std::string> suffix = suffixOf(inType.getElementType());
+    if (!suffix)
+      return op->emitError("collectives on ")
+             << inType.getElementType() << " are not supported";
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    if (!axes || axes.size() != 1)
+      return op->emitError("collectives over ")
+             << (axes ? axes.size() : 0)
+             << " grid axes are not supported (exactly one)";
+    std::string name;
+    SmallVector<int64_t> ints{axes[0]};
+    if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
+      name = "all_reduce";
+      ints.push_back(reductionCode(r.getReduction()));
+    } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
+      name = "all_gather";
+      ints.push_back(g.getGatherAxis().getSExtValue());
+    } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
+      name = "reduce_scatter";
+      ints.push_back(reductionCode(s.getReduction()));
+      ints.push_back(s.getScatterAxis().getSExtValue());
+    } else if (auto a = dyn_cast<shard::AllToAllOp>(op)) {
+      name = "all_to_all";
+      ints.push_back(a.getSplitAxis().getSExtValue());
+      ints.push_back(a.getConcatAxis().getSExtValue());
+    } else {
+      name = "all_slice";
+      ints.push_back(cast<shard::AllSliceOp>(op).getSliceAxis().getSExtValue());
+    }
+    std::string callee = "dort_shard_" + name + "_" + *suffix;
+    Type elt = inType.getElementType();
+    auto unranked = UnrankedMemRefType::get(elt, 0);
+    SmallVector<Type> argTypes{unranked, unranked};
+    argTypes.append(ints.size(), b.getI64Type());
+    auto fnType = b.getFunctionType(argTypes, {});
+    auto fn = module.lookupSymbol<func::FuncOp>(callee);
+    if (!fn) {
+      OpBuilder mb(module.getBodyRegion());
+      mb.setInsertionPointToEnd(module.getBody());
+      fn = func::FuncOp::create(mb, loc, callee, fnType);
+      fn.setPrivate();
+      fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
+    } else if (fn.getFunctionType() != fnType) {
+      return op->emitError("runtime function @") << callee << " redeclared";
+    }
+    // Any layout for the input: the runtime reads strides.
+    SmallVector<int64_t> dynStrides(inType.getRank(), ShapedType::kDynamic);
+    auto inBufType = MemRefType::get(
+        inType.getShape(), elt,
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                               dynStrides));
+    Value inBuf = bufferization::ToBufferOp::create(b, loc, inBufType, input,
+                                                    /*read_only=*/true);
+    auto outBufType = MemRefType::get(outType.getShape(), elt);
+    Value outBuf = memref::AllocOp::create(b, loc, outBufType);
+    Value inU = memref::CastOp::create(b, loc, unranked, inBuf);
+    Value outU = memref::CastOp::create(b, loc, unranked, outBuf);
+    SmallVector<Value> args{inU, outU};
+    for (int64_t v : ints)
+      args.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)));
+    func::CallOp::create(b, loc, fn, args);
+    Value result = bufferization::ToTensorOp::create(
+        b, loc, outType, outBuf, /*restrict=*/true, /*writable=*/true);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,453 @@
+//===- Distributed.cpp - grid, blocks, and the shard collectives ----------===//
+
+#include "distopt/Runtime/Distributed.h"
+
+#include "distopt/Runtime/Kernels.h"
+#include "distopt/Runtime/Runtime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace distopt::runtime {
+
+std::vector<int64_t> gridCoords(const std::vector<int64_t> &grid,
+                                int64_t rank) {
+  std::vector<int64_t> coords(grid.size());
+  for (size_t i = grid.size(); i-- > 0;) {
+    coords[i] = rank % grid[i];
+    rank /= grid[i];
+  }
+  return coords;
+}
+
+namespace {
+
+/// For each dimension, the global index of every local index.
+std::vector<std::vector<int64_t>> indexMaps(const TensorSpec &spec,
+                                            const std::vector<int64_t> &grid,
+                                            const std::vector<int64_t> &coords) {
+  const std::vector<int64_t> &global = spec.fileShape();
+  std::vector<std::vector<int64_t>> maps(spec.shape.size());
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    int64_t parts = 1, index = 0;
+    if (d < spec.splitAxes.size())
+      for (int64_t a : spec.splitAxes[d]) {
+        parts *= grid[a];
+        index = index * grid[a] + coords[a];
+      }
+    int64_t local = spec.shape[d];
+    maps[d].resize(local);
+    int64_t k = parts > 1 ? spec.blockParts : 1;
+    int64_t partSize = global[d] / k, perPart = local / k;
+    for (int64_t j = 0; j < local; ++j) {
+      int64_t part = perPart ? j / perPart : 0, off = perPart ? j % perPart : j;
+      maps[d][j] = part * partSize + index * perPart + off;
+    }
+  }
+  return maps;
+}
+
+template <bool Extract>
+void copyBlock(const char *src, char *dst, const TensorSpec &spec,
+               const std::vector<int64_t> &grid,
+               const std::vector<int64_t> &coords) {
+  size_t elem = dtypeSize(spec.dtype);
+  const std::vector<int64_t> &global = spec.fileShape();
+  size_t rank = spec.shape.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  auto maps = indexMaps(spec, grid, coords);
+  // Row-major strides (elements) of both tensors.
+  std::vector<int64_t> gs(rank, 1), ls(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    gs[d] = gs[d + 1] * global[d + 1];
+    ls[d] = ls[d + 1] * spec.shape[d + 1];
+  }
+  std::vector<int64_t> idx(rank, 0);
+  int64_t total = 1;
+  for (int64_t s : spec.shape)
+    total *= s;
+  if (total == 0)
+    return;
+  int64_t inner = spec.shape[rank - 1];
+  for (int64_t done = 0; done < total; done += inner) {
+    int64_t gbase = 0, lbase = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      gbase += maps[d][idx[d]] * gs[d];
+      lbase += idx[d] * ls[d];
+    }
+    // Copy the innermost row in contiguous runs.
+    const std::vector<int64_t> &m = maps[rank - 1];
+    int64_t j = 0;
+    while (j < inner) {
+      int64_t run = 1;
+      while (j + run < inner && m[j + run] == m[j] + run)
+        ++run;
+      const char *from;
+      char *to;
+      if (Extract) {
+        from = src + (gbase + m[j]) * elem;
+        to = dst + (lbase + j) * elem;
+      } else {
+        from = src + (lbase + j) * elem;
+        to = dst + (gbase + m[j]) * elem;
+      }
+      std::memcpy(to, from, run * elem);
+      j += run;
+    }
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < spec.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace
+
+void extractBlock(const void *global, void *local, const TensorSpec &spec,
+                  const std::vector<int64_t> &grid,
+                  const std::vector<int64_t> &coords) {
+  copyBlock<true>(static_cast<const char *>(global), static_cast<char *>(local),
+                  spec, grid, coords);
+}
+
+void insertBlock(const void *local, void *global, const TensorSpec &spec,
+                 const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &coords) {
+  copyBlock<false>(static_cast<const char *>(local),
+                   static_cast<char *>(global), spec, grid, coords);
+}
+
+} // namespace distopt::runtime
+
+using namespace distopt::runtime;
+
+namespace {
+
+std::vector<int64_t> gGrid;
+std::vector<dort_comm *> gAxisComms;
+std::vector<int64_t> gCoords;
+
+[[noreturn]] void die(const std::string &what) {
+  dort_comm_abort(4, what.c_str());
+  std::abort();
+}
+
+/// A strided memref as MLIR's C interface passes it.
+struct View {
+  char *base = nullptr; ///< aligned + offset, in bytes
+  std::vector<int64_t> sizes, strides; ///< strides in elements
+  size_t elem = 0;
+
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t s : sizes)
+      n *= s;
+    return n;
+  }
+};
+
+View viewOf(DortUnrankedMemRef *m, size_t elem) {
+  View v;
+  v.elem = elem;
+  auto *words = static_cast<int64_t *>(m->descriptor);
+  // {allocated, aligned, offset, sizes[rank], strides[rank]}
+  char *aligned = reinterpret_cast<char *>(words[1]);
+  int64_t offset = words[2];
+  v.base = aligned + offset * static_cast<int64_t>(elem);
+  for (int64_t i = 0; i < m->rank; ++i)
+    v.sizes.push_back(words[3 + i]);
+  for (int64_t i = 0; i < m->rank; ++i)
+    v.strides.push_back(words[3 + m->rank + i]);
+  return v;
+}
+
+template <bool Pack>
+void walk(const View &v, char *flat) {
+  size_t rank = v.sizes.size();
+  int64_t n = v.count();
+  if (n == 0)
+    return;
+  if (rank == 0) {
+    Pack ? std::memcpy(flat, v.base, v.elem) : std::memcpy(v.base, flat, v.elem);
+    return;
+  }
+  std::vector<int64_t> idx(rank, 0);
+  int64_t inner = v.sizes[rank - 1], innerStride = v.strides[rank - 1];
+  for (int64_t done = 0; done < n; done += inner) {
+    int64_t off = 0;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      off += idx[d] * v.strides[d];
+    char *row = v.base + off * static_cast<int64_t>(v.elem);
+    char *out = flat + done * v.elem;
+    if (innerStride == 1) {
+      Pack ? std::memcpy(out, row, inner * v.elem)
+           : std::memcpy(row, out, inner * v.elem);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) {
+        char *p = row + j * innerStride * static_cast<int64_t>(v.elem);
+        Pack ? std::memcpy(out + j * v.elem, p, v.elem)
+             : std::memcpy(p, out + j * v.elem, v.elem);
+      }
+    }
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < v.sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+std::vector<char> pack(const View &v) {
+  std::vector<char> flat(v.count() * v.elem);
+  walk<true>(v, flat.data());
+  return flat;
+}
+void unpack(const std::vector<char> &flat, const View &v) {
+  walk<false>(v, const_cast<char *>(flat.data()));
+}
+
+/// outer x (rows along `dim`) x inner bytes of a row-major shape.
+void splitShape(const std::vector<int64_t> &shape, int64_t dim, size_t elem,
+                int64_t &outer, int64_t &rows, int64_t &inner) {
+  outer = 1;
+  inner = static_cast<int64_t>(elem);
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  rows = shape[dim];
+}
+
+/// Contiguous blocks [t][outer][rows/t][inner] of a tensor split along dim.
+std::vector<char> toBlocks(const std::vector<char> &flat,
+                           const std::vector<int64_t> &shape, int64_t dim,
+                           int64_t t, size_t elem) {
+  int64_t outer, rows, inner;
+  splitShape(shape, dim, elem, outer, rows, inner);
+  int64_t per = rows / t;
+  std::vector<char> out(flat.size());
+  char *o = out.data();
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t i = 0; i < outer; ++i) {
+      std::memcpy(o, flat.data() + (i * rows + r * per) * inner, per * inner);
+      o += per * inner;
+    }
+  return out;
+}
+
+/// The inverse: t blocks of `blockShape` joined along dim.
+std::vector<char> fromBlocks(const std::vector<char> &blocks,
+                             const std::vector<int64_t> &blockShape,
+                             int64_t dim, int64_t t, size_t elem) {
+  int64_t outer, per, inner;
+  splitShape(blockShape, dim, elem, outer, per, inner);
+  std::vector<char> out(blocks.size());
+  const char *b = blocks.data();
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t i = 0; i < outer; ++i) {
+      std::memcpy(out.data() + (i * per * t + r * per) * inner, b, per * inner);
+      b += per * inner;
+    }
+  return out;
+}
+
+dort_comm *axisComm(int64_t axis, const char *what) {
+  if (axis < 0 || axis >= static_cast<int64_t>(gAxisComms.size()) ||
+      !gAxisComms[axis])
+    die(std::string(what) + ": grid axis " + std::to_string(axis) +
+        " has no communicator (dort_grid_init not called)");
+  return gAxisComms[axis];
+}
+
+/// shard.ReductionKind: Sum=1, Max=2, Min=3, Product=4, Average=5.
+dort_redop redop(int64_t kind, bool &average) {
+  average = kind == 5;
+  switch (kind) {
+  case 2:
+    return DORT_MAX;
+  case 3:
+    return DORT_MIN;
+  case 4:
+    return DORT_PROD;
+  default:
+    return DORT_SUM;
+  }
+}
+
+void divideBy(std::vector<char> &flat, dort_dtype d, int64_t n) {
+  if (d == DORT_F32) {
+    auto *p = reinterpret_cast<float *>(flat.data());
+    for (size_t i = 0; i < flat.size() / 4; ++i)
+      p[i] /= static_cast<float>(n);
+  } else if (d == DORT_F64) {
+    auto *p = reinterpret_cast<double *>(flat.data());
+    for (size_t i = 0; i < flat.size() / 8; ++i)
+      p[i] /= static_cast<double>(n);
+  } else {
+    die("an average reduction of this element type is not supported");
+  }
+}
+
+void check(int rc, const char *what) {
+  if (rc != 0)
+    die(std::string(what) + ": " + dort_last_error_message());
+}
+
+void allReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+               int64_t kind, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View vi = viewOf(in, elem), vo = viewOf(out, elem);
+  dort_comm *c = axisComm(axis, "all_reduce");
+  std::vector<char> buf = pack(vi);
+  bool average;
+  dort_redop op = redop(kind, average);
+  check(dort_all_reduce(buf.data(), buf.data(), vi.count(), d, op, c, nullptr),
+        "all_reduce");
+  if (average)
+    divideBy(buf, d, dort_comm_size(c));
+  unpack(buf, vo);
+}
+
+void allGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+               int64_t dim, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View vi = viewOf(in, elem), vo = viewOf(out, elem);
+  dort_comm *c = axisComm(axis, "all_gather");
+  int64_t t = dort_comm_size(c);
+  std::vector<char> mine = pack(vi), all(mine.size() * t);
+  check(dort_all_gather(mine.data(), all.data(), vi.count(), d, c, nullptr),
+        "all_gather");
+  unpack(fromBlocks(all, vi.sizes, dim, t, elem), vo);
+}
+
+void reduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                   int64_t axis, int64_t kind, int64_t dim, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View vi = viewOf(in, elem), vo = viewOf(out, elem);
+  dort_comm *c = axisComm(axis, "reduce_scatter");
+  int64_t t = dort_comm_size(c);
+  std::vector<char> blocks = toBlocks(pack(vi), vi.sizes, dim, t, elem);
+  std::vector<char> mine(blocks.size() / t);
+  bool average;
+  dort_redop op = redop(kind, average);
+  check(dort_reduce_scatter(blocks.data(), mine.data(), vo.count(), d, op, c,
+                            nullptr),
+        "reduce_scatter");
+  if (average)
+    divideBy(mine, d, t);
+  unpack(mine, vo);
+}
+
+void allToAll(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+              int64_t splitDim, int64_t concatDim, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View vi = viewOf(in, elem), vo = viewOf(out, elem);
+  dort_comm *c = axisComm(axis, "all_to_all");
+  int64_t t = dort_comm_size(c);
+  std::vector<char> send = toBlocks(pack(vi), vi.sizes, splitDim, t, elem);
+  std::vector<char> recv(send.size());
+  check(dort_all_to_all(send.data(), recv.data(), vi.count() / t, d, c,
+                        nullptr),
+        "all_to_all");
+  std::vector<int64_t> blockShape = vi.sizes;
+  blockShape[splitDim] /= t;
+  unpack(fromBlocks(recv, blockShape, concatDim, t, elem), vo);
+}
+
+void allSlice(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+              int64_t dim, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View vi = viewOf(in, elem), vo = viewOf(out, elem);
+  if (axis < 0 || axis >= static_cast<int64_t>(gCoords.size()))
+    die("all_slice: no grid (dort_grid_init not called)");
+  int64_t t = gGrid[axis], me = gCoords[axis];
+  std::vector<char> blocks = toBlocks(pack(vi), vi.sizes, dim, t, elem);
+  size_t per = blocks.size() / t;
+  std::vector<char> mine(blocks.begin() + me * per,
+                         blocks.begin() + (me + 1) * per);
+  unpack(mine, vo);
+}
+
+} // namespace
+
+extern "C" {
+
+int dort_grid_init(int ndims, const int64_t *shape) {
+  dort_grid_finalize();
+  dort_comm *world = dort_comm_world();
+  if (!world)
+    return dort_set_error(1, "dort_grid_init: communication not initialised");
+  gGrid.assign(shape, shape + ndims);
+  gCoords = gridCoords(gGrid, dort_comm_rank(world));
+  for (int a = 0; a < ndims; ++a) {
+    dort_comm *c = nullptr;
+    if (int rc = dort_comm_grid_axis(world, ndims, shape, a, &c))
+      return rc;
+    gAxisComms.push_back(c);
+  }
+  return 0;
+}
+
+void dort_grid_finalize(void) {
+  for (dort_comm *c : gAxisComms)
+    dort_comm_free(c);
+  gAxisComms.clear();
+  gGrid.clear();
+  gCoords.clear();
+}
+
+dort_comm *dort_grid_axis_comm(int axis) {
+  return axis >= 0 && axis < static_cast<int>(gAxisComms.size())
+             ? gAxisComms[axis]
+             : nullptr;
+}
+
+int64_t dort_grid_coord(int axis) {
+  return axis >= 0 && axis < static_cast<int>(gCoords.size()) ? gCoords[axis]
+                                                              : -1;
+}
+
+#define DORT_SHARD_COLLECTIVES(SUFFIX, DTYPE)                                  \
+  void _mlir_ciface_dort_shard_all_reduce_##SUFFIX(                            \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t kind) {                                                          \
+    allReduce(in, out, axis, kind, DTYPE);                                     \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_all_gather_##SUFFIX(                            \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t dim) {                                                           \
+    allGather(in, out, axis, dim, DTYPE);                                      \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_reduce_scatter_##SUFFIX(                        \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t kind, int64_t dim) {                                             \
+    reduceScatter(in, out, axis, kind, dim, DTYPE);                            \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_all_to_all_##SUFFIX(                            \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t splitDim, int64_t concatDim) {                                   \
+    allToAll(in, out, axis, splitDim, concatDim, DTYPE);                       \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_all_slice_##SUFFIX(                             \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t dim) {                                                           \
+    allSlice(in, out, axis, dim, DTYPE);                                       \
+  }
+
+DORT_SHARD_COLLECTIVES(f32, DORT_F32)
+DORT_SHARD_COLLECTIVES(f64, DORT_F64)
+DORT_SHARD_COLLECTIVES(f16, DORT_F16)
+DORT_SHARD_COLLECTIVES(bf16, DORT_BF16)
+DORT_SHARD_COLLECTIVES(i64, DORT_I64)
+DORT_SHARD_COLLECTIVES(i32, DORT_I32)
+DORT_SHARD_COLLECTIVES(i8, DORT_I8)
+DORT_SHARD_COLLECTIVES(i1, DORT_U8) // i1 memrefs hold one byte per element
+
+} // extern "C"
