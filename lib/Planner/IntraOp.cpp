@@ -249,6 +249,8 @@ struct Problem {
     add(kReplicated);
     if (!weight || t() == 1)
       return;
+    if (tt.producer >= 0 && g.nodes[tt.producer].sharedAcrossSegments)
+      return; // one storage for every segment: replicated
     for (auto [d, size] : llvm::enumerate(tt.shape))
       if (size > 1 && size % t() == 0)
         add(static_cast<int64_t>(d));

@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <map>
+#include <set>
 
 using namespace distopt::planner;
 namespace dopt = distopt::dopt;
@@ -307,6 +308,22 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
     g.segments.back().output = current.output;
   } else {
     g.segments.push_back(current);
+  }
+
+  // Weights read in more than one segment.
+  {
+    std::vector<int64_t> segmentOf(n, -1);
+    for (auto [si, s] : llvm::enumerate(g.segments))
+      for (int64_t i = s.begin; i < s.end; ++i)
+        segmentOf[i] = static_cast<int64_t>(si);
+    for (PlanNode &node : g.nodes) {
+      if (node.kind != NodeKind::Weight)
+        continue;
+      std::set<int64_t> segs;
+      for (auto [user, operand] : g.tensors[node.results[0]].uses)
+        segs.insert(segmentOf[user]);
+      node.sharedAcrossSegments = segs.size() > 1;
+    }
   }
 
   std::map<size_t, unsigned> classes;

@@ -8,6 +8,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 using namespace distopt::planner;
 namespace shard = mlir::shard;
@@ -173,6 +176,26 @@ llvm::Error Annotator::run() {
     for (int64_t r : n.results)
       annotate(r, n.op);
   }
+  // The model's outputs are delivered in the state the plan priced: the
+  // last segment's chosen output state, replicated for other outputs.
+  {
+    auto ret = llvm::cast<mlir::func::ReturnOp>(entry->getTerminator());
+    int64_t lastOutput =
+        g.segments.empty() ? -1 : g.segments.back().output;
+    for (auto [i, v] : llvm::enumerate(g.outputs)) {
+      int64_t want = v == lastOutput && !plan.boundaryStates.empty()
+                         ? plan.boundaryStates.back()
+                         : kReplicated;
+      if (want == produced[v])
+        continue;
+      builder.setInsertionPoint(ret);
+      mlir::Value current = ret.getOperand(i);
+      auto op = shard::ShardOp::create(builder, ret.getLoc(), current,
+                                       sharding(g.tensors[v], want),
+                                       /*annotate_for_users=*/true);
+      ret.setOperand(i, op.getResult());
+    }
+  }
   // Operands needed in another state than produced.
   for (auto [i, n] : llvm::enumerate(g.nodes)) {
     if (n.kind != NodeKind::Compute)
@@ -202,4 +225,53 @@ llvm::Error distopt::planner::annotatePlan(mlir::ModuleOp module,
                                            const PlanGraph &graph,
                                            const Plan &plan) {
   return Annotator(module, graph, plan).run();
+}
+
+llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
+                                                      const Plan &plan) {
+  // (kind, whole-tensor bytes) -> count, on both sides.
+  std::map<std::pair<std::string, int64_t>, int64_t> planned, program;
+  for (const SegmentSolution *sol : plan.segmentSolutions)
+    for (const PlannedCollective &c : sol->collectives)
+      if (!c.backward)
+        ++planned[{collectiveKindName(c.kind).str(),
+                   static_cast<int64_t>(std::llround(c.bytes)) *
+                       plan.microbatches}];
+  auto bytesOf = [](mlir::Type t) -> int64_t {
+    auto type = llvm::cast<mlir::RankedTensorType>(t);
+    return type.getNumElements() *
+           std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  };
+  module.walk([&](mlir::Operation *op) {
+    std::string kind;
+    int64_t bytes = 0;
+    if (llvm::isa<shard::AllReduceOp>(op)) {
+      kind = "all_reduce";
+      bytes = bytesOf(op->getOperand(0).getType());
+    } else if (llvm::isa<shard::ReduceScatterOp>(op)) {
+      kind = "reduce_scatter";
+      bytes = bytesOf(op->getOperand(0).getType());
+    } else if (llvm::isa<shard::AllGatherOp>(op)) {
+      kind = "all_gather";
+      bytes = bytesOf(op->getResult(0).getType());
+    } else if (llvm::isa<shard::AllToAllOp>(op)) {
+      kind = "all_to_all";
+      bytes = bytesOf(op->getOperand(0).getType()) * plan.tp;
+    } else {
+      return; // all_slice is a local copy: not a collective
+    }
+    ++program[{kind, bytes}];
+  });
+  if (planned == program)
+    return llvm::Error::success();
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  os << "the partitioned program's collectives differ from the plan's "
+        "(internal error)\n  planned:";
+  for (auto &[k, n] : planned)
+    os << " " << n << "x" << k.first << "(" << k.second << " B)";
+  os << "\n  program:";
+  for (auto &[k, n] : program)
+    os << " " << n << "x" << k.first << "(" << k.second << " B)";
+  return llvm::createStringError(msg);
 }

@@ -406,6 +406,14 @@ LogicalResult Partitioner::run() {
       FailureOr<Value> v = reshard(src, from, to, op->getLoc());
       if (failed(v))
         return failure();
+      if (*v != src) {
+        // The resharded value (e.g. a model output) has the needed sharding.
+        produced[*v] = to;
+        if (Type g = globalTypes.lookup(src))
+          globalTypes[*v] = g;
+        else
+          globalTypes[*v] = s.getResult().getType();
+      }
       s.getResult().replaceAllUsesWith(*v);
       dead.push_back(op);
       continue;

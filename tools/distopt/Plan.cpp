@@ -406,6 +406,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   pm.addPass(distopt::createPartitionPass());
   if (failed(pm.run(module)))
     return false;
+  if (Error e = checkPlannedCollectives(module, p))
+    return compileError(toString(std::move(e)));
   grid = {p.pp, p.dp, p.tp};
   outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
          << " x pp " << p.pp << " = " << p.devices() << " ranks on "

@@ -21,6 +21,9 @@ bool importOptionsFromFlags(ONNXImportOptions &options);
 /// files can name it safely during static initialisation).
 llvm::cl::SubCommand &planCommand();
 llvm::cl::SubCommand &compileCommand();
+llvm::cl::SubCommand &runCommand();
+/// `distopt run [-n N] BUNDLE ARGS...` (Run.cpp).
+int runBundle();
 /// `distopt compile --cluster SPEC [--dp N --tp N --pp N]`: plans inference
 /// of `module` (imported at its real batch) for the cluster and rewrites it
 /// into the program of one rank (distopt-partition). `grid` receives the

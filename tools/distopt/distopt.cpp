@@ -4,6 +4,8 @@
 //                             [--shape x=32x256] [--inline-weights]
 //   distopt compile model.onnx [-o model.dx] [--emit=graph|linalg|llvm]
 //   distopt plan model.onnx --cluster SPEC [--mode train|infer] ... (Plan.cpp)
+//   distopt compile model.onnx --cluster local:4 [--dp N --tp N] -o m.dx
+//   distopt run [-n N] m.dx --input x=x.npy ...                  (Run.cpp)
 //
 // Each subcommand is a cl::SubCommand.
 //
@@ -247,6 +249,8 @@ int main(int argc, char **argv) {
     return runImport(context);
   if (distopt::tool::planCommand())
     return distopt::tool::runPlan(context, importInput);
+  if (distopt::tool::runCommand())
+    return distopt::tool::runBundle();
   if (compileCmd)
     return distopt::tool::runCompile(context, importInput, importOutput,
                                      compileEmit, compileCPU, importGeneric);

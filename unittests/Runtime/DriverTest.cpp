@@ -393,7 +393,23 @@ TEST_F(DortMain, BundleErrors) {
           "{\"format\": 1, \"ranks\": 4, \"inputs\": [], \"outputs\": []}"));
   r = run({});
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.err, "compiled for 4 ranks")) << r.err;
+  EXPECT_TRUE(contains(r.err, "a multi-rank manifest needs a \"grid\""))
+      << r.err;
+  // A 4-rank bundle started without mpirun: a clear error before any work.
+  writeFile(bundle + "/manifest.json",
+            std::string("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 4, 1], "
+                        "\"inputs\": [], \"outputs\": []}"));
+  r = run({});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, "compiled for 4 ranks, but it was launched on 1"))
+      << r.err;
+  writeFile(bundle + "/manifest.json",
+            std::string("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 2, 1], "
+                        "\"inputs\": [], \"outputs\": []}"));
+  r = run({});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, "the grid holds 2 ranks, but \"ranks\" is 4"))
+      << r.err;
   ::unlink((bundle + "/manifest.json").c_str());
   r = run(goodInputs());
   EXPECT_EQ(r.code, 1);

@@ -67,6 +67,9 @@ struct PlanNode {
   /// Both operands are activations (attention scores, context): selective
   /// recomputation drops such GEMM outputs too.
   bool activationGemm = false;
+  /// Weights: read by ops of more than one segment (tied embeddings). Such
+  /// weights are stored replicated, so every segment's choice agrees.
+  bool sharedAcrossSegments = false;
 };
 
 struct Segment {

@@ -30,6 +30,13 @@ namespace distopt::planner {
 llvm::Error annotatePlan(mlir::ModuleOp module, const PlanGraph &graph,
                          const Plan &plan);
 
+/// After distopt-partition: checks that the program's collectives are the
+/// ones the cost model priced — the same kinds, counts and tensor sizes
+/// (the plan prices one micro-batch; the program runs all of them at once)
+/// — so plan and program cannot drift apart. The error lists both.
+llvm::Error checkPlannedCollectives(mlir::ModuleOp partitioned,
+                                    const Plan &plan);
+
 } // namespace distopt::planner
 
 #endif // DISTOPT_PLANNER_PLANTOIR_H

@@ -1,0 +1,139 @@
+"""Distributed inference end to end (issue 5): the four model kinds compiled
+for local:4 under forced plans dp 2, dp 4, tp 2, tp 4 and dp 2 x tp 2, run
+across processes with `distopt run` (mpirun underneath), give the same
+numbers as the single-process program (max relative error <= 1e-5). Also
+the errors: wrong rank counts, plans the shapes cannot take, pipeline
+stages (not partitioned yet)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
+DISTOPT = BUILD / "bin" / "distopt"
+sys.path.insert(0, str(ROOT / "python" / "testmodels"))
+import gen_models  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun"),
+]
+
+MODELS = {
+    "mlp": ({"batch": 8}, lambda r: {"x": r.standard_normal((8, 64)).astype(np.float32)}),
+    "cnn": ({"N": 4}, lambda r: {"x": r.standard_normal((4, 3, 32, 32)).astype(np.float32)}),
+    "transformer_encoder": ({"batch": 4, "seq": 16},
+                            lambda r: {"x": r.standard_normal((4, 16, 32)).astype(np.float32)}),
+    "gpt": ({"batch": 8}, lambda r: {"input_ids": r.integers(0, 100, (8, 16)).astype(np.int64)}),
+}
+PLANS = {"dp2": (2, 1), "dp4": (4, 1), "tp2": (1, 2), "tp4": (1, 4), "dp2xtp2": (2, 2)}
+
+
+def env():
+    e = dict(os.environ)
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return e
+
+
+def run(*args, check=True):
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env())
+    if check:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("models")
+    gen_models.generate(str(out), list(MODELS))
+    return out
+
+
+def dim_args(dims):
+    return [a for k, v in dims.items() for a in ("--dim", f"{k}={v}")]
+
+
+@pytest.fixture(scope="module")
+def reference(models, tmp_path_factory):
+    """Single-process outputs and the input files, per model."""
+    out = {}
+    for name, (dims, feeds) in MODELS.items():
+        d = tmp_path_factory.mktemp(name)
+        inputs = []
+        for k, v in feeds(np.random.default_rng(0)).items():
+            np.save(d / f"{k}.npy", v)
+            inputs.append(f"--input={k}={d / f'{k}.npy'}")
+        run(DISTOPT, "compile", models / f"{name}.onnx", *dim_args(dims), "-o", d / "one.dx")
+        run(DISTOPT, "run", d / "one.dx", *inputs, "--output-dir", d / "one")
+        out[name] = (d, inputs, {p.name: np.load(p) for p in (d / "one").iterdir()})
+    return out
+
+
+@pytest.mark.parametrize("plan", list(PLANS))
+@pytest.mark.parametrize("name", list(MODELS))
+def test_distributed_matches_single_process(models, reference, tmp_path, name, plan):
+    dp, tp = PLANS[plan]
+    dims, _ = MODELS[name]
+    d, inputs, expected = reference[name]
+    bundle = tmp_path / "m.dx"
+    compiled = run(DISTOPT, "compile", models / f"{name}.onnx", *dim_args(dims),
+                   "--cluster", "local:4", "--dp", dp, "--tp", tp, "-o", bundle)
+    assert f"plan dp {dp} x tp {tp} x pp 1 = {dp * tp} ranks" in compiled.stdout
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["ranks"] == dp * tp and manifest["grid"] == [1, dp, tp]
+    run(DISTOPT, "run", bundle, *inputs, "--output-dir", tmp_path / "out")
+    for file, want in expected.items():
+        got = np.load(tmp_path / "out" / file)
+        assert got.shape == want.shape
+        err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+        assert err <= 1e-5, (file, err)
+
+
+def test_rank_count_errors(models, reference, tmp_path):
+    dims, _ = MODELS["mlp"]
+    d, inputs, _ = reference["mlp"]
+    bundle = tmp_path / "m.dx"
+    run(DISTOPT, "compile", models / "mlp.onnx", *dim_args(dims), "--cluster", "local:4",
+        "--dp", 4, "-o", bundle)
+    # The launcher checks before starting anything.
+    p = run(DISTOPT, "run", "-n", 2, bundle, *inputs, check=False)
+    assert p.returncode != 0
+    assert "the bundle was compiled for 4 ranks; -n 2 does not match" in p.stderr
+    # The executable itself, started on the wrong number of ranks.
+    mpirun = ["mpirun", "--oversubscribe", "--allow-run-as-root"]
+    p = run(*mpirun, "-np", 2, bundle / "m", *inputs, "--output-dir", tmp_path / "o", check=False)
+    assert p.returncode != 0
+    assert "compiled for 4 ranks, but it was launched on 2" in p.stderr
+    assert not (tmp_path / "o" / "y.npy").exists()
+    # A single-rank bundle under mpirun would run the model N times over.
+    p = run(*mpirun, "-np", 2, d / "one.dx" / "one", *inputs, "--output-dir", tmp_path / "o2",
+            check=False)
+    assert p.returncode != 0
+    assert "compiled for 1 rank, but it was launched on 2" in p.stderr
+
+
+def test_plans_the_shapes_cannot_take(models, tmp_path):
+    # dp 4 on a batch of 2: the error names the dimension.
+    p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=2", "--cluster", "local:4",
+            "--dp", 4, "-o", tmp_path / "g.dx", check=False)
+    assert p.returncode != 0
+    assert "--dp 4 does not divide the batch of 2 (dimension 0 of the model inputs)" in p.stderr
+    p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=8", "--cluster", "local:4",
+            "--pp", 2, "-o", tmp_path / "g.dx", check=False)
+    assert p.returncode != 0
+    assert "pipeline stages are not partitioned into per-rank programs yet" in p.stderr
+    p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=8", "--dp", 2,
+            "-o", tmp_path / "g.dx", check=False)
+    assert p.returncode != 0
+    assert "--dp/--tp/--pp need --cluster" in p.stderr
+    assert not (tmp_path / "g.dx").exists()
