@@ -137,3 +137,48 @@ def test_plans_the_shapes_cannot_take(models, tmp_path):
     assert p.returncode != 0
     assert "--dp/--tp/--pp need --cluster" in p.stderr
     assert not (tmp_path / "g.dx").exists()
+
+
+def test_a_killed_rank_ends_the_job(models, reference, tmp_path):
+    """Failure injection: one rank of a running tp 2 x dp 2 job is killed
+    (SIGKILL); every rank is gone within 30 s, the failure names the rank,
+    and no output file is left looking complete."""
+    import signal
+    import time
+
+    dims, _ = MODELS["gpt"]
+    d, inputs, _ = reference["gpt"]
+    bundle = tmp_path / "g.dx"
+    run(DISTOPT, "compile", models / "gpt.onnx", *dim_args(dims), "--cluster", "local:4",
+        "--dp", 2, "--tp", 2, "-o", bundle)
+    exe = str(bundle / "g")
+    out = tmp_path / "out"
+    job = subprocess.Popen([str(DISTOPT), "run", str(bundle), *inputs, "--repeat", "10000000",
+                            "--output-dir", str(out)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        ranks = []
+        deadline = time.time() + 30
+        while len(ranks) < 4 and time.time() < deadline:
+            time.sleep(0.5)
+            ps = subprocess.run(["pgrep", "-f", exe], capture_output=True, text=True)
+            ranks = [int(p) for p in ps.stdout.split() if int(p) != job.pid]
+        assert len(ranks) >= 4, f"the 4 ranks did not start: {ranks}"
+        time.sleep(1.0)  # let them get into their collectives
+        victim = sorted(ranks)[1]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.time()
+        _, err = job.communicate(timeout=60)
+        took = time.time() - killed_at
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    assert took < 30, took
+    assert "signal 9" in err or "killed" in err.lower(), err
+    assert "rank" in err, err
+    # Nobody is left running, and no output was written.
+    time.sleep(0.5)
+    ps = subprocess.run(["pgrep", "-f", exe], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
+    assert not (out / "logits.npy").exists()
