@@ -161,6 +161,9 @@ llvm::Error Annotator::run() {
     auto op = shard::ShardOp::create(builder, t.value.getLoc(), t.value, sh,
                                      /*annotate_for_users=*/false);
     markPartial(op, state);
+    // The batch dimension: pipelined programs run it in micro-batches.
+    if (t.batchDim >= 0)
+      op->setAttr("dopt.batch_dim", builder.getI64IntegerAttr(t.batchDim));
     mlir::Value v = t.value;
     v.replaceAllUsesExcept(op.getResult(), op);
     return op;
@@ -231,12 +234,14 @@ llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
                                                       const Plan &plan) {
   // (kind, whole-tensor bytes) -> count, on both sides.
   std::map<std::pair<std::string, int64_t>, int64_t> planned, program;
+  // A pipelined program runs one micro-batch per call; otherwise the
+  // program runs all micro-batches of its replica at once.
+  int64_t batches = plan.pp > 1 ? 1 : plan.microbatches;
   for (const SegmentSolution *sol : plan.segmentSolutions)
     for (const PlannedCollective &c : sol->collectives)
       if (!c.backward)
         ++planned[{collectiveKindName(c.kind).str(),
-                   static_cast<int64_t>(std::llround(c.bytes)) *
-                       plan.microbatches}];
+                   static_cast<int64_t>(std::llround(c.bytes)) * batches}];
   auto bytesOf = [](mlir::Type t) -> int64_t {
     auto type = llvm::cast<mlir::RankedTensorType>(t);
     return type.getNumElements() *

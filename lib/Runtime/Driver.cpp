@@ -221,6 +221,9 @@ class Driver {
 public:
   Driver(int argc, char **argv, dort_entry_fn entry)
       : argc(argc), argv(argv), entry(entry) {}
+  Driver(int argc, char **argv, const dort_entry_fn *stages, int count)
+      : argc(argc), argv(argv), entry(count > 0 ? stages[0] : nullptr),
+        stageEntries(stages, stages + count) {}
 
   int run() {
     std::string error;
@@ -243,6 +246,14 @@ public:
       return fail(error);
     if (!entry)
       return fail("no entry point (dopt_entry) given to dort_main");
+    bool pipelined = !manifest.stages.empty();
+    if (pipelined != !stageEntries.empty() ||
+        (pipelined && manifest.stages.size() != stageEntries.size()))
+      return fail("the manifest describes " +
+                  std::to_string(manifest.stages.size()) +
+                  " pipeline stages, but the executable has " +
+                  std::to_string(stageEntries.size()) +
+                  " (the bundle's files do not belong together)");
     // Ranks: a multi-rank bundle runs under mpirun with exactly its rank
     // count; a single-rank bundle must not be started on several.
     int64_t launched = launchedRanks();
@@ -333,9 +344,13 @@ public:
                             : error);
     // Sharded weights: this rank's block, copied out of the mapped file.
     std::vector<Tensor> weightBlocks(manifest.weights.size());
+    std::vector<bool> usedHere(manifest.weights.size(), !pipelined);
+    if (pipelined)
+      for (int64_t w : manifest.stages[coords[0]].weights)
+        usedHere[w] = true;
     for (size_t i = 0; i < manifest.weights.size(); ++i) {
       const WeightSpec &spec = manifest.weights[i];
-      if (spec.splitAxes.empty())
+      if (spec.splitAxes.empty() || !usedHere[i])
         continue;
       if (!Tensor::create(spec.dtype, spec.shape, weightBlocks[i], error))
         return fail("weight '" + spec.name + "': " + error);
@@ -370,7 +385,10 @@ public:
       dort_clear_error();
       dort_clear_pending_error();
       auto start = std::chrono::steady_clock::now();
-      int32_t rc = entry(buffers.data());
+      int32_t rc = pipelined
+                       ? runStage(manifest, inputs, weights, weightBlocks,
+                                  outputs)
+                       : entry(buffers.data());
       auto stop = std::chrono::steady_clock::now();
       std::string failure = entryFailure(rc);
       if (!failure.empty()) {
@@ -418,9 +436,14 @@ public:
         Tensor whole;
         if (!Tensor::create(spec.dtype, spec.fileShape(), whole, error))
           return fail("output '" + spec.name + "': " + error);
-        for (int64_t r = 0; r < n; ++r)
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<int64_t> at = gridCoords(manifest.grid, r);
+          // A pipeline's outputs come from its last stage.
+          if (pipelined && at[0] != manifest.grid[0] - 1)
+            continue;
           insertBlock(all.data() + r * bytes, whole.data(), spec,
-                      manifest.grid, gridCoords(manifest.grid, r));
+                      manifest.grid, at);
+        }
         outputs[i] = std::move(whole);
       }
     }
@@ -448,6 +471,115 @@ private:
   bool distributed = false;
   int rank = 0;
   std::vector<int64_t> coords;
+
+  std::vector<dort_entry_fn> stageEntries;
+
+  /// Micro-batch `mb` of `m` along dimension `dim`: copies between the
+  /// replica's tensor and a micro-batch tensor (toSlice: replica -> slice).
+  static void microbatchCopy(const Tensor &whole, Tensor &slice, int64_t dim,
+                             int64_t mb, int64_t m, bool toSlice) {
+    const std::vector<int64_t> &shape = whole.shape();
+    size_t elem = dtypeSize(whole.dtype());
+    int64_t outer = 1, inner = static_cast<int64_t>(elem);
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= shape[d];
+    for (size_t d = dim + 1; d < shape.size(); ++d)
+      inner *= shape[d];
+    int64_t rows = shape[dim], per = rows / m;
+    char *w = static_cast<char *>(const_cast<void *>(whole.data()));
+    char *s = static_cast<char *>(slice.data());
+    for (int64_t o = 0; o < outer; ++o) {
+      char *wp = w + (o * rows + mb * per) * inner;
+      char *sp = s + o * per * inner;
+      if (toSlice)
+        std::memcpy(sp, wp, per * inner);
+      else
+        std::memcpy(wp, sp, per * inner);
+    }
+  }
+
+  static std::vector<int64_t> microShape(const TensorSpec &spec, int64_t m) {
+    std::vector<int64_t> shape = spec.shape;
+    if (spec.batchDim >= 0)
+      shape[spec.batchDim] /= m;
+    return shape;
+  }
+
+  /// One step of a pipelined bundle on this rank: for every micro-batch,
+  /// receive the stage's activations from the previous stage (or slice the
+  /// model inputs), run the stage, send its activations on (or keep the
+  /// model outputs). Neighbouring stages work on consecutive micro-batches
+  /// at the same time (GPipe's forward schedule).
+  int32_t runStage(const Manifest &m, std::vector<Tensor> &inputs,
+                   const WeightStore &weights,
+                   std::vector<Tensor> &weightBlocks,
+                   std::vector<Tensor> &outputs) {
+    int64_t s = coords[0];
+    const PipelineStage &stage = m.stages[s];
+    dort_comm *pp = dort_grid_axis_comm(0);
+    std::string error;
+    for (int64_t mb = 0; mb < m.microbatches; ++mb) {
+      std::vector<Tensor> ins(stage.inputs.size()), outs(stage.outputs.size());
+      std::vector<void *> bufs;
+      for (size_t i = 0; i < stage.inputs.size(); ++i) {
+        const StageBuffer &b = stage.inputs[i];
+        if (b.kind == StageBuffer::Kind::ModelInput) {
+          const TensorSpec &spec = m.inputs[b.index];
+          if (spec.batchDim < 0 || m.microbatches == 1) {
+            bufs.push_back(inputs[b.index].data());
+            continue;
+          }
+          if (!Tensor::create(spec.dtype, microShape(spec, m.microbatches),
+                              ins[i], error))
+            return dort_set_error(1, "%s", error.c_str());
+          microbatchCopy(inputs[b.index], ins[i], spec.batchDim, mb,
+                         m.microbatches, true);
+        } else {
+          if (!Tensor::create(b.spec.dtype, b.spec.shape, ins[i], error))
+            return dort_set_error(1, "%s", error.c_str());
+          if (dort_recv(ins[i].data(), static_cast<int64_t>(ins[i].byteSize()),
+                        DORT_U8, static_cast<int>(s - 1), pp, nullptr) != 0)
+            return 1;
+        }
+        bufs.push_back(ins[i].data());
+      }
+      for (int64_t w : stage.weights)
+        bufs.push_back(m.weights[w].splitAxes.empty() ? weights.data(w)
+                                                      : weightBlocks[w].data());
+      for (size_t i = 0; i < stage.outputs.size(); ++i) {
+        const StageBuffer &b = stage.outputs[i];
+        const TensorSpec &spec = b.kind == StageBuffer::Kind::ModelOutput
+                                     ? m.outputs[b.index]
+                                     : b.spec;
+        std::vector<int64_t> shape = b.kind == StageBuffer::Kind::ModelOutput
+                                         ? microShape(spec, m.microbatches)
+                                         : spec.shape;
+        if (!Tensor::create(spec.dtype, shape, outs[i], error))
+          return dort_set_error(1, "%s", error.c_str());
+        bufs.push_back(outs[i].data());
+      }
+      if (int32_t rc = stageEntries[s](bufs.data()))
+        return rc;
+      if (dort_pending_error())
+        return 1;
+      for (size_t i = 0; i < stage.outputs.size(); ++i) {
+        const StageBuffer &b = stage.outputs[i];
+        if (b.kind == StageBuffer::Kind::ModelOutput) {
+          const TensorSpec &spec = m.outputs[b.index];
+          if (spec.batchDim < 0 || m.microbatches == 1)
+            outputs[b.index] = std::move(outs[i]);
+          else
+            microbatchCopy(outputs[b.index], outs[i], spec.batchDim, mb,
+                           m.microbatches, false);
+        } else if (dort_send(outs[i].data(),
+                             static_cast<int64_t>(outs[i].byteSize()), DORT_U8,
+                             static_cast<int>(s + 1), pp, nullptr) != 0) {
+          return 1;
+        }
+      }
+    }
+    return 0;
+  }
 
   /// Ranks this process was launched among (mpirun's environment), else 1.
   static int64_t launchedRanks() {
@@ -494,6 +626,19 @@ private:
 
 } // namespace
 } // namespace distopt::runtime
+
+extern "C" int dort_main_pipeline(int argc, char **argv,
+                                  const dort_entry_fn *stages, int count) {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  try {
+    return distopt::runtime::Driver(argc, argv, stages, count).run();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", argc > 0 ? argv[0] : "model",
+                 e.what());
+  }
+  return 1;
+}
 
 extern "C" int dort_main(int argc, char **argv, dort_entry_fn entry) {
   // Generated code allocates its intermediate buffers on every run. glibc

@@ -1,12 +1,22 @@
 //===- Main.cpp - main() of a compiled model executable -------------------===//
 //
-// Library `distopt_runtime_main`. The compiled model's object file defines
-// dopt_entry; everything else is dort_main in `distopt_runtime`.
+// Library `distopt_runtime_main`. The compiled model's object files define
+// dopt_entry, or for a pipelined bundle dopt_entry_<k> per stage plus the
+// table dopt_stage_entries / dopt_num_stages; everything else is dort_main
+// in `distopt_runtime`. Both are weak here: whichever the model defines.
 //
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Runtime/Runtime.h"
 
-extern "C" int32_t dopt_entry(void **buffers);
+extern "C" {
+__attribute__((weak)) int32_t dopt_entry(void **buffers);
+__attribute__((weak)) extern int32_t (*const dopt_stage_entries[])(void **);
+__attribute__((weak)) extern const int32_t dopt_num_stages;
+}
 
-int main(int argc, char **argv) { return dort_main(argc, argv, dopt_entry); }
+int main(int argc, char **argv) {
+  if (&dopt_num_stages != nullptr && dopt_num_stages > 0)
+    return dort_main_pipeline(argc, argv, dopt_stage_entries, dopt_num_stages);
+  return dort_main(argc, argv, dopt_entry);
+}

@@ -160,6 +160,100 @@ public:
     if (const JsonValue *b = v.get("block_parts"))
       if (!getInteger(*b, child(path, "block_parts"), 1, spec.blockParts))
         return false;
+    if (const JsonValue *b = v.get("batch_dim")) {
+      if (!getInteger(*b, child(path, "batch_dim"), 0, spec.batchDim))
+        return false;
+      if (spec.batchDim >= static_cast<int64_t>(spec.shape.size()))
+        return fail(child(path, "batch_dim"), "beyond the tensor's rank");
+    }
+    return true;
+  }
+
+  bool stageBuffer(const JsonValue &v, const std::string &path,
+                   StageBuffer &b) {
+    if (!v.isObject())
+      return wrongType(path, "an object", v);
+    if (const JsonValue *i = v.get("input")) {
+      b.kind = StageBuffer::Kind::ModelInput;
+      return getInteger(*i, child(path, "input"), 0, b.index);
+    }
+    if (const JsonValue *o = v.get("output")) {
+      b.kind = StageBuffer::Kind::ModelOutput;
+      return getInteger(*o, child(path, "output"), 0, b.index);
+    }
+    b.kind = StageBuffer::Kind::Activation;
+    if (!getInteger(v, path, "activation", 0, b.index))
+      return false;
+    JsonValue named = v;
+    // Activations carry dtype and shape like tensors (their name is made up).
+    std::string dtype;
+    if (!getString(v, path, "dtype", dtype))
+      return false;
+    if (!parseDType(dtype, b.spec.dtype))
+      return fail(child(path, "dtype"), "unknown dtype \"" + dtype + "\"");
+    const JsonValue *shape = require(v, path, "shape");
+    if (!shape)
+      return false;
+    if (!shape->isArray())
+      return wrongType(child(path, "shape"), "an array", *shape);
+    for (size_t i = 0; i < shape->elements().size(); ++i) {
+      int64_t d;
+      if (!getInteger(shape->elements()[i],
+                      child(path, "shape") + "[" + std::to_string(i) + "]", 0,
+                      d))
+        return false;
+      b.spec.shape.push_back(d);
+    }
+    b.spec.name = "activation " + std::to_string(b.index);
+    return true;
+  }
+
+  bool pipeline(const JsonValue &v, Manifest &m) {
+    if (!v.isObject())
+      return wrongType("pipeline", "an object", v);
+    if (!getInteger(v, "pipeline", "microbatches", 1, m.microbatches))
+      return false;
+    const JsonValue *stages = require(v, "pipeline", "stages");
+    if (!stages)
+      return false;
+    if (!stages->isArray() || stages->elements().empty())
+      return fail("pipeline.stages", "expected a non-empty array");
+    for (size_t s = 0; s < stages->elements().size(); ++s) {
+      const JsonValue &st = stages->elements()[s];
+      std::string path = "pipeline.stages[" + std::to_string(s) + "]";
+      if (!st.isObject())
+        return wrongType(path, "an object", st);
+      PipelineStage stage;
+      for (const char *key : {"inputs", "outputs"}) {
+        const JsonValue *list = require(st, path, key);
+        if (!list)
+          return false;
+        if (!list->isArray())
+          return wrongType(child(path, key), "an array", *list);
+        for (size_t i = 0; i < list->elements().size(); ++i) {
+          StageBuffer b;
+          if (!stageBuffer(list->elements()[i],
+                           child(path, key) + "[" + std::to_string(i) + "]", b))
+            return false;
+          (std::string(key) == "inputs" ? stage.inputs : stage.outputs)
+              .push_back(std::move(b));
+        }
+      }
+      const JsonValue *ws = require(st, path, "weights");
+      if (!ws)
+        return false;
+      if (!ws->isArray())
+        return wrongType(child(path, "weights"), "an array", *ws);
+      for (size_t i = 0; i < ws->elements().size(); ++i) {
+        int64_t w;
+        if (!getInteger(ws->elements()[i],
+                        child(path, "weights") + "[" + std::to_string(i) + "]",
+                        0, w))
+          return false;
+        stage.weights.push_back(w);
+      }
+      m.stages.push_back(std::move(stage));
+    }
     return true;
   }
 
@@ -292,6 +386,38 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
     if (!check.distribution(m.inputs[i], "inputs[" + std::to_string(i) + "]",
                             m.grid))
       return false;
+  if (const JsonValue *p = root.get("pipeline")) {
+    if (!check.pipeline(*p, m))
+      return false;
+    if (m.grid.empty() ||
+        m.grid[0] != static_cast<int64_t>(m.stages.size()))
+      return check.fail("pipeline.stages",
+                        std::to_string(m.stages.size()) +
+                            " stages, but grid axis 0 has " +
+                            (m.grid.empty() ? std::string("none")
+                                            : std::to_string(m.grid[0])));
+    for (const PipelineStage &s : m.stages) {
+      for (const StageBuffer &b : s.inputs)
+        if (b.kind == StageBuffer::Kind::ModelInput &&
+            b.index >= static_cast<int64_t>(m.inputs.size()))
+          return check.fail("pipeline", "a stage reads model input " +
+                                            std::to_string(b.index) +
+                                            " of " +
+                                            std::to_string(m.inputs.size()));
+      for (const StageBuffer &b : s.outputs)
+        if (b.kind == StageBuffer::Kind::ModelOutput &&
+            b.index >= static_cast<int64_t>(m.outputs.size()))
+          return check.fail("pipeline", "a stage writes model output " +
+                                            std::to_string(b.index) +
+                                            " of " +
+                                            std::to_string(m.outputs.size()));
+      for (int64_t w : s.weights)
+        if (w >= static_cast<int64_t>(m.weights.size()))
+          return check.fail("pipeline", "a stage uses weight " +
+                                            std::to_string(w) + " of " +
+                                            std::to_string(m.weights.size()));
+    }
+  }
   for (size_t i = 0; i < m.outputs.size(); ++i)
     if (!check.distribution(m.outputs[i],
                             "outputs[" + std::to_string(i) + "]", m.grid))

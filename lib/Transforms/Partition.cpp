@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -39,6 +40,7 @@ constexpr StringLiteral kGridName = "dopt_grid";
 struct Sharding {
   SmallVector<SmallVector<int16_t>> axes; ///< per dimension
   std::optional<shard::ReductionKind> partial; ///< over the tensor axis
+  int64_t batchDim = -1; ///< the dimension carrying the batch, if any
 
   /// The dimension split over `axis`, or -1.
   int64_t dimOf(int16_t axis) const {
@@ -57,6 +59,8 @@ Sharding shardingOf(shard::ShardOp op, int64_t rank) {
     for (auto [d, a] : llvm::enumerate(def.getSplitAxes().getAxes()))
       if (d < s.axes.size())
         s.axes[d].assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  if (auto b = op->getAttrOfType<IntegerAttr>("dopt.batch_dim"))
+    s.batchDim = b.getInt();
   if (auto p = op->getAttrOfType<StringAttr>("dopt.partial"))
     s.partial = p.getValue() == "max"    ? shard::ReductionKind::Max
                 : p.getValue() == "mean" ? shard::ReductionKind::Average
@@ -91,6 +95,7 @@ private:
   shard::GridOp grid;
   OpBuilder builder;
   SmallVector<int64_t> gridShape;
+  int64_t microbatches = 1; ///< > 1 only for pipelined plans
   llvm::DenseMap<Value, Sharding> produced;
   llvm::DenseMap<Value, BlockLayout> blocks;
   llvm::DenseMap<Value, Type> globalTypes; ///< before partitioning
@@ -118,6 +123,16 @@ private:
                                  "yet)";
       shape[d] /= parts;
     }
+    // Pipelined programs run one micro-batch at a time.
+    if (microbatches > 1 && s.batchDim >= 0 &&
+        s.batchDim < static_cast<int64_t>(shape.size())) {
+      if (shape[s.batchDim] % microbatches != 0)
+        return emitError(loc) << "the batch dimension of size "
+                              << shape[s.batchDim] << " per replica does not "
+                              << "split into " << microbatches
+                              << " micro-batches";
+      shape[s.batchDim] /= microbatches;
+    }
     return RankedTensorType::get(shape, global.getElementType(),
                                  global.getEncoding());
   }
@@ -125,6 +140,7 @@ private:
   LogicalResult markBlockLayouts();
   LogicalResult propagateBlock(Value v, BlockLayout layout, Operation *user);
   LogicalResult retypeOp(Operation *op);
+  LogicalResult outlineStages();
   FailureOr<Value> reshard(Value v, const Sharding &from, const Sharding &to,
                            Location loc);
 };
@@ -349,9 +365,10 @@ LogicalResult Partitioner::run() {
   if (gridShape.size() != 3)
     return grid.emitError("expected the planner's 3-axis grid (stages x data "
                           "x tensor)");
-  if (gridShape[0] != 1)
-    return grid.emitError("pipeline stages (pp = ")
-           << gridShape[0] << ") are not partitioned yet";
+  if (gridShape[0] > 1)
+    if (auto plan = module->getAttrOfType<DictionaryAttr>("dopt.plan"))
+      if (auto m = plan.getAs<IntegerAttr>("microbatches"))
+        microbatches = m.getInt();
   // 1. Produced shardings.
   func.walk([&](shard::ShardOp s) {
     if (s.getAnnotateForUsers())
@@ -379,6 +396,9 @@ LogicalResult Partitioner::run() {
                     splitAxesAttr(builder, it->second));
     func.setArgAttr(arg.getArgNumber(), "dopt.global_type",
                     TypeAttr::get(global));
+    if (it->second.batchDim >= 0)
+      func.setArgAttr(arg.getArgNumber(), "dopt.batch_dim",
+                      builder.getI64IntegerAttr(it->second.batchDim));
   }
   // 4. Ops in order.
   SmallVector<Operation *> ops;
@@ -402,6 +422,7 @@ LogicalResult Partitioner::run() {
       else
         from.axes.resize(rank);
       Sharding to = shardingOf(s, rank);
+      to.batchDim = from.batchDim;
       builder.setInsertionPoint(op);
       FailureOr<Value> v = reshard(src, from, to, op->getLoc());
       if (failed(v))
@@ -445,12 +466,171 @@ LogicalResult Partitioner::run() {
                          splitAxesAttr(builder, it->second));
       if (Type g = globalTypes.lookup(v))
         func.setResultAttr(i, "dopt.global_type", TypeAttr::get(g));
+      if (it->second.batchDim >= 0)
+        func.setResultAttr(i, "dopt.batch_dim",
+                           builder.getI64IntegerAttr(it->second.batchDim));
     }
   }
   func.setType(FunctionType::get(module.getContext(),
                                  func.getBody().front().getArgumentTypes(),
                                  results));
   module->setAttr("dopt.partitioned", builder.getUnitAttr());
+  if (gridShape[0] > 1)
+    return outlineStages();
+  return success();
+}
+
+/// Pipelined plans: @main becomes one function per stage,
+/// @dopt_stage_<k>(model inputs it reads..., activations from earlier
+/// stages...) -> (activations for later stages..., model outputs it
+/// makes...). An activation needed beyond the next stage passes through the
+/// stages between (each stage talks to its neighbours only). Arguments and
+/// results say what they are: `dopt.model_input = i` / `dopt.model_output =
+/// i` (with @main's attributes), or `dopt.activation = id`.
+LogicalResult Partitioner::outlineStages() {
+  int64_t stages = gridShape[0];
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  // Stage of every op: its own, else that of its first user (collectives
+  // inserted in front of a consumer, constants).
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  for (Operation *op : llvm::reverse(ops)) {
+    if (auto s = op->getAttrOfType<IntegerAttr>("dopt.stage")) {
+      stageOf[op] = s.getInt();
+      continue;
+    }
+    int64_t st = stages;
+    for (Operation *user : op->getUsers())
+      if (stageOf.count(user))
+        st = std::min(st, stageOf[user]);
+    stageOf[op] = st == stages ? stages - 1 : st;
+  }
+  // Where each value is read.
+  auto stageOfValue = [&](Value v) -> int64_t {
+    if (Operation *def = v.getDefiningOp())
+      return stageOf[def];
+    return -1; // a model input
+  };
+  // Activations crossing stages, in program order, with their last reader.
+  SmallVector<Value> crossing;
+  llvm::DenseMap<Value, int64_t> lastReader, activationId;
+  for (Operation *op : ops)
+    for (Value v : op->getOperands()) {
+      int64_t from = stageOfValue(v), to = stageOf[op];
+      if (from < 0 || from == to)
+        continue;
+      if (from > to)
+        return op->emitError("pipeline stage ")
+               << to << " reads a value of the later stage " << from;
+      if (!activationId.count(v)) {
+        activationId[v] = crossing.size();
+        crossing.push_back(v);
+      }
+      lastReader[v] = std::max(lastReader.lookup(v), to);
+    }
+  // Model outputs made by a stage other than the last pass to the last, so
+  // the last stage's ranks hold every output.
+  for (Value v : ret.getOperands()) {
+    int64_t from = stageOfValue(v);
+    if (from >= 0 && from < stages - 1) {
+      if (!activationId.count(v)) {
+        activationId[v] = crossing.size();
+        crossing.push_back(v);
+      }
+      lastReader[v] = stages - 1;
+    }
+  }
+  OpBuilder mb(module.getContext());
+  mb.setInsertionPoint(func);
+  for (int64_t k = 0; k < stages; ++k) {
+    IRMapping map;
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    SmallVector<std::pair<BlockArgument *, Value>> pending;
+    // Model inputs this stage reads.
+    SmallVector<unsigned> modelInputs;
+    for (BlockArgument arg : func.getArguments())
+      if (llvm::any_of(arg.getUsers(), [&](Operation *u) {
+            return stageOf.lookup(u) == k && !isa<func::ReturnOp>(u);
+          }))
+        modelInputs.push_back(arg.getArgNumber());
+    // Activations entering (made before k, read at or after k).
+    SmallVector<Value> entering, leaving;
+    for (Value v : crossing) {
+      int64_t from = stageOfValue(v);
+      if (from < k && lastReader[v] >= k)
+        entering.push_back(v);
+      if (from <= k && lastReader[v] > k)
+        leaving.push_back(v);
+    }
+    for (unsigned i : modelInputs) {
+      argTypes.push_back(func.getArgument(i).getType());
+      NamedAttrList attrs(func.getArgAttrDict(i));
+      attrs.set("dopt.model_input", mb.getI64IntegerAttr(i));
+      argAttrs.push_back(attrs.getDictionary(module.getContext()));
+    }
+    for (Value v : entering) {
+      argTypes.push_back(v.getType());
+      argAttrs.push_back(mb.getDictionaryAttr(mb.getNamedAttr(
+          "dopt.activation", mb.getI64IntegerAttr(activationId[v]))));
+    }
+    // Results: activations leaving, then model outputs made here.
+    SmallVector<Value> resultValues;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (Value v : leaving) {
+      resultValues.push_back(v);
+      resultAttrs.push_back(mb.getDictionaryAttr(mb.getNamedAttr(
+          "dopt.activation", mb.getI64IntegerAttr(activationId[v]))));
+    }
+    if (k == stages - 1)
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        resultValues.push_back(v);
+        NamedAttrList attrs(func.getResultAttrDict(i));
+        attrs.set("dopt.model_output", mb.getI64IntegerAttr(i));
+        resultAttrs.push_back(attrs.getDictionary(module.getContext()));
+      }
+    SmallVector<Type> resultTypes;
+    for (Value v : resultValues)
+      resultTypes.push_back(v.getType());
+    auto stageFn = func::FuncOp::create(
+        mb, func.getLoc(), ("dopt_stage_" + Twine(k)).str(),
+        mb.getFunctionType(argTypes, resultTypes));
+    Block *entry = stageFn.addEntryBlock();
+    unsigned a = 0;
+    for (unsigned i : modelInputs)
+      map.map(func.getArgument(i), entry->getArgument(a++));
+    for (Value v : entering)
+      map.map(v, entry->getArgument(a++));
+    for (auto [i, attrs] : llvm::enumerate(argAttrs))
+      stageFn.setArgAttrs(i, attrs);
+    for (auto [i, attrs] : llvm::enumerate(resultAttrs))
+      stageFn.setResultAttrs(i, attrs);
+    OpBuilder fb = OpBuilder::atBlockEnd(entry);
+    for (Operation *op : ops)
+      if (stageOf[op] == k ||
+          (isa<dopt::ConstantOp>(op) &&
+           llvm::any_of(op->getUsers(),
+                        [&](Operation *u) { return stageOf.lookup(u) == k; })))
+        fb.clone(*op, map);
+    SmallVector<Value> results;
+    for (Value v : resultValues)
+      results.push_back(map.lookupOrDefault(v));
+    func::ReturnOp::create(fb, ret.getLoc(), results);
+    for (Value r : results)
+      if (r.getParentRegion() != &stageFn.getBody())
+        return stageFn.emitError("a value of stage ")
+               << k << " was not placed in it";
+  }
+  module->setAttr(
+      "dopt.pipeline",
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("stages", builder.getI64IntegerAttr(stages)),
+           builder.getNamedAttr("microbatches",
+                                builder.getI64IntegerAttr(microbatches))}));
+  func.erase();
   return success();
 }
 

@@ -87,7 +87,7 @@ def test_distributed_matches_single_process(models, reference, tmp_path, name, p
     d, inputs, expected = reference[name]
     bundle = tmp_path / "m.dx"
     compiled = run(DISTOPT, "compile", models / f"{name}.onnx", *dim_args(dims),
-                   "--cluster", "local:4", "--dp", dp, "--tp", tp, "-o", bundle)
+                   "--cluster", "local:4", "--dp", dp, "--tp", tp, "--pp", 1, "-o", bundle)
     assert f"plan dp {dp} x tp {tp} x pp 1 = {dp * tp} ranks" in compiled.stdout
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["ranks"] == dp * tp and manifest["grid"] == [1, dp, tp]
@@ -104,7 +104,7 @@ def test_rank_count_errors(models, reference, tmp_path):
     d, inputs, _ = reference["mlp"]
     bundle = tmp_path / "m.dx"
     run(DISTOPT, "compile", models / "mlp.onnx", *dim_args(dims), "--cluster", "local:4",
-        "--dp", 4, "-o", bundle)
+        "--dp", 4, "--pp", 1, "-o", bundle)
     # The launcher checks before starting anything.
     p = run(DISTOPT, "run", "-n", 2, bundle, *inputs, check=False)
     assert p.returncode != 0
@@ -150,7 +150,7 @@ def test_a_killed_rank_ends_the_job(models, reference, tmp_path):
     d, inputs, _ = reference["gpt"]
     bundle = tmp_path / "g.dx"
     run(DISTOPT, "compile", models / "gpt.onnx", *dim_args(dims), "--cluster", "local:4",
-        "--dp", 2, "--tp", 2, "-o", bundle)
+        "--dp", 2, "--tp", 2, "--pp", 1, "-o", bundle)
     exe = str(bundle / "g")
     out = tmp_path / "out"
     job = subprocess.Popen([str(DISTOPT), "run", str(bundle), *inputs, "--repeat", "10000000",

@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
@@ -33,6 +34,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <fstream>
+#include <map>
 
 using namespace mlir;
 using namespace distopt;
@@ -105,6 +107,29 @@ template <typename Fn> LogicalResult printTo(StringRef output, Fn print) {
 
 } // namespace
 
+namespace {
+
+/// A weight in the bundle (by name; stages share the same entries).
+struct WeightEntry {
+  llvm::json::Object json;
+  RankedTensorType fileType; ///< the whole weight (what files hold)
+  bool embedded = false;
+  int64_t offset = 0;
+};
+
+/// How a stage program's buffer maps onto the bundle.
+struct StageBuffers {
+  llvm::json::Array inputs, weights, outputs;
+};
+
+/// The manifest's view of one compiled program (after OutlineWeights).
+struct ProgramInterface {
+  SmallVector<std::string> weightNames;
+  StageBuffers stage;
+};
+
+} // namespace
+
 int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
   if (!emit.empty() && emit != "graph" && emit != "linalg" && emit != "llvm") {
@@ -134,27 +159,24 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
              os << "\n";
            }));
 
-  // Outline weights, then read the bundle's interface off @main.
-  {
-    PassManager pm(&context);
-    pm.addPass(createOutlineWeightsPass());
-    if (failed(pm.run(*module)))
-      return 1;
-  }
-  auto main = module->lookupSymbol<func::FuncOp>("main");
-  llvm::json::Array inputs, weights, outputs;
-  struct WeightToCopy {
-    std::string name;
-    RankedTensorType type;
-    int64_t offset;
-  };
-  std::vector<WeightToCopy> embedded;
-  int64_t weightsBinSize = 0;
+  // The programs to compile: @main, or one per pipeline stage.
+  auto pipeline = (*module)->getAttrOfType<DictionaryAttr>("dopt.pipeline");
+  int64_t stages = pipeline ? pipeline.getAs<IntegerAttr>("stages").getInt() : 1;
+  int64_t microbatches =
+      pipeline ? pipeline.getAs<IntegerAttr>("microbatches").getInt() : 1;
+  SmallVector<std::string> programNames;
+  if (pipeline)
+    for (int64_t k = 0; k < stages; ++k)
+      programNames.push_back("dopt_stage_" + std::to_string(k));
+  else
+    programNames.push_back("main");
+
   SmallString<256> modelDir(input);
   llvm::sys::path::remove_filename(modelDir);
   if (modelDir.empty())
     modelDir = ".";
   llvm::sys::fs::make_absolute(modelDir);
+
   // A partitioned program's tensors are blocks of whole tensors: the
   // manifest says how to cut them (split axes over the grid, whole shape).
   auto distribute = [&](llvm::json::Object &t, Attribute splitAxes,
@@ -176,83 +198,185 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     if (auto parts = dyn_cast_or_null<IntegerAttr>(blockParts))
       t["block_parts"] = parts.getInt();
   };
-  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-    auto type = cast<RankedTensorType>(main.getArgument(i).getType());
-    if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
-      StringRef name = cast<StringAttr>(ref.get("name")).getValue();
-      llvm::json::Object w = tensorJson(name, type);
-      distribute(w, ref.get("split_axes"), ref.get("global_type"),
-                 ref.get("block_parts"));
-      // Files hold the whole weight.
-      if (auto global = ref.getAs<TypeAttr>("global_type"))
-        type = cast<RankedTensorType>(global.getValue());
-      int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
-      if (auto loc = ref.getAs<StringAttr>("location")) {
-        SmallString<256> path(modelDir);
-        llvm::sys::path::append(path, loc.getValue());
-        llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-        w["file"] = std::string(path);
-        w["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
-        w["length"] = ref.getAs<IntegerAttr>("length").getInt();
-      } else {
-        weightsBinSize = llvm::alignTo(weightsBinSize, 64);
-        embedded.push_back({name.str(), type, weightsBinSize});
-        w["file"] = "weights.bin";
-        w["offset"] = weightsBinSize;
-        w["length"] = bytes;
-        weightsBinSize += bytes;
-      }
-      weights.push_back(std::move(w));
-      continue;
-    }
-    auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-    llvm::json::Object in = tensorJson(name ? name.getValue() : "", type);
-    distribute(in, main.getArgAttr(i, "dopt.split_axes"),
-               main.getArgAttr(i, "dopt.global_type"), nullptr);
-    inputs.push_back(std::move(in));
-  }
-  llvm::StringSet<> outputNames;
-  for (unsigned i = 0; i < main.getNumResults(); ++i) {
-    auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-    std::string name =
-        attr ? attr.getValue().str() : "output" + std::to_string(i);
-    // A graph may list one output twice; the bundle's outputs need distinct
-    // names (and files).
-    if (!outputNames.insert(name).second) {
-      std::string unique = name + "_" + std::to_string(i);
-      WithColor::warning() << "graph output '" << name
-                           << "' is listed more than once; output " << i
-                           << " is written as '" << unique << "'\n";
-      name = unique;
-      outputNames.insert(name);
-    }
-    llvm::json::Object out =
-        tensorJson(name, cast<RankedTensorType>(main.getResultTypes()[i]));
-    distribute(out, main.getResultAttr(i, "dopt.split_axes"),
-               main.getResultAttr(i, "dopt.global_type"), nullptr);
-    outputs.push_back(std::move(out));
-  }
+  // Model inputs/outputs of a pipeline run micro-batches: the manifest
+  // holds the per-replica tensor (micro-batch x count along the batch dim).
+  auto perReplica = [&](RankedTensorType t, Attribute batchDim) {
+    auto b = dyn_cast_or_null<IntegerAttr>(batchDim);
+    if (!pipeline || !b)
+      return t;
+    SmallVector<int64_t> shape(t.getShape());
+    shape[b.getInt()] *= microbatches;
+    return RankedTensorType::get(shape, t.getElementType());
+  };
 
-  if (failed(cpu::lowerToLinalg(*module)))
-    return 1;
-  if (emit == "linalg")
-    return failed(printTo(output, [&](llvm::raw_ostream &os) {
-             module->print(os, flags);
-             os << "\n";
-           }));
-  if (failed(cpu::lowerToLLVMDialect(*module)))
-    return 1;
+  std::map<int64_t, llvm::json::Object> modelInputs, modelOutputs;
+  llvm::StringMap<WeightEntry> weightTable;
+  std::vector<std::string> weightOrder;
+  int64_t weightsBinSize = 0;
+  std::vector<StageBuffers> stageBuffers;
+  std::vector<std::unique_ptr<llvm::LLVMContext>> llvmContexts;
+  std::vector<std::unique_ptr<llvm::Module>> llvmModules;
+  std::string printed;
+  llvm::raw_string_ostream printedOS(printed);
   cpu::CPUOptions cpuOptions;
   cpuOptions.cpu = cpuName.str();
-  llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      cpu::translateToLLVMIR(*module, llvmContext, cpuOptions);
-  if (!llvmModule)
-    return 1;
-  if (emit == "llvm")
-    return failed(printTo(output, [&](llvm::raw_ostream &os) {
-             llvmModule->print(os, nullptr);
-           }));
+  llvm::StringSet<> outputNames;
+
+  for (auto [k, programName] : llvm::enumerate(programNames)) {
+    // Each stage is compiled as a module of its own, its function as @main.
+    OwningOpRef<ModuleOp> program =
+        pipeline ? OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()))
+                 : std::move(module);
+    if (pipeline) {
+      SmallVector<func::FuncOp> others;
+      for (auto f : program->getOps<func::FuncOp>())
+        if (f.getName() != programName)
+          others.push_back(f);
+      for (auto f : others)
+        f.erase();
+      program->lookupSymbol<func::FuncOp>(programName).setName("main");
+    }
+    {
+      PassManager pm(&context);
+      pm.addPass(createOutlineWeightsPass());
+      if (failed(pm.run(*program)))
+        return 1;
+    }
+    auto main = program->lookupSymbol<func::FuncOp>("main");
+    StageBuffers buffers;
+    unsigned nextInput = 0;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+      if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
+        std::string name = cast<StringAttr>(ref.get("name")).getValue().str();
+        buffers.weights.push_back(name);
+        if (weightTable.count(name))
+          continue;
+        WeightEntry w;
+        w.json = tensorJson(name, type);
+        distribute(w.json, ref.get("split_axes"), ref.get("global_type"),
+                   ref.get("block_parts"));
+        w.fileType = type;
+        if (auto global = ref.getAs<TypeAttr>("global_type"))
+          w.fileType = cast<RankedTensorType>(global.getValue());
+        int64_t bytes = w.fileType.getNumElements() *
+                        elementBytes(w.fileType.getElementType());
+        if (auto loc = ref.getAs<StringAttr>("location")) {
+          SmallString<256> path(modelDir);
+          llvm::sys::path::append(path, loc.getValue());
+          llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+          w.json["file"] = std::string(path);
+          w.json["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
+          w.json["length"] = ref.getAs<IntegerAttr>("length").getInt();
+        } else {
+          weightsBinSize = llvm::alignTo(weightsBinSize, 64);
+          w.embedded = true;
+          w.offset = weightsBinSize;
+          w.json["file"] = "weights.bin";
+          w.json["offset"] = weightsBinSize;
+          w.json["length"] = bytes;
+          weightsBinSize += bytes;
+        }
+        weightTable[name] = std::move(w);
+        weightOrder.push_back(name);
+        continue;
+      }
+      if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
+        llvm::json::Object a = tensorJson("activation", type);
+        a["activation"] = act.getInt();
+        a.erase("name");
+        buffers.inputs.push_back(std::move(a));
+        continue;
+      }
+      int64_t index = nextInput++;
+      if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
+        index = mi.getInt();
+      buffers.inputs.push_back(llvm::json::Object{{"input", index}});
+      if (modelInputs.count(index))
+        continue;
+      auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
+      llvm::json::Object in = tensorJson(
+          name ? name.getValue() : "",
+          perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
+      distribute(in, main.getArgAttr(i, "dopt.split_axes"),
+                 main.getArgAttr(i, "dopt.global_type"), nullptr);
+      if (pipeline)
+        if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+          in["batch_dim"] = b.getInt();
+      modelInputs[index] = std::move(in);
+    }
+    unsigned nextOutput = 0;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
+      if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
+        llvm::json::Object a = tensorJson("activation", type);
+        a["activation"] = act.getInt();
+        a.erase("name");
+        buffers.outputs.push_back(std::move(a));
+        continue;
+      }
+      int64_t index = nextOutput++;
+      if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
+        index = mo.getInt();
+      buffers.outputs.push_back(llvm::json::Object{{"output", index}});
+      auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+      std::string name =
+          attr ? attr.getValue().str() : "output" + std::to_string(index);
+      // A graph may list one output twice; the bundle's outputs need
+      // distinct names (and files).
+      if (!outputNames.insert(name).second) {
+        std::string unique = name + "_" + std::to_string(index);
+        WithColor::warning() << "graph output '" << name
+                             << "' is listed more than once; output " << index
+                             << " is written as '" << unique << "'\n";
+        name = unique;
+        outputNames.insert(name);
+      }
+      llvm::json::Object out = tensorJson(
+          name, perReplica(type, main.getResultAttr(i, "dopt.batch_dim")));
+      distribute(out, main.getResultAttr(i, "dopt.split_axes"),
+                 main.getResultAttr(i, "dopt.global_type"), nullptr);
+      if (pipeline)
+        if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+          out["batch_dim"] = b.getInt();
+      modelOutputs[index] = std::move(out);
+    }
+    stageBuffers.push_back(std::move(buffers));
+
+    if (failed(cpu::lowerToLinalg(*program)))
+      return 1;
+    if (emit == "linalg") {
+      program->print(printedOS, flags);
+      printedOS << "\n";
+      continue;
+    }
+    if (failed(cpu::lowerToLLVMDialect(*program)))
+      return 1;
+    if (pipeline) {
+      // Stage k's symbols: dopt_main_k, dopt_entry_k (one executable).
+      for (StringRef base : {"dopt_main", "dopt_entry"}) {
+        std::string renamed = (base + "_" + Twine(k)).str();
+        if (failed(SymbolTable::replaceAllSymbolUses(
+                StringAttr::get(&context, base),
+                StringAttr::get(&context, renamed), *program)))
+          return 1;
+        if (Operation *sym = SymbolTable::lookupSymbolIn(*program, base))
+          SymbolTable::setSymbolName(sym, renamed);
+      }
+    }
+    llvmContexts.push_back(std::make_unique<llvm::LLVMContext>());
+    std::unique_ptr<llvm::Module> llvmModule =
+        cpu::translateToLLVMIR(*program, *llvmContexts.back(), cpuOptions);
+    if (!llvmModule)
+      return 1;
+    if (emit == "llvm") {
+      llvmModule->print(printedOS, nullptr);
+      continue;
+    }
+    llvmModules.push_back(std::move(llvmModule));
+  }
+  if (emit == "linalg" || emit == "llvm")
+    return failed(printTo(output, [&](llvm::raw_ostream &os) { os << printed; }));
 
   // Write the bundle into a temporary directory, then move it into place.
   SmallString<256> bundle(output);
@@ -280,7 +404,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     return std::string(p);
   };
 
-  if (!embedded.empty()) {
+  bool anyEmbedded = llvm::any_of(weightOrder, [&](const std::string &n) {
+    return weightTable[n].embedded;
+  });
+  if (anyEmbedded) {
     std::string error;
     std::unique_ptr<ONNXWeightReader> reader =
         ONNXWeightReader::open(input, error);
@@ -289,10 +416,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     std::ofstream bin(pathIn("weights.bin"), std::ios::binary);
     int64_t written = 0;
     std::vector<char> bytes;
-    for (const WeightToCopy &w : embedded) {
-      if (!reader->readEmbedded(w.name, w.type.getNumElements(),
-                                elementBytes(w.type.getElementType()), bytes,
-                                error))
+    for (const std::string &name : weightOrder) {
+      const WeightEntry &w = weightTable[name];
+      if (!w.embedded)
+        continue;
+      if (!reader->readEmbedded(name, w.fileType.getNumElements(),
+                                elementBytes(w.fileType.getElementType()),
+                                bytes, error))
         return fail(input + ": " + error);
       std::vector<char> pad(w.offset - written, 0);
       bin.write(pad.data(), pad.size());
@@ -303,6 +433,16 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       return fail("cannot write " + pathIn("weights.bin"));
   }
 
+  llvm::json::Array inputs, weights, outputs;
+  for (auto &[index, in] : modelInputs)
+    inputs.push_back(std::move(in));
+  for (auto &[index, out] : modelOutputs)
+    outputs.push_back(std::move(out));
+  llvm::StringMap<int64_t> weightIndex;
+  for (const std::string &name : weightOrder) {
+    weightIndex[name] = static_cast<int64_t>(weights.size());
+    weights.push_back(std::move(weightTable[name].json));
+  }
   llvm::json::Object manifest{
       {"format", 1},
       {"model", llvm::sys::path::stem(input)},
@@ -316,20 +456,53 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       g.push_back(n);
     manifest["grid"] = std::move(g);
   }
+  if (pipeline) {
+    llvm::json::Array stageList;
+    for (StageBuffers &b : stageBuffers) {
+      llvm::json::Array ws;
+      for (const llvm::json::Value &name : b.weights)
+        ws.push_back(weightIndex[*name.getAsString()]);
+      stageList.push_back(llvm::json::Object{{"inputs", std::move(b.inputs)},
+                                             {"weights", std::move(ws)},
+                                             {"outputs", std::move(b.outputs)}});
+    }
+    manifest["pipeline"] = llvm::json::Object{
+        {"microbatches", microbatches}, {"stages", std::move(stageList)}};
+  }
   if (failed(printTo(pathIn("manifest.json"), [&](llvm::raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
            << "\n";
       })))
     return fail("cannot write the manifest");
 
-  std::string object = pathIn(exeName + ".o");
-  if (failed(cpu::emitObjectFile(*llvmModule, object, cpuOptions)))
-    return fail("cannot emit " + object);
+  std::vector<std::string> objects;
+  for (auto [k, llvmModule] : llvm::enumerate(llvmModules)) {
+    std::string object = pathIn(exeName + "." + std::to_string(k) + ".o");
+    if (failed(cpu::emitObjectFile(*llvmModule, object, cpuOptions)))
+      return fail("cannot emit " + object);
+    objects.push_back(object);
+  }
+  if (pipeline) {
+    // The stage table the runtime's main() dispatches on.
+    std::string table = pathIn("stages.c");
+    if (failed(printTo(table, [&](llvm::raw_ostream &os) {
+          os << "#include <stdint.h>\n";
+          for (int64_t k = 0; k < stages; ++k)
+            os << "int32_t dopt_entry_" << k << "(void **);\n";
+          os << "int32_t (*const dopt_stage_entries[])(void **) = {";
+          for (int64_t k = 0; k < stages; ++k)
+            os << (k ? ", " : "") << "dopt_entry_" << k;
+          os << "};\nconst int32_t dopt_num_stages = " << stages << ";\n";
+        })))
+      return fail("cannot write " + table);
+    objects.push_back(table);
+  }
   std::string error;
-  if (failed(cpu::linkExecutable({object}, pathIn(exeName), runtimeLibDir(),
+  if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
                                  error)))
     return fail(error);
-  llvm::sys::fs::remove(object);
+  for (const std::string &o : objects)
+    llvm::sys::fs::remove(o);
 
   llvm::sys::fs::remove_directories(bundle);
   if (std::error_code ec = llvm::sys::fs::rename(tmp, bundle))

@@ -77,7 +77,8 @@ cl::opt<int64_t> forcePP("pp", cl::desc("Force the number of pipeline stages"),
                          cl::sub(distopt::tool::compileCommand()));
 cl::opt<int64_t> forceMicro(
     "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
-    cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
+    cl::value_desc("N"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> forceRecompute(
     "recompute", cl::desc("Force activation recomputation"),
     cl::value_desc("off|selective|full"),
@@ -335,8 +336,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   grid.clear();
   if (clusterSpec.empty()) {
     if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
-        forcePP.getNumOccurrences())
-      return compileError("--dp/--tp/--pp need --cluster");
+        forcePP.getNumOccurrences() || forceMicro.getNumOccurrences())
+      return compileError("--dp/--tp/--pp/--microbatches need --cluster");
     return true;
   }
   Expected<Cluster> cluster = resolveCluster(clusterSpec);
@@ -347,13 +348,10 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   std::string error;
   if (!positive(forceDP, "dp", options.dp, error) ||
       !positive(forceTP, "tp", options.tp, error) ||
-      !positive(forcePP, "pp", options.pp, error))
+      !positive(forcePP, "pp", options.pp, error) ||
+      !positive(forceMicro, "microbatches", options.microbatches, error))
     return compileError(error);
-  if (options.pp && *options.pp != 1)
-    return compileError("--pp " + Twine(*options.pp) +
-                 ": pipeline stages are not partitioned into per-rank "
-                 "programs yet; use --pp 1");
-  options.pp = 1;
+
   if (!profileFile.empty()) {
     auto buf = MemoryBuffer::getFile(profileFile);
     if (!buf)

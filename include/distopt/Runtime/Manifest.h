@@ -43,6 +43,8 @@ struct TensorSpec {
   /// Weights only: the split dimension holds this many equal parts, each
   /// split separately (a fused QKV projection's columns).
   int64_t blockParts = 1;
+  /// Pipelined bundles: the dimension a micro-batch slices (-1: none).
+  int64_t batchDim = -1;
 
   int64_t numElements() const;
   size_t byteSize() const;
@@ -60,6 +62,20 @@ struct WeightSpec : TensorSpec {
   uint64_t length = 0;
 };
 
+/// One buffer of a pipeline stage's entry point.
+struct StageBuffer {
+  enum class Kind { ModelInput, ModelOutput, Activation };
+  Kind kind = Kind::Activation;
+  int64_t index = 0; ///< model input/output index, or the activation id
+  TensorSpec spec;   ///< activations: dtype and (micro-batch) shape
+};
+
+struct PipelineStage {
+  std::vector<StageBuffer> inputs;
+  std::vector<int64_t> weights; ///< indices into Manifest::weights
+  std::vector<StageBuffer> outputs;
+};
+
 struct Manifest {
   static constexpr int64_t kFormat = 1;
 
@@ -72,6 +88,10 @@ struct Manifest {
   std::vector<TensorSpec> inputs;
   std::vector<WeightSpec> weights;
   std::vector<TensorSpec> outputs;
+  /// Pipelined bundles: one entry point per stage (grid axis 0), run on
+  /// `microbatches` slices of each replica's batch.
+  int64_t microbatches = 1;
+  std::vector<PipelineStage> stages;
 
   /// Number of entries in the `buffers` array of dopt_entry.
   size_t numBuffers() const {
