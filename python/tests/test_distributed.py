@@ -1,9 +1,9 @@
 """Distributed inference end to end (issue 5): the four model kinds compiled
-for local:4 under forced plans dp 2, dp 4, tp 2, tp 4 and dp 2 x tp 2, run
+for local:4 under forced plans dp 2, dp 4, tp 2, tp 4, dp 2 x tp 2, pp 2,
+dp 2 x pp 2 and tp 2 x pp 2 (pipelines on 2 micro-batches), run
 across processes with `distopt run` (mpirun underneath), give the same
 numbers as the single-process program (max relative error <= 1e-5). Also
-the errors: wrong rank counts, plans the shapes cannot take, pipeline
-stages (not partitioned yet)."""
+the errors: wrong rank counts, plans the shapes cannot take."""
 
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ MODELS = {
                             lambda r: {"x": r.standard_normal((4, 16, 32)).astype(np.float32)}),
     "gpt": ({"batch": 8}, lambda r: {"input_ids": r.integers(0, 100, (8, 16)).astype(np.int64)}),
 }
-PLANS = {"dp2": (2, 1), "dp4": (4, 1), "tp2": (1, 2), "tp4": (1, 4), "dp2xtp2": (2, 2)}
+# plan kind -> (dp, tp, pp, micro-batches)
+PLANS = {"dp2": (2, 1, 1, 1), "dp4": (4, 1, 1, 1), "tp2": (1, 2, 1, 1), "tp4": (1, 4, 1, 1),
+         "dp2xtp2": (2, 2, 1, 1), "pp2": (1, 1, 2, 2), "dp2xpp2": (2, 1, 2, 2),
+         "tp2xpp2": (1, 2, 2, 2)}
 
 
 def env():
@@ -82,15 +85,20 @@ def reference(models, tmp_path_factory):
 @pytest.mark.parametrize("plan", list(PLANS))
 @pytest.mark.parametrize("name", list(MODELS))
 def test_distributed_matches_single_process(models, reference, tmp_path, name, plan):
-    dp, tp = PLANS[plan]
+    dp, tp, pp, mb = PLANS[plan]
     dims, _ = MODELS[name]
     d, inputs, expected = reference[name]
     bundle = tmp_path / "m.dx"
     compiled = run(DISTOPT, "compile", models / f"{name}.onnx", *dim_args(dims),
-                   "--cluster", "local:4", "--dp", dp, "--tp", tp, "--pp", 1, "-o", bundle)
-    assert f"plan dp {dp} x tp {tp} x pp 1 = {dp * tp} ranks" in compiled.stdout
+                   "--cluster", "local:4", "--dp", dp, "--tp", tp, "--pp", pp,
+                   "--microbatches", mb, "-o", bundle)
+    n = dp * tp * pp
+    assert f"plan dp {dp} x tp {tp} x pp {pp} = {n} ranks" in compiled.stdout
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["ranks"] == dp * tp and manifest["grid"] == [1, dp, tp]
+    assert manifest["ranks"] == n and manifest["grid"] == [pp, dp, tp]
+    if pp > 1:
+        assert len(manifest["pipeline"]["stages"]) == pp
+        assert manifest["pipeline"]["microbatches"] == mb
     run(DISTOPT, "run", bundle, *inputs, "--output-dir", tmp_path / "out")
     for file, want in expected.items():
         got = np.load(tmp_path / "out" / file)
@@ -128,14 +136,18 @@ def test_plans_the_shapes_cannot_take(models, tmp_path):
             "--dp", 4, "-o", tmp_path / "g.dx", check=False)
     assert p.returncode != 0
     assert "--dp 4 does not divide the batch of 2 (dimension 0 of the model inputs)" in p.stderr
-    p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=8", "--cluster", "local:4",
-            "--pp", 2, "-o", tmp_path / "g.dx", check=False)
+    p = run(DISTOPT, "compile", models / "mlp.onnx", "--dim", "batch=8", "--cluster", "local:4",
+            "--pp", 4, "-o", tmp_path / "g.dx", check=False)
     assert p.returncode != 0
-    assert "pipeline stages are not partitioned into per-rank programs yet" in p.stderr
+    assert "--pp 4 exceeds the 3 segments the model can be cut into" in p.stderr
+    p = run(DISTOPT, "compile", models / "mlp.onnx", "--dim", "batch=8", "--cluster", "local:4",
+            "--pp", 2, "--dp", 2, "--microbatches", 3, "-o", tmp_path / "g.dx", check=False)
+    assert p.returncode != 0
+    assert "--microbatches 3 does not divide the per-replica batch" in p.stderr
     p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=8", "--dp", 2,
             "-o", tmp_path / "g.dx", check=False)
     assert p.returncode != 0
-    assert "--dp/--tp/--pp need --cluster" in p.stderr
+    assert "--dp/--tp/--pp/--microbatches need --cluster" in p.stderr
     assert not (tmp_path / "g.dx").exists()
 
 

@@ -9,11 +9,14 @@ module {
 
 // -----
 
-module {
-  // expected-error @below {{pipeline stages (pp = 2) are not partitioned yet}}
+// A pipeline stage may not read what a later stage makes.
+module attributes {dopt.plan = {dp = 1 : i64, microbatch_size = 8 : i64, microbatches = 1 : i64, pp = 2 : i64, recompute = "off", tp = 1 : i64}} {
   shard.grid @dopt_grid(shape = 2x1x1)
   func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
-    return %x : tensor<8xf32>
+    %a = dopt.neg %x {dopt.stage = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+    // expected-error @below {{pipeline stage 0 reads a value of the later stage 1}}
+    %b = dopt.exp %a {dopt.stage = 0 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+    return %b : tensor<8xf32>
   }
 }
 
