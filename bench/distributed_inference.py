@@ -29,7 +29,9 @@ import gen_models  # noqa: E402
 
 BATCH, SEQ = 16, 64
 GPT = dict(vocab=2048, d=256, n_heads=4, n_layers=4, block=SEQ)
-PLANS = [(1, 1), (2, 1), (1, 2), (4, 1), (1, 4), (2, 2)]
+# (dp, tp, pp); pipelines run 4 micro-batches
+PLANS = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2), (4, 1, 1), (1, 4, 1), (2, 2, 1),
+         (2, 1, 2), (1, 1, 4)]
 
 
 def env():
@@ -62,16 +64,18 @@ def main():
         print(f"GPT-style decoder: vocab {GPT['vocab']}, d {GPT['d']}, {GPT['n_heads']} heads, "
               f"{GPT['n_layers']} layers, seq {SEQ}, batch {BATCH}; {os.cpu_count()} cores, "
               f"step time from {args.repeat} extra runs\n")
-        hdr = (f"{'plan':<12} {'ranks':>5} {'measured ms':>12} {'predicted ms':>13} "
+        hdr = (f"{'plan':<14} {'ranks':>5} {'measured ms':>12} {'predicted ms':>13} "
                f"{'samples/s':>10} {'pred samples/s':>15} {'pred/meas':>10}")
         print(hdr)
         print("-" * len(hdr))
-        for dp, tp in PLANS:
-            n = dp * tp
+        for dp, tp, pp in PLANS:
+            n = dp * tp * pp
+            mb = 4 if pp > 1 else 1
             bundle = os.path.join(tmp, f"g{dp}x{tp}.dx")
             cmd = [d, "compile", model, "--dim", f"batch={BATCH}", "-o", bundle]
             if n > 1:
-                cmd += ["--cluster", f"local:{n}", "--dp", str(dp), "--tp", str(tp)]
+                cmd += ["--cluster", f"local:{n}", "--dp", str(dp), "--tp", str(tp), "--pp",
+                        str(pp), "--microbatches", str(mb)]
             subprocess.run(cmd, check=True, capture_output=True, env=env())
             def wall(repeat):
                 start = time.perf_counter()
@@ -85,12 +89,12 @@ def main():
             ms = (wall(2 * args.repeat) - wall(args.repeat)) / args.repeat * 1000
             plan = subprocess.run([d, "plan", model, "--cluster", f"local:{n}", "--mode", "infer",
                                    "--global-batch", str(BATCH), "--dp", str(dp), "--tp", str(tp),
-                                   "--pp", "1", "--microbatches", "1", "--json", "-"],
+                                   "--pp", str(pp), "--microbatches", str(mb), "--json", "-"],
                                   check=True, capture_output=True, text=True, env=env())
             pred = json.loads(plan.stdout)["predicted_step_time_s"] * 1000
-            label = "single" if n == 1 else (f"dp {dp}" if tp == 1 else
-                                             f"tp {tp}" if dp == 1 else f"dp {dp} x tp {tp}")
-            print(f"{label:<12} {n:>5} {ms:>12.2f} {pred:>13.2f} {BATCH / ms * 1000:>10.0f} "
+            parts = [f"{k} {v}" for k, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v > 1]
+            label = " x ".join(parts) if parts else "single"
+            print(f"{label:<14} {n:>5} {ms:>12.2f} {pred:>13.2f} {BATCH / ms * 1000:>10.0f} "
                   f"{BATCH / pred * 1000:>15.0f} {pred / ms:>10.2f}")
     return 0
 

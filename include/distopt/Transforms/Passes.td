@@ -140,10 +140,16 @@ def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
     %y = shard.all_reduce %o on @dopt_grid grid_axes = [2] : tensor<8x32xf32> -> tensor<8x32xf32>
     ```
 
-    Errors (at the op): a dimension that does not split evenly, pipeline
-    stages (pp > 1; not partitioned yet), a resharding along the data axis,
-    a vocabulary-split gather, or a block-layout split (fused QKV) whose
-    producer is not a column-split weight GEMM.
+    Pipelined plans (pp > 1): batch dimensions become one micro-batch and
+    @main is outlined into `@dopt_stage_<k>` functions whose arguments and
+    results say what they carry (`dopt.model_input`, `dopt.model_output`,
+    `dopt.activation`); activations pass between neighbouring stages only.
+
+    Errors (at the op): a dimension that does not split evenly, a batch
+    that does not split into the micro-batches, a stage reading a later
+    stage's value, a resharding along the data axis, a vocabulary-split
+    gather, or a block-layout split (fused QKV) whose producer is not a
+    column-split weight GEMM.
   }];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
