@@ -377,9 +377,44 @@ LogicalResult Partitioner::run() {
     if (type)
       produced[s.getSrc()] = shardingOf(s, type.getRank());
   });
-  // 2. Block layouts.
+  // 2. Block layouts: backwards from splits (fused QKV), forwards from
+  // concatenations along a split axis, through elementwise ops; such a
+  // tensor must not be resharded or returned (its blocks are not
+  // contiguous).
   if (failed(markBlockLayouts()))
     return failure();
+  for (Operation &op : func.getBody().front()) {
+    if (auto concat = dyn_cast<dopt::ConcatOp>(op)) {
+      auto it = produced.find(concat.getResult());
+      if (concat->getNumOperands() > 1 && it != produced.end() &&
+          it->second.dimOf(kTensorAxis) == concat.getAxis())
+        blocks.try_emplace(concat.getResult(),
+                           BlockLayout{static_cast<int64_t>(concat.getAxis()),
+                                       concat->getNumOperands()});
+      continue;
+    }
+    if (op.getNumResults() != 1)
+      continue;
+    bool elementwise = isa<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp,
+                           dopt::NegOp, dopt::ReluOp, dopt::GeluOp,
+                           dopt::TanhOp, dopt::SigmoidOp, dopt::ExpOp,
+                           dopt::CastOp, dopt::ExpandOp, dopt::WhereOp>(op);
+    if (!elementwise)
+      continue;
+    for (Value operand : op.getOperands()) {
+      auto b = blocks.find(unannotated(operand));
+      if (b != blocks.end()) {
+        blocks.try_emplace(op.getResult(0), b->second);
+        break;
+      }
+    }
+  }
+  for (Value v : func.getBody().front().getTerminator()->getOperands())
+    if (blocks.count(unannotated(v)) &&
+        !isa_and_nonnull<dopt::WeightOp>(unannotated(v).getDefiningOp()))
+      return func.emitError("a model output in a block layout (a "
+                            "concatenation along a split axis) is not "
+                            "supported");
   // 3. Arguments.
   Builder b(module.getContext());
   for (BlockArgument arg : func.getArguments()) {

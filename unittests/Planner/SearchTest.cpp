@@ -8,6 +8,7 @@
 #include "distopt/Planner/Search.h"
 
 #include "distopt/Planner/PlanReport.h"
+#include "distopt/Planner/PlanToIR.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
@@ -572,6 +573,31 @@ TEST_F(PlannerTest, ForcedDegreesAreObeyedOrRejectedWithTheReason) {
   EXPECT_NE(llvm::toString(e3.takeError()).find("--pp 6 exceeds the 5 "
                                                 "segments"),
             std::string::npos);
+}
+
+TEST_F(PlannerTest, CollectiveCheckCatchesAProgramThatDrifted) {
+  // A tensor-parallel plan prices collectives; a program without them (here
+  // the unpartitioned one) must be refused, listing both sides.
+  auto f = parse(residualMLP(1, 512, 4096, 16384));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g));
+  PlanOptions o;
+  o.mode = PlanMode::Infer;
+  o.globalBatch = 8;
+  o.tp = 8;
+  o.dp = 1;
+  o.pp = 1;
+  auto r = searchPlan(*g, preset("dgx-a100x8"), o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  bool priced = false;
+  for (const SegmentSolution *sol : r->best.segmentSolutions)
+    priced |= !sol->collectives.empty();
+  ASSERT_TRUE(priced);
+  llvm::Error e = checkPlannedCollectives(*module, r->best);
+  ASSERT_TRUE(static_cast<bool>(e));
+  std::string msg = llvm::toString(std::move(e));
+  EXPECT_NE(msg.find("planned:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("program:"), std::string::npos) << msg;
 }
 
 } // namespace

@@ -82,3 +82,23 @@ module {
     return %p#0 : tensor<2x6xf32>
   }
 }
+
+// -----
+
+// A concatenation along the split axis holds each part's blocks, not one
+// contiguous block: it must not leave the program that way.
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  // expected-error @below {{a model output in a block layout (a concatenation along a split axis) is not supported}}
+  func.func @main(%a: tensor<2x4xf32>, %b: tensor<2x8xf32>) -> tensor<3x2x12xf32> {
+    %s1 = shard.sharding @dopt_grid split_axes = [[], [2]] : !shard.sharding
+    %s2 = shard.sharding @dopt_grid split_axes = [[], [], [2]] : !shard.sharding
+    %as = shard.shard %a to %s1 : tensor<2x4xf32>
+    %bs = shard.shard %b to %s1 : tensor<2x8xf32>
+    %c = dopt.concat %as, %bs {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<2x12xf32>
+    %cs = shard.shard %c to %s1 : tensor<2x12xf32>
+    %e = dopt.expand %cs {shape = array<i64: 3, 2, 12>} : (tensor<2x12xf32>) -> tensor<3x2x12xf32>
+    %es = shard.shard %e to %s2 : tensor<3x2x12xf32>
+    return %es : tensor<3x2x12xf32>
+  }
+}
