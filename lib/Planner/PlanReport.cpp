@@ -156,7 +156,11 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
        << " exposed of " << seconds(p.dataParallelSyncTotal)
        << ", optimizer update " << seconds(p.optimizerUpdate) << ")\n";
   os << "peak memory per device " << gib(p.peakMemory) << " of "
-     << gib(static_cast<double>(cluster.device.memoryCapacity)) << "\n\n";
+     << gib(static_cast<double>(cluster.device.memoryCapacity) *
+            options.usableMemoryFraction)
+     << " usable (" << format("%.0f%%", options.usableMemoryFraction * 100)
+     << " of " << gib(static_cast<double>(cluster.device.memoryCapacity))
+     << ")\n\n";
 
   os << "stages:\n";
   os << format("  %-5s %-10s %-12s %-12s %-12s  %s\n", "stage", "segments",

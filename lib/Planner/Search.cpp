@@ -357,7 +357,8 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   }
   SparseMax maxWorkspace(workspace);
   int64_t stageDevices = dp * tp;
-  const double capacity = static_cast<double>(cluster.device.memoryCapacity);
+  const double capacity = static_cast<double>(cluster.device.memoryCapacity) *
+                          opts.usableMemoryFraction;
   auto memoryOf = [&](int64_t k, int64_t i, int64_t j, StagePlan *out) {
     double p = prefixParams[j] - prefixParams[i];
     ModelStateMemory ms =
@@ -606,7 +607,14 @@ llvm::Expected<PlanResult> Searcher::run() {
              ", micro-batch " + std::to_string(p.microbatchSize) +
              ", recompute " + recomputeName(p.recompute).str() + ") needs " +
              formatBytes(p.peakMemory) + " per device; a device has " +
-             formatBytes(static_cast<double>(cluster.device.memoryCapacity));
+             formatBytes(static_cast<double>(cluster.device.memoryCapacity) *
+                         opts.usableMemoryFraction) +
+             " usable (" +
+             std::to_string(static_cast<int>(opts.usableMemoryFraction * 100 +
+                                             0.5)) +
+             "% of " +
+             formatBytes(static_cast<double>(cluster.device.memoryCapacity)) +
+             ")";
     } else {
       msg += "no candidate plan exists for these constraints";
     }
@@ -675,8 +683,10 @@ llvm::Expected<PlanResult> Searcher::run() {
     result.rejected.push_back(
         {*fastestUnfit,
          "does not fit: needs " + formatBytes(fastestUnfit->peakMemory) +
-             " per device, a device has " +
-             formatBytes(static_cast<double>(cluster.device.memoryCapacity))});
+             " per device, " +
+             formatBytes(static_cast<double>(cluster.device.memoryCapacity) *
+                         opts.usableMemoryFraction) +
+             " usable"});
   result.ilpSolves = ilpSolves;
   result.cbcSolves = cbcSolves;
   result.ilpSeconds = ilpSeconds;

@@ -113,6 +113,7 @@ def test_gpt3_175b_done_when(models):
     assert 0.75 * published <= forced["predicted_step_time_s"] <= 1.25 * published
     own = json.loads(plan(*common))
     assert own["fits"]
-    assert own["peak_memory_bytes_per_device"] <= own["cluster"]["device_memory_bytes"]
+    # Fits with the usable fraction (90%) the planner leaves the runtime.
+    assert own["peak_memory_bytes_per_device"] <= 0.9 * own["cluster"]["device_memory_bytes"]
     assert own["predicted_step_time_s"] <= forced["predicted_step_time_s"]
     assert own["devices_used"] <= 1024

@@ -49,6 +49,10 @@ struct PlanOptions {
   std::optional<Recompute> recompute;
   EfficiencyProfile efficiency;
   unsigned maxAlternatives = 5;
+  /// The fraction of a device's memory a plan may fill: the rest is left to
+  /// the runtime context, allocator fragmentation and workspaces (CUDA and
+  /// NCCL take 1–3 GB of an 80 GB GPU before the model allocates anything).
+  double usableMemoryFraction = 0.9;
 };
 
 struct StagePlan {
