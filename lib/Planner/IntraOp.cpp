@@ -598,29 +598,24 @@ struct Problem {
                      0, nullptr, nullptr);
           ++cols;
         }
-      // Σ_b y[a][b] = x_p[a]; Σ_a y[a][b] = x_c[b].
-      for (unsigned a = 0; a < np; ++a) {
+      // Marginals: Σ_b y[a][b] = x_p[a] and Σ_a y[a][b] = x_c[b].
+      auto marginal = [&](unsigned count, auto pairColumn, int xColumn) {
         SmallVector<int> idx;
         SmallVector<double> coef;
-        for (unsigned b = 0; b < nc; ++b) {
-          idx.push_back(first + a * nc + b);
+        for (unsigned j = 0; j < count; ++j) {
+          idx.push_back(pairColumn(j));
           coef.push_back(1.0);
         }
-        idx.push_back(xcol[offset[e->producer] + a]);
+        idx.push_back(xColumn);
         coef.push_back(-1.0);
         Cbc_addRow(model, "", idx.size(), idx.data(), coef.data(), 'E', 0.0);
-      }
-      for (unsigned b = 0; b < nc; ++b) {
-        SmallVector<int> idx;
-        SmallVector<double> coef;
-        for (unsigned a = 0; a < np; ++a) {
-          idx.push_back(first + a * nc + b);
-          coef.push_back(1.0);
-        }
-        idx.push_back(xcol[offset[e->consumer] + b]);
-        coef.push_back(-1.0);
-        Cbc_addRow(model, "", idx.size(), idx.data(), coef.data(), 'E', 0.0);
-      }
+      };
+      for (unsigned a = 0; a < np; ++a)
+        marginal(nc, [&](unsigned b) { return first + a * nc + b; },
+                 xcol[offset[e->producer] + a]);
+      for (unsigned b = 0; b < nc; ++b)
+        marginal(np, [&](unsigned a) { return first + a * nc + b; },
+                 xcol[offset[e->consumer] + b]);
     }
     Cbc_solve(model);
     if (!Cbc_isProvenOptimal(model)) {

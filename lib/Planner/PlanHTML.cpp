@@ -43,23 +43,8 @@ std::string escape(llvm::StringRef s) {
   return out;
 }
 
-std::string secs(double s) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  if (s >= 1)
-    os << format("%.3f s", s);
-  else if (s >= 1e-3)
-    os << format("%.3f ms", s * 1e3);
-  else
-    os << format("%.1f us", s * 1e6);
-  return out;
-}
-
-std::string gib(double b) {
-  std::string out;
-  llvm::raw_string_ostream(out) << format("%.2f GiB", b / 1073741824.0);
-  return out;
-}
+std::string secs(double s) { return formatSeconds(s); }
+std::string gib(double b) { return formatGiB(b); }
 
 /// One box of the schedule: stage, micro-batch, forward or backward.
 struct Box {

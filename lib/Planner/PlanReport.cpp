@@ -15,23 +15,8 @@ namespace json = llvm::json;
 
 namespace {
 
-std::string gib(double bytes) {
-  std::string s;
-  llvm::raw_string_ostream(s) << format("%.2f GiB", bytes / 1073741824.0);
-  return s;
-}
-
-std::string seconds(double s) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  if (s >= 1)
-    os << format("%.3f s", s);
-  else if (s >= 1e-3)
-    os << format("%.3f ms", s * 1e3);
-  else
-    os << format("%.3f us", s * 1e6);
-  return out;
-}
+std::string gib(double bytes) { return formatGiB(bytes); }
+std::string seconds(double s) { return formatSeconds(s); }
 
 std::string human(double v) {
   std::string out;
@@ -106,6 +91,24 @@ std::string opLabel(mlir::Operation *op) {
 }
 
 } // namespace
+
+std::string distopt::planner::formatSeconds(double s) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (s >= 1)
+    os << format("%.3f s", s);
+  else if (s >= 1e-3)
+    os << format("%.3f ms", s * 1e3);
+  else
+    os << format("%.3f us", s * 1e6);
+  return out;
+}
+
+std::string distopt::planner::formatGiB(double bytes) {
+  std::string out;
+  llvm::raw_string_ostream(out) << format("%.2f GiB", bytes / 1073741824.0);
+  return out;
+}
 
 std::string distopt::planner::stageLabel(const PlanGraph &graph,
                                          const StagePlan &stage) {

@@ -79,6 +79,14 @@ llvm::json::Object tensorJson(StringRef name, RankedTensorType t) {
 
 /// Where the runtime finds libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR,
 /// else the build tree this driver was built in, else <bindir>/../lib.
+/// A pipeline activation passed between stages: its id, dtype and shape.
+llvm::json::Object activationJson(int64_t id, RankedTensorType t) {
+  llvm::json::Object a = tensorJson("activation", t);
+  a.erase("name");
+  a["activation"] = id;
+  return a;
+}
+
 std::string runtimeLibDir() {
   if (std::optional<std::string> env =
           llvm::sys::Process::GetEnv("DISTOPT_RUNTIME_LIB_DIR"))
@@ -282,10 +290,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         continue;
       }
       if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-        llvm::json::Object a = tensorJson("activation", type);
-        a["activation"] = act.getInt();
-        a.erase("name");
-        buffers.inputs.push_back(std::move(a));
+        buffers.inputs.push_back(activationJson(act.getInt(), type));
         continue;
       }
       int64_t index = nextInput++;
@@ -309,10 +314,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
       auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
       if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-        llvm::json::Object a = tensorJson("activation", type);
-        a["activation"] = act.getInt();
-        a.erase("name");
-        buffers.outputs.push_back(std::move(a));
+        buffers.outputs.push_back(activationJson(act.getInt(), type));
         continue;
       }
       int64_t index = nextOutput++;

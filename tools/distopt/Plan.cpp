@@ -114,6 +114,28 @@ int usage(const Twine &msg) {
   return 1;
 }
 
+/// The batch of a model: dimension 0 of the first input the model left
+/// symbolic there (`symbolic` = true), else of the first input; nullopt for
+/// a scalar first input.
+std::optional<int64_t> batchOf(mlir::func::FuncOp func, bool &symbolic) {
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
+                                                       "dopt.symbolic_dims");
+    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
+    if (dims && !dims.empty() &&
+        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
+        type.getRank() > 0) {
+      symbolic = true;
+      return type.getDimSize(0);
+    }
+  }
+  symbolic = false;
+  auto first = dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
+  if (!first || first.getRank() == 0)
+    return std::nullopt;
+  return first.getDimSize(0);
+}
+
 bool compileError(const Twine &msg) {
   WithColor::error(errs(), "distopt compile") << msg << "\n";
   return false;
@@ -223,24 +245,11 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     return usage("the model has no inputs to carry a batch");
   // The batch: dimension 0 of the inputs the model left symbolic there
   // (bound to the probe of 2 above), else the first input's static dim 0.
-  std::optional<int64_t> probeOpt;
-  for (mlir::BlockArgument arg : func.getArguments()) {
-    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
-                                                       "dopt.symbolic_dims");
-    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
-    if (dims && !dims.empty() &&
-        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
-        type.getRank() > 0) {
-      probeOpt = type.getDimSize(0);
-      break;
-    }
-  }
-  if (!probeOpt) {
-    auto firstType =
-        dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
-    if (!firstType || firstType.getRank() == 0)
-      return usage("the first model input is a scalar: no batch dimension");
-    probeOpt = firstType.getDimSize(0);
+  bool symbolic = false;
+  std::optional<int64_t> probeOpt = batchOf(func, symbolic);
+  if (!probeOpt)
+    return usage("the first model input is a scalar: no batch dimension");
+  if (!symbolic) {
     if (globalBatch.getNumOccurrences() && globalBatch != *probeOpt)
       return usage("the model's batch is static (" + Twine(*probeOpt) +
                    ", dimension 0 of its inputs): --global-batch must be " +
@@ -367,24 +376,11 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     return compileError("the model has no inputs to carry a batch");
   // The batch: dimension 0 of the inputs the model left symbolic (bound by
   // --dim), else of the first input.
-  std::optional<int64_t> batch;
-  for (mlir::BlockArgument arg : func.getArguments()) {
-    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
-                                                       "dopt.symbolic_dims");
-    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
-    if (dims && !dims.empty() &&
-        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
-        type.getRank() > 0) {
-      batch = type.getDimSize(0);
-      break;
-    }
-  }
-  if (!batch) {
-    auto type = dyn_cast<mlir::RankedTensorType>(func.getArgument(0).getType());
-    if (!type || type.getRank() == 0)
-      return compileError("the first model input is a scalar: no batch dimension");
-    batch = type.getDimSize(0);
-  }
+  bool symbolic = false;
+  std::optional<int64_t> batch = batchOf(func, symbolic);
+  if (!batch)
+    return compileError("the first model input is a scalar: no batch "
+                        "dimension");
   options.globalBatch = *batch;
   if (options.dp && *batch % *options.dp != 0)
     return compileError("--dp " + Twine(*options.dp) +

@@ -37,6 +37,11 @@ void writePlanHTML(llvm::raw_ostream &os, const PlanGraph &graph,
                    const Cluster &cluster, const PlanOptions &options,
                    const PlanResult &result, const PlanContext &context);
 
+/// "1.234 s", "5.678 ms", "9.0 us".
+std::string formatSeconds(double seconds);
+/// "12.34 GiB".
+std::string formatGiB(double bytes);
+
 /// "layers /a/h.0 .. /a/h.5" style label of a stage's segments.
 std::string stageLabel(const PlanGraph &graph, const StagePlan &stage);
 
