@@ -14,7 +14,9 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -141,6 +143,7 @@ private:
   LogicalResult propagateBlock(Value v, BlockLayout layout, Operation *user);
   LogicalResult retypeOp(Operation *op);
   LogicalResult outlineStages();
+  LogicalResult splitVocabularyGather(dopt::GatherOp g);
   FailureOr<Value> reshard(Value v, const Sharding &from, const Sharding &to,
                            Location loc);
 };
@@ -305,12 +308,9 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
     return success();
   }
   if (auto g = dyn_cast<dopt::GatherOp>(op)) {
-    auto data = cast<RankedTensorType>(g.getData().getType());
     auto it = produced.find(g.getResult());
     if (it != produced.end() && it->second.partial)
-      return op->emitError("a vocabulary-split gather (embedding table split "
-                           "over its rows) is not partitioned yet");
-    (void)data;
+      return splitVocabularyGather(g);
   }
   // A GEMM split along K leaves partial sums; its C term must count once in
   // their sum: every rank adds C·beta/t.
@@ -512,6 +512,61 @@ LogicalResult Partitioner::run() {
   module->setAttr("dopt.partitioned", builder.getUnitAttr());
   if (gridShape[0] > 1)
     return outlineStages();
+  return success();
+}
+
+/// A gather from a table split over its gathered rows (a vocabulary-split
+/// embedding, Megatron's VocabParallelEmbedding): each rank looks up the
+/// indices that fall in its rows and contributes zeros for the others, so
+/// the results are partial sums (the all_reduce that follows adds them):
+///   lo = rank_on_tensor_axis * rows_per_rank
+///   in = 0 <= idx - lo < rows_per_rank
+///   out = where(in[..., None], gather(table_block, where(in, idx - lo, 0)), 0)
+LogicalResult Partitioner::splitVocabularyGather(dopt::GatherOp g) {
+  if (g.getAxis() != 0)
+    return g.emitError("a split gather is supported along axis 0 only");
+  Location loc = g.getLoc();
+  auto table = cast<RankedTensorType>(g.getData().getType());
+  auto idxType = cast<RankedTensorType>(g.getIndices().getType());
+  Type ie = idxType.getElementType();
+  auto scalar = RankedTensorType::get({}, ie);
+  auto intConst = [&](int64_t v) {
+    return dopt::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(scalar, builder.getIntegerAttr(ie, v)));
+  };
+  builder.setInsertionPoint(g);
+  auto coord = shard::ProcessMultiIndexOp::create(
+      builder, loc, kGridName, ArrayRef<shard::GridAxis>{kTensorAxis});
+  Value c = arith::IndexCastOp::create(builder, loc, ie, coord.getResult()[0]);
+  Value rows = arith::ConstantOp::create(
+      builder, loc, builder.getIntegerAttr(ie, table.getDimSize(0)));
+  Value loScalar = arith::MulIOp::create(builder, loc, c, rows);
+  Value lo = tensor::FromElementsOp::create(builder, loc, scalar,
+                                            ValueRange{loScalar});
+  Value shifted = dopt::SubOp::create(builder, loc, g.getIndices(), lo);
+  Value zero = intConst(0);
+  Value ge = dopt::GreaterEqualOp::create(builder, loc, shifted, zero);
+  Value lt = dopt::LessOp::create(builder, loc, shifted,
+                                  intConst(table.getDimSize(0)));
+  Value in = dopt::AndOp::create(builder, loc, ge, lt);
+  Value safe = dopt::WhereOp::create(builder, loc, in, shifted, zero);
+  g.getIndicesMutable().assign(safe);
+  builder.setInsertionPointAfter(g);
+  SmallVector<int64_t> maskShape(idxType.getShape());
+  maskShape.append(table.getRank() - 1, 1);
+  Value mask = dopt::ReshapeOp::create(builder, loc, in,
+                                       builder.getDenseI64ArrayAttr(maskShape));
+  auto out = cast<RankedTensorType>(g.getResult().getType());
+  Value fzero = dopt::ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(RankedTensorType::get({}, out.getElementType()),
+                             builder.getZeroAttr(out.getElementType())));
+  auto masked = dopt::WhereOp::create(builder, loc, mask, g.getResult(), fzero);
+  g.getResult().replaceAllUsesExcept(masked.getResult(), masked);
+  produced[masked.getResult()] = produced[g.getResult()];
+  if (Type gt = globalTypes.lookup(g.getResult()))
+    globalTypes[masked.getResult()] = gt;
   return success();
 }
 

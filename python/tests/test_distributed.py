@@ -194,3 +194,63 @@ def test_a_killed_rank_ends_the_job(models, reference, tmp_path):
     ps = subprocess.run(["pgrep", "-f", exe], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
     assert not (out / "logits.npy").exists()
+
+
+def test_plan_ir_compiles_and_a_vocabulary_split_embedding(tmp_path):
+    """`distopt compile plan.mlir` compiles a planned IR (here written by
+    hand): an embedding table split over its rows on tp 2 (Megatron's
+    vocabulary-parallel embedding: each rank looks up its rows, zeros
+    elsewhere, all-reduce) gives the single-process numbers."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((64, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+         helper.make_node("MatMul", ["e", "w"], ["y"])],
+        "emb",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [8, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4, 8])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx_path = tmp_path / "emb.onnx"
+    onnx.save(model, onnx_path)
+    ids = rng.integers(0, 64, (8, 4)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+
+    ir = f'''module attributes {{dopt.source = "{onnx_path}", dopt.plan = {{dp = 1 : i64, microbatch_size = 8 : i64, microbatches = 1 : i64, pp = 1 : i64, recompute = "off", tp = 2 : i64}}}} {{
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%ids: tensor<8x4xi64> {{dopt.name = "ids"}}) -> (tensor<8x4x8xf32> {{dopt.name = "y"}}) {{
+    %rep = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
+    %rows = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
+    %idss = shard.shard %ids to %rep : tensor<8x4xi64>
+    %t = dopt.weight {{name = "table", type = tensor<64x16xf32>}} : () -> tensor<64x16xf32>
+    %ts = shard.shard %t to %rows : tensor<64x16xf32>
+    %g = dopt.gather %ts, %idss {{axis = 0 : i64}} : (tensor<64x16xf32>, tensor<8x4xi64>) -> tensor<8x4x16xf32>
+    %gs = shard.shard %g to %rep {{dopt.partial = "sum"}} : tensor<8x4x16xf32>
+    %gr = shard.shard %gs to %rep annotate_for_users : tensor<8x4x16xf32>
+    %w = dopt.weight {{name = "w", type = tensor<16x8xf32>}} : () -> tensor<16x8xf32>
+    %ws = shard.shard %w to %rep : tensor<16x8xf32>
+    %y = dopt.matmul %gr, %ws : (tensor<8x4x16xf32>, tensor<16x8xf32>) -> tensor<8x4x8xf32>
+    %ys = shard.shard %y to %rep : tensor<8x4x8xf32>
+    return %ys : tensor<8x4x8xf32>
+  }}
+}}
+'''
+    (tmp_path / "plan.mlir").write_text(ir)
+    run(DISTOPT, "compile", tmp_path / "plan.mlir", "-o", tmp_path / "p.dx")
+    manifest = json.loads((tmp_path / "p.dx" / "manifest.json").read_text())
+    assert manifest["ranks"] == 2 and manifest["grid"] == [1, 1, 2]
+    run(DISTOPT, "run", tmp_path / "p.dx", f"--input=ids={tmp_path / 'ids.npy'}",
+        "--output-dir", tmp_path / "out")
+    got = np.load(tmp_path / "out" / "y.npy")
+    want = table[ids] @ w
+    assert np.abs(got - want).max() / np.abs(want).max() <= 1e-5
+    # A planned IR carries its plan: --cluster is refused.
+    p = run(DISTOPT, "compile", tmp_path / "plan.mlir", "--cluster", "local:2", "-o",
+            tmp_path / "q.dx", check=False)
+    assert p.returncode != 0
+    assert "a planned IR carries its plan" in p.stderr

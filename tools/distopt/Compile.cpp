@@ -19,6 +19,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
@@ -145,16 +148,48 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                        << "'\n";
     return 1;
   }
-  ONNXImportOptions options;
-  if (!importOptionsFromFlags(options))
-    return 1;
-  OwningOpRef<ModuleOp> module = importONNXFile(context, input, options);
-  if (!module)
-    return 1;
-  // --cluster: plan, then rewrite into the program of one rank.
+  // The input: an ONNX model, or a planned dopt IR (`distopt plan
+  // --emit=ir`, possibly edited by hand), whose weights come from the ONNX
+  // model it names in `dopt.source`.
+  std::string modelPath = input.str();
+  OwningOpRef<ModuleOp> module;
   std::vector<int64_t> grid;
-  if (!partitionForCluster(context, *module, grid))
-    return 1;
+  if (input.ends_with(".mlir")) {
+    if (clusterGiven()) {
+      WithColor::error() << "a planned IR carries its plan: --cluster and "
+                            "the degrees apply to ONNX models\n";
+      return 1;
+    }
+    context.loadDialect<shard::ShardDialect>();
+    module = parseSourceFile<ModuleOp>(input, &context);
+    if (!module)
+      return 1;
+    auto source = (*module)->getAttrOfType<StringAttr>("dopt.source");
+    if (!source) {
+      WithColor::error() << input
+                         << ": no dopt.source attribute naming the ONNX "
+                            "model (its weights)\n";
+      return 1;
+    }
+    modelPath = source.getValue().str();
+    if (auto g = module->lookupSymbol<shard::GridOp>("dopt_grid")) {
+      PassManager pm(&context);
+      pm.addPass(createPartitionPass());
+      if (failed(pm.run(*module)))
+        return 1;
+      grid.assign(g.getShape().begin(), g.getShape().end());
+    }
+  } else {
+    ONNXImportOptions options;
+    if (!importOptionsFromFlags(options))
+      return 1;
+    module = importONNXFile(context, input, options);
+    if (!module)
+      return 1;
+    // --cluster: plan, then rewrite into the program of one rank.
+    if (!partitionForCluster(context, *module, grid))
+      return 1;
+  }
   int64_t ranks = 1;
   for (int64_t g : grid)
     ranks *= g;
@@ -179,7 +214,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   else
     programNames.push_back("main");
 
-  SmallString<256> modelDir(input);
+  SmallString<256> modelDir(modelPath);
   llvm::sys::path::remove_filename(modelDir);
   if (modelDir.empty())
     modelDir = ".";
@@ -412,7 +447,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (anyEmbedded) {
     std::string error;
     std::unique_ptr<ONNXWeightReader> reader =
-        ONNXWeightReader::open(input, error);
+        ONNXWeightReader::open(modelPath, error);
     if (!reader)
       return fail(error);
     std::ofstream bin(pathIn("weights.bin"), std::ios::binary);
@@ -425,7 +460,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (!reader->readEmbedded(name, w.fileType.getNumElements(),
                                 elementBytes(w.fileType.getElementType()),
                                 bytes, error))
-        return fail(input + ": " + error);
+        return fail(modelPath + ": " + error);
       std::vector<char> pad(w.offset - written, 0);
       bin.write(pad.data(), pad.size());
       bin.write(bytes.data(), bytes.size());

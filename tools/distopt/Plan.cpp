@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -308,6 +309,14 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
       fullGraph = std::move(*g2);
     }
     mlir::ModuleOp target = full ? *full : *module;
+    // The IR names its model absolutely, so `distopt compile plan.mlir`
+    // finds the weights from any directory.
+    {
+      SmallString<256> abs(input);
+      sys::fs::make_absolute(abs);
+      target->setAttr("dopt.source",
+                      mlir::StringAttr::get(&context, abs.str()));
+    }
     if (Error e = annotatePlan(target, fullGraph ? *fullGraph : *graph,
                                result->best))
       return usage(toString(std::move(e)));
@@ -407,4 +416,10 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
          << " x pp " << p.pp << " = " << p.devices() << " ranks on "
          << clusterSpec << "\n";
   return true;
+}
+
+bool distopt::tool::clusterGiven() {
+  return !clusterSpec.empty() || forceDP.getNumOccurrences() ||
+         forceTP.getNumOccurrences() || forcePP.getNumOccurrences() ||
+         forceMicro.getNumOccurrences();
 }

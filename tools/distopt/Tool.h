@@ -31,6 +31,8 @@ int runBundle();
 /// Prints its errors; returns false on failure.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          std::vector<int64_t> &grid);
+/// Whether --cluster (or a degree) was given.
+bool clusterGiven();
 int runPlan(mlir::MLIRContext &context, llvm::StringRef input);
 
 /// `distopt compile`: import, lower, emit the object, link, write the bundle

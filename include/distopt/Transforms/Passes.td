@@ -147,11 +147,17 @@ def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
 
     Errors (at the op): a dimension that does not split evenly, a batch
     that does not split into the micro-batches, a stage reading a later
-    stage's value, a resharding along the data axis, a vocabulary-split
-    gather, or a block-layout split (fused QKV) whose producer is not a
-    column-split weight GEMM.
+    stage's value, a resharding along the data axis, or a block-layout split
+    (fused QKV) whose producer is not a column-split weight GEMM.
+
+    A gather from a table split over its rows (vocabulary-parallel
+    embedding) looks up only the rows this rank holds, offset by its
+    position on the tensor axis (`shard.process_multi_index`), and yields
+    zeros elsewhere: partial sums.
   }];
-  let dependentDialects = ["mlir::shard::ShardDialect"];
+  let dependentDialects = ["mlir::shard::ShardDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
 }
 
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

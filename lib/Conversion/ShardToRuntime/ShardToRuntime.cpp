@@ -57,7 +57,8 @@ struct ConvertShardToRuntimePass
     bool ok = true;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-              shard::AllToAllOp, shard::AllSliceOp>(op))
+              shard::AllToAllOp, shard::AllSliceOp,
+              shard::ProcessMultiIndexOp>(op))
         collectives.push_back(op);
       else if (isa<shard::ShardOp, shard::ShardingOp>(op) ||
                (op->getDialect() &&
@@ -79,7 +80,34 @@ struct ConvertShardToRuntimePass
       g.erase();
   }
 
+  /// shard.process_multi_index: this rank's coordinate on each grid axis,
+  /// from the runtime (int64_t dort_grid_coord(int axis)).
+  LogicalResult lowerIndex(ModuleOp module, shard::ProcessMultiIndexOp op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto fnType = b.getFunctionType({b.getI32Type()}, {b.getI64Type()});
+    auto fn = module.lookupSymbol<func::FuncOp>("dort_grid_coord");
+    if (!fn) {
+      OpBuilder mb(module.getBodyRegion());
+      mb.setInsertionPointToEnd(module.getBody());
+      fn = func::FuncOp::create(mb, loc, "dort_grid_coord", fnType);
+      fn.setPrivate();
+    }
+    ArrayRef<shard::GridAxis> axes = op.getAxes();
+    for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      Value axis = arith::ConstantOp::create(
+          b, loc, b.getI32IntegerAttr(axes.empty() ? i : axes[i]));
+      Value c = func::CallOp::create(b, loc, fn, ValueRange{axis}).getResult(0);
+      r.replaceAllUsesWith(
+          arith::IndexCastOp::create(b, loc, b.getIndexType(), c).getResult());
+    }
+    op.erase();
+    return success();
+  }
+
   LogicalResult lower(ModuleOp module, Operation *op) {
+    if (auto index = dyn_cast<shard::ProcessMultiIndexOp>(op))
+      return lowerIndex(module, index);
     OpBuilder b(op);
     Location loc = op->getLoc();
     Value input = op->getOperand(0);

@@ -50,24 +50,6 @@ module {
 
 // -----
 
-module {
-  shard.grid @dopt_grid(shape = 1x1x2)
-  func.func @main(%i: tensor<2x4xi64>) -> tensor<2x4x8xf32> {
-    %rows = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
-    %rep = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
-    %w = dopt.weight {name = "wte", type = tensor<100x8xf32>} : () -> tensor<100x8xf32>
-    %ws = shard.shard %w to %rows : tensor<100x8xf32>
-    // expected-error @below {{a vocabulary-split gather (embedding table split over its rows) is not partitioned yet}}
-    %g = dopt.gather %ws, %i {axis = 0 : i64} : (tensor<100x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-    %gs = shard.shard %g to %rep {dopt.partial = "sum"} : tensor<2x4x8xf32>
-    %y = shard.shard %gs to %rep annotate_for_users : tensor<2x4x8xf32>
-    %n = dopt.neg %y : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-    return %n : tensor<2x4x8xf32>
-  }
-}
-
-// -----
-
 // A block-layout split (fused QKV) fed by something other than a column-split
 // weight GEMM.
 module {
