@@ -206,60 +206,104 @@ LogicalResult Partitioner::markBlockLayouts() {
   return failure(r.wasInterrupted());
 }
 
+/// Turns `v`, held as `from`, into `to`, one grid axis at a time (multi-step
+/// on 2-D grids): first a partial value on the tensor axis is reduced
+/// (all_reduce, or reduce_scatter straight into the wanted split); then
+/// splits that must go are undone innermost axis first (all_gather, or
+/// all_to_all when the same axis splits another dimension in `to`); then
+/// the splits `to` adds are taken locally, outermost first (all_slice).
 FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
                                       const Sharding &to, Location loc) {
-  if (from.dimOf(kDataAxis) != to.dimOf(kDataAxis))
-    return emitError(loc) << "resharding along the data-parallel axis is not "
-                             "supported";
-  int64_t src = from.dimOf(kTensorAxis), dst = to.dimOf(kTensorAxis);
   if (to.partial)
     return emitError(loc) << "an operand cannot be needed as a partial value";
-  bool change = from.partial || src != dst;
+  size_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  SmallVector<SmallVector<int16_t>> cur(from.axes), want(to.axes);
+  cur.resize(rank);
+  want.resize(rank);
+  bool change = from.partial.has_value() || cur != want;
   if (change && blocks.count(v))
     return emitError(loc) << "resharding a block-layout tensor (fused QKV) is "
                              "not supported";
-  auto type = cast<RankedTensorType>(v.getType());
-  auto withDim = [&](int64_t d, int64_t size) {
-    SmallVector<int64_t> shape(type.getShape());
-    shape[d] = size;
-    return RankedTensorType::get(shape, type.getElementType());
+  auto isPrefix = [](ArrayRef<int16_t> a, ArrayRef<int16_t> b) {
+    return a.size() <= b.size() && llvm::equal(a, b.take_front(a.size()));
   };
-  int64_t t = gridShape[kTensorAxis];
+  auto resized = [&](Value x, int64_t d, int64_t num, int64_t den) {
+    auto t = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[d] = shape[d] * num / den;
+    return RankedTensorType::get(shape, t.getElementType());
+  };
+  Value x = v;
   if (from.partial) {
     auto kind = shard::ReductionKindAttr::get(module.getContext(),
                                               *from.partial);
-    if (dst >= 0)
-      return shard::ReduceScatterOp::create(
-                 builder, loc, withDim(dst, type.getDimSize(dst) / t),
-                 gridRef(), axisAttr(kTensorAxis), v, kind,
-                 builder.getIndexAttr(dst))
-          .getResult();
-    return shard::AllReduceOp::create(builder, loc, type, gridRef(),
-                                      axisAttr(kTensorAxis), v, kind)
-        .getResult();
+    int64_t t = gridShape[kTensorAxis];
+    int64_t dst = to.dimOf(kTensorAxis);
+    SmallVector<int16_t> next;
+    if (dst >= 0) {
+      next = cur[dst];
+      next.push_back(kTensorAxis);
+    }
+    if (dst >= 0 && isPrefix(next, want[dst])) {
+      x = shard::ReduceScatterOp::create(builder, loc, resized(x, dst, 1, t),
+                                         gridRef(), axisAttr(kTensorAxis), x,
+                                         kind, builder.getIndexAttr(dst))
+              .getResult();
+      cur[dst] = next;
+    } else {
+      x = shard::AllReduceOp::create(builder, loc, x.getType(), gridRef(),
+                                     axisAttr(kTensorAxis), x, kind)
+              .getResult();
+    }
   }
-  if (src == dst)
-    return v;
-  if (src < 0)
-    return shard::AllSliceOp::create(builder, loc,
-                                     withDim(dst, type.getDimSize(dst) / t),
-                                     gridRef(), axisAttr(kTensorAxis), v,
-                                     builder.getIndexAttr(dst))
-        .getResult();
-  if (dst < 0)
-    return shard::AllGatherOp::create(builder, loc,
-                                      withDim(src, type.getDimSize(src) * t),
-                                      gridRef(), axisAttr(kTensorAxis), v,
-                                      builder.getIndexAttr(src))
-        .getResult();
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dst] /= t;
-  shape[src] *= t;
-  return shard::AllToAllOp::create(
-             builder, loc, RankedTensorType::get(shape, type.getElementType()),
-             gridRef(), axisAttr(kTensorAxis), v, builder.getIndexAttr(dst),
-             builder.getIndexAttr(src))
-      .getResult();
+  // Undo splits that `to` does not keep, innermost axis first.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t d = 0; d < rank; ++d) {
+      if (isPrefix(cur[d], want[d]))
+        continue;
+      int16_t a = cur[d].back();
+      int64_t n = gridShape[a];
+      cur[d].pop_back();
+      // The same axis splits another dimension in `to`: move the split.
+      std::optional<size_t> target;
+      for (size_t e = 0; e < rank; ++e) {
+        SmallVector<int16_t> next(cur[e]);
+        next.push_back(a);
+        if (e != d && isPrefix(next, want[e]))
+          target = e;
+      }
+      if (target) {
+        auto t = cast<RankedTensorType>(x.getType());
+        SmallVector<int64_t> shape(t.getShape());
+        shape[*target] /= n;
+        shape[d] *= n;
+        x = shard::AllToAllOp::create(
+                builder, loc, RankedTensorType::get(shape, t.getElementType()),
+                gridRef(), axisAttr(a), x, builder.getIndexAttr(*target),
+                builder.getIndexAttr(d))
+                .getResult();
+        cur[*target].push_back(a);
+      } else {
+        x = shard::AllGatherOp::create(builder, loc, resized(x, d, n, 1),
+                                       gridRef(), axisAttr(a), x,
+                                       builder.getIndexAttr(d))
+                .getResult();
+      }
+      progress = true;
+    }
+  }
+  // Take the splits `to` adds, outermost axis first (local slices).
+  for (size_t d = 0; d < rank; ++d)
+    while (cur[d].size() < want[d].size()) {
+      int16_t a = want[d][cur[d].size()];
+      x = shard::AllSliceOp::create(builder, loc,
+                                    resized(x, d, 1, gridShape[a]), gridRef(),
+                                    axisAttr(a), x, builder.getIndexAttr(d))
+              .getResult();
+      cur[d].push_back(a);
+    }
+  return x;
 }
 
 ArrayAttr splitAxesAttr(Builder &b, const Sharding &s) {

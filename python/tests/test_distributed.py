@@ -254,3 +254,26 @@ def test_plan_ir_compiles_and_a_vocabulary_split_embedding(tmp_path):
             tmp_path / "q.dx", check=False)
     assert p.returncode != 0
     assert "a planned IR carries its plan" in p.stderr
+
+
+def test_two_dimensional_resharding_across_processes(models, tmp_path):
+    """Reshardings on a 2-D grid (data x tensor) with several steps, from a
+    hand-written plan: [[1],[2]] -> replicated, -> [[2],[1]], -> [[1,2]] ->
+    replicated, run on 4 processes against numpy."""
+    ir_src = (ROOT / "test" / "Transforms" / "Partition" / "reshard-2d.mlir").read_text()
+    body = ir_src[ir_src.index("module {"):ir_src.index("// CHECK")]
+    source = models / "mlp.onnx"  # any model: this program has no weights
+    ir = body.replace("module {", f'module attributes {{dopt.source = "{source}"}} {{', 1)
+    ir = ir.replace("%x: tensor<8x4xf32>)", '%x: tensor<8x4xf32> {dopt.name = "x"})')
+    (tmp_path / "plan.mlir").write_text(ir)
+    run(DISTOPT, "compile", tmp_path / "plan.mlir", "-o", tmp_path / "r.dx")
+    x = np.random.default_rng(5).standard_normal((8, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    run(DISTOPT, "run", tmp_path / "r.dx", f"--input=x={tmp_path / 'x.npy'}",
+        "--output-dir", tmp_path / "out")
+    outs = sorted((tmp_path / "out").iterdir())
+    assert len(outs) == 2
+    got = {p.name: np.load(p) for p in outs}
+    want = [-x, np.tanh(np.exp(x))]
+    for (name, g), w in zip(sorted(got.items()), want):
+        assert np.abs(g - w).max() <= 1e-5 * np.abs(w).max(), name

@@ -35,21 +35,6 @@ module {
 
 // -----
 
-module {
-  shard.grid @dopt_grid(shape = 1x2x2)
-  func.func @main(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
-    %b = shard.sharding @dopt_grid split_axes = [[1]] : !shard.sharding
-    %r = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
-    %xs = shard.shard %x to %b : tensor<8x8xf32>
-    // expected-error @below {{resharding along the data-parallel axis is not supported}}
-    %a = shard.shard %xs to %r annotate_for_users : tensor<8x8xf32>
-    %n = dopt.neg %a : (tensor<8x8xf32>) -> tensor<8x8xf32>
-    return %n : tensor<8x8xf32>
-  }
-}
-
-// -----
-
 // A block-layout split (fused QKV) fed by something other than a column-split
 // weight GEMM.
 module {
