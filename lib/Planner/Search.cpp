@@ -330,7 +330,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
                                        int64_t pp, int64_t b, Recompute rc,
                                        double *leanestMemory) {
   int64_t n = static_cast<int64_t>(ch.segments.size());
-  int64_t m = opts.globalBatch / (dp * b);
+  int64_t m = (opts.globalBatch + dp - 1) / dp / b;
   bool full = rc == Recompute::Full, sel = rc == Recompute::Selective;
   std::vector<double> time(n), computeT(n), commT(n), params(n), stash(n),
       workspace(n);
@@ -500,11 +500,14 @@ llvm::Expected<PlanResult> Searcher::run() {
   };
   if (batch < 1)
     return fail("the global batch must be at least 1");
-  if (opts.dp && (*opts.dp < 1 || batch % *opts.dp != 0))
+  // A forced data-parallel degree may split the batch unevenly (replicas
+  // get ceil(B/dp) samples, the last ones padded), but every replica needs
+  // at least one sample.
+  if (opts.dp && (*opts.dp < 1 || *opts.dp > batch))
     return fail("--dp " + std::to_string(*opts.dp) +
-                " does not divide the global batch of " +
-                std::to_string(batch) +
-                " (dimension 0 of the model inputs)");
+                " exceeds the global batch of " + std::to_string(batch) +
+                " (dimension 0 of the model inputs): a replica would get no "
+                "samples");
   if (opts.tp && *opts.tp < 1)
     return fail("--tp must be at least 1");
   if (opts.pp && (*opts.pp < 1 || *opts.pp > segments))
@@ -552,9 +555,9 @@ llvm::Expected<PlanResult> Searcher::run() {
       if (opts.pp ? pp != *opts.pp : !smooth(pp))
         continue;
       for (int64_t dp = 1; dp * tp * pp <= devices && dp <= batch; ++dp) {
-        if (batch % dp != 0 || (opts.dp ? dp != *opts.dp : !smooth(dp)))
+        if (opts.dp ? dp != *opts.dp : (batch % dp != 0 || !smooth(dp)))
           continue;
-        int64_t perReplica = batch / dp;
+        int64_t perReplica = (batch + dp - 1) / dp;
         for (int64_t b = 1; b <= perReplica; ++b) {
           if (perReplica % b != 0)
             continue;

@@ -44,7 +44,9 @@ std::vector<std::vector<int64_t>> indexMaps(const TensorSpec &spec,
     int64_t partSize = global[d] / k, perPart = local / k;
     for (int64_t j = 0; j < local; ++j) {
       int64_t part = perPart ? j / perPart : 0, off = perPart ? j % perPart : j;
-      maps[d][j] = part * partSize + index * perPart + off;
+      int64_t g = part * partSize + index * perPart + off;
+      // An uneven split: the last blocks run past the end (padding).
+      maps[d][j] = g < (part + 1) * partSize ? g : -1;
     }
   }
   return maps;
@@ -77,14 +79,26 @@ void copyBlock(const char *src, char *dst, const TensorSpec &spec,
   int64_t inner = spec.shape[rank - 1];
   for (int64_t done = 0; done < total; done += inner) {
     int64_t gbase = 0, lbase = 0;
+    bool pad = false;
     for (size_t d = 0; d + 1 < rank; ++d) {
+      pad |= maps[d][idx[d]] < 0;
       gbase += maps[d][idx[d]] * gs[d];
       lbase += idx[d] * ls[d];
     }
-    // Copy the innermost row in contiguous runs.
+    // Copy the innermost row in contiguous runs; padding reads as zeros and
+    // is never written back.
     const std::vector<int64_t> &m = maps[rank - 1];
     int64_t j = 0;
     while (j < inner) {
+      if (pad || m[j] < 0) {
+        int64_t run = 1;
+        while (j + run < inner && (pad || m[j + run] < 0))
+          ++run;
+        if (Extract)
+          std::memset(dst + (lbase + j) * elem, 0, run * elem);
+        j += run;
+        continue;
+      }
       int64_t run = 1;
       while (j + run < inner && m[j + run] == m[j] + run)
         ++run;

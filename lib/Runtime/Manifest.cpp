@@ -273,11 +273,13 @@ public:
                           std::to_string(grid.size()) + "-axis grid");
         parts *= grid[a];
       }
-      if (spec.shape[d] * parts != global[d])
+      // Even splits, or an uneven one of ceil(global / parts) per rank.
+      if (spec.shape[d] != (global[d] + parts - 1) / parts)
         return fail(path, "dimension " + std::to_string(d) + ": " +
-                              std::to_string(spec.shape[d]) + " x " +
-                              std::to_string(parts) + " parts is not the " +
-                              "global " + std::to_string(global[d]));
+                              std::to_string(spec.shape[d]) + " per rank " +
+                              "over " + std::to_string(parts) + " parts " +
+                              "does not make the global " +
+                              std::to_string(global[d]));
     }
     return true;
   }

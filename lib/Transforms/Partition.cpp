@@ -24,6 +24,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace distopt {
@@ -101,6 +102,8 @@ private:
   llvm::DenseMap<Value, Sharding> produced;
   llvm::DenseMap<Value, BlockLayout> blocks;
   llvm::DenseMap<Value, Type> globalTypes; ///< before partitioning
+  /// Values whose batch is padded (an uneven split over the data axis).
+  llvm::DenseSet<Value> padded;
 
   FlatSymbolRefAttr gridRef() {
     return FlatSymbolRefAttr::get(module.getContext(), kGridName);
@@ -109,8 +112,12 @@ private:
     return builder.getDenseI16ArrayAttr({axis});
   }
 
+  /// Set by localType when the last type it made is padded (uneven batch).
+  bool paddedNow = false;
+
   FailureOr<RankedTensorType> localType(RankedTensorType global,
                                         const Sharding &s, Location loc) {
+    paddedNow = false;
     SmallVector<int64_t> shape(global.getShape());
     for (auto [d, axes] : llvm::enumerate(s.axes)) {
       if (d >= shape.size())
@@ -118,11 +125,20 @@ private:
       int64_t parts = 1;
       for (int16_t a : axes)
         parts *= gridShape[a];
-      if (shape[d] % parts != 0)
-        return emitError(loc) << "dimension " << d << " of size " << shape[d]
-                              << " does not split evenly over " << parts
-                              << " devices (uneven shards are not supported "
-                                 "yet)";
+      if (shape[d] % parts != 0) {
+        // The batch split over the data axis alone may be uneven: every
+        // replica runs ceil(B/dp) samples, the last ones padded (the runtime
+        // fills and drops the padding). Other splits must be even.
+        if (axes.size() != 1 || axes[0] != kDataAxis ||
+            static_cast<int64_t>(d) != s.batchDim)
+          return emitError(loc) << "dimension " << d << " of size "
+                                << shape[d] << " does not split evenly over "
+                                << parts << " devices (only the batch may "
+                                << "split unevenly, over the data axis)";
+        shape[d] = (shape[d] + parts - 1) / parts;
+        paddedNow = true;
+        continue;
+      }
       shape[d] /= parts;
     }
     // Pipelined programs run one micro-batch at a time.
@@ -221,6 +237,9 @@ FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
   cur.resize(rank);
   want.resize(rank);
   bool change = from.partial.has_value() || cur != want;
+  if (padded.count(v) && from.dimOf(kDataAxis) != to.dimOf(kDataAxis))
+    return emitError(loc) << "resharding an unevenly split batch along the "
+                             "data axis is not supported";
   if (change && blocks.count(v))
     return emitError(loc) << "resharding a block-layout tensor (fused QKV) is "
                              "not supported";
@@ -329,6 +348,8 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
       return failure();
     globalTypes[r] = global;
     r.setType(*local);
+    if (paddedNow)
+      padded.insert(r);
   }
   auto localShape = [&](unsigned i) {
     return cast<RankedTensorType>(op->getResult(i).getType()).getShape();
@@ -356,6 +377,16 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
     if (it != produced.end() && it->second.partial)
       return splitVocabularyGather(g);
   }
+  // Padded samples must stay apart from real ones: an op that reads a padded
+  // batch must keep the batch split (it works per sample).
+  if (llvm::any_of(op->getOperands(),
+                   [&](Value v) { return padded.count(v); }))
+    for (OpResult r : op->getResults())
+      if (isa<RankedTensorType>(r.getType()) && !padded.count(r))
+        return op->emitError("this op combines samples of an unevenly split "
+                             "batch (its result does not keep the batch "
+                             "split); use a data-parallel degree that divides "
+                             "the batch");
   // A GEMM split along K leaves partial sums; its C term must count once in
   // their sum: every rank adds C·beta/t.
   if (auto gemm = dyn_cast<dopt::GemmOp>(op)) {
@@ -471,6 +502,8 @@ LogicalResult Partitioner::run() {
     if (failed(local))
       return failure();
     arg.setType(*local);
+    if (paddedNow)
+      padded.insert(arg);
     func.setArgAttr(arg.getArgNumber(), "dopt.split_axes",
                     splitAxesAttr(builder, it->second));
     func.setArgAttr(arg.getArgNumber(), "dopt.global_type",

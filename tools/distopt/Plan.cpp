@@ -391,10 +391,11 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     return compileError("the first model input is a scalar: no batch "
                         "dimension");
   options.globalBatch = *batch;
-  if (options.dp && *batch % *options.dp != 0)
-    return compileError("--dp " + Twine(*options.dp) +
-                 " does not divide the batch of " + Twine(*batch) +
-                 " (dimension 0 of the model inputs)");
+  if (options.dp && *options.dp > *batch)
+    return compileError("--dp " + Twine(*options.dp) + " exceeds the batch of " +
+                        Twine(*batch) +
+                        " (dimension 0 of the model inputs): a replica "
+                        "would get no samples");
   Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
   if (!graph)
     return compileError(toString(graph.takeError()));

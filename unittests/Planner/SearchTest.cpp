@@ -553,12 +553,20 @@ TEST_F(PlannerTest, ForcedDegreesAreObeyedOrRejectedWithTheReason) {
               1e-12 * r->best.stepTime);
 
   PlanOptions bad = training(6, DType::FP32);
-  bad.dp = 4;
+  bad.dp = 7;
   auto e = searchPlan(*g, c, bad);
   ASSERT_FALSE(static_cast<bool>(e));
-  EXPECT_NE(llvm::toString(e.takeError()).find("--dp 4 does not divide the "
-                                               "global batch of 6"),
+  EXPECT_NE(llvm::toString(e.takeError()).find("--dp 7 exceeds the global "
+                                               "batch of 6"),
             std::string::npos);
+  // A forced degree may split the batch unevenly (replicas of ceil(B/dp)).
+  PlanOptions uneven = training(6, DType::FP32);
+  uneven.dp = 4;
+  uneven.pp = 1;
+  auto u = searchPlan(*g, c, uneven);
+  ASSERT_TRUE(static_cast<bool>(u)) << llvm::toString(u.takeError());
+  EXPECT_EQ(u->best.dp, 4);
+  EXPECT_EQ(u->best.microbatches * u->best.microbatchSize, 2);
   PlanOptions tooMany = training(8, DType::FP32);
   tooMany.dp = 4;
   tooMany.tp = 4;

@@ -26,7 +26,7 @@ module {
   shard.grid @dopt_grid(shape = 1x1x4)
   func.func @main(%x: tensor<6x8xf32>) -> tensor<6x8xf32> {
     %s = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
-    // expected-error @below {{dimension 0 of size 6 does not split evenly over 4 devices (uneven shards are not supported yet)}}
+    // expected-error @below {{dimension 0 of size 6 does not split evenly over 4 devices (only the batch may split unevenly, over the data axis)}}
     %n = dopt.neg %x : (tensor<6x8xf32>) -> tensor<6x8xf32>
     %ns = shard.shard %n to %s : tensor<6x8xf32>
     return %ns : tensor<6x8xf32>
@@ -67,5 +67,23 @@ module {
     %e = dopt.expand %cs {shape = array<i64: 3, 2, 12>} : (tensor<2x12xf32>) -> tensor<3x2x12xf32>
     %es = shard.shard %e to %s2 : tensor<3x2x12xf32>
     return %es : tensor<3x2x12xf32>
+  }
+}
+
+// -----
+
+// An uneven batch split is padded; an op that mixes the samples (a sum over
+// the batch) would mix in the padding.
+module {
+  shard.grid @dopt_grid(shape = 1x4x1)
+  func.func @main(%x: tensor<6x8xf32>) -> tensor<1x8xf32> {
+    %b = shard.sharding @dopt_grid split_axes = [[1]] : !shard.sharding
+    %r = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
+    %xs = shard.shard %x to %b {dopt.batch_dim = 0 : i64} : tensor<6x8xf32>
+    // expected-error @below {{this op combines samples of an unevenly split batch (its result does not keep the batch split); use a data-parallel degree that divides the batch}}
+    %s = dopt.reduce_sum %xs {axes = array<i64: 0>} : (tensor<6x8xf32>) -> tensor<1x8xf32>
+    %ss = shard.shard %s to %r {dopt.partial = "sum"} : tensor<1x8xf32>
+    %y = shard.shard %ss to %r annotate_for_users : tensor<1x8xf32>
+    return %y : tensor<1x8xf32>
   }
 }
