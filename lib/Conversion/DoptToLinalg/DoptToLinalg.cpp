@@ -520,6 +520,20 @@ struct DoptPattern : OpConversionPattern<OpTy> {
   static Type origElt(Value v) { return tensorTypeOf(v).getElementType(); }
 };
 
+/// The exponent of a pow when it is a constant 2, 3 or 4 (every element).
+std::optional<int> smallIntegerExponent(Value exponent) {
+  auto c = exponent.getDefiningOp<dopt::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  double v = dense.getSplatValue<APFloat>().convertToDouble();
+  if (v == 2.0 || v == 3.0 || v == 4.0)
+    return static_cast<int>(v);
+  return std::nullopt;
+}
+
 template <typename OpTy, BinKind kind>
 struct BinaryPattern : DoptPattern<OpTy> {
   using DoptPattern<OpTy>::DoptPattern;
@@ -528,6 +542,26 @@ struct BinaryPattern : DoptPattern<OpTy> {
                   ConversionPatternRewriter &rewriter) const override {
     RankedTensorType rt = this->resultType(op);
     Type elt = this->origElt(op.getLhs()), rhsElt = this->origElt(op.getRhs());
+    // x ^ 2, 3, 4 (layer norms, tanh-GELU) with a constant exponent:
+    // multiplications, which vectorise, instead of a libm powf call per
+    // element that keeps the whole fused loop scalar.
+    if constexpr (kind == BinKind::Pow) {
+      std::optional<int> n = smallIntegerExponent(op.getRhs());
+      if (n && isa<FloatType>(elt)) {
+        Value r = elementwise(
+            rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
+            {adaptor.getLhs()}, [&](OpBuilder &b, Location loc, ValueRange a) {
+              Value x = widen(b, loc, a[0]);
+              Value sq = arith::MulFOp::create(b, loc, x, x);
+              Value v = *n == 2   ? sq
+                        : *n == 3 ? arith::MulFOp::create(b, loc, sq, x)
+                                  : arith::MulFOp::create(b, loc, sq, sq);
+              return narrow(b, loc, v, elt);
+            });
+        rewriter.replaceOp(op, r);
+        return success();
+      }
+    }
     Value r = elementwise(
         rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
         {adaptor.getLhs(), adaptor.getRhs()},

@@ -145,3 +145,27 @@ func.func @gather(%data: tensor<10x4xf32>, %idx: tensor<2x3xi64>) -> tensor<2x3x
   %0 = dopt.gather %data, %idx {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
+
+// -----
+
+// A constant exponent of 2, 3 or 4 becomes multiplications (vectorisable)
+// instead of a powf call per element; other exponents keep math.powf.
+// CHECK-LABEL: func.func @pow_small_integer
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[X:[a-z_0-9]+]]: f32, %{{[a-z_0-9]+}}: f32):
+// CHECK-NEXT: %[[SQ:.*]] = arith.mulf %[[X]], %[[X]] : f32
+// CHECK-NEXT: %[[CUBE:.*]] = arith.mulf %[[SQ]], %[[X]] : f32
+// CHECK-NEXT: linalg.yield %[[CUBE]] : f32
+// CHECK-NOT: math.powf
+// CHECK-LABEL: func.func @pow_other
+// CHECK: math.powf
+func.func @pow_small_integer(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %c = dopt.constant {value = dense<3.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = dopt.pow %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+func.func @pow_other(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %c = dopt.constant {value = dense<2.500000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = dopt.pow %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
