@@ -91,7 +91,6 @@ llvm::Error Annotator::run() {
   if (!func || func->getParentOp() != module.getOperation())
     return llvm::createStringError("the plan graph is not of this module");
   entry = &func.getBody().front();
-  mlir::MLIRContext *ctx = module.getContext();
 
   // Grid and plan summary.
   builder.setInsertionPointToStart(module.getBody());
@@ -216,7 +215,6 @@ llvm::Error Annotator::run() {
       n.op->setOperand(o, op.getResult());
     }
   }
-  (void)ctx;
   if (mlir::failed(mlir::verify(module)))
     return llvm::createStringError("the annotated plan IR does not verify");
   return llvm::Error::success();

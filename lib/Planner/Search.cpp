@@ -471,7 +471,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
                      st.gradientBytes;
       double bw = cluster.device.memoryBandwidth *
                   opts.efficiency.memoryEfficiency(OpClass::Elementwise);
-      update = std::max(update, bytes / (stageDevices > 0 ? bw : bw));
+      update = std::max(update, bytes / bw);
     }
   }
   const StagePlan &bn = plan.stages[bottleneck];

@@ -518,45 +518,57 @@ private:
     const PipelineStage &stage = m.stages[s];
     dort_comm *pp = dort_grid_axis_comm(0);
     std::string error;
+    // The stage's buffers are the same for every micro-batch: set them up
+    // once. Whole model inputs/outputs (nothing to slice) are used in place.
+    auto sliced = [&](const TensorSpec &spec) {
+      return spec.batchDim >= 0 && m.microbatches > 1;
+    };
+    std::vector<Tensor> ins(stage.inputs.size()), outs(stage.outputs.size());
+    std::vector<void *> bufs;
+    for (size_t i = 0; i < stage.inputs.size(); ++i) {
+      const StageBuffer &b = stage.inputs[i];
+      bool model = b.kind == StageBuffer::Kind::ModelInput;
+      const TensorSpec &spec = model ? m.inputs[b.index] : b.spec;
+      if (model && !sliced(spec)) {
+        bufs.push_back(inputs[b.index].data());
+        continue;
+      }
+      std::vector<int64_t> shape =
+          model ? microShape(spec, m.microbatches) : spec.shape;
+      if (!Tensor::create(spec.dtype, shape, ins[i], error))
+        return dort_set_error(1, "%s", error.c_str());
+      bufs.push_back(ins[i].data());
+    }
+    for (int64_t w : stage.weights)
+      bufs.push_back(m.weights[w].splitAxes.empty() ? weights.data(w)
+                                                    : weightBlocks[w].data());
+    for (size_t i = 0; i < stage.outputs.size(); ++i) {
+      const StageBuffer &b = stage.outputs[i];
+      bool model = b.kind == StageBuffer::Kind::ModelOutput;
+      const TensorSpec &spec = model ? m.outputs[b.index] : b.spec;
+      if (model && !sliced(spec)) {
+        bufs.push_back(outputs[b.index].data());
+        continue;
+      }
+      std::vector<int64_t> shape =
+          model ? microShape(spec, m.microbatches) : spec.shape;
+      if (!Tensor::create(spec.dtype, shape, outs[i], error))
+        return dort_set_error(1, "%s", error.c_str());
+      bufs.push_back(outs[i].data());
+    }
     for (int64_t mb = 0; mb < m.microbatches; ++mb) {
-      std::vector<Tensor> ins(stage.inputs.size()), outs(stage.outputs.size());
-      std::vector<void *> bufs;
       for (size_t i = 0; i < stage.inputs.size(); ++i) {
         const StageBuffer &b = stage.inputs[i];
         if (b.kind == StageBuffer::Kind::ModelInput) {
           const TensorSpec &spec = m.inputs[b.index];
-          if (spec.batchDim < 0 || m.microbatches == 1) {
-            bufs.push_back(inputs[b.index].data());
-            continue;
-          }
-          if (!Tensor::create(spec.dtype, microShape(spec, m.microbatches),
-                              ins[i], error))
-            return dort_set_error(1, "%s", error.c_str());
-          microbatchCopy(inputs[b.index], ins[i], spec.batchDim, mb,
-                         m.microbatches, true);
-        } else {
-          if (!Tensor::create(b.spec.dtype, b.spec.shape, ins[i], error))
-            return dort_set_error(1, "%s", error.c_str());
-          if (dort_recv(ins[i].data(), static_cast<int64_t>(ins[i].byteSize()),
-                        DORT_U8, static_cast<int>(s - 1), pp, nullptr) != 0)
-            return 1;
+          if (sliced(spec))
+            microbatchCopy(inputs[b.index], ins[i], spec.batchDim, mb,
+                           m.microbatches, true);
+        } else if (dort_recv(ins[i].data(),
+                             static_cast<int64_t>(ins[i].byteSize()), DORT_U8,
+                             static_cast<int>(s - 1), pp, nullptr) != 0) {
+          return 1;
         }
-        bufs.push_back(ins[i].data());
-      }
-      for (int64_t w : stage.weights)
-        bufs.push_back(m.weights[w].splitAxes.empty() ? weights.data(w)
-                                                      : weightBlocks[w].data());
-      for (size_t i = 0; i < stage.outputs.size(); ++i) {
-        const StageBuffer &b = stage.outputs[i];
-        const TensorSpec &spec = b.kind == StageBuffer::Kind::ModelOutput
-                                     ? m.outputs[b.index]
-                                     : b.spec;
-        std::vector<int64_t> shape = b.kind == StageBuffer::Kind::ModelOutput
-                                         ? microShape(spec, m.microbatches)
-                                         : spec.shape;
-        if (!Tensor::create(spec.dtype, shape, outs[i], error))
-          return dort_set_error(1, "%s", error.c_str());
-        bufs.push_back(outs[i].data());
       }
       if (int32_t rc = stageEntries[s](bufs.data()))
         return rc;
@@ -566,9 +578,7 @@ private:
         const StageBuffer &b = stage.outputs[i];
         if (b.kind == StageBuffer::Kind::ModelOutput) {
           const TensorSpec &spec = m.outputs[b.index];
-          if (spec.batchDim < 0 || m.microbatches == 1)
-            outputs[b.index] = std::move(outs[i]);
-          else
+          if (sliced(spec))
             microbatchCopy(outputs[b.index], outs[i], spec.batchDim, mb,
                            m.microbatches, false);
         } else if (dort_send(outs[i].data(),

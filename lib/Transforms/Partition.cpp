@@ -558,13 +558,13 @@ LogicalResult Partitioner::run() {
   }
   for (Operation *op : llvm::reverse(dead))
     op->erase();
+  SmallVector<shard::ShardingOp> unused;
   func.walk([&](shard::ShardingOp s) {
     if (s->use_empty())
-      dead.push_back(s);
+      unused.push_back(s);
   });
-  for (Operation *op : dead)
-    if (isa<shard::ShardingOp>(op))
-      op->erase();
+  for (shard::ShardingOp s : unused)
+    s.erase();
   // 5. Results: the local types, and their split for the runtime.
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Type> results;

@@ -128,15 +128,11 @@ struct WeightEntry {
   int64_t offset = 0;
 };
 
-/// How a stage program's buffer maps onto the bundle.
+/// How a stage program's buffers map onto the bundle: inputs and outputs
+/// as manifest entries, weights by name.
 struct StageBuffers {
-  llvm::json::Array inputs, weights, outputs;
-};
-
-/// The manifest's view of one compiled program (after OutlineWeights).
-struct ProgramInterface {
-  SmallVector<std::string> weightNames;
-  StageBuffers stage;
+  llvm::json::Array inputs, outputs;
+  std::vector<std::string> weights;
 };
 
 } // namespace
@@ -497,8 +493,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     llvm::json::Array stageList;
     for (StageBuffers &b : stageBuffers) {
       llvm::json::Array ws;
-      for (const llvm::json::Value &name : b.weights)
-        ws.push_back(weightIndex[*name.getAsString()]);
+      for (const std::string &name : b.weights)
+        ws.push_back(weightIndex[name]);
       stageList.push_back(llvm::json::Object{{"inputs", std::move(b.inputs)},
                                              {"weights", std::move(ws)},
                                              {"outputs", std::move(b.outputs)}});
