@@ -153,10 +153,11 @@ std::vector<int64_t> gCoords;
   std::abort();
 }
 
-/// A strided memref as MLIR's C interface passes it.
+/// A strided memref as MLIR's C interface passes it: its sizes, and the
+/// memref itself for copies through memrefCopy (MemRefCopy.cpp).
 struct View {
-  char *base = nullptr; ///< aligned + offset, in bytes
-  std::vector<int64_t> sizes, strides; ///< strides in elements
+  DortUnrankedMemRef *memref = nullptr;
+  std::vector<int64_t> sizes;
   size_t elem = 0;
 
   int64_t count() const {
@@ -169,62 +170,43 @@ struct View {
 
 View viewOf(DortUnrankedMemRef *m, size_t elem) {
   View v;
+  v.memref = m;
   v.elem = elem;
-  auto *words = static_cast<int64_t *>(m->descriptor);
   // {allocated, aligned, offset, sizes[rank], strides[rank]}
-  char *aligned = reinterpret_cast<char *>(words[1]);
-  int64_t offset = words[2];
-  v.base = aligned + offset * static_cast<int64_t>(elem);
-  for (int64_t i = 0; i < m->rank; ++i)
-    v.sizes.push_back(words[3 + i]);
-  for (int64_t i = 0; i < m->rank; ++i)
-    v.strides.push_back(words[3 + m->rank + i]);
+  auto *words = static_cast<int64_t *>(m->descriptor);
+  v.sizes.assign(words + 3, words + 3 + m->rank);
   return v;
 }
 
-template <bool Pack>
-void walk(const View &v, char *flat) {
-  size_t rank = v.sizes.size();
-  int64_t n = v.count();
-  if (n == 0)
-    return;
-  if (rank == 0) {
-    Pack ? std::memcpy(flat, v.base, v.elem) : std::memcpy(v.base, flat, v.elem);
-    return;
+/// Copies between a strided memref and a row-major buffer of its shape,
+/// with the runtime's memrefCopy on a descriptor of the buffer.
+void copyFlat(const View &v, char *flat, bool toFlat) {
+  int64_t rank = static_cast<int64_t>(v.sizes.size());
+  std::vector<int64_t> words(3 + 2 * rank);
+  std::memcpy(&words[0], &flat, sizeof(flat)); // allocated
+  std::memcpy(&words[1], &flat, sizeof(flat)); // aligned
+  words[2] = 0;                                 // offset
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    words[3 + d] = v.sizes[d];
+    words[3 + rank + d] = stride;
+    stride *= v.sizes[d];
   }
-  std::vector<int64_t> idx(rank, 0);
-  int64_t inner = v.sizes[rank - 1], innerStride = v.strides[rank - 1];
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t off = 0;
-    for (size_t d = 0; d + 1 < rank; ++d)
-      off += idx[d] * v.strides[d];
-    char *row = v.base + off * static_cast<int64_t>(v.elem);
-    char *out = flat + done * v.elem;
-    if (innerStride == 1) {
-      Pack ? std::memcpy(out, row, inner * v.elem)
-           : std::memcpy(row, out, inner * v.elem);
-    } else {
-      for (int64_t j = 0; j < inner; ++j) {
-        char *p = row + j * innerStride * static_cast<int64_t>(v.elem);
-        Pack ? std::memcpy(out + j * v.elem, p, v.elem)
-             : std::memcpy(p, out + j * v.elem, v.elem);
-      }
-    }
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < v.sizes[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  DortUnrankedMemRef buffer{rank, words.data()};
+  auto elem = static_cast<int64_t>(v.elem);
+  if (toFlat)
+    memrefCopy(elem, v.memref, &buffer);
+  else
+    memrefCopy(elem, &buffer, v.memref);
 }
 
 std::vector<char> pack(const View &v) {
   std::vector<char> flat(v.count() * v.elem);
-  walk<true>(v, flat.data());
+  copyFlat(v, flat.data(), true);
   return flat;
 }
 void unpack(const std::vector<char> &flat, const View &v) {
-  walk<false>(v, const_cast<char *>(flat.data()));
+  copyFlat(v, const_cast<char *>(flat.data()), false);
 }
 
 /// outer x (rows along `dim`) x inner bytes of a row-major shape.
