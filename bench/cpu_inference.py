@@ -62,7 +62,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="subset of models")
     args = ap.parse_args()
     distopt = Path(args.build) / "bin" / "distopt"
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
+    env = dict(os.environ, DISTOPT_NUM_THREADS=str(args.threads))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -107,7 +107,7 @@ def main() -> int:
             rows.append((name, desc, ours, theirs, err, compile_s))
 
     print(f"CPU inference, median of {args.repeat} runs, {args.threads} threads "
-          f"(distopt: OpenBLAS GEMMs + generated single-threaded loops; ORT {ort.__version__})\n")
+          f"(distopt: OpenMP loops + OpenBLAS GEMM blocks in one pool; ORT {ort.__version__})\n")
     print(f"| {'model':<20} | {'size':<44} | {'distopt ms':>10} | {'ORT ms':>8} | {'ratio':>6} | {'max rel err':>11} | {'compile s':>9} |")
     print(f"|{'-'*22}|{'-'*46}|{'-'*12}|{'-'*10}|{'-'*8}|{'-'*13}|{'-'*11}|")
     for name, desc, ours, theirs, err, cs in rows:

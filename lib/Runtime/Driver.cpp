@@ -379,7 +379,7 @@ public:
     for (Tensor &t : outputs)
       buffers.push_back(t.data());
 
-    dort_set_blas_threads(0);
+    dort_set_num_threads(0);
     std::vector<double> millis;
     for (int64_t r = 0; r < cl.repeat; ++r) {
       dort_clear_error();

@@ -5,6 +5,7 @@
 #include "distopt/Runtime/Runtime.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +21,17 @@
 
 // OpenBLAS extension; declared here too so any cblas.h will do.
 extern "C" void openblas_set_num_threads(int numThreads);
+// OpenBLAS's pthreads build starts its worker threads when it is loaded;
+// they spin (sched_yield) for a while after each call, and first for a
+// while after start. This stops them. Weak: other builds lack it.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+// Threads: the generated loops and these kernels share one OpenMP thread
+// pool (libomp; this file is compiled with -fopenmp and its GOMP_* calls
+// resolve to libomp's compatible entry points). OpenBLAS runs
+// single-threaded inside it: a GEMM is cut into one block per thread here.
+// Two pools -- OpenMP's for the loops and OpenBLAS's own -- would spin
+// against each other for the same cores between calls.
 
 namespace {
 
@@ -34,6 +46,16 @@ int positiveEnv(const char *name) {
   if (*end != '\0' || n <= 0 || n > INT_MAX)
     return 0;
   return static_cast<int>(n);
+}
+
+/// Processes of this job on this node, from the launcher's environment
+/// (Open MPI, MPICH/Hydra, Slurm); 1 outside a launcher.
+int localProcesses() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                           "SLURM_NTASKS_PER_NODE"})
+    if (int n = positiveEnv(name))
+      return n;
+  return 1;
 }
 
 int availableCpus() {
@@ -53,9 +75,28 @@ void ensureThreads() {
     static std::once_flag once;
     std::call_once(once, [] {
       if (!threadsConfigured.load())
-        dort_set_blas_threads(0);
+        dort_set_num_threads(0);
     });
   }
+}
+
+/// Below this many multiply-adds a GEMM runs on the calling thread: a fork
+/// costs more than the second thread saves.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 18;
+
+/// Threads a parallel region started here would get (1 inside one).
+int teamSize() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
+/// Runs body(i) for i in [0, n) on the thread pool, in contiguous chunks.
+template <typename F> void parallelFor(int64_t n, int threads, F body) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i)
+      body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i)
+    body(i);
 }
 
 template <typename T> struct Blas;
@@ -121,10 +162,11 @@ template <typename T> void scatter(const T *src, const View<T> &v) {
 
 bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-/// C = alpha * A * B + beta * C on logical views (A: MxK, B: KxN, C: MxN).
-/// Returns false (after reporting) when a dimension exceeds BLAS's int.
+/// C = alpha * A * B + beta * C on logical views (A: MxK, B: KxN, C: MxN),
+/// on the calling thread. Returns false (after reporting) when a dimension
+/// exceeds BLAS's int.
 template <typename T>
-bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
+bool gemmSerial(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
                T beta) {
   int64_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0 || n == 0)
@@ -180,6 +222,42 @@ bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
   if (copyC)
     scatter(tmpC.data(), c);
   return true;
+}
+
+/// gemmSerial on `threads` threads: C is cut into row blocks (or column
+/// blocks when it has fewer rows than threads), one per thread; each block
+/// is an independent GEMM on views of the operands.
+template <typename T>
+bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
+               T beta, int threads) {
+  int64_t m = c.rows, n = c.cols, k = a.cols;
+  int64_t macs = m * n * std::max<int64_t>(k, 1);
+  if (threads > 1 && macs / threads < kMinParallelMacs / 2)
+    threads = static_cast<int>(std::max<int64_t>(1, macs / (kMinParallelMacs / 2)));
+  if (threads <= 1 || (m < 2 && n < 2))
+    return gemmSerial(name, a, b, c, alpha, beta);
+  bool byRows = m >= n;
+  int64_t extent = byRows ? m : n;
+  int parts = static_cast<int>(std::min<int64_t>(threads, extent));
+  std::atomic<bool> ok{true};
+  parallelFor(parts, parts, [&](int64_t p) {
+    int64_t lo = extent * p / parts, hi = extent * (p + 1) / parts;
+    View<T> pa = a, pb = b, pc = c;
+    if (byRows) {
+      pa.base += lo * a.s0;
+      pa.rows = hi - lo;
+      pc.base += lo * c.s0;
+      pc.rows = hi - lo;
+    } else {
+      pb.base += lo * b.s1;
+      pb.cols = hi - lo;
+      pc.base += lo * c.s1;
+      pc.cols = hi - lo;
+    }
+    if (!gemmSerial(name, pa, pb, pc, alpha, beta))
+      ok = false;
+  });
+  return ok;
 }
 
 template <typename T, int R> struct MemRef {
@@ -238,7 +316,7 @@ void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
     return;
   }
   ensureThreads();
-  gemmViews(name, va, vb, vc, alpha, beta);
+  gemmViews(name, va, vb, vc, alpha, beta, teamSize());
 }
 
 template <typename T>
@@ -289,18 +367,34 @@ void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
     if (stacked(va, sa, lda) && stacked(vc, sc, ldc)) {
       View<T> fa{va.base, batch * m, va.cols, lda, 1};
       View<T> fc{vc.base, batch * m, vc.cols, ldc, 1};
-      gemmViews(name, fa, vb, fc, alpha, beta);
+      gemmViews(name, fa, vb, fc, alpha, beta, teamSize());
       return;
     }
   }
-  for (int64_t i = 0; i < batch; ++i) {
+  auto item = [&](int64_t i, int threads) {
     View<T> ba = va, bb = vb, bc = vc;
     ba.base += i * sa;
     bb.base += i * sb;
     bc.base += i * sc;
-    if (!gemmViews(name, ba, bb, bc, alpha, beta))
-      return;
+    return gemmViews(name, ba, bb, bc, alpha, beta, threads);
+  };
+  // Enough batch items for every thread: one thread per item, each GEMM
+  // serial. Otherwise the items run one after another, each cut across the
+  // threads.
+  int threads = teamSize();
+  if (batch >= threads) {
+    std::atomic<bool> ok{true};
+    int64_t macs = batch * m * vc.cols * std::max<int64_t>(va.cols, 1);
+    int use = macs < kMinParallelMacs ? 1 : threads;
+    parallelFor(batch, use, [&](int64_t i) {
+      if (ok && !item(i, 1))
+        ok = false;
+    });
+    return;
   }
+  for (int64_t i = 0; i < batch; ++i)
+    if (!item(i, threads))
+      return;
 }
 
 template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
@@ -310,14 +404,26 @@ template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
 
 } // namespace
 
-extern "C" int dort_set_blas_threads(int n) {
+extern "C" int dort_set_num_threads(int n) {
   if (n <= 0)
-    n = positiveEnv("OPENBLAS_NUM_THREADS");
+    n = positiveEnv("DISTOPT_NUM_THREADS");
   if (n <= 0)
     n = positiveEnv("OMP_NUM_THREADS");
-  if (n <= 0)
-    n = availableCpus();
-  openblas_set_num_threads(n);
+  if (n <= 0) {
+    // A process the launcher bound to some cores uses them all; unbound
+    // processes of one job share the node's cores.
+    int cpus = availableCpus();
+    unsigned hw = std::thread::hardware_concurrency();
+    bool bound = hw != 0 && cpus < static_cast<int>(hw);
+    n = bound ? cpus : std::max(1, cpus / localProcesses());
+  }
+  omp_set_num_threads(n);
+  openblas_set_num_threads(1);
+  static std::once_flag stopWorkers;
+  std::call_once(stopWorkers, [] {
+    if (blas_thread_shutdown_)
+      blas_thread_shutdown_();
+  });
   threadsConfigured.store(true, std::memory_order_release);
   return n;
 }

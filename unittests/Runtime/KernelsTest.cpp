@@ -4,12 +4,15 @@
 #include "distopt/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -395,31 +398,126 @@ TEST(Kernels, BatchMatmulFoldedIntoOneGemm) {
   EXPECT_EQ(dort_pending_error(), nullptr);
 }
 
-TEST(Kernels, BlasThreadsFromEnvironment) {
-  const char *saved = std::getenv("OPENBLAS_NUM_THREADS");
-  std::string savedValue = saved ? saved : "";
-  const char *savedOmp = std::getenv("OMP_NUM_THREADS");
-  std::string savedOmpValue = savedOmp ? savedOmp : "";
-  ::unsetenv("OMP_NUM_THREADS");
-  ::setenv("OPENBLAS_NUM_THREADS", "3", 1);
-  EXPECT_EQ(dort_set_blas_threads(0), 3);
-  EXPECT_EQ(openblas_get_num_threads(), 3);
-  EXPECT_EQ(dort_set_blas_threads(2), 2);
-  EXPECT_EQ(openblas_get_num_threads(), 2);
-  ::setenv("OPENBLAS_NUM_THREADS", "zero", 1);
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  EXPECT_EQ(dort_set_blas_threads(0), 1);
-  ::unsetenv("OPENBLAS_NUM_THREADS");
-  ::unsetenv("OMP_NUM_THREADS");
-  int n = dort_set_blas_threads(0);
+namespace {
+/// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    const char *old = std::getenv(name);
+    had = old != nullptr;
+    if (had)
+      saved = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had)
+      ::setenv(name, saved.c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+
+private:
+  const char *name;
+  bool had = false;
+  std::string saved;
+};
+} // namespace
+
+TEST(Kernels, ThreadsFromEnvironment) {
+  {
+    ScopedEnv omp("OMP_NUM_THREADS", "2");
+    ScopedEnv ours("DISTOPT_NUM_THREADS", "3");
+    EXPECT_EQ(dort_set_num_threads(0), 3);
+    EXPECT_EQ(omp_get_max_threads(), 3);
+    // OpenBLAS runs inside the pool, single-threaded.
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+    EXPECT_EQ(dort_set_num_threads(2), 2);
+    EXPECT_EQ(omp_get_max_threads(), 2);
+  }
+  {
+    ScopedEnv ours("DISTOPT_NUM_THREADS", "zero");
+    ScopedEnv omp("OMP_NUM_THREADS", "1");
+    EXPECT_EQ(dort_set_num_threads(0), 1);
+  }
+  ScopedEnv ours("DISTOPT_NUM_THREADS", nullptr);
+  ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+  int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int n = dort_set_num_threads(0);
   EXPECT_GE(n, 1);
-  EXPECT_LE(
-      n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  if (saved)
-    ::setenv("OPENBLAS_NUM_THREADS", savedValue.c_str(), 1);
-  if (savedOmp)
-    ::setenv("OMP_NUM_THREADS", savedOmpValue.c_str(), 1);
-  dort_set_blas_threads(0);
+  EXPECT_LE(n, cpus);
+  {
+    // Unbound processes of one job share the node: many of them get one
+    // thread each.
+    ScopedEnv local("OMPI_COMM_WORLD_LOCAL_SIZE", "100000");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+    if (CPU_COUNT(&set) == cpus)
+      EXPECT_EQ(dort_set_num_threads(0), 1);
+  }
+  dort_set_num_threads(0);
+}
+
+TEST(Kernels, ParallelGemmMatchesReference) {
+  // Shapes big enough to be cut across threads, by rows and (few rows) by
+  // columns, with strided and transposed operands and beta != 0.
+  dort_set_num_threads(4);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [m, n, k, transA] : {std::tuple<int, int, int, int>{300, 70, 90, 0},
+                                 {3, 500, 200, 1},
+                                 {1, 2000, 300, 0}}) {
+    std::vector<float> a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n),
+        ref(c.size());
+    for (float &x : a) x = dist(rng);
+    for (float &x : b) x = dist(rng);
+    for (float &x : c) x = dist(rng);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int p = 0; p < k; ++p)
+          acc += double(transA ? a[size_t(p) * m + i] : a[size_t(i) * k + p]) *
+                 b[size_t(p) * n + j];
+        ref[size_t(i) * n + j] = float(2.0 * acc + 0.5 * c[size_t(i) * n + j]);
+      }
+    MemRef2DF32 da{a.data(), a.data(), 0, {transA ? k : m, transA ? m : k},
+                   {transA ? m : k, 1}};
+    MemRef2DF32 db{b.data(), b.data(), 0, {k, n}, {n, 1}};
+    MemRef2DF32 dc{c.data(), c.data(), 0, {m, n}, {n, 1}};
+    _mlir_ciface_dort_matmul_f32(&da, &db, &dc, transA, 0, 2.0f, 0.5f);
+    ASSERT_EQ(dort_pending_error(), nullptr);
+    for (size_t i = 0; i < c.size(); ++i)
+      ASSERT_NEAR(c[i], ref[i], 1e-3f) << "m=" << m << " n=" << n << " at " << i;
+  }
+  // A batch with fewer items than threads (each item cut) and with more
+  // (one item per thread), B shared across the batch.
+  for (int batch : {2, 9}) {
+    int m = 64, n = 96, k = 80;
+    std::vector<float> a(size_t(batch) * m * k), b(size_t(k) * n),
+        c(size_t(batch) * m * n);
+    for (float &x : a) x = dist(rng);
+    for (float &x : b) x = dist(rng);
+    // A transposed per item, so the stacked single-GEMM path does not apply.
+    MemRef3DF32 da{a.data(), a.data(), 0, {batch, k, m}, {k * m, m, 1}};
+    MemRef3DF32 db{b.data(), b.data(), 0, {1, k, n}, {0, n, 1}};
+    MemRef3DF32 dc{c.data(), c.data(), 0, {batch, m, n}, {m * n, n, 1}};
+    _mlir_ciface_dort_batch_matmul_f32(&da, &db, &dc, 1, 0, 1.0f, 0.0f);
+    ASSERT_EQ(dort_pending_error(), nullptr);
+    for (int t = 0; t < batch; ++t)
+      for (int i = 0; i < m; i += 7)
+        for (int j = 0; j < n; j += 5) {
+          double acc = 0;
+          for (int p = 0; p < k; ++p)
+            acc += double(a[size_t(t) * k * m + size_t(p) * m + i]) *
+                   b[size_t(p) * n + j];
+          ASSERT_NEAR(c[size_t(t) * m * n + size_t(i) * n + j], acc, 1e-3)
+              << "batch " << batch << " item " << t;
+        }
+  }
+  dort_set_num_threads(0);
 }
 
 namespace {

@@ -85,11 +85,16 @@ void _mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                         int32_t transB, double alpha,
                                         double beta);
 
-/* Sets the number of OpenBLAS threads. n > 0: use n. n <= 0: use
- * $OPENBLAS_NUM_THREADS when set to a positive integer, else the number of
- * CPUs this process may run on (sched_getaffinity). Returns the count set.
- * Called by dort_main at start and by the kernels on first use. */
-int dort_set_blas_threads(int n);
+/* Sets the number of threads of the run: the OpenMP pool shared by the
+ * generated loops and the GEMM kernels (OpenBLAS itself is set to one
+ * thread; the kernels cut GEMMs into one block per thread). n > 0: use n.
+ * n <= 0: $DISTOPT_NUM_THREADS, else $OMP_NUM_THREADS when set to a positive
+ * integer, else the CPUs this process may run on (sched_getaffinity) -- and
+ * when the process is not bound to a subset of the machine, those divided
+ * by the processes of its job on this node ($OMPI_COMM_WORLD_LOCAL_SIZE,
+ * $MPI_LOCALNRANKS, $SLURM_NTASKS_PER_NODE). Returns the count set. Called
+ * by dort_main at start and by the kernels on first use. */
+int dort_set_num_threads(int n);
 
 /* The runtime's implementation of MLIR's `memrefCopy` (what memref.copy of
  * non-contiguous memrefs lowers to; normally in libmlir_c_runner_utils):

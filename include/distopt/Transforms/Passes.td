@@ -103,6 +103,41 @@ def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
+def ParallelizeLoopsPass : Pass<"distopt-parallelize-loops", "mlir::func::FuncOp"> {
+  let summary = "Keep the outer dimensions of large loop nests parallel, serialise the rest";
+  let description = [{
+    Runs on the output of `convert-linalg-to-parallel-loops`, before
+    `convert-scf-to-openmp`, which turns every remaining `scf.parallel` into a
+    work-shared OpenMP loop. Each outermost `scf.parallel` whose nest does at
+    least `min-work` innermost iterations keeps its leading dimensions
+    parallel (just enough of them for `min-chunks` iterations, and never the
+    innermost dimension of an innermost loop, which LLVM vectorises); its
+    other dimensions and every `scf.parallel` nested in it become `scf.for`
+    loops. Smaller nests become `scf.for` loops entirely: forking threads
+    costs more than they would save. The result has at most one level of
+    parallelism, so there is no nested forking.
+
+    ```mlir
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c1024, %c256) step (%c1, %c1) {
+      ...
+    }
+    // becomes
+    scf.parallel (%i) = (%c0) to (%c1024) step (%c1) {
+      scf.for %j = %c0 to %c256 step %c1 {
+        ...
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"minWork", "min-work", "int64_t", /*default=*/"32768",
+           "Innermost iterations a nest needs to run in parallel">,
+    Option<"minChunks", "min-chunks", "int64_t", /*default=*/"64",
+           "Parallel iterations to aim for (load balance across threads)">,
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
+}
+
 def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
   let summary = "Rewrite a planned program into the program one rank runs";
   let description = [{

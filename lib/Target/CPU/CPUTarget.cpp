@@ -179,11 +179,13 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   }
   if (failed(runPipeline(
           module,
-          "distopt-approximate-math,func.func(convert-linalg-to-loops),"
-          "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+          "distopt-approximate-math,"
+          "func.func(convert-linalg-to-parallel-loops,"
+          "distopt-parallelize-loops),"
+          "convert-scf-to-openmp,canonicalize,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
           "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
           "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
-          "convert-func-to-llvm,convert-index-to-llvm,"
+          "convert-func-to-llvm,convert-index-to-llvm,convert-openmp-to-llvm,"
           "reconcile-unrealized-casts")))
     return failure();
   return addEntryPoint(module, argTypes);
@@ -284,6 +286,11 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
   for (const char *lib :
        {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
     args.push_back(lib);
+  // The thread pool of the generated loops and the GEMM kernels: LLVM's
+  // libomp, found by the build (an rpath, as it is not on the default
+  // library path).
+  args.push_back(DISTOPT_OMP_LIBRARY);
+  args.push_back("-Wl,-rpath," DISTOPT_OMP_LIBRARY_DIR);
 #ifdef DISTOPT_MPI_LIBRARIES
   // The runtime's collectives (Comm.h) use MPI.
   SmallVector<StringRef> mpiLibs;
