@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace distopt {
@@ -20,7 +22,8 @@ using namespace distopt;
 namespace {
 
 /// transA/transB of a (batch_)matmul from its indexing maps; std::nullopt
-/// for layouts other than plain or transposed operands.
+/// for layouts other than plain or transposed operands. In a batch_matmul,
+/// A or B may lack the batch dimension (one matrix shared by every item).
 std::optional<std::pair<bool, bool>> transposes(linalg::LinalgOp op,
                                                 unsigned batchDims) {
   MLIRContext *ctx = op->getContext();
@@ -34,28 +37,34 @@ std::optional<std::pair<bool, bool>> transposes(linalg::LinalgOp op,
   AffineExpr m = getAffineDimExpr(batchDims, ctx),
              nn = getAffineDimExpr(batchDims + 1, ctx),
              k = getAffineDimExpr(batchDims + 2, ctx);
-  auto make = [&](AffineExpr a, AffineExpr b) {
-    SmallVector<AffineExpr> e(batch);
+  auto make = [&](AffineExpr a, AffineExpr b, bool shared = false) {
+    SmallVector<AffineExpr> e;
+    if (!shared)
+      e.append(batch);
     e.push_back(a);
     e.push_back(b);
     return AffineMap::get(n, 0, e, ctx);
   };
   if (maps[2] != make(m, nn))
     return std::nullopt;
-  bool ta, tb;
-  if (maps[0] == make(m, k))
-    ta = false;
-  else if (maps[0] == make(k, m))
-    ta = true;
-  else
+  // Plain, transposed, or (batched only) either of them shared.
+  auto orientation = [&](AffineMap map, AffineExpr r,
+                         AffineExpr c) -> std::optional<bool> {
+    for (bool shared : {false, true}) {
+      if (shared && batchDims == 0)
+        break;
+      if (map == make(r, c, shared))
+        return false;
+      if (map == make(c, r, shared))
+        return true;
+    }
     return std::nullopt;
-  if (maps[1] == make(k, nn))
-    tb = false;
-  else if (maps[1] == make(nn, k))
-    tb = true;
-  else
+  };
+  std::optional<bool> ta = orientation(maps[0], m, k);
+  std::optional<bool> tb = orientation(maps[1], k, nn);
+  if (!ta || !tb)
     return std::nullopt;
-  return std::make_pair(ta, tb);
+  return std::make_pair(*ta, *tb);
 }
 
 struct LinalgToBlasPass
@@ -96,17 +105,74 @@ struct LinalgToBlasPass
                        (elt.isF32() ? "f32" : "f64");
     func::FuncOp callee = declare(name, genericType, elt);
     SmallVector<Value> args;
-    for (Value v : op->getOperands())
+    for (Value v : op->getOperands()) {
+      // A shared operand becomes a batch of one, which the kernel
+      // broadcasts.
+      auto type = cast<MemRefType>(v.getType());
+      if (type.getRank() < rank)
+        v = memref::ExpandShapeOp::create(
+            b, loc, SmallVector<int64_t>{1, type.getDimSize(0), type.getDimSize(1)},
+            v, SmallVector<ReassociationIndices>{{0, 1}, {2}});
       args.push_back(memref::CastOp::create(b, loc, genericType, v));
+    }
     args.push_back(arith::ConstantIntOp::create(b, loc, t->first, 32));
     args.push_back(arith::ConstantIntOp::create(b, loc, t->second, 32));
-    // alpha = 1, beta = 1: the accumulator was zero-filled (or holds a
-    // partial sum) and the product is added to it.
+    // alpha = 1, beta = 1: the product is added to the accumulator (a
+    // partial sum). When the accumulator was just zero-filled, the fill
+    // goes and beta = 0: BLAS writes C without reading it.
     Value one = arith::ConstantOp::create(b, loc, b.getFloatAttr(elt, 1.0));
+    linalg::FillOp zeroFill = precedingZeroFill(op);
     args.push_back(one);
-    args.push_back(one);
+    args.push_back(zeroFill ? arith::ConstantOp::create(
+                                  b, loc, b.getFloatAttr(elt, 0.0))
+                                  .getResult()
+                            : one);
+    if (zeroFill)
+      zeroFill->erase();
     func::CallOp::create(b, loc, callee, args);
     op->erase();
+  }
+
+  /// The buffer a view (subview, reshape, cast) looks into.
+  static Value rootBuffer(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (isa<memref::SubViewOp, memref::CollapseShapeOp,
+              memref::ExpandShapeOp, memref::CastOp,
+              memref::ReinterpretCastOp>(def))
+        v = def->getOperand(0);
+      else
+        break;
+    }
+    return v;
+  }
+
+  /// A linalg.fill of zero into all of op's accumulator, with nothing that
+  /// touches memory between the two; null otherwise.
+  static linalg::FillOp precedingZeroFill(linalg::LinalgOp op) {
+    Value c = op.getDpsInits()[0];
+    auto cType = cast<MemRefType>(c.getType());
+    for (Operation *prev = op->getPrevNode(); prev;
+         prev = prev->getPrevNode()) {
+      auto fill = dyn_cast<linalg::FillOp>(prev);
+      if (!fill) {
+        if (isMemoryEffectFree(prev))
+          continue;
+        return nullptr;
+      }
+      // The fill and C must both cover the whole of one buffer.
+      Value filled = fill.getDpsInits()[0], root = rootBuffer(c);
+      auto fType = dyn_cast<MemRefType>(filled.getType());
+      auto rType = dyn_cast<MemRefType>(root.getType());
+      if (!fType || !rType || !fType.hasStaticShape() ||
+          !rType.hasStaticShape() || !cType.hasStaticShape() ||
+          rootBuffer(filled) != root ||
+          fType.getNumElements() != rType.getNumElements() ||
+          cType.getNumElements() != rType.getNumElements() ||
+          !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+        return nullptr;
+      return fill;
+    }
+    return nullptr;
   }
 
   func::FuncOp declare(StringRef name, MemRefType memrefType, Type elt) {

@@ -1083,10 +1083,37 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lo,
       value);
 }
 
-/// Convolution as im2col + GEMM, so the work lands in BLAS:
-///   col[g, (n, oh, ow), (c, i, j)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
-///   out[g, (n, oh, ow), m]         = col[g] @ W[g]^T      (W[g]: Mg x Cg*kh*kw)
-///   y[n, g*Mg + m, oh, ow]         = out[g, n, oh, ow, m] (+ bias)
+/// A batch_matmul whose A operand (2-D, [M, K]) is shared by every batch
+/// item: C[b] += A @ B[b]. LinalgToBlas hands it to BLAS with A broadcast.
+Value sharedLhsBatchMatmul(OpBuilder &b, Location loc, Value a, Value bm,
+                           Value acc) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr d0 = getAffineDimExpr(0, ctx), dm = getAffineDimExpr(1, ctx),
+             dn = getAffineDimExpr(2, ctx), dk = getAffineDimExpr(3, ctx);
+  SmallVector<Attribute> maps = {
+      AffineMapAttr::get(AffineMap::get(4, 0, {dm, dk}, ctx)),
+      AffineMapAttr::get(AffineMap::get(4, 0, {d0, dk, dn}, ctx)),
+      AffineMapAttr::get(AffineMap::get(4, 0, {d0, dm, dn}, ctx))};
+  return linalg::BatchMatmulOp::create(
+             b, loc, TypeRange{acc.getType()}, ValueRange{a, bm},
+             ValueRange{acc},
+             {b.getNamedAttr("indexing_maps", b.getArrayAttr(maps))})
+      .getResult(0);
+}
+
+/// Groups up to which a convolution runs one GEMM batch per group in the
+/// output's own layout; beyond (depthwise-like), one batched GEMM over the
+/// groups with a transpose back.
+constexpr int64_t kMaxGroupsPerGemm = 8;
+
+/// Convolution as im2col + GEMM, so the work lands in BLAS. With few
+/// groups, in NCHW throughout (no transpose of the result):
+///   col[n, g, (c, i, j), (oh, ow)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
+///   y[n, g, m, (oh, ow)]           = W[g] @ col[n, g]  (W[g]: Mg x Cg*kh*kw)
+/// one batch (over n) of GEMMs per group, W shared by the batch, each
+/// writing its group's channels of y in place; col is written along ow,
+/// the output's contiguous dimension. With many groups:
+///   col[g, (n, oh, ow), (c, i, j)], out[g] = col[g] @ W[g]^T, transposed to y.
 /// dopt.conv is float-only, and f16/bf16 are widened to f32 before this
 /// pattern runs, so every convolution takes the BLAS route.
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
@@ -1109,9 +1136,75 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     int64_t cg = c / g, mg = m / g, kh = wt.getDimSize(2), kw = wt.getDimSize(3);
     int64_t ho = rt.getDimSize(2), wo = rt.getDimSize(3);
     ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
-    // f16/bf16 convolutions were widened to f32 (widenAccumulatingOps).
-    // im2col: loops (g, n, oh, ow, c, i, j).
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    Value y;
+    if (g <= kMaxGroupsPerGemm) {
+      // im2col: loops (n, g, c, i, j, oh, ow).
+      SmallVector<AffineMap> colMaps = {
+          AffineMap::get(7, 0,
+                         {d(0), d(1) * cg + d(2), d(5) * st[0] + d(3) * dl[0],
+                          d(6) * st[1] + d(4) * dl[1]},
+                         ctx),
+          AffineMap::getMultiDimIdentityMap(7, ctx)};
+      Value colInit =
+          emptyTensor(rewriter, loc, {n, g, cg, kh, kw, ho, wo}, elt);
+      Value col = linalg::GenericOp::create(
+                      rewriter, loc, TypeRange{colInit.getType()},
+                      ValueRange{x}, ValueRange{colInit}, colMaps,
+                      SmallVector<utils::IteratorType>(
+                          7, utils::IteratorType::parallel),
+                      [](OpBuilder &b, Location l, ValueRange a) {
+                        linalg::YieldOp::create(b, l, a[0]);
+                      })
+                      .getResult(0);
+      int64_t k = cg * kh * kw, p = ho * wo;
+      Value col4 = reshapeTo(rewriter, loc, col, {n, g, k, p});
+      Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
+      Value acc = filled(rewriter, loc, {n, g, mg, p},
+                         scalarConstant(rewriter, loc, elt, 0.0));
+      auto one = rewriter.getIndexAttr(1), zero = rewriter.getIndexAttr(0);
+      for (int64_t gi = 0; gi < g; ++gi) {
+        auto groupOf = [&](Value v, int64_t rows, int64_t cols) {
+          auto t = RankedTensorType::get({n, rows, cols}, elt);
+          return tensor::ExtractSliceOp::create(
+              rewriter, loc, t, v,
+              ArrayRef<OpFoldResult>{zero, rewriter.getIndexAttr(gi), zero,
+                                     zero},
+              ArrayRef<OpFoldResult>{rewriter.getIndexAttr(n), one,
+                                     rewriter.getIndexAttr(rows),
+                                     rewriter.getIndexAttr(cols)},
+              ArrayRef<OpFoldResult>{one, one, one, one});
+        };
+        Value wg = tensor::ExtractSliceOp::create(
+            rewriter, loc, RankedTensorType::get({mg, k}, elt), w3,
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(gi), zero, zero},
+            ArrayRef<OpFoldResult>{one, rewriter.getIndexAttr(mg),
+                                   rewriter.getIndexAttr(k)},
+            ArrayRef<OpFoldResult>{one, one, one});
+        Value mm = sharedLhsBatchMatmul(rewriter, loc, wg, groupOf(col4, k, p),
+                                        groupOf(acc, mg, p));
+        acc = tensor::InsertSliceOp::create(
+            rewriter, loc, mm, acc,
+            ArrayRef<OpFoldResult>{zero, rewriter.getIndexAttr(gi), zero,
+                                   zero},
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(n), one,
+                                   rewriter.getIndexAttr(mg),
+                                   rewriter.getIndexAttr(p)},
+            ArrayRef<OpFoldResult>{one, one, one, one});
+      }
+      y = reshapeTo(rewriter, loc, acc, {n, m, ho, wo});
+      if (Value bias = adaptor.getBias()) {
+        Value b3 = reshapeTo(rewriter, loc, bias, {m, 1, 1});
+        y = elementwise(rewriter, loc, {n, m, ho, wo}, elt, {y, b3},
+                        [](OpBuilder &b, Location l, ValueRange a) {
+                          return arith::AddFOp::create(b, l, a[0], a[1])
+                              .getResult();
+                        });
+      }
+      rewriter.replaceOp(op, y);
+      return success();
+    }
+    // Many groups: im2col with loops (g, n, oh, ow, c, i, j).
     SmallVector<AffineMap> colMaps = {
         AffineMap::get(7, 0,
                        {d(1), d(0) * cg + d(4), d(2) * st[0] + d(5) * dl[0],
@@ -1129,28 +1222,21 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
                     })
                     .getResult(0);
     int64_t rows = n * ho * wo, k = cg * kh * kw;
-    Value mm;
-    if (g == 1) {
-      Value col2 = reshapeTo(rewriter, loc, col, {rows, k});
-      Value w2 = reshapeTo(rewriter, loc, w, {m, k});
-      mm = matmul2D(rewriter, loc, col2, w2, false, true, elt);
-    } else {
-      Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
-      Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
-      Value acc = filled(rewriter, loc, {g, rows, mg},
-                         scalarConstant(rewriter, loc, elt, 0.0));
-      AffineExpr b0 = d(0), dm = d(1), dn = d(2), dk = d(3);
-      SmallVector<Attribute> maps = {
-          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dk}, ctx)),
-          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dn, dk}, ctx)),
-          AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dn}, ctx))};
-      mm = linalg::BatchMatmulOp::create(
-               rewriter, loc, TypeRange{acc.getType()}, ValueRange{col3, w3},
-               ValueRange{acc},
-               {rewriter.getNamedAttr("indexing_maps",
-                                      rewriter.getArrayAttr(maps))})
-               .getResult(0);
-    }
+    Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
+    Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
+    Value acc = filled(rewriter, loc, {g, rows, mg},
+                       scalarConstant(rewriter, loc, elt, 0.0));
+    AffineExpr b0 = d(0), dm = d(1), dn = d(2), dk = d(3);
+    SmallVector<Attribute> mmMaps = {
+        AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dk}, ctx)),
+        AffineMapAttr::get(AffineMap::get(4, 0, {b0, dn, dk}, ctx)),
+        AffineMapAttr::get(AffineMap::get(4, 0, {b0, dm, dn}, ctx))};
+    Value mm = linalg::BatchMatmulOp::create(
+                   rewriter, loc, TypeRange{acc.getType()},
+                   ValueRange{col3, w3}, ValueRange{acc},
+                   {rewriter.getNamedAttr("indexing_maps",
+                                          rewriter.getArrayAttr(mmMaps))})
+                   .getResult(0);
     // [g, n, oh, ow, mg] -> y[n, g*mg + m, oh, ow] (+ bias[g*mg + m]).
     Value mm5 = reshapeTo(rewriter, loc, mm, {g, n, ho, wo, mg});
     SmallVector<Value> ins = {mm5};
@@ -1164,7 +1250,7 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     maps.push_back(AffineMap::getMultiDimIdentityMap(5, ctx));
     SmallVector<utils::IteratorType> iters(5, utils::IteratorType::parallel);
     Value init = emptyTensor(rewriter, loc, {n, g, mg, ho, wo}, elt);
-    Value y = linalg::GenericOp::create(
+    y = linalg::GenericOp::create(
                   rewriter, loc, TypeRange{init.getType()}, ins,
                   ValueRange{init}, maps, iters,
                   [](OpBuilder &b, Location l, ValueRange a) {

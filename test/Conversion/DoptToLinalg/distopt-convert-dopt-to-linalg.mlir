@@ -93,18 +93,39 @@ func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
-// Float conv: im2col (a gather into [g, n, oh, ow, c, kh, kw]) then one GEMM
-// per group, as a batch_matmul against the transposed weights; the bias is
-// added while transposing back to NCHW.
+// Float conv with few groups: im2col in NCHW order (a gather into
+// [n, g, c, kh, kw, oh, ow]), then per group one batch (over n) of GEMMs
+// with the group's weights shared, each writing its channels of the output
+// in place; no transpose back; the bias is added in NCHW.
 // CHECK-LABEL: func.func @conv_groups
 // CHECK: %[[PAD:.*]] = tensor.pad
-// CHECK: linalg.generic {{.*}} ins(%[[PAD]] : tensor<1x4x7x7xf32>) outs(%{{.*}} : tensor<2x1x5x5x2x3x3xf32>)
-// CHECK: linalg.batch_matmul indexing_maps = {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x25x18xf32>, tensor<2x3x18xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[PAD]] : tensor<1x4x7x7xf32>) outs(%{{.*}} : tensor<1x2x2x3x3x5x5xf32>)
+// CHECK: %[[ACC:.*]] = linalg.fill {{.*}} -> tensor<1x2x3x25xf32>
+// CHECK: %[[G0:.*]] = linalg.batch_matmul indexing_maps = [#[[SHARED:.*]], #{{.*}}, #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<3x18xf32>, tensor<1x18x25xf32>)
+// CHECK: %[[ACC1:.*]] = tensor.insert_slice %[[G0]] into %[[ACC]][0, 0, 0, 0] [1, 1, 3, 25]
+// CHECK: %[[G1:.*]] = linalg.batch_matmul
+// CHECK: tensor.insert_slice %[[G1]] into %[[ACC1]][0, 1, 0, 0] [1, 1, 3, 25]
 // CHECK: linalg.generic
 // CHECK: arith.addf
+// CHECK-NOT: linalg.generic
 func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) -> tensor<1x6x5x5xf32> {
   %0 = dopt.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x5x5xf32>
   return %0 : tensor<1x6x5x5xf32>
+}
+
+// -----
+
+// Many groups (depthwise): im2col into [g, n, oh, ow, c, kh, kw], one
+// batch_matmul over the groups against the transposed weights, and the
+// bias added while transposing back to NCHW.
+// CHECK-LABEL: func.func @conv_depthwise
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<16x2x5x5x1x3x3xf32>)
+// CHECK: linalg.batch_matmul indexing_maps = {{.*}} ins(%{{.*}}, %{{.*}} : tensor<16x50x9xf32>, tensor<16x1x9xf32>)
+// CHECK: linalg.generic
+// CHECK: arith.addf
+func.func @conv_depthwise(%x: tensor<2x16x5x5xf32>, %w: tensor<16x1x3x3xf32>, %b: tensor<16xf32>) -> tensor<2x16x5x5xf32> {
+  %0 = dopt.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 16 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x16x5x5xf32>, tensor<16x1x3x3xf32>, tensor<16xf32>) -> tensor<2x16x5x5xf32>
+  return %0 : tensor<2x16x5x5xf32>
 }
 
 // -----
@@ -114,7 +135,7 @@ func.func @conv_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<6x2x3x3xf32>, %b: ten
 // CHECK-LABEL: func.func @conv_f16
 // CHECK: arith.extf %{{.*}} : f16 to f32
 // CHECK: arith.extf %{{.*}} : f16 to f32
-// CHECK: linalg.matmul
+// CHECK: linalg.batch_matmul
 // CHECK: arith.truncf %{{.*}} : f32 to f16
 func.func @conv_f16(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16> {
   %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16>
