@@ -193,8 +193,10 @@ void printUsage(std::FILE *out, const CommandLine &cl, const Manifest *manifest,
       "becomes '_', and when two outputs end up with the same file name the\n"
       "later one gets _2, _3, ... appended.\n"
       "\n"
-      "environment: OPENBLAS_NUM_THREADS (else OMP_NUM_THREADS) sets the BLAS\n"
-      "thread count (default: the number of usable CPUs).\n"
+      "environment: DISTOPT_NUM_THREADS (else OMP_NUM_THREADS) sets the\n"
+      "number of threads, shared by the loops and the matrix products\n"
+      "(default: the usable CPUs, divided among the processes of an MPI job\n"
+      "on this node unless they are bound to cores).\n"
       "exit status: 0 success, 1 error, 2 usage error.\n",
       p.c_str(), static_cast<int>(p.size()), "");
   if (!manifest) {

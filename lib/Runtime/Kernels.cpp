@@ -405,6 +405,9 @@ template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
 } // namespace
 
 extern "C" int dort_set_num_threads(int n) {
+  int cpus = availableCpus();
+  unsigned hw = std::thread::hardware_concurrency();
+  bool bound = hw != 0 && cpus < static_cast<int>(hw);
   if (n <= 0)
     n = positiveEnv("DISTOPT_NUM_THREADS");
   if (n <= 0)
@@ -412,10 +415,18 @@ extern "C" int dort_set_num_threads(int n) {
   if (n <= 0) {
     // A process the launcher bound to some cores uses them all; unbound
     // processes of one job share the node's cores.
-    int cpus = availableCpus();
-    unsigned hw = std::thread::hardware_concurrency();
-    bool bound = hw != 0 && cpus < static_cast<int>(hw);
     n = bound ? cpus : std::max(1, cpus / localProcesses());
+  }
+  // Pin the threads to distinct cores (unless the user chose a policy),
+  // so that two never share a core while another idles; Linux can leave
+  // them so for tens of milliseconds. Only where this process owns its
+  // cores: unbound processes of one job would all pin to the first ones.
+  // libomp reads this when it starts, at its first call just below.
+  if (bound || localProcesses() == 1) {
+    if (!std::getenv("OMP_PROC_BIND") && !std::getenv("OMP_PLACES")) {
+      ::setenv("OMP_PROC_BIND", "spread", 0);
+      ::setenv("OMP_PLACES", "cores", 0);
+    }
   }
   omp_set_num_threads(n);
   openblas_set_num_threads(1);

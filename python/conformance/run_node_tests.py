@@ -153,8 +153,12 @@ def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
             if name not in frozen_names:
                 args += ["--input", f"{name}={files[name]}"]
         out_dir = d / f"out{ds}"
+        # The tests run side by side (--jobs), and each model is tiny: one
+        # thread each, so that no executable's threads spin on a core
+        # another test needs.
         run = subprocess.run([str(bundle / bundle.stem), *args, "--output-dir", str(out_dir)],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, DISTOPT_NUM_THREADS="1"))
         if run.returncode != 0:
             return case.name, "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
         for name, want in zip(output_names, outputs):

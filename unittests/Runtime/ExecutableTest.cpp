@@ -117,10 +117,10 @@ TEST_P(ModelExecutable, RunsFromItsBundle) {
   EXPECT_EQ(std::vector<float>(g, g + 4),
             (std::vector<float>{1 - 3, 2 + 1 + 9, 4 - 6, 8 + 2.5f + 18}));
 
-  // --repeat with an explicit --output-dir and OPENBLAS_NUM_THREADS.
+  // --repeat with an explicit --output-dir and DISTOPT_NUM_THREADS.
   p = runProcess({exe, "--input", "x=" + dir / "x.npy", "--repeat", "3",
                   "--output-dir", dir / "out"},
-                 {"OPENBLAS_NUM_THREADS=1"}, dir / "work", scratch);
+                 {"DISTOPT_NUM_THREADS=1"}, dir / "work", scratch);
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.err.find("model: model 'tiny': 3 runs: median "),
             std::string::npos)

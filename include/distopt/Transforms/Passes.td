@@ -103,6 +103,29 @@ def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
+def PrivatizeFillsPass : Pass<"distopt-privatize-fills", "mlir::func::FuncOp"> {
+  let summary = "Give each user of a filled tensor its own fill before bufferization";
+  let description = [{
+    CSE merges the identical zero (or -inf) fills that start every matrix
+    product and reduction into one tensor with many users. One-shot
+    bufferization then fills one buffer and copies it into a fresh buffer
+    for every user that writes into it: a full memcpy of zeros per GEMM,
+    where a fill (or nothing, when BLAS writes C with beta = 0) would do.
+    This pass gives each user a clone of the fill, and of the
+    `tensor.empty` it fills, right before it (where LinalgToBlas can then
+    drop a zero fill for beta = 0), and erases the shared one.
+
+    ```mlir
+    %e = tensor.empty() : tensor<4x8xf32>
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %a = linalg.matmul ins(...) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+    %b = linalg.matmul ins(...) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+    // becomes: %a and %b each right after their own tensor.empty + linalg.fill
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect"];
+}
+
 def ParallelizeLoopsPass : Pass<"distopt-parallelize-loops", "mlir::func::FuncOp"> {
   let summary = "Keep the outer dimensions of large loop nests parallel, serialise the rest";
   let description = [{

@@ -155,7 +155,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
-          "distopt-convert-shard-to-runtime,"
+          "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills),"
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map},"
           "buffer-results-to-out-params{modify-public-functions "
