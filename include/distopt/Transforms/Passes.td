@@ -103,6 +103,45 @@ def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
+def PromoteReductionsPass : Pass<"distopt-promote-reductions", "mlir::func::FuncOp"> {
+  let summary = "Carry reduction accumulators of loops in registers, reassociable";
+  let description = [{
+    Lowered to loops, a linalg reduction loads and stores its accumulator
+    in memory on every iteration, and its float adds must keep their order:
+    LLVM can neither keep the accumulator in a register (the input might
+    alias it, as far as it knows) nor vectorise the loop (that reorders the
+    adds). The loop runs at the latency of one add per element.
+
+    For an `scf.for` that loads and stores one memref element at indices
+    that do not change in the loop, and writes no other memory, this pass
+    loads the element once before the loop, carries it in `iter_args`, and
+    stores it once after. A combining `arith.addf`/`mulf` gets
+    `fastmath<reassoc>`, which lets LLVM vectorise the reduction (partial
+    sums per lane, combined at the end), as every vectorising runtime does.
+    Inputs of a linalg reduction never alias its output, so keeping the
+    accumulator in a register is exact.
+
+    ```mlir
+    scf.for %t = %c0 to %c128 step %c1 {
+      %a = memref.load %acc[%i] : memref<64xf32>
+      %x = memref.load %in[%i, %t] : memref<64x128xf32>
+      %s = arith.addf %a, %x : f32
+      memref.store %s, %acc[%i] : memref<64xf32>
+    }
+    // becomes
+    %a0 = memref.load %acc[%i] : memref<64xf32>
+    %r = scf.for %t = %c0 to %c128 step %c1 iter_args(%a = %a0) -> (f32) {
+      %x = memref.load %in[%i, %t] : memref<64x128xf32>
+      %s = arith.addf %a, %x fastmath<reassoc> : f32
+      scf.yield %s : f32
+    }
+    memref.store %r, %acc[%i] : memref<64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def PrivatizeFillsPass : Pass<"distopt-privatize-fills", "mlir::func::FuncOp"> {
   let summary = "Give each user of a filled tensor its own fill before bufferization";
   let description = [{
@@ -124,6 +163,41 @@ def PrivatizeFillsPass : Pass<"distopt-privatize-fills", "mlir::func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect"];
+}
+
+def FuseParallelLoopsPass : Pass<"distopt-fuse-parallel-loops", "mlir::func::FuncOp"> {
+  let summary = "Fuse sibling scf.parallel loops over the rows they share";
+  let description = [{
+    Runs on `convert-linalg-to-parallel-loops` output, before the static
+    memory plan (which then sees the fused loops' buffers live together).
+    Two `scf.parallel` loops in the function body, adjacent up to pure ops
+    (views, constants; they move above the first loop), fuse over their
+    leading dimensions with equal bounds when that is row-local: every
+    buffer one loop writes and the other touches is indexed, in both, by
+    each fused induction variable at the same position, so iteration i of
+    the second loop only touches what iteration i of the first wrote or
+    read. Views are followed through casts, zero-offset subviews and
+    reshapes that only add or drop unit dimensions. Distinct buffers never
+    overlap. The unfused dimensions become a nested `scf.parallel`.
+
+    Softmax (max, exp, sum, divide) and layer norm then make one pass over
+    each row instead of four or five over the whole tensor.
+
+    ```mlir
+    scf.parallel (%i) = (%c0) to (%c64) step (%c1) {  // row maxima
+      scf.for %j ... { ... memref.store %m, %max[%i] }
+    }
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c64, %c128) step (%c1, %c1) {
+      %m = memref.load %max[%i] ...                    // exp(x - max)
+    }
+    // becomes
+    scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+      scf.for %j ... { ... }
+      scf.parallel (%j) = (%c0) to (%c128) step (%c1) { ... }
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
 def ParallelizeLoopsPass : Pass<"distopt-parallelize-loops", "mlir::func::FuncOp"> {

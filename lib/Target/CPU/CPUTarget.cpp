@@ -161,7 +161,8 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
           "distopt-linalg-to-blas,"
-          "func.func(buffer-hoisting,distopt-plan-buffers),"
+          "func.func(convert-linalg-to-parallel-loops,"
+          "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-buffers),"
           "ownership-based-buffer-deallocation,"
           "canonicalize,buffer-deallocation-simplification,"
           "bufferization-lower-deallocations,cse,canonicalize")))
@@ -180,8 +181,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   if (failed(runPipeline(
           module,
           "distopt-approximate-math,"
-          "func.func(convert-linalg-to-parallel-loops,"
-          "distopt-parallelize-loops),"
+          "func.func(distopt-parallelize-loops,distopt-promote-reductions),"
           "convert-scf-to-openmp,canonicalize,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
           "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
           "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"

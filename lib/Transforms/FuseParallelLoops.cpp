@@ -1,0 +1,268 @@
+//===- FuseParallelLoops.cpp - row-wise fusion of sibling parallel loops --===//
+//
+// Softmax is four loop nests over the same rows (max, exp, sum, divide),
+// layer norm five: each reads and writes whole tensors, so the data makes
+// four or five trips through the caches. Fused over the rows, each row is
+// loaded once and stays in L1 for all steps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_FUSEPARALLELLOOPSPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+
+namespace {
+
+/// A load or store, in terms of the buffer behind the views it goes
+/// through: `indices[p]` is the index of dimension p of `base`, or null
+/// where it is not one of the access's index values.
+struct Access {
+  Value base;
+  SmallVector<Value> indices;
+  bool write;
+};
+
+/// Follows a memref through views that keep index values: casts, subviews
+/// at offset 0 with unit strides, and reshapes whose reassociation groups
+/// have at most one non-unit dimension. False for other views.
+bool resolve(Value memref, ValueRange operandIndices, Access &access) {
+  SmallVector<Value> indices(operandIndices);
+  Value m = memref;
+  while (Operation *def = m.getDefiningOp()) {
+    if (auto cast = dyn_cast<memref::CastOp>(def)) {
+      m = cast.getSource();
+      continue;
+    }
+    if (auto sub = dyn_cast<memref::SubViewOp>(def)) {
+      auto isZero = [](OpFoldResult f) { return isConstantIntValue(f, 0); };
+      auto isOne = [](OpFoldResult f) { return isConstantIntValue(f, 1); };
+      if (sub.getSourceType().getRank() != sub.getType().getRank() ||
+          !llvm::all_of(sub.getMixedOffsets(), isZero) ||
+          !llvm::all_of(sub.getMixedStrides(), isOne))
+        return false;
+      m = sub.getSource();
+      continue;
+    }
+    auto expand = dyn_cast<memref::ExpandShapeOp>(def);
+    auto collapse = dyn_cast<memref::CollapseShapeOp>(def);
+    if (!expand && !collapse)
+      break;
+    // Groups: for an expand, groups of result dims per source dim; for a
+    // collapse, groups of source dims per result dim.
+    SmallVector<ReassociationIndices> groups =
+        expand ? expand.getReassociationIndices()
+               : collapse.getReassociationIndices();
+    ArrayRef<int64_t> wide = expand ? expand.getResultType().getShape()
+                                    : collapse.getSrcType().getShape();
+    auto nonUnit = [&](const ReassociationIndices &g) {
+      int64_t found = -1;
+      for (int64_t d : g)
+        if (wide[d] != 1) {
+          if (found >= 0)
+            return int64_t(-2);
+          found = d;
+        }
+      return found;
+    };
+    SmallVector<Value> next;
+    if (expand) {
+      // One source index per group: the index of its non-unit dim.
+      for (const ReassociationIndices &g : groups) {
+        int64_t d = nonUnit(g);
+        next.push_back(d >= 0 ? indices[d] : Value());
+      }
+      m = expand.getSrc();
+    } else {
+      next.assign(collapse.getSrcType().getRank(), Value());
+      for (auto [r, g] : llvm::enumerate(groups)) {
+        int64_t d = nonUnit(g);
+        if (d >= 0)
+          next[d] = indices[r];
+      }
+      m = collapse.getSrc();
+    }
+    indices = std::move(next);
+  }
+  access.base = m;
+  access.indices = std::move(indices);
+  return true;
+}
+
+/// The memory accesses in `loop`; false when it has effects other than
+/// loads and stores, or accesses through views `resolve` does not follow.
+bool collectAccesses(scf::ParallelOp loop, SmallVectorImpl<Access> &out) {
+  bool ok = true;
+  loop.getBody()->walk([&](Operation *op) {
+    Access a;
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      a.write = false;
+      ok &= resolve(load.getMemRef(), load.getIndices(), a);
+    } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      a.write = true;
+      ok &= resolve(store.getMemRef(), store.getIndices(), a);
+    } else {
+      if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
+        ok = false;
+      return;
+    }
+    out.push_back(std::move(a));
+  });
+  return ok;
+}
+
+/// Leading dimensions of the two loops with the same bounds and steps.
+unsigned commonDims(scf::ParallelOp a, scf::ParallelOp b) {
+  unsigned d = 0;
+  auto same = [](Value x, Value y) {
+    if (x == y)
+      return true;
+    std::optional<int64_t> cx = getConstantIntValue(x), cy = getConstantIntValue(y);
+    return cx && cy && *cx == *cy;
+  };
+  while (d < a.getNumLoops() && d < b.getNumLoops() &&
+         same(a.getLowerBound()[d], b.getLowerBound()[d]) &&
+         same(a.getUpperBound()[d], b.getUpperBound()[d]) &&
+         same(a.getStep()[d], b.getStep()[d]))
+    ++d;
+  return d;
+}
+
+/// Whether iteration i of the first `dims` dimensions of `first` and
+/// iteration j of `second` touch disjoint data whenever i != j: every pair
+/// of accesses to one buffer, one of them a write, indexes some dimension of
+/// the buffer by the d-th induction variable of each loop, for every d.
+/// Different buffers never overlap: buffers live at the same time get
+/// distinct memory (bufferization, distopt-plan-buffers), and the entry
+/// arguments are distinct buffers.
+bool rowLocal(scf::ParallelOp first, ArrayRef<Access> a, scf::ParallelOp second,
+              ArrayRef<Access> b, unsigned dims) {
+  for (const Access &x : a)
+    for (const Access &y : b) {
+      if ((!x.write && !y.write) || x.base != y.base)
+        continue;
+      for (unsigned d = 0; d < dims; ++d) {
+        Value ivX = first.getInductionVars()[d];
+        Value ivY = second.getInductionVars()[d];
+        bool separated = false;
+        for (auto [p, ix] : llvm::enumerate(x.indices))
+          if (ix == ivX && p < y.indices.size() && y.indices[p] == ivY)
+            separated = true;
+        if (!separated)
+          return false;
+      }
+    }
+  return true;
+}
+
+/// `loop` as a loop over its first `dims` dimensions around a loop over the
+/// others (unchanged when it has no others).
+scf::ParallelOp splitOuter(scf::ParallelOp loop, unsigned dims) {
+  if (loop.getNumLoops() == dims)
+    return loop;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  auto outer = scf::ParallelOp::create(
+      b, loc, loop.getLowerBound().take_front(dims),
+      loop.getUpperBound().take_front(dims), loop.getStep().take_front(dims));
+  b.setInsertionPoint(outer.getBody()->getTerminator());
+  auto inner = scf::ParallelOp::create(
+      b, loc, loop.getLowerBound().drop_front(dims),
+      loop.getUpperBound().drop_front(dims), loop.getStep().drop_front(dims));
+  IRMapping map;
+  for (unsigned d = 0; d < loop.getNumLoops(); ++d)
+    map.map(loop.getInductionVars()[d],
+            d < dims ? outer.getInductionVars()[d]
+                     : inner.getInductionVars()[d - dims]);
+  b.setInsertionPoint(inner.getBody()->getTerminator());
+  for (Operation &op : loop.getBody()->without_terminator())
+    b.clone(op, map);
+  loop.erase();
+  return outer;
+}
+
+struct FuseParallelLoopsPass
+    : distopt::impl::FuseParallelLoopsPassBase<FuseParallelLoopsPass> {
+  void runOnOperation() override {
+    if (getOperation().isExternal())
+      return;
+    Block &block = getOperation().getBody().front();
+    scf::ParallelOp current;
+    for (Operation *op = &block.front(); op;) {
+      Operation *next = op->getNextNode();
+      auto loop = dyn_cast<scf::ParallelOp>(op);
+      if (!loop || loop.getNumResults() != 0) {
+        // Pure ops between two loops (views, constants) do not end a run:
+        // they move above the loop being fused into.
+        if (!current || !isMemoryEffectFree(op) || op->getNumRegions() != 0)
+          current = nullptr;
+        op = next;
+        continue;
+      }
+      if (current)
+        if (scf::ParallelOp fused = tryFuse(current, loop)) {
+          current = fused;
+          op = next;
+          continue;
+        }
+      current = loop;
+      op = next;
+    }
+  }
+
+  /// Fuses `second` into `first` over their common rows; the fused loop,
+  /// or null when they cannot be fused.
+  scf::ParallelOp tryFuse(scf::ParallelOp first, scf::ParallelOp second) {
+    unsigned dims = commonDims(first, second);
+    if (dims == 0)
+      return nullptr;
+    SmallVector<Access> a, b;
+    if (!collectAccesses(first, a) || !collectAccesses(second, b))
+      return nullptr;
+    while (dims > 0 && !rowLocal(first, a, second, b, dims))
+      --dims;
+    if (dims == 0)
+      return nullptr;
+    // Ops between the loops must be movable above `first`.
+    SmallVector<Operation *> between;
+    for (Operation *op = first->getNextNode(); op != second;
+         op = op->getNextNode()) {
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (def == first.getOperation() || first->isAncestor(def) ||
+              (def->getBlock() == first->getBlock() &&
+               first->isBeforeInBlock(def) && !llvm::is_contained(between, def)))
+            return nullptr;
+      between.push_back(op);
+    }
+    for (Operation *op : between)
+      op->moveBefore(first);
+    first = splitOuter(first, dims);
+    second = splitOuter(second, dims);
+    Block *into = first.getBody();
+    for (unsigned d = 0; d < dims; ++d)
+      second.getInductionVars()[d].replaceAllUsesWith(
+          first.getInductionVars()[d]);
+    Operation *terminator = into->getTerminator();
+    SmallVector<Operation *> moved;
+    for (Operation &op : second.getBody()->without_terminator())
+      moved.push_back(&op);
+    for (Operation *op : moved)
+      op->moveBefore(terminator);
+    second.erase();
+    return first;
+  }
+};
+
+} // namespace

@@ -1,0 +1,142 @@
+//===- PromoteReductions.cpp - reduction accumulators in registers --------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_PROMOTEREDUCTIONSPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+
+namespace {
+
+/// One accumulator: a load and a later store of the same element, both
+/// directly in the loop body.
+struct Accumulator {
+  memref::LoadOp load;
+  memref::StoreOp store;
+};
+
+/// The accumulators of `loop`, or nothing when its body writes memory other
+/// than through them (or has effects this pass does not understand).
+SmallVector<Accumulator> findAccumulators(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  SmallVector<memref::StoreOp> stores;
+  bool unknownEffects = false;
+  body->walk([&](Operation *op) {
+    if (auto store = dyn_cast<memref::StoreOp>(op))
+      stores.push_back(store);
+    else if (!isa<memref::LoadOp>(op) && op->getNumRegions() == 0 &&
+             !isMemoryEffectFree(op))
+      unknownEffects = true;
+  });
+  if (unknownEffects || stores.empty())
+    return {};
+  SmallVector<Accumulator> found;
+  for (memref::StoreOp store : stores) {
+    Value buffer = store.getMemRef();
+    if (store->getBlock() != body || !loop.isDefinedOutsideOfLoop(buffer) ||
+        !llvm::all_of(store.getIndices(), [&](Value v) {
+          return loop.isDefinedOutsideOfLoop(v);
+        }))
+      return {};
+    memref::LoadOp load;
+    for (Operation *user : buffer.getUsers()) {
+      if (user == store || !loop->isAncestor(user))
+        continue;
+      auto l = dyn_cast<memref::LoadOp>(user);
+      // The element must be the only thing of this buffer the loop reads,
+      // read once, before the store, in the body itself.
+      if (!l || load || l->getBlock() != body ||
+          !l->isBeforeInBlock(store) || l.getIndices() != store.getIndices())
+        return {};
+      load = l;
+    }
+    if (!load)
+      return {};
+    found.push_back({load, store});
+  }
+  return found;
+}
+
+/// Allows reordering of a float add or multiply that combines the
+/// accumulator with the loop's values.
+void markReassociable(Value stored, Value accumulator) {
+  Operation *def = stored.getDefiningOp();
+  if (!def || !llvm::is_contained(def->getOperands(), accumulator))
+    return;
+  auto withReassoc = [](arith::FastMathFlags f) {
+    return f | arith::FastMathFlags::reassoc;
+  };
+  if (auto add = dyn_cast<arith::AddFOp>(def))
+    add.setFastmath(withReassoc(add.getFastmath()));
+  else if (auto mul = dyn_cast<arith::MulFOp>(def))
+    mul.setFastmath(withReassoc(mul.getFastmath()));
+}
+
+void promote(scf::ForOp loop, MutableArrayRef<Accumulator> accs) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  SmallVector<Value> inits;
+  for (Accumulator &acc : accs)
+    inits.push_back(memref::LoadOp::create(b, loc, acc.load.getMemRef(),
+                                           acc.load.getIndices()));
+  auto newLoop =
+      scf::ForOp::create(b, loc, loop.getLowerBound(), loop.getUpperBound(),
+                         loop.getStep(), inits);
+  Block *newBody = newLoop.getBody();
+  Block *oldBody = loop.getBody();
+  // scf.for's builder gives a body with a terminator only without iter_args.
+  if (!newBody->empty())
+    newBody->getTerminator()->erase();
+  loop.getInductionVar().replaceAllUsesWith(newLoop.getInductionVar());
+  newBody->getOperations().splice(newBody->end(), oldBody->getOperations());
+  SmallVector<Value> yields;
+  for (auto [i, acc] : llvm::enumerate(accs)) {
+    Value carried = newLoop.getRegionIterArgs()[i];
+    acc.load.getResult().replaceAllUsesWith(carried);
+    markReassociable(acc.store.getValueToStore(), carried);
+    yields.push_back(acc.store.getValueToStore());
+  }
+  Operation *oldYield = newBody->getTerminator();
+  b.setInsertionPoint(oldYield);
+  scf::YieldOp::create(b, loc, yields);
+  oldYield->erase();
+  b.setInsertionPointAfter(newLoop);
+  for (auto [i, acc] : llvm::enumerate(accs)) {
+    memref::StoreOp::create(b, loc, newLoop.getResult(i),
+                            acc.store.getMemRef(), acc.store.getIndices());
+    acc.store->erase();
+    acc.load->erase();
+  }
+  loop->erase();
+}
+
+struct PromoteReductionsPass
+    : distopt::impl::PromoteReductionsPassBase<PromoteReductionsPass> {
+  void runOnOperation() override {
+    // Innermost loops first: once a reduction loop is promoted, its
+    // enclosing loop sees a load and a store per iteration of its own,
+    // at indices that change with it, and leaves them alone.
+    SmallVector<scf::ForOp> loops;
+    getOperation().walk<WalkOrder::PostOrder>([&](scf::ForOp loop) {
+      if (loop.getNumRegionIterArgs() == 0)
+        loops.push_back(loop);
+    });
+    for (scf::ForOp loop : loops) {
+      SmallVector<Accumulator> accs = findAccumulators(loop);
+      if (!accs.empty())
+        promote(loop, accs);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,86 @@
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(convert-linalg-to-parallel-loops,distopt-fuse-parallel-loops))' | FileCheck %s
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#row3 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#bcast = affine_map<(d0, d1, d2) -> (d0, d1, 0)>
+
+// Softmax-like: the fill, the max reduction, exp(x - max) and a square all
+// fuse over the rows (d0, d1), through the expand_shape view of the row
+// maxima; the view moves above the loop.
+// CHECK-LABEL: func.func @softmax
+// CHECK: memref.expand_shape
+// CHECK-NEXT: scf.parallel (%[[I:[a-z0-9]+]], %[[J:[a-z0-9]+]]) = (%{{.*}}, %{{.*}}) to (%c4, %c8)
+// CHECK-NOT: scf.parallel ({{.*}}, {{.*}})
+// CHECK: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK: scf.for
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%c16)
+// CHECK: memref.load %{{.*}}[%[[I]], %[[J]], %c0] : memref<4x8x1xf32>
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%c16)
+// CHECK: scf.reduce
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.reduce
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @softmax(%x: memref<4x8x16xf32>, %y: memref<4x8x16xf32>, %max: memref<4x8xf32>, %e: memref<4x8x16xf32>) {
+  %ninf = arith.constant -3.4e38 : f32
+  linalg.fill ins(%ninf : f32) outs(%max : memref<4x8xf32>)
+  linalg.generic {indexing_maps = [#id3, #row3], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<4x8x16xf32>) outs(%max : memref<4x8xf32>) {
+  ^bb0(%a: f32, %m: f32):
+    %r = arith.maximumf %a, %m : f32
+    linalg.yield %r : f32
+  }
+  %mx = memref.expand_shape %max [[0], [1, 2]] output_shape [4, 8, 1] : memref<4x8xf32> into memref<4x8x1xf32>
+  linalg.generic {indexing_maps = [#id3, #bcast, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %mx : memref<4x8x16xf32>, memref<4x8x1xf32>) outs(%e : memref<4x8x16xf32>) {
+  ^bb0(%a: f32, %m: f32, %o: f32):
+    %d = arith.subf %a, %m : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%e : memref<4x8x16xf32>) outs(%y : memref<4x8x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// A transpose reads rows the first loop writes in other iterations: the
+// loops stay apart.
+// CHECK-LABEL: func.func @transpose_not_fused
+// CHECK: scf.parallel
+// CHECK: scf.reduce
+// CHECK: scf.parallel
+func.func @transpose_not_fused(%x: memref<8x8xf32>, %t: memref<8x8xf32>, %y: memref<8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x8xf32>) outs(%t : memref<8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<8x8xf32>) outs(%y : memref<8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// A write in between (a call that may touch memory) ends the run, and loops
+// over different bounds do not fuse.
+// CHECK-LABEL: func.func @barriers
+// CHECK: scf.parallel
+// CHECK: call @opaque
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+func.func private @opaque(memref<8x8xf32>)
+func.func @barriers(%x: memref<8x8xf32>, %y: memref<8x8xf32>, %z: memref<4x8xf32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%x : memref<8x8xf32>)
+  func.call @opaque(%x) : (memref<8x8xf32>) -> ()
+  linalg.fill ins(%one : f32) outs(%y : memref<8x8xf32>)
+  linalg.fill ins(%one : f32) outs(%z : memref<4x8xf32>)
+  return
+}

@@ -1,0 +1,81 @@
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-promote-reductions))' | FileCheck %s
+
+// A row sum: the accumulator is loaded once, carried in iter_args, stored
+// once; the add may be reassociated (so LLVM vectorises it).
+// CHECK-LABEL: func.func @row_sum
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT: %[[A0:.*]] = memref.load %arg1[%[[I]]] : memref<64xf32>
+// CHECK-NEXT: %[[R:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[A:.*]] = %[[A0]]) -> (f32)
+// CHECK-NEXT: %[[X:.*]] = memref.load %arg0
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[A]], %[[X]] fastmath<reassoc> : f32
+// CHECK-NEXT: scf.yield %[[S]] : f32
+// CHECK: memref.store %[[R]], %arg1[%[[I]]] : memref<64xf32>
+func.func @row_sum(%in: memref<64x128xf32>, %acc: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  scf.for %i = %c0 to %c64 step %c1 {
+    scf.for %t = %c0 to %c128 step %c1 {
+      %a = memref.load %acc[%i] : memref<64xf32>
+      %x = memref.load %in[%i, %t] : memref<64x128xf32>
+      %s = arith.addf %a, %x : f32
+      memref.store %s, %acc[%i] : memref<64xf32>
+    }
+  }
+  return
+}
+
+// A max reduction is carried too (no flag needed); the outer loop, whose
+// load and store move with its induction variable, is left alone.
+// CHECK-LABEL: func.func @row_max
+// CHECK: scf.for %{{.*}} iter_args
+// CHECK: arith.maximumf
+// CHECK-NOT: iter_args
+func.func @row_max(%in: memref<64x128xf32>, %acc: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  scf.for %i = %c0 to %c64 step %c1 {
+    scf.for %t = %c0 to %c128 step %c1 {
+      %a = memref.load %acc[%i] : memref<64xf32>
+      %x = memref.load %in[%i, %t] : memref<64x128xf32>
+      %s = arith.maximumf %a, %x : f32
+      memref.store %s, %acc[%i] : memref<64xf32>
+    }
+  }
+  return
+}
+
+// Left alone: an index that changes in the loop (a map, not a reduction),
+// a second access to the accumulator, and a call that may write memory.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: iter_args
+// CHECK: return
+func.func private @opaque()
+func.func @left_alone(%in: memref<128xf32>, %acc: memref<128xf32>, %s: memref<1xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  scf.for %t = %c0 to %c128 step %c1 {
+    %a = memref.load %acc[%t] : memref<128xf32>
+    %x = memref.load %in[%t] : memref<128xf32>
+    %y = arith.addf %a, %x : f32
+    memref.store %y, %acc[%t] : memref<128xf32>
+  }
+  scf.for %t = %c0 to %c128 step %c1 {
+    %a = memref.load %s[%c0] : memref<1xf32>
+    %b = memref.load %s[%c0] : memref<1xf32>
+    %y = arith.addf %a, %b : f32
+    memref.store %y, %s[%c0] : memref<1xf32>
+  }
+  scf.for %t = %c0 to %c128 step %c1 {
+    %a = memref.load %s[%c0] : memref<1xf32>
+    %x = memref.load %in[%t] : memref<128xf32>
+    %y = arith.addf %a, %x : f32
+    func.call @opaque() : () -> ()
+    memref.store %y, %s[%c0] : memref<1xf32>
+  }
+  return
+}
