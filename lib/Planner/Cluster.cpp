@@ -550,14 +550,17 @@ distopt::planner::makeLocalCluster(int64_t ranks, unsigned hardwareThreads,
   c.nodes = 1;
   c.devicesPerNode = ranks;
   c.interNode.reset();
-  // Oversubscribed ranks share the cores.
+  // Cores per rank, as the runtime gives them (dort_set_num_threads): each
+  // of N <= T ranks runs floor(T / N) threads; oversubscribed ranks share
+  // the cores.
   unsigned threads = std::max(1u, hardwareThreads);
-  if (ranks > static_cast<int64_t>(threads)) {
-    double share = static_cast<double>(threads) / static_cast<double>(ranks);
-    for (double &p : c.device.peakFlops)
-      p *= share;
-    c.device.memoryBandwidth *= share;
-  }
+  double share =
+      ranks <= static_cast<int64_t>(threads)
+          ? static_cast<double>(threads / static_cast<unsigned>(ranks))
+          : static_cast<double>(threads) / static_cast<double>(ranks);
+  for (double &p : c.device.peakFlops)
+    p *= share;
+  c.device.memoryBandwidth *= share;
   if (physicalMemory > 0) {
     double perRank =
         0.9 * static_cast<double>(physicalMemory) / static_cast<double>(ranks);

@@ -159,8 +159,11 @@ struct LinalgToBlasPass
           continue;
         return nullptr;
       }
-      // The fill and C must both cover the whole of one buffer.
+      // The fill must cover C: fill C itself, or fill all of the buffer C
+      // is all of.
       Value filled = fill.getDpsInits()[0], root = rootBuffer(c);
+      if (filled == c && matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+        return fill;
       auto fType = dyn_cast<MemRefType>(filled.getType());
       auto rType = dyn_cast<MemRefType>(root.getType());
       if (!fType || !rType || !fType.hasStaticShape() ||

@@ -80,3 +80,19 @@ func.func @accumulator_kept(%w: memref<16x27xf32>, %col: memref<4x27x64xf32>, %o
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x2xf32>) outs(%c : memref<4x2xf32>)
   return
 }
+
+// A zero fill of exactly C (one group's slice of a convolution's output)
+// also becomes beta = 0.
+// CHECK-LABEL: func.func @fresh_slice
+// CHECK-NOT: linalg.fill
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: call @dort_batch_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %[[ZERO]])
+func.func @fresh_slice(%w: memref<16x27xf32>, %col: memref<4x27x64xf32>, %out: memref<4x2x16x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %g1 = memref.subview %out[0, 1, 0, 0] [4, 1, 16, 64] [1, 1, 1, 1] : memref<4x2x16x64xf32> to memref<4x16x64xf32, strided<[2048, 64, 1], offset: 1024>>
+  linalg.fill ins(%zero : f32) outs(%g1 : memref<4x16x64xf32, strided<[2048, 64, 1], offset: 1024>>)
+  linalg.batch_matmul indexing_maps = [affine_map<(b, m, n, k) -> (m, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>]
+    ins(%w, %col : memref<16x27xf32>, memref<4x27x64xf32>) outs(%g1 : memref<4x16x64xf32, strided<[2048, 64, 1], offset: 1024>>)
+  return
+}

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include <string>
 
 using namespace distopt::planner;
@@ -521,12 +524,22 @@ TEST(LocalCluster, OversubscribedRanksShareCores) {
                                                                      << 30);
 }
 
+TEST(LocalCluster, FewerRanksThanCoresGetSeveralCoresEach) {
+  // The runtime runs floor(8 / 3) = 2 threads in each of 3 ranks.
+  Cluster c = ok(makeLocalCluster(3, 8, uint64_t(8) << 30));
+  EXPECT_DOUBLE_EQ(c.device.peak(DType::FP32), 128e9 * 2);
+  EXPECT_DOUBLE_EQ(c.device.memoryBandwidth, 10e9 * 2);
+  EXPECT_DOUBLE_EQ(ok(makeLocalCluster(1, 8, 0)).device.peak(DType::FP32),
+                   128e9 * 8);
+}
+
 TEST(LocalCluster, ResolvesOnThisMachine) {
   Cluster c = ok(resolveCluster("local:4"));
   EXPECT_EQ(c.name, "local:4");
   EXPECT_EQ(c.devicesPerNode, 4);
   EXPECT_GT(c.device.memoryCapacity, 0);
-  EXPECT_LE(c.device.peak(DType::FP32), 128e9);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_LE(c.device.peak(DType::FP32), 128e9 * std::max(1u, cores / 4));
 }
 
 TEST(LocalCluster, Errors) {

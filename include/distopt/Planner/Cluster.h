@@ -128,9 +128,10 @@ std::optional<llvm::StringRef> clusterPresetYAML(llvm::StringRef name);
 
 /// `local:N` for a machine with `hardwareThreads` hardware threads and
 /// `physicalMemory` bytes of RAM. Per-rank figures come from the `local`
-/// preset (one conservative AVX-512 core; see clusters/local.yaml). When N
-/// exceeds the hardware threads the ranks share cores: compute and memory
-/// bandwidth per rank are scaled by hardwareThreads / N. Memory capacity per
+/// preset (one conservative AVX-512 core; see clusters/local.yaml), scaled
+/// by the cores each rank gets: floor(hardwareThreads / N) when N does not
+/// exceed the hardware threads (the runtime runs that many threads per
+/// rank), else hardwareThreads / N (ranks share cores). Memory capacity per
 /// rank is 90% of physical memory divided by N (the preset's figure is kept
 /// when physicalMemory is 0, i.e. unknown).
 llvm::Expected<Cluster> makeLocalCluster(int64_t ranks,

@@ -1160,8 +1160,10 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       int64_t k = cg * kh * kw, p = ho * wo;
       Value col4 = reshapeTo(rewriter, loc, col, {n, g, k, p});
       Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
-      Value acc = filled(rewriter, loc, {n, g, mg, p},
-                         scalarConstant(rewriter, loc, elt, 0.0));
+      // Each group's GEMMs start from their own zero fill of their slice
+      // (which BLAS then overwrites with beta = 0): no fill of the whole.
+      Value acc = emptyTensor(rewriter, loc, {n, g, mg, p}, elt);
+      Value zeroElt = scalarConstant(rewriter, loc, elt, 0.0);
       auto one = rewriter.getIndexAttr(1), zero = rewriter.getIndexAttr(0);
       for (int64_t gi = 0; gi < g; ++gi) {
         auto groupOf = [&](Value v, int64_t rows, int64_t cols) {
@@ -1181,8 +1183,11 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
             ArrayRef<OpFoldResult>{one, rewriter.getIndexAttr(mg),
                                    rewriter.getIndexAttr(k)},
             ArrayRef<OpFoldResult>{one, one, one});
+        Value zeroAcc = linalg::FillOp::create(rewriter, loc, zeroElt,
+                                               Value(groupOf(acc, mg, p)))
+                            .getResult(0);
         Value mm = sharedLhsBatchMatmul(rewriter, loc, wg, groupOf(col4, k, p),
-                                        groupOf(acc, mg, p));
+                                        zeroAcc);
         acc = tensor::InsertSliceOp::create(
             rewriter, loc, mm, acc,
             ArrayRef<OpFoldResult>{zero, rewriter.getIndexAttr(gi), zero,

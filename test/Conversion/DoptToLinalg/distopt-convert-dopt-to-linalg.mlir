@@ -95,14 +95,19 @@ func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // Float conv with few groups: im2col in NCHW order (a gather into
 // [n, g, c, kh, kw, oh, ow]), then per group one batch (over n) of GEMMs
-// with the group's weights shared, each writing its channels of the output
-// in place; no transpose back; the bias is added in NCHW.
+// with the group's weights shared, each zero-filling and writing its
+// channels of the output in place; no transpose back; the bias is added in
+// NCHW.
 // CHECK-LABEL: func.func @conv_groups
 // CHECK: %[[PAD:.*]] = tensor.pad
 // CHECK: linalg.generic {{.*}} ins(%[[PAD]] : tensor<1x4x7x7xf32>) outs(%{{.*}} : tensor<1x2x2x3x3x5x5xf32>)
-// CHECK: %[[ACC:.*]] = linalg.fill {{.*}} -> tensor<1x2x3x25xf32>
-// CHECK: %[[G0:.*]] = linalg.batch_matmul indexing_maps = [#[[SHARED:.*]], #{{.*}}, #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<3x18xf32>, tensor<1x18x25xf32>)
+// CHECK: %[[ACC:.*]] = tensor.empty() : tensor<1x2x3x25xf32>
+// CHECK: %[[S0:.*]] = tensor.extract_slice %[[ACC]][0, 0, 0, 0] [1, 1, 3, 25]
+// CHECK: %[[Z0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[S0]] : tensor<1x3x25xf32>)
+// CHECK: %[[G0:.*]] = linalg.batch_matmul indexing_maps = [#[[SHARED:.*]], #{{.*}}, #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<3x18xf32>, tensor<1x18x25xf32>) outs(%[[Z0]] : tensor<1x3x25xf32>)
 // CHECK: %[[ACC1:.*]] = tensor.insert_slice %[[G0]] into %[[ACC]][0, 0, 0, 0] [1, 1, 3, 25]
+// CHECK: %[[S1:.*]] = tensor.extract_slice %[[ACC1]][0, 1, 0, 0] [1, 1, 3, 25]
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[S1]] : tensor<1x3x25xf32>)
 // CHECK: %[[G1:.*]] = linalg.batch_matmul
 // CHECK: tensor.insert_slice %[[G1]] into %[[ACC1]][0, 1, 0, 0] [1, 1, 3, 25]
 // CHECK: linalg.generic
