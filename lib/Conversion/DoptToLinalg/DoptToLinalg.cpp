@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
@@ -953,6 +954,39 @@ Value toBatch3D(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> batch) {
                                full.back()});
 }
 
+/// A matrix operand that is a transpose: when the transpose swaps the last
+/// two dimensions (and perhaps permutes others), the product reads it
+/// transposed instead (BLAS's trans flag): `v` becomes the transpose's input
+/// -- or, when the other dimensions move too, a cheaper transpose of it that
+/// keeps the innermost dimension in place -- and `trans` flips. A tied
+/// embedding's [vocab, d] table feeding the output projection, or the
+/// [b, s, h, d] -> [b, h, d, s] transpose of attention keys, no longer
+/// materialise a strided copy.
+void foldTransposedOperand(OpBuilder &b, Location loc, Value &v, bool &trans) {
+  auto t = v.getDefiningOp<linalg::TransposeOp>();
+  if (!t)
+    return;
+  SmallVector<int64_t> perm(t.getPermutation());
+  int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2)
+    return;
+  std::swap(perm[r - 2], perm[r - 1]);
+  Value input = t.getInput();
+  if (!isIdentityPermutation(perm)) {
+    // Worth it only if the remaining transpose copies whole rows.
+    if (perm[r - 1] != r - 1)
+      return;
+    auto it = tensorTypeOf(input);
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(it.getDimSize(p));
+    Value init = emptyTensor(b, loc, shape, it.getElementType());
+    input = linalg::TransposeOp::create(b, loc, input, init, perm).getResult()[0];
+  }
+  v = input;
+  trans = !trans;
+}
+
 struct MatMulPattern : DoptPattern<dopt::MatMulOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -970,24 +1004,45 @@ struct MatMulPattern : DoptPattern<dopt::MatMulOp> {
     auto lt = tensorTypeOf(lhs), rtp = tensorTypeOf(rhs);
     int64_t m = lt.getDimSize(lt.getRank() - 2), k = lt.getShape().back();
     int64_t n = rtp.getShape().back();
+    bool transB = false;
     Value result;
     if (rtp.getRank() == 2) {
       // [batch..., M, K] x [K, N]: one GEMM over batch*M rows.
       int64_t rows = product(lt.getShape().drop_back(1));
       Value a = reshapeTo(rewriter, loc, lhs, {rows, k});
-      result = matmul2D(rewriter, loc, a, rhs, false, false, elt);
+      foldTransposedOperand(rewriter, loc, rhs, transB);
+      result = matmul2D(rewriter, loc, a, rhs, false, transB, elt);
       (void)m;
     } else {
       auto batch = dopt::broadcastShapes({lt.getShape().drop_back(2),
                                     rtp.getShape().drop_back(2)});
+      bool transA = false;
+      if (lt.getShape().drop_back(2) == ArrayRef<int64_t>(*batch))
+        foldTransposedOperand(rewriter, loc, lhs, transA);
+      if (rtp.getShape().drop_back(2) == ArrayRef<int64_t>(*batch))
+        foldTransposedOperand(rewriter, loc, rhs, transB);
       Value a = toBatch3D(rewriter, loc, lhs, *batch);
       Value bb = toBatch3D(rewriter, loc, rhs, *batch);
       int64_t nb = product(*batch);
       Value acc =
           filled(rewriter, loc, {nb, m, n}, scalarConstant(rewriter, loc, elt, 0));
+      MLIRContext *ctx = rewriter.getContext();
+      AffineExpr db = getAffineDimExpr(0, ctx), dm = getAffineDimExpr(1, ctx),
+                 dn = getAffineDimExpr(2, ctx), dk = getAffineDimExpr(3, ctx);
+      auto map = [&](AffineExpr r, AffineExpr c) {
+        return AffineMapAttr::get(AffineMap::get(4, 0, {db, r, c}, ctx));
+      };
+      SmallVector<NamedAttribute> attrs;
+      if (transA || transB)
+        attrs.push_back(rewriter.getNamedAttr(
+            "indexing_maps",
+            rewriter.getArrayAttr({transA ? map(dk, dm) : map(dm, dk),
+                                   transB ? map(dn, dk) : map(dk, dn),
+                                   map(dm, dn)})));
       result = linalg::BatchMatmulOp::create(rewriter, loc,
                                              TypeRange{acc.getType()},
-                                             ValueRange{a, bb}, ValueRange{acc})
+                                             ValueRange{a, bb}, ValueRange{acc},
+                                             attrs)
                    .getResult(0);
     }
     rewriter.replaceOp(op, reshapeTo(rewriter, loc, result, rt.getShape()));
@@ -1004,8 +1059,11 @@ struct GemmPattern : DoptPattern<dopt::GemmOp> {
     RankedTensorType rt = resultType(op);
     Type elt = rt.getElementType();
     Type orig = origElt(op.getA());
-    Value mm = matmul2D(rewriter, loc, adaptor.getA(), adaptor.getB(),
-                        op.getTransA(), op.getTransB(), elt);
+    Value a = adaptor.getA(), b = adaptor.getB();
+    bool transA = op.getTransA(), transB = op.getTransB();
+    foldTransposedOperand(rewriter, loc, a, transA);
+    foldTransposedOperand(rewriter, loc, b, transB);
+    Value mm = matmul2D(rewriter, loc, a, b, transA, transB, elt);
     double alpha = op.getAlpha().convertToDouble();
     double beta = op.getBeta().convertToDouble();
     Value c = adaptor.getC();

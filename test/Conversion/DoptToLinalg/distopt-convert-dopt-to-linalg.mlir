@@ -195,3 +195,33 @@ func.func @pow_other(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = dopt.pow %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// A transposed matrix operand is read transposed (BLAS's trans flag)
+// instead of being copied: a tied embedding table feeding the output
+// projection...
+// CHECK-LABEL: func.func @tied_projection
+// CHECK: linalg.matmul indexing_maps = [#{{.*}}, #[[TB:.*]], #{{.*}}] ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<10x8xf32>)
+func.func @tied_projection(%x: tensor<4x8xf32>, %w: tensor<10x8xf32>) -> tensor<4x10xf32> {
+  %t = dopt.transpose %w {perm = array<i64: 1, 0>} : (tensor<10x8xf32>) -> tensor<8x10xf32>
+  %y = dopt.matmul %x, %t : (tensor<4x8xf32>, tensor<8x10xf32>) -> tensor<4x10xf32>
+  return %y : tensor<4x10xf32>
+}
+
+// -----
+
+// ... and attention keys [b, s, h, d] -> [b, h, d, s]: only the row-copying
+// transpose [b, h, s, d] remains, and the batch_matmul reads it transposed.
+// CHECK-DAG: #[[A:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[BT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+// CHECK-LABEL: func.func @attention_keys
+// CHECK: linalg.transpose ins(%arg1 : tensor<2x16x4x8xf32>) outs(%{{.*}} : tensor<2x4x16x8xf32>) permutation = [0, 2, 1, 3]
+// CHECK-NOT: permutation = [0, 2, 3, 1]
+// CHECK: linalg.batch_matmul indexing_maps = [#[[A]], #[[BT]], #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<8x16x8xf32>, tensor<8x16x8xf32>)
+func.func @attention_keys(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32> {
+  %qt = dopt.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %kt = dopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x8x16xf32>
+  %s = dopt.matmul %qt, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  return %s : tensor<2x4x16x16xf32>
+}
