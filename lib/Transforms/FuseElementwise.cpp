@@ -24,9 +24,15 @@ struct FuseElementwisePass
         [](OpOperand *fused) {
           auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
           auto consumer = dyn_cast<linalg::GenericOp>(fused->getOwner());
+          // A producer the consumer reads through a broadcast (a per-row
+          // value such as softmax's 1/sum or layer norm's mean) stays
+          // separate: fused, it would be recomputed for every element of
+          // the row. distopt-fuse-parallel-loops later runs it once per row
+          // inside the consumer's row loop.
           return producer && consumer &&
                  producer.getNumParallelLoops() == producer.getNumLoops() &&
-                 producer->hasOneUse();
+                 producer->hasOneUse() &&
+                 consumer.getMatchingIndexingMap(fused).isPermutation();
         };
     linalg::populateElementwiseOpsFusionPatterns(patterns,
                                                  onlyElementwiseProducers);

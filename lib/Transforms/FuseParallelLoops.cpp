@@ -9,6 +9,8 @@
 
 #include "distopt/Transforms/Passes.h"
 
+#include "BufferAccess.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -22,83 +24,10 @@ namespace distopt {
 } // namespace distopt
 
 using namespace mlir;
+using distopt::Access;
+using distopt::resolveAccess;
 
 namespace {
-
-/// A load or store, in terms of the buffer behind the views it goes
-/// through: `indices[p]` is the index of dimension p of `base`, or null
-/// where it is not one of the access's index values.
-struct Access {
-  Value base;
-  SmallVector<Value> indices;
-  bool write;
-};
-
-/// Follows a memref through views that keep index values: casts, subviews
-/// at offset 0 with unit strides, and reshapes whose reassociation groups
-/// have at most one non-unit dimension. False for other views.
-bool resolve(Value memref, ValueRange operandIndices, Access &access) {
-  SmallVector<Value> indices(operandIndices);
-  Value m = memref;
-  while (Operation *def = m.getDefiningOp()) {
-    if (auto cast = dyn_cast<memref::CastOp>(def)) {
-      m = cast.getSource();
-      continue;
-    }
-    if (auto sub = dyn_cast<memref::SubViewOp>(def)) {
-      auto isZero = [](OpFoldResult f) { return isConstantIntValue(f, 0); };
-      auto isOne = [](OpFoldResult f) { return isConstantIntValue(f, 1); };
-      if (sub.getSourceType().getRank() != sub.getType().getRank() ||
-          !llvm::all_of(sub.getMixedOffsets(), isZero) ||
-          !llvm::all_of(sub.getMixedStrides(), isOne))
-        return false;
-      m = sub.getSource();
-      continue;
-    }
-    auto expand = dyn_cast<memref::ExpandShapeOp>(def);
-    auto collapse = dyn_cast<memref::CollapseShapeOp>(def);
-    if (!expand && !collapse)
-      break;
-    // Groups: for an expand, groups of result dims per source dim; for a
-    // collapse, groups of source dims per result dim.
-    SmallVector<ReassociationIndices> groups =
-        expand ? expand.getReassociationIndices()
-               : collapse.getReassociationIndices();
-    ArrayRef<int64_t> wide = expand ? expand.getResultType().getShape()
-                                    : collapse.getSrcType().getShape();
-    auto nonUnit = [&](const ReassociationIndices &g) {
-      int64_t found = -1;
-      for (int64_t d : g)
-        if (wide[d] != 1) {
-          if (found >= 0)
-            return int64_t(-2);
-          found = d;
-        }
-      return found;
-    };
-    SmallVector<Value> next;
-    if (expand) {
-      // One source index per group: the index of its non-unit dim.
-      for (const ReassociationIndices &g : groups) {
-        int64_t d = nonUnit(g);
-        next.push_back(d >= 0 ? indices[d] : Value());
-      }
-      m = expand.getSrc();
-    } else {
-      next.assign(collapse.getSrcType().getRank(), Value());
-      for (auto [r, g] : llvm::enumerate(groups)) {
-        int64_t d = nonUnit(g);
-        if (d >= 0)
-          next[d] = indices[r];
-      }
-      m = collapse.getSrc();
-    }
-    indices = std::move(next);
-  }
-  access.base = m;
-  access.indices = std::move(indices);
-  return true;
-}
 
 /// The memory accesses in `loop`; false when it has effects other than
 /// loads and stores, or accesses through views `resolve` does not follow.
@@ -108,10 +37,10 @@ bool collectAccesses(scf::ParallelOp loop, SmallVectorImpl<Access> &out) {
     Access a;
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
       a.write = false;
-      ok &= resolve(load.getMemRef(), load.getIndices(), a);
+      ok &= resolveAccess(load.getMemRef(), load.getIndices(), a);
     } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
       a.write = true;
-      ok &= resolve(store.getMemRef(), store.getIndices(), a);
+      ok &= resolveAccess(store.getMemRef(), store.getIndices(), a);
     } else {
       if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
         ok = false;
@@ -143,9 +72,7 @@ unsigned commonDims(scf::ParallelOp a, scf::ParallelOp b) {
 /// iteration j of `second` touch disjoint data whenever i != j: every pair
 /// of accesses to one buffer, one of them a write, indexes some dimension of
 /// the buffer by the d-th induction variable of each loop, for every d.
-/// Different buffers never overlap: buffers live at the same time get
-/// distinct memory (bufferization, distopt-plan-buffers), and the entry
-/// arguments are distinct buffers.
+/// Different buffers never overlap (see BufferAccess.h).
 bool rowLocal(scf::ParallelOp first, ArrayRef<Access> a, scf::ParallelOp second,
               ArrayRef<Access> b, unsigned dims) {
   for (const Access &x : a)
@@ -205,7 +132,7 @@ struct FuseParallelLoopsPass
       if (!loop || loop.getNumResults() != 0) {
         // Pure ops between two loops (views, constants) do not end a run:
         // they move above the loop being fused into.
-        if (!current || !isMemoryEffectFree(op) || op->getNumRegions() != 0)
+        if (!current || !movableBetween(op))
           current = nullptr;
         op = next;
         continue;
@@ -219,6 +146,16 @@ struct FuseParallelLoopsPass
       current = loop;
       op = next;
     }
+  }
+
+  /// Ops that may sit between two loops being fused (they move above the
+  /// first): pure ops without regions, and allocations of fresh buffers
+  /// (bufferization puts a buffer's allocation right before its first
+  /// writer).
+  static bool movableBetween(Operation *op) {
+    if (op->getNumRegions() != 0)
+      return false;
+    return isMemoryEffectFree(op) || isa<memref::AllocOp, memref::AllocaOp>(op);
   }
 
   /// Fuses `second` into `first` over their common rows; the fused loop,

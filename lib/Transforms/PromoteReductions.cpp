@@ -2,6 +2,8 @@
 
 #include "distopt/Transforms/Passes.h"
 
+#include "BufferAccess.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -120,6 +122,45 @@ void promote(scf::ForOp loop, MutableArrayRef<Accumulator> accs) {
   loop->erase();
 }
 
+/// Moves loads that read the same element on every iteration (a row's
+/// maximum, sum or mean in the loop over the row) above `loop`, when the
+/// loop writes no buffer they could read. LLVM cannot do it: it does not
+/// know that the output written in the loop is another buffer, so it
+/// reloads the value per element (and vectorises only behind run-time
+/// overlap checks).
+void hoistInvariantLoads(scf::ForOp loop) {
+  SmallVector<Value> written;
+  bool unknownEffects = false;
+  loop.getBody()->walk([&](Operation *op) {
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      distopt::Access a;
+      if (!distopt::resolveAccess(store.getMemRef(), store.getIndices(), a))
+        unknownEffects = true;
+      written.push_back(a.base);
+    } else if (!isa<memref::LoadOp>(op) && op->getNumRegions() == 0 &&
+               !isMemoryEffectFree(op)) {
+      unknownEffects = true;
+    }
+  });
+  if (unknownEffects)
+    return;
+  SmallVector<memref::LoadOp> loads;
+  for (Operation &op : loop.getBody()->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      if (loop.isDefinedOutsideOfLoop(load.getMemRef()) &&
+          llvm::all_of(load.getIndices(), [&](Value v) {
+            return loop.isDefinedOutsideOfLoop(v);
+          }))
+        loads.push_back(load);
+  for (memref::LoadOp load : loads) {
+    distopt::Access a;
+    if (!distopt::resolveAccess(load.getMemRef(), load.getIndices(), a) ||
+        llvm::is_contained(written, a.base))
+      continue;
+    load->moveBefore(loop);
+  }
+}
+
 struct PromoteReductionsPass
     : distopt::impl::PromoteReductionsPassBase<PromoteReductionsPass> {
   void runOnOperation() override {
@@ -132,6 +173,7 @@ struct PromoteReductionsPass
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops) {
+      hoistInvariantLoads(loop);
       SmallVector<Accumulator> accs = findAccumulators(loop);
       if (!accs.empty())
         promote(loop, accs);

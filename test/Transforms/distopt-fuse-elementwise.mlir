@@ -36,3 +36,31 @@ func.func @chain(%a: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) 
   } -> tensor<2x2x16xf32>
   return %t : tensor<2x2x16xf32>
 }
+
+// A per-row producer read through a broadcast (softmax's 1/sum) is not
+// fused into its per-element consumer: fused, the division would run for
+// every element of the row.
+// CHECK-LABEL: func.func @per_row_producer
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x1xf32>)
+// CHECK: arith.divf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK-NOT: arith.divf
+// CHECK: arith.mulf
+func.func @per_row_producer(%x: tensor<4x8xf32>, %s: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  %one = arith.constant 1.0 : f32
+  %e1 = tensor.empty() : tensor<4x1xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<4x1xf32>) outs(%e1 : tensor<4x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.divf %one, %a : f32
+    linalg.yield %d : f32
+  } -> tensor<4x1xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r : tensor<4x8xf32>, tensor<4x1xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

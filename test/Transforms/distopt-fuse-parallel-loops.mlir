@@ -84,3 +84,19 @@ func.func @barriers(%x: memref<8x8xf32>, %y: memref<8x8xf32>, %z: memref<4x8xf32
   linalg.fill ins(%one : f32) outs(%z : memref<4x8xf32>)
   return
 }
+
+// The allocation of a buffer that the second loop writes (bufferization
+// puts it right before its first writer) moves above the first loop and
+// does not stop the fusion.
+// CHECK-LABEL: func.func @alloc_between
+// CHECK: memref.alloc
+// CHECK-NEXT: scf.parallel
+// CHECK-NOT: scf.parallel (%{{[a-z0-9]+}}, %{{[a-z0-9]+}})
+// CHECK: return
+func.func @alloc_between(%x: memref<8x8xf32>, %y: memref<8x8xf32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%one : f32) outs(%y : memref<8x8xf32>)
+  %t = memref.alloc() : memref<8x8xf32>
+  linalg.copy ins(%x : memref<8x8xf32>) outs(%t : memref<8x8xf32>)
+  return
+}

@@ -79,3 +79,37 @@ func.func @left_alone(%in: memref<128xf32>, %acc: memref<128xf32>, %s: memref<1x
   }
   return
 }
+
+// A load of the same element on every iteration (the row's scale) moves
+// above the loop when the loop writes other buffers only; a load of a
+// buffer the loop writes stays.
+// CHECK-LABEL: func.func @invariant_loads
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT: %[[R:.*]] = memref.load %arg1[%[[I]]] : memref<64xf32>
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: memref.load %arg0
+// CHECK-NEXT: arith.mulf %{{.*}}, %[[R]]
+// CHECK: scf.for
+// CHECK-NEXT: memref.load %arg2[%{{.*}}] : memref<64x128xf32>
+// CHECK-NEXT: memref.load %arg2[%[[I]], %c0] : memref<64x128xf32>
+func.func @invariant_loads(%in: memref<64x128xf32>, %scale: memref<64xf32>, %out: memref<64x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  scf.for %i = %c0 to %c64 step %c1 {
+    scf.for %t = %c0 to %c128 step %c1 {
+      %x = memref.load %in[%i, %t] : memref<64x128xf32>
+      %r = memref.load %scale[%i] : memref<64xf32>
+      %y = arith.mulf %x, %r : f32
+      memref.store %y, %out[%i, %t] : memref<64x128xf32>
+    }
+    scf.for %t = %c0 to %c128 step %c1 {
+      %x = memref.load %out[%i, %t] : memref<64x128xf32>
+      %f = memref.load %out[%i, %c0] : memref<64x128xf32>
+      %y = arith.addf %x, %f : f32
+      memref.store %y, %out[%i, %t] : memref<64x128xf32>
+    }
+  }
+  return
+}

@@ -62,7 +62,9 @@ def FuseElementwisePass : Pass<"distopt-fuse-elementwise", "mlir::ModuleOp"> {
     rows), turning it into a generic contraction that the CPU pipeline can
     no longer hand to BLAS. This pass applies only the elementwise fusion
     patterns, and only when the producer is an all-parallel
-    `linalg.generic` with one use: chains like bias-add -> GELU ->
+    `linalg.generic` with one use that the consumer reads element for
+    element (not through a broadcast, which would recompute a per-row value
+    for every element of the row): chains like bias-add -> GELU ->
     residual-add become one loop nest, while matrix products and
     convolutions stay named ops.
   }];
@@ -104,7 +106,7 @@ def PlanBuffersPass : Pass<"distopt-plan-buffers", "mlir::func::FuncOp"> {
 }
 
 def PromoteReductionsPass : Pass<"distopt-promote-reductions", "mlir::func::FuncOp"> {
-  let summary = "Carry reduction accumulators of loops in registers, reassociable";
+  let summary = "Keep loop-invariant memory values in registers: reduction accumulators (reassociable) and invariant loads";
   let description = [{
     Lowered to loops, a linalg reduction loads and stores its accumulator
     in memory on every iteration, and its float adds must keep their order:
@@ -120,6 +122,12 @@ def PromoteReductionsPass : Pass<"distopt-promote-reductions", "mlir::func::Func
     sums per lane, combined at the end), as every vectorising runtime does.
     Inputs of a linalg reduction never alias its output, so keeping the
     accumulator in a register is exact.
+
+    Loads that read the same element on every iteration (a row's maximum,
+    sum or mean in the loop over the row) move above the loop when the loop
+    writes no buffer they could read: different buffers never overlap in
+    this pipeline, but LLVM does not know it and would reload the value for
+    every element.
 
     ```mlir
     scf.for %t = %c0 to %c128 step %c1 {

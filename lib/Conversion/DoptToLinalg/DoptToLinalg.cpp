@@ -522,16 +522,23 @@ struct DoptPattern : OpConversionPattern<OpTy> {
 };
 
 /// The exponent of a pow when it is a constant 2, 3 or 4 (every element).
-std::optional<int> smallIntegerExponent(Value exponent) {
-  auto c = exponent.getDefiningOp<dopt::ConstantOp>();
+
+/// A float constant with one value in every element (a splat), or nothing.
+std::optional<double> splatFloatConstant(Value v) {
+  auto c = v.getDefiningOp<dopt::ConstantOp>();
   if (!c)
     return std::nullopt;
   auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
   if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
     return std::nullopt;
-  double v = dense.getSplatValue<APFloat>().convertToDouble();
-  if (v == 2.0 || v == 3.0 || v == 4.0)
-    return static_cast<int>(v);
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// The exponent of a pow when it is a constant 2, 3 or 4 (every element).
+std::optional<int> smallIntegerExponent(Value exponent) {
+  std::optional<double> v = splatFloatConstant(exponent);
+  if (v && (*v == 2.0 || *v == 3.0 || *v == 4.0))
+    return static_cast<int>(*v);
   return std::nullopt;
 }
 
@@ -558,6 +565,25 @@ struct BinaryPattern : DoptPattern<OpTy> {
                         : *n == 3 ? arith::MulFOp::create(b, loc, sq, x)
                                   : arith::MulFOp::create(b, loc, sq, sq);
               return narrow(b, loc, v, elt);
+            });
+        rewriter.replaceOp(op, r);
+        return success();
+      }
+    }
+    // x / c for a constant c (GELU's x / sqrt(2), attention's scaling):
+    // x * (1/c), within an ulp of the quotient, instead of a division per
+    // element.
+    if constexpr (kind == BinKind::Div) {
+      std::optional<double> c = splatFloatConstant(op.getRhs());
+      if (c && isa<FloatType>(elt) && elt == rhsElt && *c != 0.0 &&
+          std::isfinite(*c) && std::isfinite(1.0 / *c)) {
+        double inv = 1.0 / *c;
+        Value r = elementwise(
+            rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
+            {adaptor.getLhs()}, [&](OpBuilder &b, Location loc, ValueRange a) {
+              Value x = widen(b, loc, a[0]);
+              Value k = scalarConstant(b, loc, x.getType(), inv);
+              return narrow(b, loc, arith::MulFOp::create(b, loc, x, k), elt);
             });
         rewriter.replaceOp(op, r);
         return success();
@@ -723,14 +749,26 @@ struct SoftmaxPattern : DoptPattern<OpTy> {
                                });
     Value s =
         reduceKeepDims(rewriter, loc, expShifted, {axis}, ReduceKind::Sum, elt);
-    Value r = elementwise(
-        rewriter, loc, rt.getShape(), elt, {shifted, s},
+    // One log (or reciprocal) per row, then a subtraction (or
+    // multiplication) per element.
+    auto st = tensorTypeOf(s);
+    Type wide = isLowPrecisionFloat(elt) ? rewriter.getF32Type() : elt;
+    Value perRow = elementwise(
+        rewriter, loc, st.getShape(), wide, {s},
         [&](OpBuilder &b, Location l, ValueRange a) {
-          Value v = widen(b, l, a[0]), sum = widen(b, l, a[1]);
+          Value sum = widen(b, l, a[0]);
+          return isLog ? (Value)math::LogOp::create(b, l, sum)
+                       : (Value)arith::DivFOp::create(
+                             b, l, scalarConstant(b, l, sum.getType(), 1.0),
+                             sum);
+        });
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, {shifted, perRow},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[0]);
           return narrow(b, l,
-                        isLog ? (Value)arith::SubFOp::create(
-                                    b, l, v, math::LogOp::create(b, l, sum))
-                              : (Value)arith::DivFOp::create(b, l, v, sum),
+                        isLog ? (Value)arith::SubFOp::create(b, l, v, a[1])
+                              : (Value)arith::MulFOp::create(b, l, v, a[1]),
                         elt);
         });
     rewriter.replaceOp(op, r);

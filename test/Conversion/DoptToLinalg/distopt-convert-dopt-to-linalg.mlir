@@ -78,14 +78,21 @@ func.func @matmul_batched(%a: tensor<2x3x4x4xf32>, %b: tensor<2x3x4x4xf32>) -> t
 
 // -----
 
-// Softmax: max-reduce, exp(x - max), sum-reduce, divide.
+// Softmax: max-reduce, exp(x - max), sum-reduce, one reciprocal per row,
+// a multiplication per element.
 // CHECK-LABEL: func.func @softmax
 // CHECK: iterator_types = ["parallel", "reduction"]
 // CHECK: arith.maximumf
 // CHECK: math.exp
 // CHECK: iterator_types = ["parallel", "reduction"]
 // CHECK: arith.addf
-// CHECK: arith.divf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x1xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.constant 1.0
+// CHECK-NEXT: arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
 func.func @softmax(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %0 = dopt.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   return %0 : tensor<2x8xf32>
@@ -224,4 +231,20 @@ func.func @attention_keys(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x4x8xf32>) ->
   %kt = dopt.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x8x16xf32>
   %s = dopt.matmul %qt, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
   return %s : tensor<2x4x16x16xf32>
+}
+
+// -----
+
+// Division by a constant is a multiplication by its reciprocal (x / 2 ->
+// x * 0.5; x / sqrt(2) within an ulp); a division by a variable stays.
+// CHECK-LABEL: func.func @div_by_constant
+// CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: arith.mulf %{{.*}}, %[[HALF]] : f32
+// CHECK-NOT: arith.mulf
+// CHECK: arith.divf
+func.func @div_by_constant(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c = dopt.constant {value = dense<2.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %0 = dopt.div %x, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %1 = dopt.div %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }

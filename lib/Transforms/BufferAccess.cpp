@@ -1,0 +1,73 @@
+//===- BufferAccess.cpp - loads and stores in terms of buffers ------------===//
+
+#include "BufferAccess.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+
+bool distopt::resolveAccess(Value memref, ValueRange operandIndices,
+                            Access &access) {
+  SmallVector<Value> indices(operandIndices);
+  Value m = memref;
+  while (Operation *def = m.getDefiningOp()) {
+    if (auto cast = dyn_cast<memref::CastOp>(def)) {
+      m = cast.getSource();
+      continue;
+    }
+    if (auto sub = dyn_cast<memref::SubViewOp>(def)) {
+      auto isZero = [](OpFoldResult f) { return isConstantIntValue(f, 0); };
+      auto isOne = [](OpFoldResult f) { return isConstantIntValue(f, 1); };
+      if (sub.getSourceType().getRank() != sub.getType().getRank() ||
+          !llvm::all_of(sub.getMixedOffsets(), isZero) ||
+          !llvm::all_of(sub.getMixedStrides(), isOne))
+        return false;
+      m = sub.getSource();
+      continue;
+    }
+    auto expand = dyn_cast<memref::ExpandShapeOp>(def);
+    auto collapse = dyn_cast<memref::CollapseShapeOp>(def);
+    if (!expand && !collapse)
+      break;
+    // Groups: for an expand, groups of result dims per source dim; for a
+    // collapse, groups of source dims per result dim.
+    SmallVector<ReassociationIndices> groups =
+        expand ? expand.getReassociationIndices()
+               : collapse.getReassociationIndices();
+    ArrayRef<int64_t> wide = expand ? expand.getResultType().getShape()
+                                    : collapse.getSrcType().getShape();
+    auto nonUnit = [&](const ReassociationIndices &g) {
+      int64_t found = -1;
+      for (int64_t d : g)
+        if (wide[d] != 1) {
+          if (found >= 0)
+            return int64_t(-2);
+          found = d;
+        }
+      return found;
+    };
+    SmallVector<Value> next;
+    if (expand) {
+      // One source index per group: the index of its non-unit dim.
+      for (const ReassociationIndices &g : groups) {
+        int64_t d = nonUnit(g);
+        next.push_back(d >= 0 ? indices[d] : Value());
+      }
+      m = expand.getSrc();
+    } else {
+      next.assign(collapse.getSrcType().getRank(), Value());
+      for (auto [r, g] : llvm::enumerate(groups)) {
+        int64_t d = nonUnit(g);
+        if (d >= 0)
+          next[d] = indices[r];
+      }
+      m = collapse.getSrc();
+    }
+    indices = std::move(next);
+  }
+  access.base = m;
+  access.indices = std::move(indices);
+  return true;
+}
+
