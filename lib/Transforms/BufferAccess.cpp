@@ -2,6 +2,7 @@
 
 #include "BufferAccess.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -28,8 +29,15 @@ bool distopt::resolveAccess(Value memref, ValueRange operandIndices,
     }
     auto expand = dyn_cast<memref::ExpandShapeOp>(def);
     auto collapse = dyn_cast<memref::CollapseShapeOp>(def);
-    if (!expand && !collapse)
-      break;
+    if (!expand && !collapse) {
+      // A buffer of its own: an allocation, a global, or (after the memory
+      // plan) one buffer's view of the arena. Any other way of making a
+      // memref may alias something else.
+      if (isa<memref::AllocOp, memref::AllocaOp, memref::GetGlobalOp,
+              memref::ViewOp>(def))
+        break;
+      return false;
+    }
     // Groups: for an expand, groups of result dims per source dim; for a
     // collapse, groups of source dims per result dim.
     SmallVector<ReassociationIndices> groups =
@@ -65,6 +73,13 @@ bool distopt::resolveAccess(Value memref, ValueRange operandIndices,
       m = collapse.getSrc();
     }
     indices = std::move(next);
+  }
+  // A block argument is a buffer of its own only as an argument of the
+  // function (inputs, weights, outputs); a loop-carried memref may be any.
+  if (auto arg = dyn_cast<BlockArgument>(m)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (!isa_and_nonnull<func::FuncOp>(owner) || !arg.getOwner()->isEntryBlock())
+      return false;
   }
   access.base = m;
   access.indices = std::move(indices);

@@ -30,10 +30,12 @@ struct Access {
   bool write = false;
 };
 
-/// Follows a memref through views that keep index values: casts, subviews
-/// at offset 0 with unit strides, and reshapes whose reassociation groups
-/// have at most one non-unit dimension. False for other views (whose
-/// elements this cannot place).
+/// Follows a memref through views that keep index values -- casts,
+/// subviews at offset 0 with unit strides, and reshapes whose reassociation
+/// groups have at most one non-unit dimension -- down to a buffer of its
+/// own: a function argument, an allocation, a global, or one buffer's view
+/// of the memory plan's arena. False for anything else (other views, whose
+/// elements this cannot place, or memrefs of unknown origin).
 bool resolveAccess(mlir::Value memref, mlir::ValueRange indices,
                    Access &access);
 
