@@ -173,6 +173,25 @@ def PrivatizeFillsPass : Pass<"distopt-privatize-fills", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect"];
 }
 
+def CopiesToLinalgPass : Pass<"distopt-copies-to-linalg", "mlir::func::FuncOp"> {
+  let summary = "Turn memref.copy into linalg.copy, so copies become parallel loops";
+  let description = [{
+    Bufferization writes a padded tensor (convolution inputs) as a fill of
+    the padded buffer and a `memref.copy` of the input into its interior.
+    A `memref.copy` into a strided view is a call to the runtime's
+    element-by-element `memrefCopy`, on one thread. As a `linalg.copy` it is
+    a loop nest like any other: parallel, vectorised, and open to loop
+    fusion.
+
+    ```mlir
+    memref.copy %x, %interior : memref<8x3x32x32xf32> to memref<8x3x32x32xf32, strided<[3468, 1156, 34, 1], offset: 35>>
+    // becomes
+    linalg.copy ins(%x : memref<8x3x32x32xf32>) outs(%interior : memref<8x3x32x32xf32, strided<...>>)
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
 def FuseParallelLoopsPass : Pass<"distopt-fuse-parallel-loops", "mlir::func::FuncOp"> {
   let summary = "Fuse sibling scf.parallel loops over the rows they share";
   let description = [{

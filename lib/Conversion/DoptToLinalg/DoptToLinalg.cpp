@@ -846,24 +846,39 @@ struct BatchNormPattern : DoptPattern<dopt::BatchNormOp> {
     // [C, 1, ..., 1] so right-aligned broadcasting applies.
     SmallVector<int64_t> paramShape = {rt.getDimSize(1)};
     paramShape.append(rt.getRank() - 2, 1);
-    SmallVector<Value> ins = {adaptor.getInput()};
-    for (Value p : {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
-                    adaptor.getVar()})
-      ins.push_back(reshapeTo(rewriter, loc, p, paramShape));
+    // Per channel, once: s = gamma / sqrt(var + eps), t = beta - mean * s.
+    // Per element: y = x * s + t (a square root and a division per
+    // channel instead of per element).
+    int64_t channels = rt.getDimSize(1);
+    Type wide = isLowPrecisionFloat(elt) ? rewriter.getF32Type() : elt;
+    Value scale = elementwise(
+        rewriter, loc, {channels}, wide, {adaptor.getScale(), adaptor.getVar()},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value v = widen(b, l, a[1]);
+          Value root = math::SqrtOp::create(
+              b, l,
+              arith::AddFOp::create(b, l, v,
+                                    scalarConstant(b, l, v.getType(), eps)));
+          return arith::DivFOp::create(b, l, widen(b, l, a[0]), root)
+              .getResult();
+        });
+    Value shift = elementwise(
+        rewriter, loc, {channels}, wide,
+        {adaptor.getBias(), adaptor.getMean(), scale},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          return arith::SubFOp::create(
+                     b, l, widen(b, l, a[0]),
+                     arith::MulFOp::create(b, l, widen(b, l, a[1]), a[2]))
+              .getResult();
+        });
     Value r = elementwise(
-        rewriter, loc, rt.getShape(), elt, ins,
+        rewriter, loc, rt.getShape(), elt,
+        {adaptor.getInput(), reshapeTo(rewriter, loc, scale, paramShape),
+         reshapeTo(rewriter, loc, shift, paramShape)},
         [&](OpBuilder &b, Location l, ValueRange a) {
           Value x = widen(b, l, a[0]);
-          Type t = x.getType();
-          Value inv = math::SqrtOp::create(
-              b, l,
-              arith::AddFOp::create(b, l, widen(b, l, a[4]),
-                                    scalarConstant(b, l, t, eps)));
-          Value y = arith::DivFOp::create(
-              b, l, arith::SubFOp::create(b, l, x, widen(b, l, a[3])), inv);
-          y = arith::AddFOp::create(
-              b, l, arith::MulFOp::create(b, l, y, widen(b, l, a[1])),
-              widen(b, l, a[2]));
+          Value y = arith::AddFOp::create(
+              b, l, arith::MulFOp::create(b, l, x, a[1]), a[2]);
           return narrow(b, l, y, elt);
         });
     rewriter.replaceOp(op, r);

@@ -161,7 +161,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
           "distopt-linalg-to-blas,"
-          "func.func(convert-linalg-to-parallel-loops,"
+          "func.func(distopt-copies-to-linalg,convert-linalg-to-parallel-loops,"
           "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-buffers),"
           "ownership-based-buffer-deallocation,"
           "canonicalize,buffer-deallocation-simplification,"

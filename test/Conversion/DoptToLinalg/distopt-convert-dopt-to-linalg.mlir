@@ -248,3 +248,26 @@ func.func @div_by_constant(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf3
   %1 = dopt.div %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Inference batch norm: per channel s = gamma / sqrt(var + eps) and
+// t = beta - mean * s, once; per element x * s + t (f16 computed in f32,
+// rounded once).
+// CHECK-LABEL: func.func @batch_norm
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<3xf32>)
+// CHECK: math.sqrt
+// CHECK: arith.divf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<3xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.subf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3x8x8xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: linalg.yield
+// CHECK: arith.truncf
+func.func @batch_norm(%x: tensor<4x3x8x8xf16>, %s: tensor<3xf16>, %b: tensor<3xf16>, %m: tensor<3xf16>, %v: tensor<3xf16>) -> tensor<4x3x8x8xf16> {
+  %0 = dopt.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-5 : f32} : (tensor<4x3x8x8xf16>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>) -> tensor<4x3x8x8xf16>
+  return %0 : tensor<4x3x8x8xf16>
+}
