@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 
@@ -86,3 +87,21 @@ bool distopt::resolveAccess(Value memref, ValueRange operandIndices,
   return true;
 }
 
+
+bool distopt::hasOpaqueMemoryEffects(Operation *op) {
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return false;
+  // An op that states effects of its own (a linalg op on buffers) touches
+  // memory the walk does not see, whatever its region holds.
+  if (auto iface = dyn_cast<MemoryEffectOpInterface>(op)) {
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    iface.getEffects(effects);
+    if (!effects.empty())
+      return true;
+  }
+  // Loops and ifs: their effects are those of the ops inside, which the
+  // walk visits.
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+    return false;
+  return !isMemoryEffectFree(op);
+}

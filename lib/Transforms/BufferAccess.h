@@ -14,6 +14,7 @@
 #ifndef DISTOPT_LIB_TRANSFORMS_BUFFERACCESS_H
 #define DISTOPT_LIB_TRANSFORMS_BUFFERACCESS_H
 
+#include "mlir/IR/Operation.h"
 #include "mlir/IR/TypeRange.h"
 #include "mlir/IR/Value.h"
 #include "mlir/IR/ValueRange.h"
@@ -38,6 +39,12 @@ struct Access {
 /// elements this cannot place, or memrefs of unknown origin).
 bool resolveAccess(mlir::Value memref, mlir::ValueRange indices,
                    Access &access);
+
+/// Whether `op` may touch memory in a way a walk over loads and stores does
+/// not see: anything but loads, stores, effect-free ops, and ops whose
+/// effects are those of the ops they hold (scf loops and ifs, visited by
+/// the walk). A linalg op on buffers, a call or a memref.copy counts.
+bool hasOpaqueMemoryEffects(mlir::Operation *op);
 
 } // namespace distopt
 

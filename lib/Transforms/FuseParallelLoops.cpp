@@ -42,7 +42,7 @@ bool collectAccesses(scf::ParallelOp loop, SmallVectorImpl<Access> &out) {
       a.write = true;
       ok &= resolveAccess(store.getMemRef(), store.getIndices(), a);
     } else {
-      if (op->getNumRegions() == 0 && !isMemoryEffectFree(op))
+      if (distopt::hasOpaqueMemoryEffects(op))
         ok = false;
       return;
     }

@@ -36,8 +36,7 @@ SmallVector<Accumulator> findAccumulators(scf::ForOp loop) {
   body->walk([&](Operation *op) {
     if (auto store = dyn_cast<memref::StoreOp>(op))
       stores.push_back(store);
-    else if (!isa<memref::LoadOp>(op) && op->getNumRegions() == 0 &&
-             !isMemoryEffectFree(op))
+    else if (distopt::hasOpaqueMemoryEffects(op))
       unknownEffects = true;
   });
   if (unknownEffects || stores.empty())
@@ -137,8 +136,7 @@ void hoistInvariantLoads(scf::ForOp loop) {
       if (!distopt::resolveAccess(store.getMemRef(), store.getIndices(), a))
         unknownEffects = true;
       written.push_back(a.base);
-    } else if (!isa<memref::LoadOp>(op) && op->getNumRegions() == 0 &&
-               !isMemoryEffectFree(op)) {
+    } else if (distopt::hasOpaqueMemoryEffects(op)) {
       unknownEffects = true;
     }
   });

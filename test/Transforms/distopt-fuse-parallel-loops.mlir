@@ -1,4 +1,5 @@
 // RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(convert-linalg-to-parallel-loops,distopt-fuse-parallel-loops))' | FileCheck %s
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-fuse-parallel-loops))' | FileCheck %s --check-prefix=OPAQUE
 
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #row3 = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -98,5 +99,57 @@ func.func @alloc_between(%x: memref<8x8xf32>, %y: memref<8x8xf32>) {
   linalg.fill ins(%one : f32) outs(%y : memref<8x8xf32>)
   %t = memref.alloc() : memref<8x8xf32>
   linalg.copy ins(%x : memref<8x8xf32>) outs(%t : memref<8x8xf32>)
+  return
+}
+
+// A linalg op on buffers inside a loop touches memory through its region:
+// its effects count (here: rows filled by one loop, columns read by the
+// next), and the loops stay apart.
+// OPAQUE-LABEL: func.func @opaque_writer
+// OPAQUE: scf.parallel
+// OPAQUE: linalg.fill
+// OPAQUE: scf.reduce
+// OPAQUE: scf.parallel
+func.func @opaque_writer(%x: memref<4x4xf32>, %y: memref<4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    %row = memref.subview %x[%i, 0] [1, 4] [1, 1] : memref<4x4xf32> to memref<1x4xf32, strided<[4, 1], offset: ?>>
+    linalg.fill ins(%one : f32) outs(%row : memref<1x4xf32, strided<[4, 1], offset: ?>>)
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    scf.for %j = %c0 to %c4 step %c1 {
+      %v = memref.load %x[%j, %i] : memref<4x4xf32>
+      memref.store %v, %y[%i, %j] : memref<4x4xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// A memref of another origin (reinterpret_cast: the same memory with other
+// strides) is not taken for a buffer of its own: no fusion.
+// CHECK-LABEL: func.func @reinterpreted
+// CHECK: scf.parallel
+// CHECK: scf.reduce
+// CHECK: scf.parallel
+func.func @reinterpreted(%x: memref<4x4xf32>, %y: memref<4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %one = arith.constant 1.0 : f32
+  %t = memref.reinterpret_cast %x to offset: [0], sizes: [4, 4], strides: [1, 4] : memref<4x4xf32> to memref<4x4xf32, strided<[1, 4]>>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c4) step (%c1, %c1) {
+    memref.store %one, %x[%i, %j] : memref<4x4xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c4) step (%c1, %c1) {
+    %v = memref.load %t[%i, %j] : memref<4x4xf32, strided<[1, 4]>>
+    memref.store %v, %y[%i, %j] : memref<4x4xf32>
+    scf.reduce
+  }
   return
 }

@@ -113,3 +113,22 @@ func.func @invariant_loads(%in: memref<64x128xf32>, %scale: memref<64xf32>, %out
   }
   return
 }
+
+// A loop that rewrites a buffer through a linalg op keeps its loads of it.
+// CHECK-LABEL: func.func @opaque_writer
+// CHECK: scf.for
+// CHECK-NEXT: memref.load %arg0[%c0]
+// CHECK: linalg.fill
+func.func @opaque_writer(%b: memref<4xf32>, %out: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %k = %c0 to %c8 step %c1 {
+    %v = memref.load %b[%c0] : memref<4xf32>
+    memref.store %v, %out[%k] : memref<8xf32>
+    %i = arith.index_cast %k : index to i32
+    %f = arith.sitofp %i : i32 to f32
+    linalg.fill ins(%f : f32) outs(%b : memref<4xf32>)
+  }
+  return
+}
