@@ -19,12 +19,15 @@ bool distopt::resolveAccess(Value memref, ValueRange operandIndices,
       continue;
     }
     if (auto sub = dyn_cast<memref::SubViewOp>(def)) {
-      auto isZero = [](OpFoldResult f) { return isConstantIntValue(f, 0); };
-      auto isOne = [](OpFoldResult f) { return isConstantIntValue(f, 1); };
-      if (sub.getSourceType().getRank() != sub.getType().getRank() ||
-          !llvm::all_of(sub.getMixedOffsets(), isZero) ||
-          !llvm::all_of(sub.getMixedStrides(), isOne))
+      // Same rank: dimension p of the view is dimension p of the source,
+      // at offset_p + stride_p * index. The index value carries over where
+      // the offset is 0 and the stride 1; elsewhere it is unknown.
+      if (sub.getSourceType().getRank() != sub.getType().getRank())
         return false;
+      for (auto [p, off, st] : llvm::enumerate(sub.getMixedOffsets(),
+                                               sub.getMixedStrides()))
+        if (!isConstantIntValue(off, 0) || !isConstantIntValue(st, 1))
+          indices[p] = Value();
       m = sub.getSource();
       continue;
     }

@@ -31,9 +31,10 @@ struct Access {
   bool write = false;
 };
 
-/// Follows a memref through views that keep index values -- casts,
-/// subviews at offset 0 with unit strides, and reshapes whose reassociation
-/// groups have at most one non-unit dimension -- down to a buffer of its
+/// Follows a memref through views -- casts, subviews of the same rank (an
+/// index value carries over in the dimensions with offset 0 and stride 1,
+/// and is unknown in the others), and reshapes whose reassociation groups
+/// have at most one non-unit dimension -- down to a buffer of its
 /// own: a function argument, an allocation, a global, or one buffer's view
 /// of the memory plan's arena. False for anything else (other views, whose
 /// elements this cannot place, or memrefs of unknown origin).

@@ -153,3 +153,38 @@ func.func @reinterpreted(%x: memref<4x4xf32>, %y: memref<4x4xf32>) {
   }
   return
 }
+
+// A subview keeps the index of every dimension it does not shift or
+// stride: filling a padded buffer and copying into its interior (offset 1
+// in the spatial dimensions) fuse over (n, c).
+// CHECK-LABEL: func.func @pad_interior
+// CHECK: scf.parallel (%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) = (%{{.*}}, %{{.*}}) to (%c2, %c3)
+// CHECK: scf.parallel (%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) = (%{{.*}}, %{{.*}}) to (%c6, %c6)
+// CHECK: scf.parallel (%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) = (%{{.*}}, %{{.*}}) to (%c4, %c4)
+// CHECK: scf.reduce
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.reduce
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @pad_interior(%x: memref<2x3x4x4xf32>, %padded: memref<2x3x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%padded : memref<2x3x6x6xf32>)
+  %interior = memref.subview %padded[0, 0, 1, 1] [2, 3, 4, 4] [1, 1, 1, 1] : memref<2x3x6x6xf32> to memref<2x3x4x4xf32, strided<[108, 36, 6, 1], offset: 7>>
+  linalg.copy ins(%x : memref<2x3x4x4xf32>) outs(%interior : memref<2x3x4x4xf32, strided<[108, 36, 6, 1], offset: 7>>)
+  return
+}
+
+// A subview shifted along the fused dimension (row i+1 read by iteration i
+// of a loop with the same bounds) does not fuse.
+// CHECK-LABEL: func.func @shifted_rows
+// CHECK: scf.parallel
+// CHECK: scf.reduce
+// CHECK: scf.parallel
+func.func @shifted_rows(%x: memref<9x8xf32>, %y: memref<8x8xf32>) {
+  %one = arith.constant 1.0 : f32
+  %head = memref.subview %x[0, 0] [8, 8] [1, 1] : memref<9x8xf32> to memref<8x8xf32, strided<[8, 1]>>
+  linalg.fill ins(%one : f32) outs(%head : memref<8x8xf32, strided<[8, 1]>>)
+  %next = memref.subview %x[1, 0] [8, 8] [1, 1] : memref<9x8xf32> to memref<8x8xf32, strided<[8, 1], offset: 8>>
+  linalg.copy ins(%next : memref<8x8xf32, strided<[8, 1], offset: 8>>) outs(%y : memref<8x8xf32>)
+  return
+}

@@ -203,9 +203,9 @@ def FuseParallelLoopsPass : Pass<"distopt-fuse-parallel-loops", "mlir::func::Fun
     buffer one loop writes and the other touches is indexed, in both, by
     each fused induction variable at the same position, so iteration i of
     the second loop only touches what iteration i of the first wrote or
-    read. Views are followed through casts, zero-offset subviews and
-    reshapes that only add or drop unit dimensions. Distinct buffers never
-    overlap. The unfused dimensions become a nested `scf.parallel`.
+    read. Views are followed through casts, subviews (an index carries over
+    in dimensions at offset 0 with stride 1) and reshapes that only add or
+    drop unit dimensions. Distinct buffers never overlap. The unfused dimensions become a nested `scf.parallel`.
 
     Softmax (max, exp, sum, divide) and layer norm then make one pass over
     each row instead of four or five over the whole tensor.

@@ -1398,6 +1398,10 @@ SmallVector<int64_t> ceilExtra(RankedTensorType in, RankedTensorType out,
   return extra;
 }
 
+/// Pooling windows up to this many positions are unrolled into the inputs
+/// of one elementwise op.
+constexpr int64_t kMaxUnrolledWindow = 9;
+
 struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -1425,6 +1429,51 @@ struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
             : lowestValue(rewriter, loc, elt, isUnsignedElt(orig));
     Value x = padSpatial(rewriter, loc, adaptor.getInput(),
                          pads.take_front(2), hi, lowest);
+    // Small float windows (2x2, 3x3): one elementwise op over the output
+    // that reads every window position as its own input -- the strided view
+    // x[n, c, oh*s + i*d, ow*s + j*d] for each (i, j) -- and takes their
+    // maximum: no reduction loops and no fill of the output.
+    if (isa<FloatType>(elt) && kernel[0] * kernel[1] <= kMaxUnrolledWindow) {
+      MLIRContext *ctx = rewriter.getContext();
+      ArrayRef<int64_t> s = op.getStrides(), d = op.getDilations();
+      // Window position (i, j) of every output: a strided slice of the
+      // padded input, [n, c, i*d0 : ... : s0, j*d1 : ... : s1] (a view,
+      // not a copy).
+      SmallVector<Value> ins;
+      auto sliceType = RankedTensorType::get(rt.getShape(), elt);
+      auto idx = [&](int64_t v) -> OpFoldResult {
+        return rewriter.getIndexAttr(v);
+      };
+      for (int64_t i = 0; i < kernel[0]; ++i)
+        for (int64_t j = 0; j < kernel[1]; ++j)
+          ins.push_back(tensor::ExtractSliceOp::create(
+              rewriter, loc, sliceType, x,
+              ArrayRef<OpFoldResult>{idx(0), idx(0), idx(i * d[0]),
+                                     idx(j * d[1])},
+              ArrayRef<OpFoldResult>{idx(rt.getDimSize(0)),
+                                     idx(rt.getDimSize(1)),
+                                     idx(rt.getDimSize(2)),
+                                     idx(rt.getDimSize(3))},
+              ArrayRef<OpFoldResult>{idx(1), idx(1), idx(s[0]), idx(s[1])}));
+      SmallVector<AffineMap> maps(ins.size() + 1,
+                                  AffineMap::getMultiDimIdentityMap(4, ctx));
+      Value init = emptyTensor(rewriter, loc, rt.getShape(), elt);
+      Value out =
+          linalg::GenericOp::create(
+              rewriter, loc, TypeRange{init.getType()}, ins, ValueRange{init},
+              maps,
+              SmallVector<utils::IteratorType>(4,
+                                               utils::IteratorType::parallel),
+              [&](OpBuilder &b, Location l, ValueRange a) {
+                Value m = a[0];
+                for (Value v : a.drop_front().drop_back())
+                  m = arith::MaximumFOp::create(b, l, m, v);
+                linalg::YieldOp::create(b, l, m);
+              })
+              .getResult(0);
+      rewriter.replaceOp(op, out);
+      return success();
+    }
     Value window = emptyTensor(rewriter, loc, kernel, elt);
     Value acc = filled(rewriter, loc, rt.getShape(), lowest);
     auto strides = i64Vector(rewriter, op.getStrides());

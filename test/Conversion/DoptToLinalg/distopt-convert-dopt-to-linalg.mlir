@@ -271,3 +271,29 @@ func.func @batch_norm(%x: tensor<4x3x8x8xf16>, %s: tensor<3xf16>, %b: tensor<3xf
   %0 = dopt.batch_norm %x, %s, %b, %m, %v {epsilon = 1.0e-5 : f32} : (tensor<4x3x8x8xf16>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>) -> tensor<4x3x8x8xf16>
   return %0 : tensor<4x3x8x8xf16>
 }
+
+// -----
+
+// A small float max-pooling window is unrolled: one all-parallel generic
+// over the output reads each of the 2x2 window positions as its own input
+// (a strided slice of the input) and takes their maximum; no reduction
+// loops, no fill. Stride 1 (the slices overlap) works the same way.
+// CHECK-LABEL: func.func @max_pool_2x2
+// CHECK-NOT: linalg.fill
+// CHECK: tensor.extract_slice %arg0[0, 0, 0, 0] [2, 3, 4, 4] [1, 1, 2, 2]
+// CHECK: tensor.extract_slice %arg0[0, 0, 0, 1] [2, 3, 4, 4] [1, 1, 2, 2]
+// CHECK: tensor.extract_slice %arg0[0, 0, 1, 0] [2, 3, 4, 4] [1, 1, 2, 2]
+// CHECK: tensor.extract_slice %arg0[0, 0, 1, 1] [2, 3, 4, 4] [1, 1, 2, 2]
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]
+// CHECK-COUNT-3: arith.maximumf
+// CHECK-NOT: arith.maximumf
+// CHECK-LABEL: func.func @max_pool_stride1
+// CHECK: tensor.extract_slice %arg0[0, 0, 1, 1] [1, 1, 7, 7] [1, 1, 1, 1]
+func.func @max_pool_2x2(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {
+  %0 = dopt.max_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return %0 : tensor<2x3x4x4xf32>
+}
+func.func @max_pool_stride1(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x7x7xf32> {
+  %0 = dopt.max_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x7x7xf32>
+  return %0 : tensor<1x1x7x7xf32>
+}
