@@ -1402,6 +1402,32 @@ SmallVector<int64_t> ceilExtra(RankedTensorType in, RankedTensorType out,
 /// of one elementwise op.
 constexpr int64_t kMaxUnrolledWindow = 9;
 
+/// For each window position (i, j), row-major: the strided slice of the
+/// (padded) NCHW input `x` that position reads for every output,
+/// x[n, c, i*d0 : ... : s0, j*d1 : ... : s1] of shape `outShape` (a view,
+/// not a copy).
+SmallVector<Value> windowSlices(OpBuilder &b, Location loc, Value x,
+                                ArrayRef<int64_t> outShape,
+                                ArrayRef<int64_t> kernel,
+                                ArrayRef<int64_t> strides,
+                                ArrayRef<int64_t> dilations) {
+  auto sliceType =
+      RankedTensorType::get(outShape, tensorTypeOf(x).getElementType());
+  auto idx = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  SmallVector<Value> slices;
+  for (int64_t i = 0; i < kernel[0]; ++i)
+    for (int64_t j = 0; j < kernel[1]; ++j)
+      slices.push_back(tensor::ExtractSliceOp::create(
+          b, loc, sliceType, x,
+          ArrayRef<OpFoldResult>{idx(0), idx(0), idx(i * dilations[0]),
+                                 idx(j * dilations[1])},
+          ArrayRef<OpFoldResult>{idx(outShape[0]), idx(outShape[1]),
+                                 idx(outShape[2]), idx(outShape[3])},
+          ArrayRef<OpFoldResult>{idx(1), idx(1), idx(strides[0]),
+                                 idx(strides[1])}));
+  return slices;
+}
+
 struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -1436,25 +1462,8 @@ struct MaxPoolPattern : DoptPattern<dopt::MaxPoolOp> {
     if (isa<FloatType>(elt) && kernel[0] * kernel[1] <= kMaxUnrolledWindow) {
       MLIRContext *ctx = rewriter.getContext();
       ArrayRef<int64_t> s = op.getStrides(), d = op.getDilations();
-      // Window position (i, j) of every output: a strided slice of the
-      // padded input, [n, c, i*d0 : ... : s0, j*d1 : ... : s1] (a view,
-      // not a copy).
-      SmallVector<Value> ins;
-      auto sliceType = RankedTensorType::get(rt.getShape(), elt);
-      auto idx = [&](int64_t v) -> OpFoldResult {
-        return rewriter.getIndexAttr(v);
-      };
-      for (int64_t i = 0; i < kernel[0]; ++i)
-        for (int64_t j = 0; j < kernel[1]; ++j)
-          ins.push_back(tensor::ExtractSliceOp::create(
-              rewriter, loc, sliceType, x,
-              ArrayRef<OpFoldResult>{idx(0), idx(0), idx(i * d[0]),
-                                     idx(j * d[1])},
-              ArrayRef<OpFoldResult>{idx(rt.getDimSize(0)),
-                                     idx(rt.getDimSize(1)),
-                                     idx(rt.getDimSize(2)),
-                                     idx(rt.getDimSize(3))},
-              ArrayRef<OpFoldResult>{idx(1), idx(1), idx(s[0]), idx(s[1])}));
+      SmallVector<Value> ins =
+          windowSlices(rewriter, loc, x, rt.getShape(), kernel, s, d);
       SmallVector<AffineMap> maps(ins.size() + 1,
                                   AffineMap::getMultiDimIdentityMap(4, ctx));
       Value init = emptyTensor(rewriter, loc, rt.getShape(), elt);
@@ -1531,14 +1540,28 @@ struct AvgPoolPattern : DoptPattern<dopt::AvgPoolOp> {
     SmallVector<int64_t> hi = {pads[2] + extra[0], pads[3] + extra[1]};
     Value x = padSpatial(rewriter, loc, adaptor.getInput(), pads.take_front(2),
                          hi, scalarConstant(rewriter, loc, elt, 0.0));
-    Value window = emptyTensor(rewriter, loc, kernel, elt);
-    Value acc = filled(rewriter, loc, rt.getShape(),
-                       scalarConstant(rewriter, loc, elt, 0.0));
-    Value sum = linalg::PoolingNchwSumOp::create(
-                    rewriter, loc, TypeRange{acc.getType()},
-                    ValueRange{x, window}, ValueRange{acc},
-                    i64Vector(rewriter, strides), i64Vector(rewriter, ones))
-                    .getResult(0);
+    Value sum;
+    if (isa<FloatType>(elt) && kernel[0] * kernel[1] <= kMaxUnrolledWindow) {
+      // Small windows: one elementwise sum of the window's strided slices.
+      SmallVector<Value> slices = windowSlices(rewriter, loc, x, rt.getShape(),
+                                               kernel, strides, ones);
+      sum = elementwise(rewriter, loc, rt.getShape(), elt, slices,
+                        [&](OpBuilder &b, Location l, ValueRange a) {
+                          Value v = a[0];
+                          for (Value w : a.drop_front())
+                            v = arith::AddFOp::create(b, l, v, w);
+                          return v;
+                        });
+    } else {
+      Value window = emptyTensor(rewriter, loc, kernel, elt);
+      Value acc = filled(rewriter, loc, rt.getShape(),
+                         scalarConstant(rewriter, loc, elt, 0.0));
+      sum = linalg::PoolingNchwSumOp::create(
+                rewriter, loc, TypeRange{acc.getType()}, ValueRange{x, window},
+                ValueRange{acc}, i64Vector(rewriter, strides),
+                i64Vector(rewriter, ones))
+                .getResult(0);
+    }
     // Divisors are known at compile time: the window's overlap with the
     // input (count_include_pad: with the input plus its explicit pads; the
     // ceil_mode overhang never counts).

@@ -297,3 +297,18 @@ func.func @max_pool_stride1(%x: tensor<1x1x8x8xf32>) -> tensor<1x1x7x7xf32> {
   %0 = dopt.max_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x7x7xf32>
   return %0 : tensor<1x1x7x7xf32>
 }
+
+// -----
+
+// Average pooling with a small window: an elementwise sum of the window's
+// strided slices, then the division by each window's compile-time count.
+// CHECK-LABEL: func.func @avg_pool_2x2
+// CHECK-NOT: linalg.pooling_nchw_sum
+// CHECK-COUNT-4: tensor.extract_slice %arg0
+// CHECK: linalg.generic
+// CHECK-COUNT-3: arith.addf
+// CHECK: arith.divf
+func.func @avg_pool_2x2(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {
+  %0 = dopt.avg_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return %0 : tensor<2x3x4x4xf32>
+}
