@@ -1194,6 +1194,24 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lo,
       value);
 }
 
+/// A tensor of `shape` whose element at (d0, d1, ...) is x[read(d0, d1, ...)]
+/// (im2col).
+Value gather(OpBuilder &b, Location loc, Value x, AffineMap read,
+             ArrayRef<int64_t> shape) {
+  Value init = emptyTensor(b, loc, shape, tensorTypeOf(x).getElementType());
+  SmallVector<AffineMap> maps = {
+      read, AffineMap::getMultiDimIdentityMap(shape.size(), b.getContext())};
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{x},
+             ValueRange{init}, maps,
+             SmallVector<utils::IteratorType>(shape.size(),
+                                              utils::IteratorType::parallel),
+             [](OpBuilder &nb, Location l, ValueRange a) {
+               linalg::YieldOp::create(nb, l, a[0]);
+             })
+      .getResult(0);
+}
+
 /// A batch_matmul whose A operand (2-D, [M, K]) is shared by every batch
 /// item: C[b] += A @ B[b]. LinalgToBlas hands it to BLAS with A broadcast.
 Value sharedLhsBatchMatmul(OpBuilder &b, Location loc, Value a, Value bm,
@@ -1251,23 +1269,13 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     Value y;
     if (g <= kMaxGroupsPerGemm) {
       // im2col: loops (n, g, c, i, j, oh, ow).
-      SmallVector<AffineMap> colMaps = {
+      Value col = gather(
+          rewriter, loc, x,
           AffineMap::get(7, 0,
                          {d(0), d(1) * cg + d(2), d(5) * st[0] + d(3) * dl[0],
                           d(6) * st[1] + d(4) * dl[1]},
                          ctx),
-          AffineMap::getMultiDimIdentityMap(7, ctx)};
-      Value colInit =
-          emptyTensor(rewriter, loc, {n, g, cg, kh, kw, ho, wo}, elt);
-      Value col = linalg::GenericOp::create(
-                      rewriter, loc, TypeRange{colInit.getType()},
-                      ValueRange{x}, ValueRange{colInit}, colMaps,
-                      SmallVector<utils::IteratorType>(
-                          7, utils::IteratorType::parallel),
-                      [](OpBuilder &b, Location l, ValueRange a) {
-                        linalg::YieldOp::create(b, l, a[0]);
-                      })
-                      .getResult(0);
+          {n, g, cg, kh, kw, ho, wo});
       int64_t k = cg * kh * kw, p = ho * wo;
       Value col4 = reshapeTo(rewriter, loc, col, {n, g, k, p});
       Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
@@ -1276,17 +1284,22 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       Value acc = emptyTensor(rewriter, loc, {n, g, mg, p}, elt);
       Value zeroElt = scalarConstant(rewriter, loc, elt, 0.0);
       auto one = rewriter.getIndexAttr(1), zero = rewriter.getIndexAttr(0);
+      SmallVector<OpFoldResult> unitStrides(4, one);
       for (int64_t gi = 0; gi < g; ++gi) {
+        // Group gi of a [n, g, rows, cols] tensor: [:, gi] as [n, rows, cols].
+        SmallVector<OpFoldResult> groupOffsets = {
+            zero, rewriter.getIndexAttr(gi), zero, zero};
+        auto groupSizes = [&](int64_t rows, int64_t cols) {
+          return SmallVector<OpFoldResult>{rewriter.getIndexAttr(n), one,
+                                           rewriter.getIndexAttr(rows),
+                                           rewriter.getIndexAttr(cols)};
+        };
         auto groupOf = [&](Value v, int64_t rows, int64_t cols) {
           auto t = RankedTensorType::get({n, rows, cols}, elt);
-          return tensor::ExtractSliceOp::create(
-              rewriter, loc, t, v,
-              ArrayRef<OpFoldResult>{zero, rewriter.getIndexAttr(gi), zero,
-                                     zero},
-              ArrayRef<OpFoldResult>{rewriter.getIndexAttr(n), one,
-                                     rewriter.getIndexAttr(rows),
-                                     rewriter.getIndexAttr(cols)},
-              ArrayRef<OpFoldResult>{one, one, one, one});
+          return tensor::ExtractSliceOp::create(rewriter, loc, t, v,
+                                                groupOffsets,
+                                                groupSizes(rows, cols),
+                                                unitStrides);
         };
         Value wg = tensor::ExtractSliceOp::create(
             rewriter, loc, RankedTensorType::get({mg, k}, elt), w3,
@@ -1299,14 +1312,9 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
                             .getResult(0);
         Value mm = sharedLhsBatchMatmul(rewriter, loc, wg, groupOf(col4, k, p),
                                         zeroAcc);
-        acc = tensor::InsertSliceOp::create(
-            rewriter, loc, mm, acc,
-            ArrayRef<OpFoldResult>{zero, rewriter.getIndexAttr(gi), zero,
-                                   zero},
-            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(n), one,
-                                   rewriter.getIndexAttr(mg),
-                                   rewriter.getIndexAttr(p)},
-            ArrayRef<OpFoldResult>{one, one, one, one});
+        acc = tensor::InsertSliceOp::create(rewriter, loc, mm, acc,
+                                            groupOffsets, groupSizes(mg, p),
+                                            unitStrides);
       }
       y = reshapeTo(rewriter, loc, acc, {n, m, ho, wo});
       if (Value bias = adaptor.getBias()) {
@@ -1321,22 +1329,13 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       return success();
     }
     // Many groups: im2col with loops (g, n, oh, ow, c, i, j).
-    SmallVector<AffineMap> colMaps = {
+    Value col = gather(
+        rewriter, loc, x,
         AffineMap::get(7, 0,
                        {d(1), d(0) * cg + d(4), d(2) * st[0] + d(5) * dl[0],
                         d(3) * st[1] + d(6) * dl[1]},
                        ctx),
-        AffineMap::getMultiDimIdentityMap(7, ctx)};
-    SmallVector<utils::IteratorType> colIters(7,
-                                              utils::IteratorType::parallel);
-    Value colInit = emptyTensor(rewriter, loc, {g, n, ho, wo, cg, kh, kw}, elt);
-    Value col = linalg::GenericOp::create(
-                    rewriter, loc, TypeRange{colInit.getType()},
-                    ValueRange{x}, ValueRange{colInit}, colMaps, colIters,
-                    [](OpBuilder &b, Location l, ValueRange a) {
-                      linalg::YieldOp::create(b, l, a[0]);
-                    })
-                    .getResult(0);
+        {g, n, ho, wo, cg, kh, kw});
     int64_t rows = n * ho * wo, k = cg * kh * kw;
     Value col3 = reshapeTo(rewriter, loc, col, {g, rows, k});
     Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
