@@ -9,7 +9,7 @@ inputs with the same thread count, timing `session.run` N times. Prints the
 median latency of each and the ratio distopt/ORT (below 1 means distopt is
 faster), after checking that both compute the same outputs.
 
-Usage: bench/cpu_inference.py [--repeat N] [--threads T] [--build build]
+Usage: bench/cpu_inference.py [--repeat N] [--threads T] [--build build] [--only M...] [--batch-one]
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--only", nargs="*", help="subset of models")
+    ap.add_argument("--batch-one", action="store_true",
+                    help="run every model at batch 1 (latency) instead of its realistic batch")
     args = ap.parse_args()
     distopt = Path(args.build) / "bin" / "distopt"
     env = dict(os.environ, DISTOPT_NUM_THREADS=str(args.threads))
@@ -69,6 +71,13 @@ def main() -> int:
         for name, (build, dims, shapes, desc) in MODELS.items():
             if args.only and name not in args.only:
                 continue
+            if args.batch_one:
+                # The batch is the first dimension of every input.
+                dims = {k: (1 if k in ("batch", "N") else v) for k, v in dims.items()}
+                shapes = {k: (1, *shape[1:]) for k, shape in shapes.items()}
+                desc = re.sub(r"batch \d+", "batch 1", desc)
+                if "batch" not in desc:
+                    desc += ", batch 1"
             model = tmp / f"{name}.onnx"
             onnx.save(build(), str(model))
             cmd = [str(distopt), "compile", str(model), "-o", str(tmp / f"{name}.dx")]
