@@ -80,9 +80,15 @@ void ensureThreads() {
   }
 }
 
-/// Below this many multiply-adds a GEMM runs on the calling thread: a fork
-/// costs more than the second thread saves.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 18;
+/// Multiply-adds a thread must get for a fork to pay: below, a product (or
+/// a batch of them) uses fewer threads, down to the calling thread alone.
+constexpr int64_t kMinMacsPerThread = int64_t(1) << 17;
+
+/// Threads worth using for `macs` multiply-adds, at most `threads`.
+int threadsFor(int64_t macs, int threads) {
+  return static_cast<int>(
+      std::min<int64_t>(threads, std::max<int64_t>(1, macs / kMinMacsPerThread)));
+}
 
 /// Threads a parallel region started here would get (1 inside one).
 int teamSize() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
@@ -224,16 +230,15 @@ bool gemmSerial(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
   return true;
 }
 
-/// gemmSerial on `threads` threads: C is cut into row blocks (or column
-/// blocks when it has fewer rows than threads), one per thread; each block
-/// is an independent GEMM on views of the operands.
+/// gemmSerial on up to `threads` threads: C is cut into row blocks (or
+/// column blocks when C is wider than tall, so that each thread packs only
+/// its part of B), one per thread; each block is an independent GEMM on
+/// views of the operands.
 template <typename T>
 bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
                T beta, int threads) {
   int64_t m = c.rows, n = c.cols, k = a.cols;
-  int64_t macs = m * n * std::max<int64_t>(k, 1);
-  if (threads > 1 && macs / threads < kMinParallelMacs / 2)
-    threads = static_cast<int>(std::max<int64_t>(1, macs / (kMinParallelMacs / 2)));
+  threads = threadsFor(m * n * std::max<int64_t>(k, 1), threads);
   if (threads <= 1 || (m < 2 && n < 2))
     return gemmSerial(name, a, b, c, alpha, beta);
   bool byRows = m >= n;
@@ -384,8 +389,8 @@ void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
   int threads = teamSize();
   if (batch >= threads) {
     std::atomic<bool> ok{true};
-    int64_t macs = batch * m * vc.cols * std::max<int64_t>(va.cols, 1);
-    int use = macs < kMinParallelMacs ? 1 : threads;
+    int use = threadsFor(batch * m * vc.cols * std::max<int64_t>(va.cols, 1),
+                         threads);
     parallelFor(batch, use, [&](int64_t i) {
       if (ok && !item(i, 1))
         ok = false;

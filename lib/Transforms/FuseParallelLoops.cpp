@@ -10,12 +10,12 @@
 #include "distopt/Transforms/Passes.h"
 
 #include "BufferAccess.h"
+#include "LoopSplit.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Dominance.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace distopt {
@@ -93,32 +93,6 @@ bool rowLocal(scf::ParallelOp first, ArrayRef<Access> a, scf::ParallelOp second,
   return true;
 }
 
-/// `loop` as a loop over its first `dims` dimensions around a loop over the
-/// others (unchanged when it has no others).
-scf::ParallelOp splitOuter(scf::ParallelOp loop, unsigned dims) {
-  if (loop.getNumLoops() == dims)
-    return loop;
-  OpBuilder b(loop);
-  Location loc = loop.getLoc();
-  auto outer = scf::ParallelOp::create(
-      b, loc, loop.getLowerBound().take_front(dims),
-      loop.getUpperBound().take_front(dims), loop.getStep().take_front(dims));
-  b.setInsertionPoint(outer.getBody()->getTerminator());
-  auto inner = scf::ParallelOp::create(
-      b, loc, loop.getLowerBound().drop_front(dims),
-      loop.getUpperBound().drop_front(dims), loop.getStep().drop_front(dims));
-  IRMapping map;
-  for (unsigned d = 0; d < loop.getNumLoops(); ++d)
-    map.map(loop.getInductionVars()[d],
-            d < dims ? outer.getInductionVars()[d]
-                     : inner.getInductionVars()[d - dims]);
-  b.setInsertionPoint(inner.getBody()->getTerminator());
-  for (Operation &op : loop.getBody()->without_terminator())
-    b.clone(op, map);
-  loop.erase();
-  return outer;
-}
-
 struct FuseParallelLoopsPass
     : distopt::impl::FuseParallelLoopsPassBase<FuseParallelLoopsPass> {
   void runOnOperation() override {
@@ -185,8 +159,10 @@ struct FuseParallelLoopsPass
     }
     for (Operation *op : between)
       op->moveBefore(first);
-    first = splitOuter(first, dims);
-    second = splitOuter(second, dims);
+    first = distopt::splitParallelLoop(first, dims,
+                                       distopt::InnerLoops::Parallel);
+    second = distopt::splitParallelLoop(second, dims,
+                                        distopt::InnerLoops::Parallel);
     Block *into = first.getBody();
     for (unsigned d = 0; d < dims; ++d)
       second.getInductionVars()[d].replaceAllUsesWith(

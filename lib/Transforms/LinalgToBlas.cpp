@@ -159,10 +159,12 @@ struct LinalgToBlasPass
           continue;
         return nullptr;
       }
+      if (!matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+        return nullptr;
       // The fill must cover C: fill C itself, or fill all of the buffer C
       // is all of.
       Value filled = fill.getDpsInits()[0], root = rootBuffer(c);
-      if (filled == c && matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+      if (filled == c)
         return fill;
       auto fType = dyn_cast<MemRefType>(filled.getType());
       auto rType = dyn_cast<MemRefType>(root.getType());
@@ -170,8 +172,7 @@ struct LinalgToBlasPass
           !rType.hasStaticShape() || !cType.hasStaticShape() ||
           rootBuffer(filled) != root ||
           fType.getNumElements() != rType.getNumElements() ||
-          cType.getNumElements() != rType.getNumElements() ||
-          !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+          cType.getNumElements() != rType.getNumElements())
         return nullptr;
       return fill;
     }

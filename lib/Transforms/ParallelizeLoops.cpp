@@ -10,10 +10,11 @@
 
 #include "distopt/Transforms/Passes.h"
 
+#include "LoopSplit.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
-#include "mlir/IR/IRMapping.h"
 
 #include <limits>
 
@@ -94,31 +95,6 @@ bool containsLoops(scf::ParallelOp op) {
       .wasInterrupted();
 }
 
-/// Replaces `op` by an scf.parallel over its first `keep` dimensions (none
-/// when keep is 0) around scf.for loops over the others, in order.
-void serialize(scf::ParallelOp op, unsigned keep) {
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  IRMapping map;
-  if (keep > 0) {
-    auto outer = scf::ParallelOp::create(
-        b, loc, op.getLowerBound().take_front(keep),
-        op.getUpperBound().take_front(keep), op.getStep().take_front(keep));
-    for (unsigned d = 0; d < keep; ++d)
-      map.map(op.getInductionVars()[d], outer.getInductionVars()[d]);
-    b.setInsertionPoint(outer.getBody()->getTerminator());
-  }
-  for (unsigned d = keep; d < op.getNumLoops(); ++d) {
-    auto loop = scf::ForOp::create(b, loc, op.getLowerBound()[d],
-                                   op.getUpperBound()[d], op.getStep()[d]);
-    map.map(op.getInductionVars()[d], loop.getInductionVar());
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-  }
-  for (Operation &inner : op.getBody()->without_terminator())
-    b.clone(inner, map);
-  op.erase();
-}
-
 struct ParallelizeLoopsPass
     : distopt::impl::ParallelizeLoopsPassBase<ParallelizeLoopsPass> {
   using Base::Base;
@@ -135,13 +111,12 @@ struct ParallelizeLoopsPass
       if (op.getNumResults() != 0)
         continue;
       if (op->getParentOfType<scf::ParallelOp>()) {
-        serialize(op, 0);
+        distopt::splitParallelLoop(op, 0, distopt::InnerLoops::Sequential);
         continue;
       }
       SmallVector<int64_t> trips = tripCounts(op);
       unsigned keep = chooseParallelDims(op, trips);
-      if (keep < op.getNumLoops())
-        serialize(op, keep);
+      distopt::splitParallelLoop(op, keep, distopt::InnerLoops::Sequential);
     }
   }
 

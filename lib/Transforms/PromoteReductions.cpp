@@ -27,6 +27,15 @@ struct Accumulator {
   memref::StoreOp store;
 };
 
+/// Whether an access reads or writes the same element on every iteration
+/// of `loop`: its memref and indices are defined outside it.
+bool sameElementEachIteration(scf::ForOp loop, Value memref,
+                              ValueRange indices) {
+  return loop.isDefinedOutsideOfLoop(memref) &&
+         llvm::all_of(indices,
+                      [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
+}
+
 /// The accumulators of `loop`, or nothing when its body writes memory other
 /// than through them (or has effects this pass does not understand).
 SmallVector<Accumulator> findAccumulators(scf::ForOp loop) {
@@ -44,10 +53,8 @@ SmallVector<Accumulator> findAccumulators(scf::ForOp loop) {
   SmallVector<Accumulator> found;
   for (memref::StoreOp store : stores) {
     Value buffer = store.getMemRef();
-    if (store->getBlock() != body || !loop.isDefinedOutsideOfLoop(buffer) ||
-        !llvm::all_of(store.getIndices(), [&](Value v) {
-          return loop.isDefinedOutsideOfLoop(v);
-        }))
+    if (store->getBlock() != body ||
+        !sameElementEachIteration(loop, buffer, store.getIndices()))
       return {};
     memref::LoadOp load;
     for (Operation *user : buffer.getUsers()) {
@@ -145,10 +152,7 @@ void hoistInvariantLoads(scf::ForOp loop) {
   SmallVector<memref::LoadOp> loads;
   for (Operation &op : loop.getBody()->without_terminator())
     if (auto load = dyn_cast<memref::LoadOp>(op))
-      if (loop.isDefinedOutsideOfLoop(load.getMemRef()) &&
-          llvm::all_of(load.getIndices(), [&](Value v) {
-            return loop.isDefinedOutsideOfLoop(v);
-          }))
+      if (sameElementEachIteration(loop, load.getMemRef(), load.getIndices()))
         loads.push_back(load);
   for (memref::LoadOp load : loads) {
     distopt::Access a;

@@ -93,6 +93,11 @@ Value widen(OpBuilder &b, Location loc, Value x) {
   return x;
 }
 
+/// The type `widen` computes an element type in (f32 for f16/bf16).
+Type widenedType(OpBuilder &b, Type t) {
+  return isLowPrecisionFloat(t) ? b.getF32Type() : t;
+}
+
 /// Rounds a computed value back to the storage element type.
 Value narrow(OpBuilder &b, Location loc, Value x, Type elt) {
   if (x.getType() != elt && isa<FloatType>(elt))
@@ -752,7 +757,7 @@ struct SoftmaxPattern : DoptPattern<OpTy> {
     // One log (or reciprocal) per row, then a subtraction (or
     // multiplication) per element.
     auto st = tensorTypeOf(s);
-    Type wide = isLowPrecisionFloat(elt) ? rewriter.getF32Type() : elt;
+    Type wide = widenedType(rewriter, elt);
     Value perRow = elementwise(
         rewriter, loc, st.getShape(), wide, {s},
         [&](OpBuilder &b, Location l, ValueRange a) {
@@ -850,7 +855,7 @@ struct BatchNormPattern : DoptPattern<dopt::BatchNormOp> {
     // Per element: y = x * s + t (a square root and a division per
     // channel instead of per element).
     int64_t channels = rt.getDimSize(1);
-    Type wide = isLowPrecisionFloat(elt) ? rewriter.getF32Type() : elt;
+    Type wide = widenedType(rewriter, elt);
     Value scale = elementwise(
         rewriter, loc, {channels}, wide, {adaptor.getScale(), adaptor.getVar()},
         [&](OpBuilder &b, Location l, ValueRange a) {
