@@ -17,6 +17,7 @@
 
 using namespace distopt::planner;
 namespace dopt = distopt::dopt;
+using llvm::ArrayRef;
 using llvm::SmallVector;
 
 double PlanTensor::elements() const {
@@ -118,6 +119,122 @@ llvm::hash_code segmentHash(const PlanGraph &g, const Segment &s) {
   return h;
 }
 
+/// Where the batch of a reshape's operand (dimension `dim`, `inner`
+/// elements below it) lands in its result: the reshape keeps the row-major
+/// order, so the batch is the run of flat strides [inner * S, inner * S *
+/// batch) with S the stride of `dim`; it survives when one result
+/// dimension holds that whole run. Returns {dim, inner} or {-1, 0}.
+std::pair<int64_t, int64_t> reshapeBatch(ArrayRef<int64_t> in,
+                                         ArrayRef<int64_t> out, int64_t dim,
+                                         int64_t inner, int64_t batch) {
+  int64_t stride = inner;
+  for (size_t d = dim + 1; d < in.size(); ++d)
+    stride *= in[d];
+  int64_t s = 1; // stride of result dimension e
+  for (int64_t e = static_cast<int64_t>(out.size()) - 1; e >= 0; --e) {
+    int64_t next = s * out[e];
+    if (s <= stride && stride * batch <= next && stride % s == 0 &&
+        next % (stride * batch) == 0 && out[e] != 1)
+      return {e, stride / s};
+    s = next;
+  }
+  return {-1, 0};
+}
+
+std::string batchMixerReason(mlir::Operation &op, const std::string &why) {
+  std::string s = "'" + op.getName().getStringRef().str() + "'";
+  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(op.getLoc()))
+    s = "node '" + loc.getName().str() + "' (" + s + ")";
+  return s + ": " + why;
+}
+
+/// Batch analysis of one compute node: which dimension of each result
+/// carries the batch, following the sharding rule (or, for reshapes, the
+/// flat layout). Fails when the node reads the batch and a result no
+/// longer carries it as one block.
+mlir::LogicalResult propagateBatch(PlanGraph &g, PlanNode &node,
+                                   int64_t probeBatch, std::string &why) {
+  int64_t batchFactor = -1, inner = 1;
+  int64_t first = -1;
+  for (auto [i, t] : llvm::enumerate(node.operands)) {
+    const PlanTensor &tensor = g.tensors[t];
+    if (tensor.batchDim < 0)
+      continue;
+    node.batchScaled = true;
+    if (first < 0) {
+      first = t;
+      if (node.rule) {
+        batchFactor = node.rule->operandDims[i][tensor.batchDim];
+        inner = tensor.batchInner;
+      }
+      continue;
+    }
+    // Every operand must hold the batch on the same loop factor: one that
+    // holds it elsewhere (attention scores over a "batch" that is really
+    // the sequence) combines different samples.
+    if (node.rule && (node.rule->operandDims[i][tensor.batchDim] !=
+                          batchFactor ||
+                      tensor.batchInner != inner)) {
+      why = "it combines the batch of operand " + std::to_string(i) +
+            " with another dimension";
+      return mlir::failure();
+    }
+  }
+  if (first < 0) {
+    // An expand of a tensor without a batch to the batch's size (BERT's
+    // token types, ViT's class token, a causal mask broadcast over the
+    // batch): its rows are copies, so each replica expands to its own
+    // batch. The size is checked again at the real batch (rebind).
+    auto expand = llvm::dyn_cast<dopt::ExpandOp>(node.op);
+    if (!expand)
+      return mlir::success();
+    const PlanTensor &in = g.tensors[node.operands[0]];
+    PlanTensor &out = g.tensors[node.results[0]];
+    int64_t offset = static_cast<int64_t>(out.shape.size() - in.shape.size());
+    for (auto [d, size] : llvm::enumerate(out.shape)) {
+      int64_t o = static_cast<int64_t>(d) - offset;
+      if (size == probeBatch && size > 1 && (o < 0 || in.shape[o] == 1)) {
+        out.batchDim = static_cast<int64_t>(d);
+        out.batchInner = 1;
+        break;
+      }
+    }
+    return mlir::success();
+  }
+  // Operands without the batch must not be read along the batch factor:
+  // each replica would need its own slice of them.
+  if (node.rule && batchFactor >= 0)
+    for (auto [i, t] : llvm::enumerate(node.operands))
+      if (g.tensors[t].batchDim < 0 &&
+          node.rule->operandDim(i, batchFactor) >= 0) {
+        why = "its operand " + std::to_string(i) +
+              " has the batch's size but does not carry the batch";
+        return mlir::failure();
+      }
+  bool ok = true;
+  for (auto [r, t] : llvm::enumerate(node.results)) {
+    PlanTensor &tensor = g.tensors[t];
+    if (llvm::isa<dopt::ReshapeOp>(node.op)) {
+      const PlanTensor &in = g.tensors[first];
+      auto [dim, in2] = reshapeBatch(in.shape, tensor.shape, in.batchDim,
+                                     in.batchInner, probeBatch);
+      tensor.batchDim = dim;
+      tensor.batchInner = dim >= 0 ? in2 : 1;
+    } else if (batchFactor >= 0) {
+      tensor.batchDim = node.rule->resultDim(r, batchFactor);
+      tensor.batchInner = inner;
+    } else if (!node.rule && !tensor.shape.empty() &&
+               tensor.shape[0] == probeBatch) {
+      tensor.batchDim = 0; // no rule: assume the batch stays in front
+    }
+    ok &= tensor.batchDim >= 0;
+  }
+  if (!ok)
+    why = node.rule ? "its result does not carry the batch as one block"
+                    : "distopt has no sharding rule for it";
+  return mlir::success(ok);
+}
+
 } // namespace
 
 llvm::Expected<PlanGraph>
@@ -209,22 +326,11 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
       node.cost = estimateOpCost(&op, options);
       node.rule = getShardingRule(&op);
       // Batch analysis.
-      int64_t batchFactor = -1;
-      for (auto [i, t] : llvm::enumerate(node.operands)) {
-        const PlanTensor &tensor = g.tensors[t];
-        if (tensor.batchDim < 0)
-          continue;
-        node.batchScaled = true;
-        if (node.rule && batchFactor < 0)
-          batchFactor = node.rule->operandDims[i][tensor.batchDim];
-      }
-      for (auto [r, t] : llvm::enumerate(node.results)) {
-        PlanTensor &tensor = g.tensors[t];
-        if (batchFactor >= 0)
-          tensor.batchDim = node.rule->resultDim(r, batchFactor);
-        else if (node.batchScaled && !node.rule && !tensor.shape.empty() &&
-                 tensor.shape[0] == probeBatch)
-          tensor.batchDim = 0; // no rule: assume the batch stays in front
+      std::string why;
+      if (failed(propagateBatch(g, node, probeBatch, why)) &&
+          g.batchMixer < 0) {
+        g.batchMixer = index;
+        g.batchMixerWhy = batchMixerReason(op, why);
       }
       if (llvm::isa<dopt::MatMulOp, dopt::GemmOp>(op)) {
         // Operands computed from weights alone (a transposed weight) count
@@ -233,6 +339,17 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
           return g.tensors[t].batchDim >= 0;
         });
       }
+    } else if (node.kind == NodeKind::Constant) {
+      // A constant of the batch's size whose samples are all the same (a
+      // mask or token-type ids broadcast over the batch, folded by the
+      // importer) is cut like the batch: each replica keeps its share.
+      auto c = llvm::dyn_cast<dopt::ConstantOp>(op);
+      PlanTensor &t = g.tensors[node.results[0]];
+      if (c && probeBatch > 1 && t.shape.size() >= 2 &&
+          t.shape[0] == probeBatch)
+        if (auto value = llvm::dyn_cast<mlir::DenseElementsAttr>(c.getValue()))
+          if (dopt::isUniformAlong(value, 0))
+            t.batchDim = 0;
     } else if (node.kind == NodeKind::Weight) {
       g.parameters += g.tensors[node.results[0]].elements();
     }
@@ -252,6 +369,17 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
   for (int64_t t : graphOutputs)
     lastUse[t] = n;
   g.outputs.assign(graphOutputs.begin(), graphOutputs.end());
+  // The runtime splits and joins model outputs along their batch
+  // dimension: the batch must be that whole dimension.
+  for (auto [i, t] : llvm::enumerate(g.outputs)) {
+    const PlanTensor &out = g.tensors[t];
+    if (g.batchMixer < 0 && out.batchDim >= 0 &&
+        out.shape[out.batchDim] != probeBatch) {
+      g.batchMixer = out.producer;
+      g.batchMixerWhy = "model output " + std::to_string(i) +
+                        ": it holds the batch inside a merged dimension";
+    }
+  }
   auto isActivation = [&](int64_t t) {
     const PlanTensor &tensor = g.tensors[t];
     return tensor.producer >= 0 && tensor.batchDim >= 0 &&
@@ -370,5 +498,24 @@ distopt::planner::rebindPlanGraph(const PlanGraph &graph,
   for (PlanTensor &t : g.tensors)
     if (t.producer < 0)
       t.value = func.getArgument(t.resultIndex);
+  // The batch analysis ran at the probe batch: every tensor it says carries
+  // the batch must have grown with it (an expand to a size that only
+  // matched the probe would not).
+  int64_t batch = -1;
+  for (const PlanTensor &t : g.tensors)
+    if (t.producer < 0 && t.batchDim >= 0)
+      batch = llvm::cast<mlir::RankedTensorType>(t.value.getType())
+                  .getDimSize(t.batchDim);
+  for (const PlanTensor &t : g.tensors) {
+    if (t.batchDim < 0 || batch < 0 || g.probeBatch <= 0)
+      continue;
+    int64_t real = llvm::cast<mlir::RankedTensorType>(t.value.getType())
+                       .getDimSize(t.batchDim);
+    if (t.shape[t.batchDim] % g.probeBatch != 0 ||
+        real != t.shape[t.batchDim] / g.probeBatch * batch)
+      return llvm::createStringError(
+          "a tensor the batch analysis took for batch-carrying does not "
+          "grow with the batch; the plan cannot be written onto the model");
+  }
   return g;
 }

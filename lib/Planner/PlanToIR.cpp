@@ -163,6 +163,8 @@ llvm::Error Annotator::run() {
     // The batch dimension: pipelined programs run it in micro-batches.
     if (t.batchDim >= 0)
       op->setAttr("dopt.batch_dim", builder.getI64IntegerAttr(t.batchDim));
+    if (t.batchDim >= 0 && t.batchInner != 1)
+      op->setAttr("dopt.batch_inner", builder.getI64IntegerAttr(t.batchInner));
     mlir::Value v = t.value;
     v.replaceAllUsesExcept(op.getResult(), op);
     return op;
@@ -173,7 +175,8 @@ llvm::Error Annotator::run() {
   for (auto [i, n] : llvm::enumerate(g.nodes)) {
     if (stageOf[i] >= 0)
       n.op->setAttr("dopt.stage", builder.getI64IntegerAttr(stageOf[i]));
-    if (n.kind == NodeKind::Constant)
+    if (n.kind == NodeKind::Constant &&
+        g.tensors[n.results[0]].batchDim < 0)
       continue; // replicated everywhere; nothing to say
     for (int64_t r : n.results)
       annotate(r, n.op);

@@ -510,6 +510,18 @@ llvm::Expected<PlanResult> Searcher::run() {
                 "samples");
   if (opts.tp && *opts.tp < 1)
     return fail("--tp must be at least 1");
+  // A model that mixes samples cannot split its batch, over replicas or
+  // into micro-batches.
+  bool batchSplits = g.batchMixer < 0;
+  if (!batchSplits && opts.dp && *opts.dp > 1)
+    return fail("--dp " + std::to_string(*opts.dp) + " splits the batch, but " +
+                g.batchMixerWhy + ", so the samples of a batch cannot be "
+                "split; only --dp 1 is possible for this model");
+  if (!batchSplits && opts.microbatches && *opts.microbatches > 1)
+    return fail("--microbatches " + std::to_string(*opts.microbatches) +
+                " splits the batch, but " + g.batchMixerWhy +
+                ", so the samples of a batch cannot be split; only "
+                "--microbatches 1 is possible for this model");
   if (opts.pp && (*opts.pp < 1 || *opts.pp > segments))
     return fail("--pp " + std::to_string(*opts.pp) + " exceeds the " +
                 std::to_string(segments) +
@@ -557,9 +569,11 @@ llvm::Expected<PlanResult> Searcher::run() {
       for (int64_t dp = 1; dp * tp * pp <= devices && dp <= batch; ++dp) {
         if (opts.dp ? dp != *opts.dp : (batch % dp != 0 || !smooth(dp)))
           continue;
+        if (!batchSplits && dp > 1)
+          continue;
         int64_t perReplica = (batch + dp - 1) / dp;
         for (int64_t b = 1; b <= perReplica; ++b) {
-          if (perReplica % b != 0)
+          if (perReplica % b != 0 || (!batchSplits && b != perReplica))
             continue;
           if (opts.microbatches) {
             if (perReplica / b != *opts.microbatches)

@@ -6,6 +6,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -289,11 +290,15 @@ std::optional<OpShardingRule> transposeRule(dopt::TransposeOp op) {
 }
 
 /// Reshape: dimensions are grouped into the shortest runs with equal
-/// products on both sides. In a run where one side is a single dimension,
-/// that dimension shares its factor with the first non-1 dimension of the
-/// other side (splitting [a·b] in n contiguous blocks is splitting a when n
-/// divides a); every other dimension gets a factor of its own, so a split
-/// of it leaves the other side replicated.
+/// products on both sides, and each run is cut into its common refinement
+/// ("atoms": [T, B, D] -> [T, B*H, D/H] has atoms T | B | H | D/H). A split
+/// of a dimension splits its major (first) atom into contiguous blocks, so
+/// an atom is a factor of the rule only where it is the major atom of its
+/// dimension on both sides ([B, D] -> [B*H, hd]: B is; H is major in D but
+/// minor in B*H, so a split of D must be undone before the reshape). A
+/// dimension whose major atom is not such a factor maps to no factor: it is
+/// never split here, and a split that reaches it is resharded first. Runs
+/// with no common refinement ([6, 4] -> [4, 6]) are not split at all.
 std::optional<OpShardingRule> reshapeRule(mlir::Operation *op) {
   auto x = shapeOf(op->getOperand(0)), y = shapeOf(op->getResult(0));
   if (!x || !y)
@@ -325,30 +330,57 @@ std::optional<OpShardingRule> reshapeRule(mlir::Operation *op) {
     }
     if (px != py)
       break;
-    auto singleAgainstMany = [&](size_t single, Dims &singleDims,
-                                 ArrayRef<int64_t> manyShape, size_t m0,
-                                 size_t m1, Dims &manyDims) {
-      bool first = true;
-      for (size_t k = m0; k < m1; ++k) {
-        if (manyShape[k] == 1)
-          continue;
-        int64_t f = b.add(manyShape[k]);
-        manyDims[k] = f;
-        if (first)
-          singleDims[single] = f;
-        first = false;
+    // The run's atoms: the major atom of every dimension, or -1 when the
+    // run has no common refinement.
+    Dims majorX(i - i0, -1), majorY(j - j0, -1);
+    llvm::SmallDenseMap<int64_t, int, 8> majorCount; // atom -> sides major
+    size_t a = i0, c = j0;
+    int64_t remX = (*x)[a], remY = (*y)[c];
+    bool regular = true, startX = true, startY = true;
+    while (a < i && c < j) {
+      if (remX == 1) {
+        ++a;
+        startX = true;
+        remX = a < i ? (*x)[a] : 1;
+        continue;
       }
-    };
-    if (i - i0 == 1)
-      singleAgainstMany(i0, in, *y, j0, j, out);
-    else if (j - j0 == 1)
-      singleAgainstMany(j0, out, *x, i0, i, in);
-    else {
-      for (size_t k = i0; k < i; ++k)
-        in[k] = b.orNone(b.add((*x)[k]), (*x)[k]);
-      for (size_t k = j0; k < j; ++k)
-        out[k] = b.orNone(b.add((*y)[k]), (*y)[k]);
+      if (remY == 1) {
+        ++c;
+        startY = true;
+        remY = c < j ? (*y)[c] : 1;
+        continue;
+      }
+      int64_t atom;
+      if (remX % remY == 0)
+        atom = remY;
+      else if (remY % remX == 0)
+        atom = remX;
+      else {
+        regular = false;
+        break;
+      }
+      int64_t f = b.add(atom);
+      if (startX) {
+        majorX[a - i0] = f;
+        ++majorCount[f];
+      }
+      if (startY) {
+        majorY[c - j0] = f;
+        ++majorCount[f];
+      }
+      startX = startY = false;
+      remX /= atom;
+      remY /= atom;
     }
+    if (!regular)
+      continue;
+    auto shared = [&](int64_t f) {
+      return f >= 0 && majorCount.lookup(f) == 2 ? f : -1;
+    };
+    for (size_t k = i0; k < i; ++k)
+      in[k] = (*x)[k] == 1 ? -1 : shared(majorX[k - i0]);
+    for (size_t k = j0; k < j; ++k)
+      out[k] = (*y)[k] == 1 ? -1 : shared(majorY[k - j0]);
   }
   b.rule.operandDims.push_back(in);
   b.rule.resultDims.push_back(out);

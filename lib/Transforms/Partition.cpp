@@ -44,6 +44,7 @@ struct Sharding {
   SmallVector<SmallVector<int16_t>> axes; ///< per dimension
   std::optional<shard::ReductionKind> partial; ///< over the tensor axis
   int64_t batchDim = -1; ///< the dimension carrying the batch, if any
+  int64_t batchInner = 1; ///< elements of that dimension below the batch
 
   /// The dimension split over `axis`, or -1.
   int64_t dimOf(int16_t axis) const {
@@ -64,6 +65,8 @@ Sharding shardingOf(shard::ShardOp op, int64_t rank) {
         s.axes[d].assign(a.asArrayRef().begin(), a.asArrayRef().end());
   if (auto b = op->getAttrOfType<IntegerAttr>("dopt.batch_dim"))
     s.batchDim = b.getInt();
+  if (auto b = op->getAttrOfType<IntegerAttr>("dopt.batch_inner"))
+    s.batchInner = b.getInt();
   if (auto p = op->getAttrOfType<StringAttr>("dopt.partial"))
     s.partial = p.getValue() == "max"    ? shard::ReductionKind::Max
                 : p.getValue() == "mean" ? shard::ReductionKind::Average
@@ -115,6 +118,15 @@ private:
   /// Set by localType when the last type it made is padded (uneven batch).
   bool paddedNow = false;
 
+  /// The model's global batch (dimension 0 of the batch-carrying inputs);
+  /// 0 when no input carries a batch.
+  int64_t globalBatch = 0;
+
+  /// The local type of a value of type `global` held as `s`. A split takes
+  /// the major part of a dimension; the data axis takes the batch, which
+  /// may sit inside a merged dimension ([T, B*H, hd] after attention folds
+  /// heads into the batch): there the dimension is outer x batch x inner
+  /// and only the batch part shrinks.
   FailureOr<RankedTensorType> localType(RankedTensorType global,
                                         const Sharding &s, Location loc) {
     paddedNow = false;
@@ -122,34 +134,52 @@ private:
     for (auto [d, axes] : llvm::enumerate(s.axes)) {
       if (d >= shape.size())
         break;
+      bool batchHere = static_cast<int64_t>(d) == s.batchDim && globalBatch > 0;
+      if (batchHere) {
+        int64_t whole = globalBatch * s.batchInner;
+        if (whole <= 0 || shape[d] % whole != 0)
+          return emitError(loc) << "dimension " << d << " of size " << shape[d]
+                                << " does not hold the batch of "
+                                << globalBatch << " (internal error)";
+        int64_t outer = shape[d] / whole, batch = globalBatch;
+        for (int16_t a : axes) {
+          int64_t n = gridShape[a];
+          if (a == kDataAxis) {
+            // The batch split over the data axis may be uneven: every
+            // replica runs ceil(B/dp) samples, the last ones padded (the
+            // runtime fills and drops the padding).
+            paddedNow |= batch % n != 0;
+            batch = (batch + n - 1) / n;
+          } else if (outer == 1 && batch % n == 0) {
+            batch /= n;
+          } else if (outer > 1 && outer % n == 0) {
+            outer /= n;
+          } else {
+            return emitError(loc) << "dimension " << d << " of size "
+                                  << shape[d] << " does not split evenly over "
+                                  << n << " devices";
+          }
+        }
+        // Pipelined programs run one micro-batch at a time.
+        if (microbatches > 1) {
+          if (batch % microbatches != 0)
+            return emitError(loc) << "the batch of " << batch << " per replica "
+                                  << "does not split into " << microbatches
+                                  << " micro-batches";
+          batch /= microbatches;
+        }
+        shape[d] = outer * batch * s.batchInner;
+        continue;
+      }
       int64_t parts = 1;
       for (int16_t a : axes)
         parts *= gridShape[a];
-      if (shape[d] % parts != 0) {
-        // The batch split over the data axis alone may be uneven: every
-        // replica runs ceil(B/dp) samples, the last ones padded (the runtime
-        // fills and drops the padding). Other splits must be even.
-        if (axes.size() != 1 || axes[0] != kDataAxis ||
-            static_cast<int64_t>(d) != s.batchDim)
-          return emitError(loc) << "dimension " << d << " of size "
-                                << shape[d] << " does not split evenly over "
-                                << parts << " devices (only the batch may "
-                                << "split unevenly, over the data axis)";
-        shape[d] = (shape[d] + parts - 1) / parts;
-        paddedNow = true;
-        continue;
-      }
+      if (shape[d] % parts != 0)
+        return emitError(loc) << "dimension " << d << " of size " << shape[d]
+                              << " does not split evenly over " << parts
+                              << " devices (only the batch may split "
+                              << "unevenly, over the data axis)";
       shape[d] /= parts;
-    }
-    // Pipelined programs run one micro-batch at a time.
-    if (microbatches > 1 && s.batchDim >= 0 &&
-        s.batchDim < static_cast<int64_t>(shape.size())) {
-      if (shape[s.batchDim] % microbatches != 0)
-        return emitError(loc) << "the batch dimension of size "
-                              << shape[s.batchDim] << " per replica does not "
-                              << "split into " << microbatches
-                              << " micro-batches";
-      shape[s.batchDim] /= microbatches;
     }
     return RankedTensorType::get(shape, global.getElementType(),
                                  global.getEncoding());
@@ -368,8 +398,18 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
     return success();
   }
   if (auto c = dyn_cast<dopt::ConstantOp>(op)) {
-    if (c.getResult().getType() != c.getValue().getType())
+    auto type = c.getResult().getType();
+    auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (type == c.getValue().getType())
+      return success();
+    // A constant cut along the batch: every sample's rows are the same
+    // (the planner only cuts such constants), so each rank keeps its count.
+    auto it = produced.find(c.getResult());
+    int64_t d = it == produced.end() ? -1 : it->second.batchDim;
+    if (!value || d < 0 || !dopt::isUniformAlong(value, d))
       return op->emitError("a split constant is not partitioned yet");
+    c.setValueAttr(dopt::resizeUniform(
+        value, d, cast<RankedTensorType>(type).getDimSize(d)));
     return success();
   }
   if (auto g = dyn_cast<dopt::GatherOp>(op)) {
@@ -494,6 +534,12 @@ LogicalResult Partitioner::run() {
   Builder b(module.getContext());
   for (BlockArgument arg : func.getArguments()) {
     auto it = produced.find(arg);
+    if (it != produced.end() && it->second.batchDim >= 0)
+      globalBatch = cast<RankedTensorType>(arg.getType())
+                        .getDimSize(it->second.batchDim);
+  }
+  for (BlockArgument arg : func.getArguments()) {
+    auto it = produced.find(arg);
     if (it == produced.end())
       continue;
     auto global = cast<RankedTensorType>(arg.getType());
@@ -535,6 +581,7 @@ LogicalResult Partitioner::run() {
         from.axes.resize(rank);
       Sharding to = shardingOf(s, rank);
       to.batchDim = from.batchDim;
+      to.batchInner = from.batchInner;
       builder.setInsertionPoint(op);
       FailureOr<Value> v = reshard(src, from, to, op->getLoc());
       if (failed(v))

@@ -42,6 +42,12 @@ struct PlanTensor {
   llvm::SmallVector<int64_t, 4> shape; ///< at the probe batch
   double elemBytes = 0;                ///< under the cost options' precision
   int64_t batchDim = -1;               ///< -1: does not carry the batch
+  /// Elements of dimension batchDim below the batch: 1 when the batch is
+  /// the whole dimension (or its minor part), H for a [B*H] dimension that
+  /// folds heads into the batch. The batch is then the atom of that size
+  /// between (shape[batchDim] / (batch * batchInner)) above and
+  /// batchInner below; a data-parallel split takes it, wherever it sits.
+  int64_t batchInner = 1;
   int64_t producer = -1;               ///< node index; -1 for arguments
   unsigned resultIndex = 0;
   llvm::SmallVector<std::pair<int64_t, unsigned>> uses; ///< (node, operand)
@@ -90,6 +96,14 @@ struct PlanGraph {
   unsigned numClasses = 0;
   int64_t probeBatch = 1;
   CostOptions costOptions;
+
+  /// The first node that mixes samples: it reads a batch-carrying tensor
+  /// and makes a result in which the batch is no longer one block (a
+  /// reshape that spreads it over two dimensions, a reduction or slice
+  /// along it, an op without a rule), or -1. A model with such a node
+  /// cannot split its batch: no data parallelism, no micro-batches.
+  int64_t batchMixer = -1;
+  std::string batchMixerWhy;
 
   /// Parameters (weight elements) in the whole function.
   double parameters = 0;

@@ -91,6 +91,21 @@ LogicalResult importDropout(NodeContext &nc) {
   return success();
 }
 
+/// Clip(x, min?, max?) = min(max(x, lo), hi); a missing bound does not clip
+/// (opset 11+ takes the bounds as inputs; MobileNet's ReLU6 exports as Clip).
+LogicalResult importClip(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  if (nc.hasAttr("min") || nc.hasAttr("max"))
+    return nc.error("Clip with 'min'/'max' attributes (opset < 11) is not "
+                    "supported; re-export at opset 13 or later");
+  if (Value lo = nc.input(1))
+    x = nc.create<dopt::MaxOp>(x, lo);
+  if (Value hi = nc.input(2))
+    x = nc.create<dopt::MinOp>(x, hi);
+  nc.setOutput(0, x);
+  return success();
+}
+
 LogicalResult importLeakyRelu(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(alpha, nc.floatAttr("alpha", 0.01f));
@@ -902,6 +917,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Erf"] = importUnary<dopt::ErfOp>;
     t["Relu"] = importUnary<dopt::ReluOp>;
     t["LeakyRelu"] = importLeakyRelu;
+    t["Clip"] = importClip;
     t["Gelu"] = importGelu;
     t["Identity"] = importIdentity;
     t["Dropout"] = importDropout;

@@ -14,6 +14,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <cstring>
+
 using namespace mlir;
 using namespace distopt;
 using namespace distopt::dopt;
@@ -64,6 +66,61 @@ int64_t dopt::sliceSize(int64_t start, int64_t end, int64_t step) {
   if (step > 0)
     return end > start ? (end - start + step - 1) / step : 0;
   return start > end ? (start - end + (-step) - 1) / (-step) : 0;
+}
+
+namespace {
+/// Rows of `value` around `dim`: outer count, slice count and bytes per
+/// slice (of the dimensions after `dim`); std::nullopt for bit-packed i1.
+std::optional<std::tuple<int64_t, int64_t, size_t>>
+sliceLayout(DenseElementsAttr value, int64_t dim) {
+  auto type = cast<RankedTensorType>(value.getType());
+  unsigned bits = type.getElementType().getIntOrFloatBitWidth();
+  if (bits % 8 != 0 || dim < 0 || dim >= type.getRank())
+    return std::nullopt;
+  int64_t outer = 1, inner = bits / 8;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= type.getDimSize(d);
+  for (int64_t d = dim + 1; d < type.getRank(); ++d)
+    inner *= type.getDimSize(d);
+  return std::make_tuple(outer, type.getDimSize(dim),
+                         static_cast<size_t>(inner));
+}
+} // namespace
+
+bool dopt::isUniformAlong(DenseElementsAttr value, int64_t dim) {
+  if (value.isSplat())
+    return true;
+  auto layout = sliceLayout(value, dim);
+  if (!layout)
+    return false;
+  auto [outer, count, bytes] = *layout;
+  ArrayRef<char> raw = value.getRawData();
+  for (int64_t o = 0; o < outer; ++o) {
+    const char *first = raw.data() + o * count * bytes;
+    for (int64_t i = 1; i < count; ++i)
+      if (std::memcmp(first, first + i * bytes, bytes) != 0)
+        return false;
+  }
+  return true;
+}
+
+DenseElementsAttr dopt::resizeUniform(DenseElementsAttr value, int64_t dim,
+                                      int64_t size) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  auto local = RankedTensorType::get(shape, type.getElementType());
+  if (value.isSplat())
+    return value.resizeSplat(local);
+  auto [outer, count, bytes] = *sliceLayout(value, dim);
+  ArrayRef<char> raw = value.getRawData();
+  SmallVector<char> data;
+  data.reserve(outer * size * bytes);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < size; ++i)
+      data.append(raw.begin() + o * count * bytes,
+                  raw.begin() + o * count * bytes + bytes);
+  return DenseElementsAttr::getFromRawBuffer(local, data);
 }
 
 namespace {

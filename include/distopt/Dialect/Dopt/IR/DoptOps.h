@@ -31,6 +31,17 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
 /// Number of elements selected by a normalised slice (see dopt.slice).
 int64_t sliceSize(int64_t start, int64_t end, int64_t step);
 
+/// Whether every slice of `value` along dimension `dim` holds the same
+/// elements (a splat, or a mask broadcast over the batch that the importer
+/// folded into a constant). Such a constant can be cut along `dim` to any
+/// size: see resizeUniform.
+bool isUniformAlong(mlir::DenseElementsAttr value, int64_t dim);
+
+/// `value` (uniform along `dim`) with dimension `dim` resized to
+/// `size`.
+mlir::DenseElementsAttr resizeUniform(mlir::DenseElementsAttr value,
+                                      int64_t dim, int64_t size);
+
 } // namespace distopt::dopt
 
 #endif // DISTOPT_DIALECT_DOPT_IR_DOPTOPS_H

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Export the real-model zoo: models users actually export, from code the
+project did not write, through ``torch.onnx.export`` (TorchScript exporter).
+
+Runs under Debian's ``/usr/bin/python3`` with ``python3-torch`` (1.13) and
+``python3-torchvision``, plus HuggingFace ``transformers`` 4.36 (the last
+releases that support torch 1.13); ``scripts/gen-zoo`` sets that up in a
+virtualenv that sees the system packages. CI does not run this: it uses the
+checked-in graphs in ``python/testmodels/zoo/``.
+
+What is checked in is each model's *graph*: every large float initializer is
+moved to external data (``<model>.onnx.data``) that is not checked in, and its
+statistics (mean, standard deviation, whether it was all positive) go into
+``zoo/weights.json``. ``zoo.py`` (numpy only) re-creates the data file from a
+seed with those statistics, so BatchNorm variances stay positive and norm
+scales stay near 1 while the repository holds kilobytes, not the 45 MB of a
+ResNet-18. Small and integer initializers stay inline, exactly as exported.
+
+Usage:
+    /usr/bin/python3 gen_zoo.py [--out DIR] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INLINE_BYTES = 256  # float initializers up to this size stay in the graph
+
+
+def _transformer_encoder(batch_first: bool):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                             dropout=0.0, batch_first=batch_first)
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    shape = (4, 8, 32) if batch_first else (8, 4, 32)
+    axes = {0: "batch", 1: "seq"} if batch_first else {0: "seq", 1: "batch"}
+    return model, (torch.randn(*shape),), ["x"], {"x": axes}
+
+
+def _transformer_decoder(batch_first: bool):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerDecoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                             dropout=0.0, batch_first=batch_first)
+    model = torch.nn.TransformerDecoder(layer, num_layers=2)
+    shape = (4, 8, 32) if batch_first else (8, 4, 32)
+    axes = {0: "batch", 1: "seq"} if batch_first else {0: "seq", 1: "batch"}
+    return (model, (torch.randn(*shape), torch.randn(*shape)), ["tgt", "memory"],
+            {"tgt": axes, "memory": dict(axes)})
+
+
+def _resnet18():
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
+def _mobilenet_v2():
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.5)
+    return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
+class _HFWrapper(torch.nn.Module):
+    """Calls a transformers model with keyword inputs and returns its first
+    output (logits or the last hidden state)."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *args):
+        out = self.model(**dict(zip(self.names, args)), return_dict=False)
+        return out[0]
+
+
+def _hf_text(model, with_mask: bool):
+    torch.manual_seed(1)
+    ids = torch.randint(0, 100, (2, 8))
+    names = ["input_ids"] + (["attention_mask"] if with_mask else [])
+    args = (ids,) + ((torch.ones(2, 8, dtype=torch.int64),) if with_mask else ())
+    axes = {n: {0: "batch", 1: "seq"} for n in names}
+    return _HFWrapper(model, names), args, names, axes
+
+
+def _gpt2():
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2,
+                                  n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                                  attn_pdrop=0.0, use_cache=False)
+    return _hf_text(transformers.GPT2LMHeadModel(cfg).eval(), with_mask=False)
+
+
+def _bert():
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=64,
+                                  max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0)
+    return _hf_text(transformers.BertModel(cfg, add_pooling_layer=False).eval(),
+                    with_mask=True)
+
+
+def _llama():
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64,
+                                   use_cache=False)
+    return _hf_text(transformers.LlamaForCausalLM(cfg).eval(), with_mask=False)
+
+
+def _vit():
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, num_labels=10,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = transformers.ViTForImageClassification(cfg).eval()
+    return (_HFWrapper(model, ["pixel_values"]), (torch.randn(2, 3, 32, 32),),
+            ["pixel_values"], {"pixel_values": {0: "batch"}})
+
+
+# name -> (builder, opset)
+MODELS = {
+    "torch_encoder_bf": (lambda: _transformer_encoder(True), 17),
+    "torch_encoder_sf": (lambda: _transformer_encoder(False), 14),
+    "torch_decoder_bf": (lambda: _transformer_decoder(True), 16),
+    "torch_decoder_sf": (lambda: _transformer_decoder(False), 15),
+    "resnet18": (_resnet18, 15),
+    "mobilenet_v2": (_mobilenet_v2, 16),
+    "hf_gpt2": (_gpt2, 14),
+    "hf_bert": (_bert, 15),
+    "hf_llama": (_llama, 16),
+    "hf_vit": (_vit, 17),
+}
+
+
+def export(name: str, out_dir: str, stats: dict) -> None:
+    build, opset = MODELS[name]
+    model, args, input_names, axes = build()
+    model.eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.onnx")
+        # Not under no_grad: PyTorch's fused inference fast path
+        # (aten::_transformer_encoder_layer_fwd) has no ONNX export.
+        torch.onnx.export(model, args, path, opset_version=opset,
+                          input_names=input_names, output_names=["y"],
+                          dynamic_axes={**axes, "y": {0: "batch"}}, do_constant_folding=True)
+        m = onnx.load(path)
+    m.producer_name = "pytorch"
+    m.doc_string = f"distopt zoo model {name}: torch {torch.__version__}, opset {opset}"
+    data_name = f"{name}.onnx.data"
+    offset = 0
+    model_stats = {}
+    for init in m.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        if arr.dtype != np.float32 or arr.nbytes <= INLINE_BYTES:
+            continue
+        model_stats[init.name] = {
+            "mean": float(arr.mean()), "std": float(arr.std()),
+            "positive": bool((arr > 0).all()),
+        }
+        init.ClearField("raw_data")
+        init.ClearField("float_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        del init.external_data[:]
+        for k, v in (("location", data_name), ("offset", str(offset)),
+                     ("length", str(arr.nbytes))):
+            e = init.external_data.add()
+            e.key, e.value = k, v
+        offset += arr.nbytes
+    stats[name] = model_stats
+    onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))
+    print(f"{name}: opset {opset}, {len(m.graph.node)} nodes, "
+          f"{offset / 1e6:.2f} MB of external weights", file=sys.stderr)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=os.path.join(HERE, "zoo"))
+    p.add_argument("--only", nargs="*", default=None)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    stats_path = os.path.join(a.out, "weights.json")
+    stats = {}
+    if os.path.exists(stats_path):
+        with open(stats_path) as f:
+            stats = json.load(f)
+    for name in a.only or list(MODELS):
+        export(name, a.out, stats)
+    with open(stats_path, "w") as f:
+        json.dump(stats, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""The real-model zoo (see gen_zoo.py): graphs exported by torch.onnx.export
+from PyTorch, torchvision and HuggingFace transformers code, checked in
+without their large weights. This module (numpy + onnx only) materialises a
+model with seeded weights and gives its test shapes and inputs.
+
+    import zoo
+    path = zoo.materialize("hf_gpt2", out_dir)     # out_dir/hf_gpt2.onnx + .data
+    feeds = zoo.inputs("hf_gpt2", batch=8)         # {"input_ids": ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+import onnx
+
+ZOO = Path(__file__).resolve().parent / "zoo"
+
+# name -> (symbolic dimensions other than batch, input kinds)
+# input kinds: ("float", trailing shape) | ("ids", seq) | ("mask", seq)
+MODELS: Dict[str, dict] = {
+    "torch_encoder_bf": {"dims": {"seq": 8}, "inputs": {"x": ("seq_first", False, 32)}},
+    "torch_encoder_sf": {"dims": {"seq": 8}, "inputs": {"x": ("seq_first", True, 32)}},
+    "torch_decoder_bf": {"dims": {"seq": 8},
+                         "inputs": {"tgt": ("seq_first", False, 32),
+                                    "memory": ("seq_first", False, 32)}},
+    "torch_decoder_sf": {"dims": {"seq": 8},
+                         "inputs": {"tgt": ("seq_first", True, 32),
+                                    "memory": ("seq_first", True, 32)}},
+    "resnet18": {"dims": {}, "inputs": {"x": ("image", 3, 32)}},
+    "mobilenet_v2": {"dims": {}, "inputs": {"x": ("image", 3, 32)}},
+    "hf_gpt2": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
+    "hf_bert": {"dims": {"seq": 8},
+                "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
+    "hf_llama": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
+    "hf_vit": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
+}
+
+
+def names():
+    return list(MODELS)
+
+
+def materialize(name: str, out_dir, seed: int = 0) -> Path:
+    """Copies the graph to out_dir and writes its external weights there,
+    drawn from a seeded normal with each tensor's recorded mean and standard
+    deviation (absolute values where the exported tensor was all positive,
+    e.g. BatchNorm variances). Same name and seed, same bytes."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = ZOO / f"{name}.onnx"
+    dst = out_dir / f"{name}.onnx"
+    shutil.copyfile(src, dst)
+    stats = json.loads((ZOO / "weights.json").read_text())[name]
+    model = onnx.load(str(src), load_external_data=False)
+    rng = np.random.default_rng(seed)
+    chunks = []
+    offset = 0
+    for init in model.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        ext = {e.key: e.value for e in init.external_data}
+        assert int(ext["offset"]) == offset, (name, init.name)
+        s = stats[init.name]
+        shape = tuple(init.dims)
+        arr = (s["mean"] + s["std"] * rng.standard_normal(shape)).astype(np.float32)
+        if s["positive"]:
+            arr = np.abs(arr) + np.float32(1e-3)
+        data = arr.tobytes()
+        assert len(data) == int(ext["length"]), (name, init.name)
+        chunks.append(data)
+        offset += len(data)
+    if chunks:
+        (out_dir / f"{name}.onnx.data").write_bytes(b"".join(chunks))
+    return dst
+
+
+def inputs(name: str, batch: int, seed: int = 0) -> Dict[str, np.ndarray]:
+    """Random inputs at the model's test shapes for the given batch."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for input_name, kind in MODELS[name]["inputs"].items():
+        if kind[0] == "seq_first":
+            seq_first, width = kind[1], kind[2]
+            seq = MODELS[name]["dims"]["seq"]
+            shape = (seq, batch, width) if seq_first else (batch, seq, width)
+            feeds[input_name] = rng.standard_normal(shape).astype(np.float32)
+        elif kind[0] == "image":
+            feeds[input_name] = rng.standard_normal((batch, kind[1], kind[2], kind[2])).astype(
+                np.float32)
+        elif kind[0] == "ids":
+            feeds[input_name] = rng.integers(0, 100, (batch, kind[1])).astype(np.int64)
+        elif kind[0] == "mask":
+            # Padding at the end of every other sequence: the mask matters.
+            mask = np.ones((batch, kind[1]), dtype=np.int64)
+            mask[1::2, kind[1] - 3:] = 0
+            feeds[input_name] = mask
+        else:
+            raise ValueError(kind)
+    return feeds
+
+
+def dim_args(name: str, batch: int):
+    """distopt's --dim flags for the model at this batch."""
+    dims = {"batch": batch, **MODELS[name]["dims"]}
+    return [a for k, v in dims.items() for a in ("--dim", f"{k}={v}")]
