@@ -237,6 +237,40 @@ mlir::LogicalResult propagateBatch(PlanGraph &g, PlanNode &node,
 
 } // namespace
 
+int64_t distopt::planner::argumentBatchDim(mlir::Operation *funcOp,
+                                           unsigned arg) {
+  auto func = llvm::cast<mlir::func::FuncOp>(funcOp);
+  auto type = llvm::dyn_cast<mlir::RankedTensorType>(
+      func.getArgument(arg).getType());
+  if (!type || type.getRank() == 0)
+    return -1;
+  auto symbolsOf = [&](unsigned i) {
+    return func.getArgAttrOfType<mlir::ArrayAttr>(i, "dopt.symbolic_dims");
+  };
+  auto module = func->getParentOfType<mlir::ModuleOp>();
+  auto batch = module ? module->getAttrOfType<mlir::StringAttr>(
+                            "dopt.batch_symbol")
+                      : nullptr;
+  if (batch) {
+    if (auto dims = symbolsOf(arg))
+      for (auto [d, name] : llvm::enumerate(dims))
+        if (llvm::cast<mlir::StringAttr>(name) == batch)
+          return static_cast<int64_t>(d);
+    return -1;
+  }
+  // IR without the importer's batch symbol: dimension 0 of the inputs left
+  // symbolic there, or of every input when none is.
+  auto symbolicDim0 = [&](unsigned i) {
+    auto dims = symbolsOf(i);
+    return dims && !dims.empty() &&
+           !llvm::cast<mlir::StringAttr>(dims[0]).getValue().empty();
+  };
+  bool any = false;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    any |= symbolicDim0(i);
+  return !any || symbolicDim0(arg) ? 0 : -1;
+}
+
 llvm::Expected<PlanGraph>
 distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
                                  const CostOptions &options) {
@@ -270,29 +304,21 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
   };
 
   bool anyBatch = false;
-  auto symbolicBatch = [&](mlir::BlockArgument arg) {
-    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
-                                                       "dopt.symbolic_dims");
-    return dims && !dims.empty() &&
-           !llvm::cast<mlir::StringAttr>(dims[0]).getValue().empty();
-  };
-  bool modelHasSymbolicBatch =
-      llvm::any_of(func.getArguments(), symbolicBatch);
   for (mlir::BlockArgument arg : func.getArguments()) {
     auto id = addTensor(arg, -1, arg.getArgNumber());
     if (!id)
       return id.takeError();
     PlanTensor &t = g.tensors[*id];
-    if (!t.shape.empty() && t.shape[0] == probeBatch &&
-        (!modelHasSymbolicBatch || symbolicBatch(arg))) {
-      t.batchDim = 0;
+    int64_t d = argumentBatchDim(func, arg.getArgNumber());
+    if (d >= 0 && t.shape[d] == probeBatch) {
+      t.batchDim = d;
       anyBatch = true;
     }
   }
   if (!anyBatch)
     return llvm::createStringError(
         "no model input has the batch (size " + std::to_string(probeBatch) +
-        ") as its dimension 0");
+        ") as its batch dimension");
 
   SmallVector<int64_t> graphOutputs;
   for (mlir::Operation &op : func.getBody().front()) {

@@ -506,8 +506,8 @@ llvm::Expected<PlanResult> Searcher::run() {
   if (opts.dp && (*opts.dp < 1 || *opts.dp > batch))
     return fail("--dp " + std::to_string(*opts.dp) +
                 " exceeds the global batch of " + std::to_string(batch) +
-                " (dimension 0 of the model inputs): a replica would get no "
-                "samples");
+                " (the batch dimension of the model inputs): a replica would "
+                "get no samples");
   if (opts.tp && *opts.tp < 1)
     return fail("--tp must be at least 1");
   // A model that mixes samples cannot split its batch, over replicas or

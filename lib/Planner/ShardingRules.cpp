@@ -412,6 +412,33 @@ std::optional<OpShardingRule> alongAxesRule(mlir::Operation *op,
   return b.rule;
 }
 
+/// Whether `v` can be made in a block layout along `dim` (the walk of
+/// blockLayoutOperands back to weights; shard.shard annotations are looked
+/// through).
+bool blockLayoutReaches(mlir::Value v, int64_t dim, std::string &why,
+                        unsigned depth = 0) {
+  mlir::Operation *def = v.getDefiningOp();
+  while (def && def->getName().getStringRef() == "shard.shard") {
+    v = def->getOperand(0);
+    def = v.getDefiningOp();
+  }
+  if (!def) {
+    why = "a function argument cannot be loaded in a block layout";
+    return false;
+  }
+  if (depth > 64) {
+    why = "the chain of producers is too long";
+    return false;
+  }
+  auto next = blockLayoutOperands(def, dim, why);
+  if (failed(next))
+    return false;
+  for (const BlockOperand &b : *next)
+    if (!blockLayoutReaches(def->getOperand(b.operand), b.dim, why, depth + 1))
+      return false;
+  return true;
+}
+
 /// concat (parts = operands) and split (parts = results) along `axis`: the
 /// other dimensions are parallel; the axis is splittable when every part's
 /// size divides evenly, in a block layout: each device holds the same block
@@ -435,6 +462,13 @@ std::optional<OpShardingRule> partsRule(mlir::Operation *op, int64_t axis,
   }
   if (g <= 1)
     return rule;
+  // A split's operand must be made in the block layout all the way back to
+  // the weights.
+  if (!partsAreOperands && op->getNumResults() > 1) {
+    std::string why;
+    if (!blockLayoutReaches(op->getOperand(0), axis, why))
+      return rule;
+  }
   rule->factors.push_back({g, FactorKind::Parallel, PartialKind::Sum});
   int64_t f = static_cast<int64_t>(rule->factors.size()) - 1;
   for (auto &dims : rule->operandDims)
@@ -542,4 +576,65 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
       })
       .Case<dopt::GatherOp>(gatherRule)
       .Default([](mlir::Operation *) { return std::nullopt; });
+}
+
+llvm::FailureOr<SmallVector<BlockOperand>>
+distopt::planner::blockLayoutOperands(mlir::Operation *def, int64_t dim,
+                                      std::string &why) {
+  SmallVector<BlockOperand> out;
+  if (llvm::isa<dopt::WeightOp>(def))
+    return out;
+  auto type = llvm::cast<mlir::RankedTensorType>(def->getResult(0).getType());
+  int64_t rank = type.getRank();
+  // Elementwise arithmetic: every operand not broadcast along the dimension.
+  if (llvm::isa<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp>(def)) {
+    for (auto [i, operand] : llvm::enumerate(def->getOperands())) {
+      auto ot = llvm::cast<mlir::RankedTensorType>(operand.getType());
+      int64_t d = dim - (rank - ot.getRank());
+      if (d < 0 || ot.getDimSize(d) != type.getDimSize(dim))
+        continue;
+      out.push_back({static_cast<unsigned>(i), d});
+    }
+    return out;
+  }
+  // A product's columns come from the right operand's columns (and a
+  // GEMM's bias).
+  if (auto mm = llvm::dyn_cast<dopt::MatMulOp>(def)) {
+    auto rhs = llvm::cast<mlir::RankedTensorType>(mm.getRhs().getType());
+    if (dim != rank - 1 || rhs.getRank() < 2) {
+      why = "a matmul makes a block layout along its columns only";
+      return mlir::failure();
+    }
+    out.push_back({1, rhs.getRank() - 1});
+    return out;
+  }
+  if (auto gemm = llvm::dyn_cast<dopt::GemmOp>(def)) {
+    if (dim != 1) {
+      why = "a gemm makes a block layout along its columns only";
+      return mlir::failure();
+    }
+    out.push_back({1, gemm.getTransB() ? 0 : 1});
+    if (gemm.getC()) {
+      auto ct = llvm::cast<mlir::RankedTensorType>(gemm.getC().getType());
+      int64_t d = ct.getRank() - 1;
+      if (d >= 0 && ct.getDimSize(d) == type.getDimSize(1))
+        out.push_back({2, d});
+    }
+    return out;
+  }
+  // A reshape that keeps the innermost dimension ([B*T, 3D] -> [B, T, 3D]).
+  if (llvm::isa<dopt::ReshapeOp>(def)) {
+    auto in = llvm::cast<mlir::RankedTensorType>(def->getOperand(0).getType());
+    if (dim != rank - 1 || in.getRank() == 0 ||
+        in.getDimSize(in.getRank() - 1) != type.getDimSize(dim)) {
+      why = "a reshape carries a block layout only along an innermost "
+            "dimension it keeps";
+      return mlir::failure();
+    }
+    out.push_back({0, in.getRank() - 1});
+    return out;
+  }
+  why = "its producer '" + def->getName().getStringRef().str() +
+        "' cannot be made in a block layout";
+  return mlir::failure();
 }

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Planner/ShardingRules.h"
 #include "distopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -205,31 +206,20 @@ LogicalResult Partitioner::propagateBlock(Value v, BlockLayout layout,
   Operation *def = v.getDefiningOp();
   if (!def)
     return user->emitError("a block-layout split (fused QKV) of a function "
-                           "argument is not partitioned yet");
-  if (isa<dopt::WeightOp>(def))
-    return success();
-  auto type = cast<RankedTensorType>(v.getType());
-  if (isa<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp>(def)) {
-    for (Value operand : def->getOperands()) {
-      auto ot = cast<RankedTensorType>(operand.getType());
-      int64_t d = layout.dim - (type.getRank() - ot.getRank());
-      if (d < 0 || ot.getDimSize(d) != type.getDimSize(layout.dim))
-        continue; // broadcast along the split dimension
-      if (failed(propagateBlock(unannotated(operand), {d, layout.parts}, def)))
-        return failure();
-    }
-    return success();
-  }
-  if (auto mm = dyn_cast<dopt::MatMulOp>(def)) {
-    if (layout.dim != type.getRank() - 1)
-      return def->emitError("a block-layout split needs this matmul's output "
-                            "split along its columns");
-    auto rhs = cast<RankedTensorType>(mm.getRhs().getType());
-    return propagateBlock(unannotated(mm.getRhs()),
-                          {rhs.getRank() - 1, layout.parts}, def);
-  }
-  return def->emitError("a block-layout split (fused QKV) whose producer is ")
-         << def->getName() << " is not partitioned yet";
+                           "argument is not partitioned");
+  // The planner's walk (ShardingRules.h): it offered this split only where
+  // the walk reaches the weights.
+  std::string why;
+  auto next = planner::blockLayoutOperands(def, layout.dim, why);
+  if (failed(next))
+    return def->emitError("a block-layout split (fused QKV) cannot be made "
+                          "here: ")
+           << why << " (internal error: the planner offers no such split)";
+  for (const planner::BlockOperand &b : *next)
+    if (failed(propagateBlock(unannotated(def->getOperand(b.operand)),
+                              {b.dim, layout.parts}, def)))
+      return failure();
+  return success();
 }
 
 LogicalResult Partitioner::markBlockLayouts() {

@@ -137,6 +137,43 @@ def _vit():
             ["pixel_values"], {"pixel_values": {0: "batch"}})
 
 
+class _FusedQKVBlock(torch.nn.Module):
+    """Issue 10's reproducer, not third-party code: a pre-norm GPT block whose
+    fused QKV projection (one nn.Linear) is cut with ``qkv(x).split(D, 2)``
+    (ONNX Split), then causal attention and an MLP."""
+
+    def __init__(self, d=32, heads=4, vocab=100):
+        super().__init__()
+        self.heads = heads
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, 4 * d)
+        self.fc2 = torch.nn.Linear(4 * d, d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        x = x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+        return self.head(x)
+
+
+def _gpt_block_split():
+    torch.manual_seed(0)
+    return _FusedQKVBlock(), (torch.randint(0, 100, (2, 8)),), ["input_ids"], {
+        "input_ids": {0: "batch", 1: "seq"}}
+
+
 # name -> (builder, opset)
 MODELS = {
     "torch_encoder_bf": (lambda: _transformer_encoder(True), 17),
@@ -149,6 +186,7 @@ MODELS = {
     "hf_bert": (_bert, 15),
     "hf_llama": (_llama, 16),
     "hf_vit": (_vit, 17),
+    "gpt_block_split": (_gpt_block_split, 17),
 }
 
 

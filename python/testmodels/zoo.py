@@ -39,6 +39,9 @@ MODELS: Dict[str, dict] = {
                 "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
     "hf_llama": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
     "hf_vit": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
+    # Issue 10's reproducer (a fused-QKV GPT block cut by Split), written
+    # here; not counted among the third-party models.
+    "gpt_block_split": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
 }
 
 

@@ -135,8 +135,8 @@ def test_plans_the_shapes_cannot_take(models, tmp_path):
     p = run(DISTOPT, "compile", models / "gpt.onnx", "--dim", "batch=2", "--cluster", "local:4",
             "--dp", 4, "-o", tmp_path / "g.dx", check=False)
     assert p.returncode != 0
-    assert ("--dp 4 exceeds the batch of 2 (dimension 0 of the model inputs): a replica "
-            "would get no samples") in p.stderr
+    assert ("--dp 4 exceeds the batch of 2 (the batch dimension of the model inputs): a "
+            "replica would get no samples") in p.stderr
     p = run(DISTOPT, "compile", models / "mlp.onnx", "--dim", "batch=8", "--cluster", "local:4",
             "--pp", 4, "-o", tmp_path / "g.dx", check=False)
     assert p.returncode != 0

@@ -4,7 +4,7 @@
 //       [--seq-len N] [--precision fp16] [--dp N --tp N --pp N]
 //       [--microbatches N] [--recompute off|selective|full] [--json FILE]
 //
-// Imports the model at a probe batch of 2 (dimension 0 of the inputs), builds
+// Imports the model at a probe batch of 2 (its batch symbol), builds
 // the planner's graph, searches and prints the plan.
 //
 //===----------------------------------------------------------------------===//
@@ -51,8 +51,8 @@ cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
                           cl::sub(distopt::tool::planCommand()));
 cl::opt<int64_t> globalBatch(
     "global-batch",
-    cl::desc("Samples per step over the whole cluster (binds dimension 0 of "
-             "the inputs; default: the model's static batch)"),
+    cl::desc("Samples per step over the whole cluster (binds the batch "
+             "dimension of the inputs; default: the model's static batch)"),
     cl::init(0), cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
 cl::opt<int64_t> seqLen(
     "seq-len",
@@ -115,19 +115,15 @@ int usage(const Twine &msg) {
   return 1;
 }
 
-/// The batch of a model: dimension 0 of the first input the model left
-/// symbolic there (`symbolic` = true), else of the first input; nullopt for
-/// a scalar first input.
+/// The batch of a model: the size of the batch dimension
+/// (argumentBatchDim) of the first input that has one (`symbolic` = true),
+/// else dimension 0 of the first input; nullopt for a scalar first input.
 std::optional<int64_t> batchOf(mlir::func::FuncOp func, bool &symbolic) {
   for (mlir::BlockArgument arg : func.getArguments()) {
-    auto dims = func.getArgAttrOfType<mlir::ArrayAttr>(arg.getArgNumber(),
-                                                       "dopt.symbolic_dims");
-    auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
-    if (dims && !dims.empty() &&
-        !cast<mlir::StringAttr>(dims[0]).getValue().empty() && type &&
-        type.getRank() > 0) {
+    int64_t d = argumentBatchDim(func, arg.getArgNumber());
+    if (d >= 0 && func.getArgAttr(arg.getArgNumber(), "dopt.symbolic_dims")) {
       symbolic = true;
-      return type.getDimSize(0);
+      return cast<mlir::RankedTensorType>(arg.getType()).getDimSize(d);
     }
   }
   symbolic = false;
@@ -230,7 +226,7 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     return 1;
   // Probe batch 2: costs scale linearly from it (PlanGraph.h).
   if (globalBatch.getNumOccurrences())
-    importOptions.symbolicDimsByPosition[0] = 2;
+    importOptions.batchSize = 2;
   if (seqLen.getNumOccurrences())
     importOptions.symbolicDimsByPosition[1] = seqLen;
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -244,7 +240,7 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   });
   if (!func || func.getNumArguments() == 0)
     return usage("the model has no inputs to carry a batch");
-  // The batch: dimension 0 of the inputs the model left symbolic there
+  // The batch: the batch dimension of the inputs the model left symbolic
   // (bound to the probe of 2 above), else the first input's static dim 0.
   bool symbolic = false;
   std::optional<int64_t> probeOpt = batchOf(func, symbolic);
@@ -293,7 +289,7 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     mlir::OwningOpRef<mlir::ModuleOp> full;
     std::optional<PlanGraph> fullGraph;
     if (probe != options.globalBatch) {
-      importOptions.symbolicDimsByPosition[0] = options.globalBatch;
+      importOptions.batchSize = options.globalBatch;
       full = distopt::importONNXFile(context, input, importOptions);
       if (!full)
         return 1;
@@ -383,8 +379,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
   if (!func || func.getNumArguments() == 0)
     return compileError("the model has no inputs to carry a batch");
-  // The batch: dimension 0 of the inputs the model left symbolic (bound by
-  // --dim), else of the first input.
+  // The batch: the batch dimension of the inputs the model left symbolic
+  // (bound by --dim), else dimension 0 of the first input.
   bool symbolic = false;
   std::optional<int64_t> batch = batchOf(func, symbolic);
   if (!batch)
@@ -394,8 +390,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   if (options.dp && *options.dp > *batch)
     return compileError("--dp " + Twine(*options.dp) + " exceeds the batch of " +
                         Twine(*batch) +
-                        " (dimension 0 of the model inputs): a replica "
-                        "would get no samples");
+                        " (the batch dimension of the model inputs): a "
+                        "replica would get no samples");
   Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
   if (!graph)
     return compileError(toString(graph.takeError()));

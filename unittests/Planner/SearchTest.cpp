@@ -151,6 +151,101 @@ TEST_F(PlannerTest, ReshapeSplitsTheMajorDimensionOfAMergedGroup) {
   EXPECT_EQ(rule->operandDims[0][0], rule->resultDims[0][0]);
 }
 
+TEST_F(PlannerTest, ReshapeSharesOnlyAtomsMajorOnBothSides) {
+  // MultiheadAttention's [T, B, D] -> [T, B*H, D/H]: the batch is the major
+  // atom of B*H (shared); the heads are major in D but minor in B*H, so D
+  // and D/H are not split by this op.
+  parse(R"(func.func @f(%a: tensor<8x4x32xf32>, %b: tensor<64x32xf32>, %c: tensor<6x4xf32>) -> tensor<8x16x8xf32> {
+  %0 = dopt.reshape %a {shape = array<i64: 8, 16, 8>} : (tensor<8x4x32xf32>) -> tensor<8x16x8xf32>
+  %1 = dopt.reshape %b {shape = array<i64: 8, 8, 32>} : (tensor<64x32xf32>) -> tensor<8x8x32xf32>
+  %2 = dopt.reshape %c {shape = array<i64: 4, 6>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<8x16x8xf32>
+})");
+  llvm::SmallVector<mlir::Operation *> reshapes;
+  module->walk([&](distopt::dopt::ReshapeOp r) { reshapes.push_back(r); });
+  ASSERT_EQ(reshapes.size(), 3u);
+  auto heads = getShardingRule(reshapes[0]);
+  ASSERT_TRUE(heads);
+  EXPECT_EQ(heads->operandDims[0][0], heads->resultDims[0][0]);
+  EXPECT_GE(heads->operandDims[0][1], 0);
+  EXPECT_EQ(heads->operandDims[0][1], heads->resultDims[0][1]);
+  EXPECT_EQ(heads->factors[heads->operandDims[0][1]].size, 4);
+  EXPECT_EQ(heads->operandDims[0][2], -1);
+  EXPECT_EQ(heads->resultDims[0][2], -1);
+  // [T*B, D] -> [T, B, D]: B is minor in T*B: the result's B is not a
+  // factor (splitting it would need a slice of a replicated operand).
+  auto unfold = getShardingRule(reshapes[1]);
+  ASSERT_TRUE(unfold);
+  EXPECT_EQ(unfold->operandDims[0][0], unfold->resultDims[0][0]);
+  EXPECT_EQ(unfold->factors[unfold->resultDims[0][0]].size, 8);
+  EXPECT_EQ(unfold->resultDims[0][1], -1);
+  EXPECT_EQ(unfold->operandDims[0][1], unfold->resultDims[0][2]);
+  // [6, 4] -> [4, 6] has no common refinement: nothing splits.
+  auto odd = getShardingRule(reshapes[2]);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->operandDims[0], (llvm::SmallVector<int64_t, 4>{-1, -1}));
+  EXPECT_EQ(odd->resultDims[0], (llvm::SmallVector<int64_t, 4>{-1, -1}));
+}
+
+TEST_F(PlannerTest, BatchIsFollowedThroughHeadFoldingReshapes) {
+  // [T=4, B=2, D=32] -> [T, B*H, hd] -> [T*B, D] -> [T, B, D]: the batch is
+  // the major part of B*H (4 below it), then the minor part of T*B.
+  auto f = parse(R"(func.func @f(%x: tensor<4x2x32xf32> {dopt.symbolic_dims = ["seq", "batch", ""]}) -> tensor<4x2x32xf32> {
+  %0 = dopt.reshape %x {shape = array<i64: 4, 8, 8>} : (tensor<4x2x32xf32>) -> tensor<4x8x8xf32>
+  %1 = dopt.transpose %0 {perm = array<i64: 1, 0, 2>} : (tensor<4x8x8xf32>) -> tensor<8x4x8xf32>
+  %2 = dopt.exp %1 : (tensor<8x4x8xf32>) -> tensor<8x4x8xf32>
+  %3 = dopt.transpose %2 {perm = array<i64: 1, 0, 2>} : (tensor<8x4x8xf32>) -> tensor<4x8x8xf32>
+  %4 = dopt.reshape %3 {shape = array<i64: 8, 32>} : (tensor<4x8x8xf32>) -> tensor<8x32xf32>
+  %5 = dopt.reshape %4 {shape = array<i64: 4, 2, 32>} : (tensor<8x32xf32>) -> tensor<4x2x32xf32>
+  return %5 : tensor<4x2x32xf32>
+})");
+  module->getOperation()->setAttr("dopt.batch_symbol",
+                                  mlir::StringAttr::get(&ctx, "batch"));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  EXPECT_EQ(g->batchMixer, -1) << g->batchMixerWhy;
+  auto batchOf = [&](unsigned node) {
+    const PlanTensor &t = g->tensors[g->nodes[node].results[0]];
+    return std::make_pair(t.batchDim, t.batchInner);
+  };
+  EXPECT_EQ(g->tensors[0].batchDim, 1); // the argument: dimension 1
+  EXPECT_EQ(batchOf(0), std::make_pair(int64_t(1), int64_t(4)));
+  EXPECT_EQ(batchOf(1), std::make_pair(int64_t(0), int64_t(4)));
+  EXPECT_EQ(batchOf(4), std::make_pair(int64_t(0), int64_t(1)));
+  EXPECT_EQ(batchOf(5), std::make_pair(int64_t(1), int64_t(1)));
+}
+
+TEST_F(PlannerTest, ModelsThatMixSamplesAreNotSplitByBatch) {
+  // [B=2, 3] -> [3, 2] scatters every sample over both rows.
+  auto f = parse(R"(func.func @f(%x: tensor<2x3xf32> {dopt.symbolic_dims = ["batch", ""]}) -> tensor<3x2xf32> {
+  %0 = dopt.reshape %x {shape = array<i64: 3, 2>} : (tensor<2x3xf32>) -> tensor<3x2xf32> loc("mix")
+  %w = dopt.weight {name = "w", type = tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %1 = dopt.matmul %0, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  return %1 : tensor<3x2xf32>
+})");
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  ASSERT_EQ(g->batchMixer, 0);
+  EXPECT_NE(g->batchMixerWhy.find("node 'mix'"), std::string::npos)
+      << g->batchMixerWhy;
+  PlanOptions o;
+  o.mode = PlanMode::Infer;
+  o.globalBatch = 2;
+  o.dp = 2;
+  auto r = searchPlan(*g, preset("local:2"), o);
+  ASSERT_FALSE(static_cast<bool>(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("--dp 2 splits the batch, but node 'mix'"),
+            std::string::npos)
+      << msg;
+  // Unforced, the search offers no data parallelism and no micro-batches.
+  o.dp.reset();
+  auto best = searchPlan(*g, preset("local:2"), o);
+  ASSERT_TRUE(static_cast<bool>(best)) << llvm::toString(best.takeError());
+  EXPECT_EQ(best->best.dp, 1);
+  EXPECT_EQ(best->best.microbatches, 1);
+}
+
 TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
   parse(R"(func.func @f(%a: tensor<2x6x8xf32>) -> tensor<2x6x8xf32> {
   %0 = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x8xf32>) -> tensor<2x6x8xf32>

@@ -111,13 +111,16 @@ struct PlanGraph {
   double forwardFlopsPerSample() const;
 };
 
+/// The dimension of argument `arg` of `func` that carries the batch, or -1:
+/// where the argument has the module's `dopt.batch_symbol` (the importer's
+/// choice of symbolic dimension); in IR without one, dimension 0 of the
+/// arguments left symbolic there (of every argument when none is).
+int64_t argumentBatchDim(mlir::Operation *func, unsigned arg);
+
 /// Builds the graph of `func` (a func.func holding dopt ops). The batch is
-/// carried by the arguments whose dimension 0 the model left symbolic
-/// (`dopt.symbolic_dims`, set by the importer) and which now have size
-/// `probeBatch`; in a model with no symbolic dimension 0, by the arguments
-/// whose dimension 0 equals `probeBatch`. Errors: a function that is not a
-/// single straight-line block, dynamic shapes, or no argument carrying the
-/// batch.
+/// carried by the arguments whose argumentBatchDim has size `probeBatch`.
+/// Errors: a function that is not a single straight-line block, dynamic
+/// shapes, or no argument carrying the batch.
 llvm::Expected<PlanGraph> buildPlanGraph(mlir::Operation *func,
                                          int64_t probeBatch,
                                          const CostOptions &options);

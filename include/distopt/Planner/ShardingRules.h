@@ -24,9 +24,11 @@
 #define DISTOPT_PLANNER_SHARDINGRULES_H
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/LogicalResult.h"
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace mlir {
 class Operation;
@@ -59,6 +61,23 @@ struct OpShardingRule {
   /// The dimension of result `result` mapped to `factor`, or -1.
   int64_t resultDim(unsigned result, int64_t factor) const;
 };
+
+/// Block layouts. A concat or split along a split axis holds each part's
+/// block on every device (partsRule); the tensor split into parts must be
+/// made in that layout, which its producers carry back to the weights
+/// (whose columns the runtime then loads permuted). One step of that walk:
+/// the operands of `def` (a result of which is wanted in a block layout
+/// along dimension `dim`) that must be in the block layout too, with their
+/// dimension. A weight needs nothing more. Fails, saying why, for a
+/// producer that cannot carry the layout. The planner offers a block split
+/// only where the whole walk succeeds; the partitioner follows the same
+/// walk to mark the values and weights.
+struct BlockOperand {
+  unsigned operand;
+  int64_t dim;
+};
+llvm::FailureOr<llvm::SmallVector<BlockOperand>>
+blockLayoutOperands(mlir::Operation *def, int64_t dim, std::string &why);
 
 /// The rule of a dopt op; std::nullopt for ops that are only ever
 /// replicated (dopt.shape, dopt.constant, dopt.weight, ops of other

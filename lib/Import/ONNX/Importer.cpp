@@ -192,7 +192,37 @@ private:
   llvm::StringMap<Value> values_;
   llvm::StringMap<const onnx::TensorProto *> initializers_;
   llvm::StringSet<> consumed_;
+  /// The symbolic input dimension that is the batch ("" if none).
+  std::string batchSymbol_;
 };
+
+/// The batch of a model is one of its symbolic input dimensions: the first
+/// whose name says so ("batch", "batch_size", "N"), else the symbol of the
+/// first input's dimension 0. Seq-first exports ([seq, batch, d], as
+/// torch.nn.Transformer without batch_first) name it, so the batch is found
+/// at dimension 1.
+static std::string findBatchSymbol(const onnx::GraphProto &graph) {
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &t : graph.initializer())
+    initializers.insert(t.name());
+  std::string dim0;
+  for (const onnx::ValueInfoProto &vi : graph.input()) {
+    if (initializers.contains(vi.name()) || !vi.type().has_tensor_type() ||
+        !vi.type().tensor_type().has_shape())
+      continue;
+    const auto &shape = vi.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      if (!shape.dim(d).has_dim_param())
+        continue;
+      std::string name = llvm::StringRef(shape.dim(d).dim_param()).lower();
+      if (llvm::StringRef(name).contains("batch") || name == "n")
+        return shape.dim(d).dim_param();
+      if (d == 0 && dim0.empty())
+        dim0 = shape.dim(d).dim_param();
+    }
+  }
+  return dim0;
+}
 
 } // namespace distopt::onnximport
 
@@ -523,6 +553,11 @@ GraphImporter::inputType(const onnx::ValueInfoProto &vi,
       dims.push_back(options_.symbolicDims.lookup(d.dim_param()));
       continue;
     }
+    if (d.has_dim_param() && options_.batchSize &&
+        d.dim_param() == batchSymbol_) {
+      dims.push_back(*options_.batchSize);
+      continue;
+    }
     if (d.has_dim_param() && options_.symbolicDimsByPosition.count(i)) {
       dims.push_back(options_.symbolicDimsByPosition.at(i));
       continue;
@@ -661,6 +696,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const onnx::ValueInfoProto &out : graph.output())
     consumed_.insert(out.name());
 
+  batchSymbol_ = findBatchSymbol(graph);
   // Graph inputs (an input that also has an initializer is a constant).
   SmallVector<Type> argTypes;
   SmallVector<const onnx::ValueInfoProto *> args;
@@ -715,6 +751,9 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
                                   builder_.getStringAttr(fileName_));
   module->getOperation()->setAttr("dopt.opset",
                                   builder_.getI64IntegerAttr(opset_));
+  if (!batchSymbol_.empty())
+    module->getOperation()->setAttr("dopt.batch_symbol",
+                                    builder_.getStringAttr(batchSymbol_));
   if (!model_.producer_name().empty())
     module->getOperation()->setAttr(
         "dopt.producer",

@@ -106,6 +106,41 @@ LogicalResult importClip(NodeContext &nc) {
   return success();
 }
 
+/// Trilu(x, k?): keeps the upper (upper = 1) or lower triangle of the last
+/// two dimensions, shifted by the diagonal offset k: where(mask, x, 0) with
+/// the mask a constant (torch.tril/triu; causal masks export this way).
+LogicalResult importTrilu(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(upper, nc.intAttr("upper", 1));
+  int64_t k = 0;
+  if (nc.input(1)) {
+    TRY(kv, nc.constantScalar(1, "k"));
+    k = static_cast<int64_t>(kv);
+  }
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getRank() < 2)
+    return nc.error("input has rank " + std::to_string(type.getRank()) +
+                    "; Trilu needs rank 2 or more");
+  int64_t m = type.getDimSize(type.getRank() - 2),
+          n = type.getDimSize(type.getRank() - 1);
+  SmallVector<bool> keep;
+  keep.reserve(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      keep.push_back(upper ? j - i >= k : j - i <= k);
+  OpBuilder &b = nc.builder();
+  Value mask = dopt::ConstantOp::create(
+      b, nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get({m, n}, b.getI1Type()),
+                             ArrayRef<bool>(keep)));
+  Value zero = dopt::ConstantOp::create(
+      b, nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
+                             b.getZeroAttr(type.getElementType())));
+  nc.setOutput(0, nc.create<dopt::WhereOp>(mask, x, zero));
+  return success();
+}
+
 LogicalResult importLeakyRelu(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(alpha, nc.floatAttr("alpha", 0.01f));
@@ -922,6 +957,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Identity"] = importIdentity;
     t["Dropout"] = importDropout;
     t["Where"] = importWhere;
+    t["Trilu"] = importTrilu;
     t["Cast"] = importCast;
     // Softmax and normalisation.
     t["Softmax"] = importSoftmax<dopt::SoftmaxOp>;

@@ -41,7 +41,7 @@ module {
   shard.grid @dopt_grid(shape = 1x1x2)
   func.func @main(%x: tensor<2x12xf32>) -> tensor<2x6xf32> {
     %c = shard.sharding @dopt_grid split_axes = [[], [2]] : !shard.sharding
-    // expected-error @below {{a block-layout split (fused QKV) whose producer is dopt.exp is not partitioned yet}}
+    // expected-error @below {{a block-layout split (fused QKV) cannot be made here: its producer 'dopt.exp' cannot be made in a block layout}}
     %e = dopt.exp %x : (tensor<2x12xf32>) -> tensor<2x12xf32>
     %es = shard.shard %e to %c : tensor<2x12xf32>
     %a = shard.shard %es to %c annotate_for_users : tensor<2x12xf32>

@@ -50,6 +50,9 @@ struct ONNXImportOptions {
   /// for those not named in symbolicDims (the planner binds dimension 0,
   /// the batch, and with --seq-len dimension 1).
   std::map<int, int64_t> symbolicDimsByPosition;
+  /// A value for the model's batch symbol (see `dopt.batch_symbol`) when
+  /// symbolicDims does not name it: the planner's probe batch.
+  std::optional<int64_t> batchSize;
   /// Read every weight (including external data) into `dense_resource`
   /// blobs instead of referencing it with `dopt.weight`.
   bool inlineWeights = false;
