@@ -39,6 +39,8 @@ private:
   /// needed.
   std::vector<int64_t> produced;
   llvm::DenseMap<std::pair<int64_t, unsigned>, int64_t> needed;
+  /// (node, operand) reading a segment's output in its boundary state.
+  llvm::DenseMap<std::pair<int64_t, unsigned>, int64_t> readAs;
 
   mlir::Value sharding(const PlanTensor &t, int64_t state) {
     SmallVector<SmallVector<int16_t>> axes(t.shape.size());
@@ -181,6 +183,36 @@ llvm::Error Annotator::run() {
     for (int64_t r : n.results)
       annotate(r, n.op);
   }
+  // Between segments the plan priced one state (the chain's boundary
+  // state): the output of segment s is resharded to it once, inside s, and
+  // the later segments read it from there. Uses in later segments go
+  // through that reshard, so the program's collectives are the priced ones.
+  for (size_t si = 0; si + 1 < g.segments.size() && si < plan.boundaryStates.size();
+       ++si) {
+    int64_t t = g.segments[si].output;
+    int64_t want = plan.boundaryStates[si];
+    if (t < 0 || want == produced[t])
+      continue;
+    const PlanTensor &tensor = g.tensors[t];
+    mlir::Value annotated = tensor.value;
+    for (mlir::Operation *user : tensor.value.getUsers())
+      if (auto s = llvm::dyn_cast<shard::ShardOp>(user))
+        if (!s.getAnnotateForUsers())
+          annotated = s.getResult();
+    if (annotated == tensor.value)
+      continue;
+    builder.setInsertionPointAfter(annotated.getDefiningOp());
+    auto op = shard::ShardOp::create(builder, tensor.value.getLoc(), annotated,
+                                     sharding(tensor, want),
+                                     /*annotate_for_users=*/true);
+    int64_t end = g.segments[si].end;
+    for (auto [user, operand] : tensor.uses)
+      if (user >= end) {
+        g.nodes[user].op->setOperand(operand, op.getResult());
+        readAs[{user, operand}] = want;
+      }
+    // The model's outputs read the value as produced (delivered below).
+  }
   // The model's outputs are delivered in the state the plan priced: the
   // last segment's chosen output state, replicated for other outputs.
   {
@@ -206,8 +238,12 @@ llvm::Error Annotator::run() {
     if (n.kind != NodeKind::Compute)
       continue;
     for (auto [o, tid] : llvm::enumerate(n.operands)) {
-      auto it = needed.find({static_cast<int64_t>(i), static_cast<unsigned>(o)});
-      if (it == needed.end() || it->second == produced[tid])
+      std::pair<int64_t, unsigned> key{static_cast<int64_t>(i),
+                                       static_cast<unsigned>(o)};
+      auto it = needed.find(key);
+      auto read = readAs.find(key);
+      int64_t have = read == readAs.end() ? produced[tid] : read->second;
+      if (it == needed.end() || it->second == have)
         continue;
       builder.setInsertionPoint(n.op);
       const PlanTensor &t = g.tensors[tid];
