@@ -611,6 +611,14 @@ LogicalResult Partitioner::run() {
     if (it != produced.end()) {
       if (it->second.partial)
         return ret.emitError("result ") << i << " is a partial value";
+      // The runtime joins outputs along their batch dimension: the batch
+      // must be that whole dimension.
+      if (int64_t d = it->second.batchDim; d >= 0 && globalBatch > 0)
+        if (Type g = globalTypes.lookup(v))
+          if (cast<RankedTensorType>(g).getDimSize(d) != globalBatch)
+            return ret.emitError("result ")
+                   << i << " holds the batch inside a merged dimension "
+                   << d << "; the runtime cannot join it across replicas";
       func.setResultAttr(i, "dopt.split_axes",
                          splitAxesAttr(builder, it->second));
       if (Type g = globalTypes.lookup(v))

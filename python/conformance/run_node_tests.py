@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUPPORTED_OPS = set("""
 Add Sub Mul Div Pow Max Min Equal Less LessOrEqual Greater GreaterOrEqual And Or
 Neg Abs Not Sqrt Reciprocal Exp Log Tanh Sigmoid Erf Relu LeakyRelu Gelu Identity
+Clip Trilu
 Dropout Where Cast Softmax LogSoftmax BatchNormalization LayerNormalization MatMul
 Gemm Conv MaxPool AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceMax
 Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather Expand Pad

@@ -177,3 +177,36 @@ def test_a_model_that_mixes_samples_is_refused_data_parallelism(tmp_path):
             "local:2", "--mode", "infer")
     assert p.returncode == 0, p.stderr
     assert "plan: dp 1 x" in p.stdout, p.stdout
+
+
+def main() -> int:
+    """scripts/zoo-table: the sweep above as a Markdown table (pass = matches
+    ONNX Runtime within 1e-5; 'refused' = the planner's named refusal)."""
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="distopt-zoo-"))
+    models = tmp / "zoo"
+    for name in zoo.names():
+        zoo.materialize(name, models)
+    kinds = ["one"] + list(PLANS)
+    print("| model | " + " | ".join(kinds) + " |")
+    print("|---|" + "---|" * len(kinds))
+    failed = 0
+    for name in zoo.names():
+        cells = []
+        for plan in kinds:
+            case = tmp / f"{name}-{plan}"
+            case.mkdir()
+            try:
+                check_plan(models, case, name, plan)
+                cells.append("refused" if (name, plan) in REFUSED else "pass")
+            except AssertionError as e:
+                failed += 1
+                cells.append("FAIL")
+                print(f"{name} {plan}: {str(e)[:300]}", file=sys.stderr)
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -87,3 +87,20 @@ module {
     return %y : tensor<1x8xf32>
   }
 }
+
+// -----
+
+// A model output that holds the batch inside a merged dimension ([T*B, D])
+// cannot be joined by the runtime (the planner never delivers one).
+module {
+  shard.grid @dopt_grid(shape = 1x2x1)
+  func.func @main(%x: tensor<4x2x8xf32>) -> tensor<8x8xf32> {
+    %b1 = shard.sharding @dopt_grid split_axes = [[], [1]] : !shard.sharding
+    %b0 = shard.sharding @dopt_grid split_axes = [[1]] : !shard.sharding
+    %xs = shard.shard %x to %b1 {dopt.batch_dim = 1 : i64} : tensor<4x2x8xf32>
+    %f = dopt.reshape %xs {shape = array<i64: 8, 8>} : (tensor<4x2x8xf32>) -> tensor<8x8xf32>
+    %fs = shard.shard %f to %b0 {dopt.batch_dim = 0 : i64} : tensor<8x8xf32>
+    // expected-error @below {{result 0 holds the batch inside a merged dimension 0; the runtime cannot join it across replicas}}
+    return %fs : tensor<8x8xf32>
+  }
+}
