@@ -108,31 +108,43 @@ LogicalResult importClip(NodeContext &nc) {
 
 /// Trilu(x, k?): keeps the upper (upper = 1) or lower triangle of the last
 /// two dimensions, shifted by the diagonal offset k: where(mask, x, 0) with
-/// the mask a constant (torch.tril/triu; causal masks export this way).
+/// mask = (j - i >= k) (upper) or (j - i <= k) (lower); j - i is a constant,
+/// k a constant or a runtime scalar (torch.tril/triu; causal masks).
 LogicalResult importTrilu(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(upper, nc.intAttr("upper", 1));
-  int64_t k = 0;
-  if (nc.input(1)) {
-    TRY(kv, nc.constantScalar(1, "k"));
-    k = static_cast<int64_t>(kv);
-  }
   auto type = cast<RankedTensorType>(x.getType());
   if (type.getRank() < 2)
     return nc.error("input has rank " + std::to_string(type.getRank()) +
                     "; Trilu needs rank 2 or more");
   int64_t m = type.getDimSize(type.getRank() - 2),
           n = type.getDimSize(type.getRank() - 1);
-  SmallVector<bool> keep;
-  keep.reserve(m * n);
+  OpBuilder &b = nc.builder();
+  SmallVector<int64_t> diff;
+  diff.reserve(m * n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      keep.push_back(upper ? j - i >= k : j - i <= k);
-  OpBuilder &b = nc.builder();
-  Value mask = dopt::ConstantOp::create(
+      diff.push_back(j - i);
+  auto i64 = b.getI64Type();
+  Value d = dopt::ConstantOp::create(
       b, nc.loc(),
-      DenseElementsAttr::get(RankedTensorType::get({m, n}, b.getI1Type()),
-                             ArrayRef<bool>(keep)));
+      DenseElementsAttr::get(RankedTensorType::get({m, n}, i64),
+                             ArrayRef<int64_t>(diff)));
+  Value k = nc.input(1);
+  if (k) {
+    auto kt = cast<RankedTensorType>(k.getType());
+    if (kt.getNumElements() != 1 || kt.getElementType() != i64)
+      return nc.error("k (input 1) must be an int64 scalar");
+    if (kt.getRank() != 0)
+      k = nc.create<dopt::ReshapeOp>(k, b.getDenseI64ArrayAttr({}));
+  } else {
+    k = dopt::ConstantOp::create(
+        b, nc.loc(),
+        DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                               ArrayRef<int64_t>{0}));
+  }
+  Value mask = upper ? nc.create<dopt::GreaterEqualOp>(d, k)
+                     : nc.create<dopt::LessEqualOp>(d, k);
   Value zero = dopt::ConstantOp::create(
       b, nc.loc(),
       DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
