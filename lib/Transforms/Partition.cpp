@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/ShardingRules.h"
 #include "distopt/Transforms/Passes.h"
@@ -189,6 +190,9 @@ private:
   LogicalResult markBlockLayouts();
   LogicalResult propagateBlock(Value v, BlockLayout layout, Operation *user);
   LogicalResult retypeOp(Operation *op);
+  LogicalResult checkRule(Operation *op);
+  /// Each op's sharding rule, taken on the global shapes before retyping.
+  llvm::DenseMap<Operation *, planner::OpShardingRule> rules;
   LogicalResult outlineStages();
   LogicalResult splitVocabularyGather(dopt::GatherOp g);
   FailureOr<Value> reshard(Value v, const Sharding &from, const Sharding &to,
@@ -466,6 +470,91 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
   return success();
 }
 
+/// The op's operands and results, as the plan holds them, must split one
+/// factor of its sharding rule over the tensor axis — the one the planner
+/// priced: every dimension of that factor split, no other, and the results
+/// partial exactly when it is a reduction factor the results lack. Local
+/// shapes alone would let a wrong split through (a softmax split along its
+/// axis computes on the slices without an error).
+LogicalResult Partitioner::checkRule(Operation *op) {
+  auto it = rules.find(op);
+  if (it == rules.end() || gridShape[kTensorAxis] == 1)
+    return success();
+  const planner::OpShardingRule &rule = it->second;
+  auto stateOf = [&](Value v) -> std::optional<Sharding> {
+    auto p = produced.find(v);
+    if (p == produced.end())
+      return std::nullopt;
+    return p->second;
+  };
+  int64_t factor = -1;
+  auto fail = [&](const Twine &why) {
+    return op->emitError("the plan splits this op in a way its sharding rule "
+                         "does not allow: ")
+           << why << " (internal error)";
+  };
+  auto take = [&](int64_t f, const Twine &what) -> LogicalResult {
+    if (f < 0)
+      return fail(what + " is split along a dimension no factor can split");
+    if (factor >= 0 && factor != f)
+      return fail(what + " is split along another factor than the rest");
+    factor = f;
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto s = stateOf(v);
+    if (!s || i >= rule.operandDims.size())
+      continue;
+    if (s->partial)
+      return fail("operand " + Twine(i) + " is a partial value");
+    int64_t d = s->dimOf(kTensorAxis);
+    if (d >= 0 && d < static_cast<int64_t>(rule.operandDims[i].size()) &&
+        failed(take(rule.operandDims[i][d], "operand " + Twine(i))))
+      return failure();
+  }
+  bool partial = false;
+  for (auto [r, v] : llvm::enumerate(op->getResults())) {
+    auto s = stateOf(v);
+    if (!s || r >= rule.resultDims.size())
+      continue;
+    partial |= s->partial.has_value();
+    int64_t d = s->dimOf(kTensorAxis);
+    if (d >= 0 && d < static_cast<int64_t>(rule.resultDims[r].size()) &&
+        failed(take(rule.resultDims[r][d], "result " + Twine(r))))
+      return failure();
+  }
+  if (factor < 0)
+    return partial ? fail("a result is partial but nothing is split")
+                   : success();
+  const planner::Factor &f = rule.factors[factor];
+  if (f.kind == planner::FactorKind::NeedReplication)
+    return fail("the split factor must stay whole");
+  // Every dimension of the factor is split.
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    if (i >= rule.operandDims.size())
+      continue;
+    int64_t d = rule.operandDim(i, factor);
+    auto s = stateOf(v);
+    if (d >= 0 && (!s || s->dimOf(kTensorAxis) != d))
+      return fail("operand " + Twine(i) + " is not split along the factor");
+  }
+  bool inResults = false;
+  for (auto [r, v] : llvm::enumerate(op->getResults())) {
+    if (r >= rule.resultDims.size())
+      continue;
+    int64_t d = rule.resultDim(r, factor);
+    inResults |= d >= 0;
+    auto s = stateOf(v);
+    if (d >= 0 && (!s || s->dimOf(kTensorAxis) != d))
+      return fail("result " + Twine(r) + " is not split along the factor");
+  }
+  bool reduction = f.kind == planner::FactorKind::Reduction && !inResults;
+  if (reduction != partial)
+    return fail(reduction ? "a split reduction must leave partial results"
+                          : "a result is partial but the factor is parallel");
+  return success();
+}
+
 LogicalResult Partitioner::run() {
   if (gridShape.size() != 3)
     return grid.emitError("expected the planner's 3-axis grid (stages x data "
@@ -474,6 +563,10 @@ LogicalResult Partitioner::run() {
     if (auto plan = module->getAttrOfType<DictionaryAttr>("dopt.plan"))
       if (auto m = plan.getAs<IntegerAttr>("microbatches"))
         microbatches = m.getInt();
+  for (Operation &op : func.getBody().front())
+    if (isa<dopt::DoptDialect>(op.getDialect()))
+      if (auto rule = planner::getShardingRule(&op))
+        rules[&op] = std::move(*rule);
   // 1. Produced shardings.
   func.walk([&](shard::ShardOp s) {
     if (s.getAnnotateForUsers())
@@ -590,7 +683,7 @@ LogicalResult Partitioner::run() {
     }
     if (isa<shard::ShardingOp, func::ReturnOp>(op))
       continue;
-    if (failed(retypeOp(op)))
+    if (failed(checkRule(op)) || failed(retypeOp(op)))
       return failure();
   }
   for (Operation *op : llvm::reverse(dead))

@@ -24,10 +24,11 @@ module attributes {dopt.plan = {dp = 1 : i64, microbatch_size = 8 : i64, microba
 
 module {
   shard.grid @dopt_grid(shape = 1x1x4)
+  // expected-error @below {{dimension 0 of size 6 does not split evenly over 4 devices (only the batch may split unevenly, over the data axis)}}
   func.func @main(%x: tensor<6x8xf32>) -> tensor<6x8xf32> {
     %s = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
-    // expected-error @below {{dimension 0 of size 6 does not split evenly over 4 devices (only the batch may split unevenly, over the data axis)}}
-    %n = dopt.neg %x : (tensor<6x8xf32>) -> tensor<6x8xf32>
+    %xs = shard.shard %x to %s : tensor<6x8xf32>
+    %n = dopt.neg %xs : (tensor<6x8xf32>) -> tensor<6x8xf32>
     %ns = shard.shard %n to %s : tensor<6x8xf32>
     return %ns : tensor<6x8xf32>
   }
@@ -102,5 +103,40 @@ module {
     %fs = shard.shard %f to %b0 {dopt.batch_dim = 0 : i64} : tensor<8x8xf32>
     // expected-error @below {{result 0 holds the batch inside a merged dimension 0; the runtime cannot join it across replicas}}
     return %fs : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// A plan that splits a softmax along its axis: local shapes would fit, the
+// numbers would not. The op's sharding rule refuses it.
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %c = shard.sharding @dopt_grid split_axes = [[], [2]] : !shard.sharding
+    %xs = shard.shard %x to %c : tensor<4x8xf32>
+    // expected-error @below {{the plan splits this op in a way its sharding rule does not allow: the split factor must stay whole (internal error)}}
+    %y = dopt.softmax %xs {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %ys = shard.shard %y to %c : tensor<4x8xf32>
+    return %ys : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// A matmul split along K must leave partial sums, not a whole result.
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%x: tensor<4x8xf32>) -> tensor<4x6xf32> {
+    %c = shard.sharding @dopt_grid split_axes = [[], [2]] : !shard.sharding
+    %r = shard.sharding @dopt_grid split_axes = [[2]] : !shard.sharding
+    %rep = shard.sharding @dopt_grid split_axes = [[]] : !shard.sharding
+    %xs = shard.shard %x to %c : tensor<4x8xf32>
+    %w = dopt.weight {name = "w", type = tensor<8x6xf32>} : () -> tensor<8x6xf32>
+    %ws = shard.shard %w to %r : tensor<8x6xf32>
+    // expected-error @below {{a split reduction must leave partial results}}
+    %y = dopt.matmul %xs, %ws : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+    %ys = shard.shard %y to %rep : tensor<4x6xf32>
+    return %ys : tensor<4x6xf32>
   }
 }
