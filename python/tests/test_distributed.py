@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli import env, run
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
@@ -39,20 +40,6 @@ MODELS = {
 PLANS = {"dp2": (2, 1, 1, 1), "dp4": (4, 1, 1, 1), "tp2": (1, 2, 1, 1), "tp4": (1, 4, 1, 1),
          "dp2xtp2": (2, 2, 1, 1), "pp2": (1, 1, 2, 2), "dp2xpp2": (2, 1, 2, 2),
          "tp2xpp2": (1, 2, 2, 2)}
-
-
-def env():
-    e = dict(os.environ)
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    return e
-
-
-def run(*args, check=True):
-    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env())
-    if check:
-        assert proc.returncode == 0, proc.stderr + proc.stdout
-    return proc
 
 
 @pytest.fixture(scope="module")

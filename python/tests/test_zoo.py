@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from cli import run as _run
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
@@ -55,15 +55,8 @@ REGRESSIONS = [("torch_encoder_bf", "dp2"), ("torch_encoder_bf", "dp2xtp2"),
                ("gpt_block_split", "dp2xtp2")]
 
 
-def env():
-    e = dict(os.environ)
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    return e
-
-
 def run(*args):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env())
+    return _run(*args, check=False)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,23 @@
+"""Running distopt and its executables from the tests: the environment
+OpenMPI needs as root, and one subprocess call that captures the output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+
+def env():
+    e = dict(os.environ)
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    e.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return e
+
+
+def run(*args, check=True):
+    """Runs a command; with `check`, asserts it succeeded (showing its
+    output)."""
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env())
+    if check:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
