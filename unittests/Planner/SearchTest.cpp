@@ -247,22 +247,34 @@ TEST_F(PlannerTest, ModelsThatMixSamplesAreNotSplitByBatch) {
 }
 
 TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
-  parse(R"(func.func @f(%a: tensor<2x6x8xf32>) -> tensor<2x6x8xf32> {
+  parse(R"(func.func @f(%a: tensor<2x6x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x6x8xf32> {
   %0 = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x8xf32>) -> tensor<2x6x8xf32>
   %1:2 = dopt.split %0 {axis = 1 : i64, sizes = array<i64: 2, 4>} : (tensor<2x6x8xf32>) -> (tensor<2x2x8xf32>, tensor<2x4x8xf32>)
+  %w = dopt.weight {name = "qkv", type = tensor<8x6xf32>} : () -> tensor<8x6xf32>
+  %2 = dopt.matmul %x, %w : (tensor<2x8x8xf32>, tensor<8x6xf32>) -> tensor<2x8x6xf32>
+  %3:2 = dopt.split %2 {axis = 2 : i64, sizes = array<i64: 2, 4>} : (tensor<2x8x6xf32>) -> (tensor<2x8x2xf32>, tensor<2x8x4xf32>)
   return %0 : tensor<2x6x8xf32>
 })");
   auto softmax = getShardingRule(first("dopt.softmax"));
   ASSERT_TRUE(softmax);
   EXPECT_EQ(softmax->factors[softmax->operandDims[0][2]].kind,
             FactorKind::NeedReplication);
-  auto split = getShardingRule(first("dopt.split"));
-  ASSERT_TRUE(split);
-  // Parts of 2 and 4 rows: the axis factor has the gcd, 2.
-  int64_t f = split->operandDims[0][1];
+  llvm::SmallVector<mlir::Operation *> splits;
+  module->walk([&](distopt::dopt::SplitOp s) { splits.push_back(s); });
+  ASSERT_EQ(splits.size(), 2u);
+  // A softmax cannot be made in a block layout: its split keeps the axis
+  // whole.
+  auto fromSoftmax = getShardingRule(splits[0]);
+  ASSERT_TRUE(fromSoftmax);
+  EXPECT_EQ(fromSoftmax->operandDims[0][1], -1);
+  // A weight GEMM can (fused QKV): parts of 2 and 4 columns, the axis factor
+  // has the gcd, 2, in a block layout.
+  auto fused = getShardingRule(splits[1]);
+  ASSERT_TRUE(fused);
+  int64_t f = fused->operandDims[0][2];
   ASSERT_GE(f, 0);
-  EXPECT_EQ(split->factors[f].size, 2);
-  EXPECT_EQ(split->resultDims[1][1], f);
+  EXPECT_EQ(fused->factors[f].size, 2);
+  EXPECT_EQ(fused->resultDims[1][2], f);
 }
 
 TEST_F(PlannerTest, EmbeddingGatherOverVocabularyIsAPartialSum) {
