@@ -143,8 +143,9 @@ std::pair<int64_t, int64_t> reshapeBatch(ArrayRef<int64_t> in,
 
 std::string batchMixerReason(mlir::Operation &op, const std::string &why) {
   std::string s = "'" + op.getName().getStringRef().str() + "'";
-  if (auto loc = llvm::dyn_cast<mlir::NameLoc>(op.getLoc()))
-    s = "node '" + loc.getName().str() + "' (" + s + ")";
+  std::string name = nodeName(op.getLoc());
+  if (!name.empty())
+    s = "node '" + name + "' (" + s + ")";
   return s + ": " + why;
 }
 
@@ -185,8 +186,7 @@ mlir::LogicalResult propagateBatch(PlanGraph &g, PlanNode &node,
     // token types, ViT's class token, a causal mask broadcast over the
     // batch): its rows are copies, so each replica expands to its own
     // batch. The size is checked again at the real batch (rebind).
-    auto expand = llvm::dyn_cast<dopt::ExpandOp>(node.op);
-    if (!expand)
+    if (!llvm::isa<dopt::ExpandOp>(node.op))
       return mlir::success();
     const PlanTensor &in = g.tensors[node.operands[0]];
     PlanTensor &out = g.tensors[node.results[0]];

@@ -41,6 +41,8 @@ private:
   llvm::DenseMap<std::pair<int64_t, unsigned>, int64_t> needed;
   /// (node, operand) reading a segment's output in its boundary state.
   llvm::DenseMap<std::pair<int64_t, unsigned>, int64_t> readAs;
+  /// The shard.shard that annotates each tensor as produced (null if none).
+  std::vector<mlir::Value> annotations;
 
   mlir::Value sharding(const PlanTensor &t, int64_t state) {
     SmallVector<SmallVector<int16_t>> axes(t.shape.size());
@@ -114,6 +116,7 @@ llvm::Error Annotator::run() {
 
   // Map each segment's shared solution onto its own nodes.
   produced.assign(g.tensors.size(), kReplicated);
+  annotations.assign(g.tensors.size(), mlir::Value());
   std::vector<int64_t> stageOf(g.nodes.size(), -1);
   std::vector<const Segment *> representative(g.numClasses, nullptr);
   for (const Segment &s : g.segments)
@@ -169,6 +172,7 @@ llvm::Error Annotator::run() {
       op->setAttr("dopt.batch_inner", builder.getI64IntegerAttr(t.batchInner));
     mlir::Value v = t.value;
     v.replaceAllUsesExcept(op.getResult(), op);
+    annotations[tensorId] = op.getResult();
     return op;
   };
   for (auto [id, t] : llvm::enumerate(g.tensors))
@@ -187,19 +191,15 @@ llvm::Error Annotator::run() {
   // state): the output of segment s is resharded to it once, inside s, and
   // the later segments read it from there. Uses in later segments go
   // through that reshard, so the program's collectives are the priced ones.
-  for (size_t si = 0; si + 1 < g.segments.size() && si < plan.boundaryStates.size();
-       ++si) {
+  for (size_t si = 0;
+       si + 1 < g.segments.size() && si < plan.boundaryStates.size(); ++si) {
     int64_t t = g.segments[si].output;
     int64_t want = plan.boundaryStates[si];
     if (t < 0 || want == produced[t])
       continue;
     const PlanTensor &tensor = g.tensors[t];
-    mlir::Value annotated = tensor.value;
-    for (mlir::Operation *user : tensor.value.getUsers())
-      if (auto s = llvm::dyn_cast<shard::ShardOp>(user))
-        if (!s.getAnnotateForUsers())
-          annotated = s.getResult();
-    if (annotated == tensor.value)
+    mlir::Value annotated = annotations[t];
+    if (!annotated)
       continue;
     builder.setInsertionPointAfter(annotated.getDefiningOp());
     auto op = shard::ShardOp::create(builder, tensor.value.getLoc(), annotated,

@@ -120,8 +120,8 @@ private:
   /// Set by localType when the last type it made is padded (uneven batch).
   bool paddedNow = false;
 
-  /// The model's global batch (dimension 0 of the batch-carrying inputs);
-  /// 0 when no input carries a batch.
+  /// The model's global batch (the batch dimension of the batch-carrying
+  /// inputs); 0 when no input carries a batch.
   int64_t globalBatch = 0;
 
   /// The local type of a value of type `global` held as `s`. A split takes

@@ -1,10 +1,18 @@
-"""Running distopt and its executables from the tests: the environment
-OpenMPI needs as root, and one subprocess call that captures the output."""
+"""Running distopt and its executables from the tests: where the build is,
+the environment OpenMPI needs as root, and one subprocess call that
+captures the output. Also puts python/testmodels on the import path."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
+DISTOPT = BUILD / "bin" / "distopt"
+sys.path.insert(0, str(ROOT / "python" / "testmodels"))
 
 
 def env():

@@ -11,18 +11,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import env, run
+from cli import DISTOPT, ROOT, env, run
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
-DISTOPT = BUILD / "bin" / "distopt"
-sys.path.insert(0, str(ROOT / "python" / "testmodels"))
-import gen_models  # noqa: E402
+import gen_models  # noqa: E402  (python/testmodels, put on the path by cli)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),

@@ -15,18 +15,14 @@ import json
 import os
 import random
 import shutil
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from cli import run as _run
+from cli import DISTOPT, run as _run
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
-DISTOPT = BUILD / "bin" / "distopt"
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),

@@ -14,7 +14,6 @@ planner or the partitioner.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,13 +21,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from cli import run as _run
+from cli import DISTOPT, run as _run
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
-DISTOPT = BUILD / "bin" / "distopt"
-sys.path.insert(0, str(ROOT / "python" / "testmodels"))
-import zoo  # noqa: E402
+import zoo  # noqa: E402  (python/testmodels, put on the path by cli)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
