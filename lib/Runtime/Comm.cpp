@@ -30,7 +30,7 @@
 
 struct dort_comm {
   MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm local = MPI_COMM_NULL; ///< ranks of this node, split lazily
+  MPI_Comm local = MPI_COMM_NULL; ///< ranks of this node (world: at init)
   bool owned = true;
 };
 
@@ -371,6 +371,14 @@ int dort_dtype_size(dort_dtype d) {
   return 0;
 }
 
+static MPI_Comm localOf(const dort_comm *c) {
+  auto *m = const_cast<dort_comm *>(c);
+  if (m->local == MPI_COMM_NULL)
+    MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                        &m->local);
+  return m->local;
+}
+
 int dort_comm_init(int *argc, char ***argv) {
   if (gInitialized)
     return 0;
@@ -390,6 +398,11 @@ int dort_comm_init(int *argc, char ***argv) {
   gWorld.owned = false;
   createHalfOps();
   gInitialized = true;
+  // The node-local communicator is made now, while every rank is here:
+  // made lazily it would be a collective inside whatever first asks for
+  // the local rank (a pipeline stage's first run, while its neighbour
+  // waits in a receive: a deadlock).
+  localOf(&gWorld);
   return 0;
 }
 
@@ -439,13 +452,6 @@ int dort_comm_size(const dort_comm *c) {
   return n;
 }
 
-static MPI_Comm localOf(const dort_comm *c) {
-  auto *m = const_cast<dort_comm *>(c);
-  if (m->local == MPI_COMM_NULL)
-    MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                        &m->local);
-  return m->local;
-}
 
 int dort_comm_local_rank(const dort_comm *c) {
   if (!c || c->comm == MPI_COMM_NULL)

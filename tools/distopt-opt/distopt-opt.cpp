@@ -13,6 +13,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
@@ -22,6 +23,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // gpu-module-to-binary translates kernels to LLVM IR in process.
+  mlir::registerAllToLLVMIRTranslations(registry);
   registry.insert<distopt::dopt::DoptDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "distopt optimizer driver (dopt dialect and passes)\n",

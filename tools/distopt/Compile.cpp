@@ -15,6 +15,7 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Target/CPU/CPUTarget.h"
+#include "distopt/Target/CUDA/CUDATarget.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -42,6 +43,25 @@
 using namespace mlir;
 using namespace distopt;
 using llvm::WithColor;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> compileTarget(
+    "target",
+    cl::desc("What the bundle runs on: cpu (default) or cuda (NVIDIA GPUs, "
+             "one per rank)"),
+    cl::value_desc("cpu|cuda"), cl::init("cpu"),
+    cl::sub(tool::compileCommand()));
+static cl::list<std::string> cudaArchs(
+    "cuda-arch",
+    cl::desc("GPU architectures to assemble kernels for (default "
+             "sm_80,sm_90); the PTX of the lowest is embedded too"),
+    cl::value_desc("sm_XX,..."), cl::CommaSeparated,
+    cl::sub(tool::compileCommand()));
+static cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit",
+    cl::desc("The CUDA toolkit (bin/ptxas, bin/fatbinary, nvvm/libdevice); "
+             "default: the one distopt was built with"),
+    cl::value_desc("DIR"), cl::sub(tool::compileCommand()));
 
 namespace {
 
@@ -139,9 +159,42 @@ struct StageBuffers {
 
 int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
-  if (!emit.empty() && emit != "graph" && emit != "linalg" && emit != "llvm") {
-    WithColor::error() << "--emit must be graph, linalg or llvm, got '" << emit
-                       << "'\n";
+  bool toCUDA = compileTarget == "cuda";
+  if (!toCUDA && compileTarget != "cpu") {
+    WithColor::error() << "--target must be cpu or cuda, got '"
+                       << compileTarget << "'\n";
+    return 1;
+  }
+  cuda::CUDAOptions cudaOptions;
+  if (toCUDA) {
+    cudaOptions.toolkit =
+        cudaToolkit.empty() ? cuda::defaultToolkit() : cudaToolkit.getValue();
+    if (!cudaArchs.empty())
+      cudaOptions.archs.assign(cudaArchs.begin(), cudaArchs.end());
+    std::string problem = cuda::checkOptions(cudaOptions);
+    if (problem.empty() && emit.empty() && !cuda::runtimeAvailable())
+      problem = "this distopt was built without its CUDA runtime (no CUDA "
+                "toolkit at build time): it can print --emit=gpu|ptx but not "
+                "link a CUDA bundle";
+    if (!problem.empty()) {
+      WithColor::error() << problem << "\n";
+      return 1;
+    }
+  } else if (cudaToolkit.getNumOccurrences() || !cudaArchs.empty()) {
+    WithColor::error() << "--cuda-arch and --cuda-toolkit apply to "
+                          "--target cuda\n";
+    return 1;
+  }
+  bool gpuEmit = emit == "gpu" || emit == "ptx";
+  if (!emit.empty() && emit != "graph" && emit != "linalg" && emit != "llvm" &&
+      !gpuEmit) {
+    WithColor::error() << "--emit must be graph, linalg, llvm, gpu or ptx, "
+                          "got '"
+                       << emit << "'\n";
+    return 1;
+  }
+  if (gpuEmit && !toCUDA) {
+    WithColor::error() << "--emit=" << emit << " needs --target cuda\n";
     return 1;
   }
   // The input: an ONNX model, or a planned dopt IR (`distopt plan
@@ -383,8 +436,28 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       printedOS << "\n";
       continue;
     }
-    if (failed(cpu::lowerToLLVMDialect(*program)))
+    if (toCUDA) {
+      SmallVector<MemRefType> argTypes;
+      std::vector<int8_t> kinds;
+      if (failed(cuda::lowerToGPU(*program, argTypes, kinds)))
+        return 1;
+      if (emit == "gpu") {
+        program->print(printedOS, flags);
+        printedOS << "\n";
+        continue;
+      }
+      std::string ptx;
+      if (failed(cuda::compileKernels(*program, cudaOptions, &ptx)))
+        return 1;
+      if (emit == "ptx") {
+        printedOS << ptx;
+        continue;
+      }
+      if (failed(cuda::lowerHostToLLVM(*program, argTypes, kinds)))
+        return 1;
+    } else if (failed(cpu::lowerToLLVMDialect(*program))) {
       return 1;
+    }
     if (pipeline) {
       // Stage k's symbols: dopt_main_k, dopt_entry_k (one executable).
       for (StringRef base : {"dopt_main", "dopt_entry"}) {
@@ -408,7 +481,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     }
     llvmModules.push_back(std::move(llvmModule));
   }
-  if (emit == "linalg" || emit == "llvm")
+  if (emit == "linalg" || emit == "llvm" || gpuEmit)
     return failed(printTo(output, [&](llvm::raw_ostream &os) { os << printed; }));
 
   // Write the bundle into a temporary directory, then move it into place.
@@ -483,6 +556,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},
       {"weights", std::move(weights)}};
+  if (toCUDA)
+    manifest["target"] = "cuda";
   if (!grid.empty()) {
     llvm::json::Array g;
     for (int64_t n : grid)
@@ -531,8 +606,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     objects.push_back(table);
   }
   std::string error;
+  std::vector<std::string> targetLibs;
+  if (toCUDA)
+    targetLibs = cuda::linkLibraries(cudaOptions);
   if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
-                                 error)))
+                                 error, targetLibs)))
     return fail(error);
   for (const std::string &o : objects)
     llvm::sys::fs::remove(o);

@@ -84,8 +84,10 @@ static cl::opt<bool> importGeneric("mlir-print-generic",
                                    cl::sub(importCmd), cl::sub(compileCmd));
 static cl::opt<std::string> compileEmit(
     "emit",
-    cl::desc("Stop early and print IR: graph (dopt), linalg, llvm (LLVM IR)"),
-    cl::value_desc("graph|linalg|llvm"), cl::sub(compileCmd));
+    cl::desc("Stop early and print IR: graph (dopt), linalg, llvm (LLVM IR); "
+             "with --target cuda also gpu (kernels outlined, before NVVM) "
+             "and ptx"),
+    cl::value_desc("graph|linalg|llvm|gpu|ptx"), cl::sub(compileCmd));
 static cl::opt<std::string>
     compileCPU("cpu", cl::desc("Target CPU (default: native, the host's)"),
                cl::init("native"), cl::sub(compileCmd));

@@ -2,6 +2,7 @@
 #ifndef DISTOPT_CONVERSION_PASSES_H
 #define DISTOPT_CONVERSION_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace distopt {

@@ -69,4 +69,60 @@ def ConvertShardToRuntimePass : Pass<"distopt-convert-shard-to-runtime", "mlir::
                            "mlir::func::FuncDialect"];
 }
 
+def MapLoopsToGPUPass : Pass<"distopt-map-loops-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Map the bufferized loop nests of a function onto gpu.launch";
+  let description = [{
+    The CUDA pipeline's loop mapping, on what the CPU pipeline has after
+    `distopt-fuse-parallel-loops` and `distopt-plan-buffers`. Each top-level
+    `scf.parallel` becomes one `gpu.launch`:
+    - a flat nest: one thread per iteration (256 a block, the last loop
+      dimension fastest, so a warp reads consecutive elements);
+    - a row-fused nest (inner `scf.parallel` loops between scalar steps, as
+      `distopt-fuse-parallel-loops` leaves softmax and layer norm): one block
+      per outer iteration, each inner loop strided over the block's threads,
+      steps that write memory outside them (a reduction's `scf.for`) on
+      thread 0, with barriers between steps that share memory.
+    Other top-level ops that read or write buffers (a reduction to a scalar)
+    run on one thread. Runtime calls, allocations and view arithmetic stay on
+    the host; views, globals and constants are sunk into the kernels, so
+    every kernel argument is a whole buffer.
+
+    ```mlir
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c8) step (%c1, %c1) { ... }
+    // becomes
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, ...) threads(%tx, ...) in (%b = %c256, ...) {
+      %lin = bx * 256 + tx ; scf.if %lin < 32 { %i = lin / 8 ; %j = lin % 8 ; ... }
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def ConvertGPULaunchToRuntimePass : Pass<"distopt-convert-gpu-launch-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower gpu.launch_func and gpu.binary to distopt CUDA runtime calls";
+  let description = [{
+    After `gpu-module-to-binary` (and distopt's ptxas/fatbinary step), each
+    `gpu.binary`'s single object becomes an internal constant LLVM global of
+    its bytes, and each `gpu.launch_func` a call
+    `dort_cuda_launch(image, name, gx, gy, gz, bx, by, bz, smem, args, nargs)`
+    with the kernel arguments in 8-byte stack slots (buffers by their aligned
+    pointer, for kernels compiled with the bare-pointer convention). The
+    runtime loads each image once on the rank's device and launches on its
+    stream; upstream's per-launch stream and pre-main module loading are not
+    used.
+
+    ```mlir
+    gpu.launch_func @k::@f blocks in (%g, %c1, %c1) threads in (%c256, %c1, %c1) args(%buf : memref<64xf32>)
+    // becomes
+    %slots = llvm.alloca %c1 x i64 : (i64) -> !llvm.ptr
+    ... llvm.store %bufptr, %slot0 : i64, !llvm.ptr
+    func.call @dort_cuda_launch(%image, %name, %g, %c1, %c1, %c256, %c1, %c1, %c0, %slots, %c1_i32) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 #endif // DISTOPT_CONVERSION_PASSES_TD

@@ -55,9 +55,7 @@ static void registerPassesOnce() {
   (void)done;
 }
 
-/// Runs `pipeline`, a pass list anchored on the module (no
-/// `builtin.module(...)` wrapper).
-static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+LogicalResult cpu::runPipeline(ModuleOp module, StringRef pipeline) {
   registerPassesOnce();
   PassManager pm(module->getContext());
   std::string errors;
@@ -83,8 +81,8 @@ LogicalResult cpu::lowerToLinalg(ModuleOp module) {
 
 /// Adds `int32_t dopt_entry(void **buffers)` calling the lowered dopt_main
 /// with one memref descriptor per buffer (static shape, identity layout).
-static LogicalResult addEntryPoint(ModuleOp module,
-                                   ArrayRef<MemRefType> argTypes) {
+LogicalResult cpu::addEntryPoint(ModuleOp module, ArrayRef<MemRefType> argTypes,
+                                StringRef name) {
   auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>("dopt_main");
   if (!callee)
     return module.emitError("internal error: dopt_main was not lowered");
@@ -94,7 +92,7 @@ static LogicalResult addEntryPoint(ModuleOp module,
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   auto i32 = b.getI32Type(), i64 = b.getI64Type();
   auto fn = LLVM::LLVMFuncOp::create(
-      b, loc, "dopt_entry", LLVM::LLVMFunctionType::get(i32, {ptrTy}));
+      b, loc, name, LLVM::LLVMFunctionType::get(i32, {ptrTy}));
   Block *entry = fn.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   Value bufs = entry->getArgument(0);
@@ -128,7 +126,8 @@ static LogicalResult addEntryPoint(ModuleOp module,
   return success();
 }
 
-LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
+LogicalResult cpu::lowerToLoops(ModuleOp module,
+                                SmallVectorImpl<MemRefType> &argTypes) {
   // Inputs and weights belong to the runtime (weights are mapped read-only):
   // bufferization must never write into them.
   if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main")) {
@@ -170,7 +169,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   auto main = module.lookupSymbol<func::FuncOp>("dopt_main");
   if (!main)
     return module.emitError("internal error: no dopt_main after bufferization");
-  SmallVector<MemRefType> argTypes;
+  argTypes.clear();
   for (Type t : main.getArgumentTypes()) {
     auto m = dyn_cast<MemRefType>(t);
     if (!m || !m.hasStaticShape() || !m.getLayout().isIdentity())
@@ -178,6 +177,13 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
              << t << " is not a static identity-layout memref";
     argTypes.push_back(m);
   }
+  return success();
+}
+
+LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
+  SmallVector<MemRefType> argTypes;
+  if (failed(lowerToLoops(module, argTypes)))
+    return failure();
   if (failed(runPipeline(
           module,
           "distopt-approximate-math,"
@@ -188,7 +194,7 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
           "convert-func-to-llvm,convert-index-to-llvm,convert-openmp-to-llvm,"
           "reconcile-unrealized-casts")))
     return failure();
-  return addEntryPoint(module, argTypes);
+  return addEntryPoint(module, argTypes, "dopt_entry");
 }
 
 static llvm::TargetMachine *makeTargetMachine(const cpu::CPUOptions &options,
@@ -274,7 +280,8 @@ LogicalResult cpu::emitObjectFile(llvm::Module &llvmModule, StringRef path,
 
 LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
                                   StringRef output, StringRef runtimeLibDir,
-                                  std::string &errorMessage) {
+                                  std::string &errorMessage,
+                                  ArrayRef<std::string> targetLibs) {
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     errorMessage = "no C compiler driver 'cc' on PATH to link with";
@@ -283,6 +290,8 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
   SmallVector<std::string> args = {*cc, "-o", output.str()};
   llvm::append_range(args, objects);
   args.push_back("-L" + runtimeLibDir.str());
+  // A device target's runtime first: it calls into the common runtime.
+  llvm::append_range(args, targetLibs);
   for (const char *lib :
        {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
     args.push_back(lib);

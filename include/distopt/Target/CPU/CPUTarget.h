@@ -38,12 +38,32 @@ struct CPUOptions {
 /// Dialects and interfaces (bufferization, translation) the pipeline needs.
 void registerCPUTargetDialects(mlir::DialectRegistry &registry);
 
+/// Runs `pipeline`, a textual pass list anchored on the module (no
+/// `builtin.module(...)` wrapper), with every upstream and distopt pass
+/// registered.
+mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline);
+
 /// dopt -> linalg on tensors, with elementwise fusion (the `--emit=linalg`
 /// stage). Renames @main to @dopt_main.
 mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module);
 
+/// linalg on tensors -> loops on buffers: bufferization (results become
+/// out-parameters), GEMMs as runtime calls, linalg as `scf.parallel` nests,
+/// row-local fusion and the static memory plan. The stage every target
+/// shares; `argTypes` receives dopt_main's buffer types (the entry's
+/// buffers).
+mlir::LogicalResult
+lowerToLoops(mlir::ModuleOp module,
+             llvm::SmallVectorImpl<mlir::MemRefType> &argTypes);
+
 /// linalg on tensors -> LLVM dialect, plus the `dopt_entry` wrapper.
 mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);
+
+/// Adds `int32_t NAME(void **buffers)` calling the lowered dopt_main with one
+/// memref descriptor per buffer (static shape, identity layout).
+mlir::LogicalResult addEntryPoint(mlir::ModuleOp module,
+                                  llvm::ArrayRef<mlir::MemRefType> argTypes,
+                                  llvm::StringRef name);
 
 /// LLVM dialect -> optimised LLVM IR for the host (or `options.cpu`).
 std::unique_ptr<llvm::Module> translateToLLVMIR(mlir::ModuleOp module,
@@ -56,11 +76,13 @@ mlir::LogicalResult emitObjectFile(llvm::Module &llvmModule,
                                    const CPUOptions &options);
 
 /// Links objects with the runtime into an executable using the system
-/// compiler driver (`cc`). `runtimeLibDir` holds libdistopt_runtime*.a.
+/// compiler driver (`cc`). `runtimeLibDir` holds libdistopt_runtime*.a;
+/// `targetLibs` (a device target's runtime and libraries) come before it.
 mlir::LogicalResult linkExecutable(llvm::ArrayRef<std::string> objects,
                                    llvm::StringRef output,
                                    llvm::StringRef runtimeLibDir,
-                                   std::string &errorMessage);
+                                   std::string &errorMessage,
+                                   llvm::ArrayRef<std::string> targetLibs = {});
 
 } // namespace distopt::cpu
 

@@ -1,0 +1,68 @@
+/*===- CUDA.h - the CUDA runtime that CUDA bundles call -------------*- C -*-===
+ *
+ * libdistopt_runtime_cuda (built where a CUDA toolkit is found; linked
+ * with the CUDA runtime statically, so an executable starts on a machine
+ * without a driver and reports it). What the CUDA target's generated host
+ * code calls (lib/Target/CUDA, docs/cuda-codegen.md):
+ *
+ *  - dort_cuda_run: the body of a CUDA bundle's dopt_entry. On first use it
+ *    picks the device (local rank modulo the visible devices), creates the
+ *    rank's stream and cuBLAS handle. Each run uploads the inputs, uploads
+ *    each weight once (cached by its host address), runs the device entry
+ *    on device buffers and downloads the outputs, then waits for the stream.
+ *  - dort_cuda_launch: one kernel launch on the rank's stream; the image
+ *    (a fatbin) is loaded once per process.
+ *  - _mlir_memref_to_llvm_alloc/aligned_alloc/free: the host code's
+ *    allocations (the arena of the static memory plan) are device memory,
+ *    kept in a pool so a repeated run allocates nothing.
+ *  - _mlir_ciface_dort_cuda_matmul_* / batch_matmul_*: Kernels.h's GEMM
+ *    contract on device buffers, through cuBLAS (fp32 exact by default;
+ *    DISTOPT_CUDA_TF32=1 allows TF32 tensor cores).
+ *  - _mlir_ciface_dort_cuda_shard_*: the collectives of Distributed.h on
+ *    device buffers, staged through host memory (device -> host -> MPI ->
+ *    host -> device). Debian's OpenMPI is not CUDA-aware, and NCCL refuses
+ *    two ranks on one GPU: staging is what lets a partitioned program run
+ *    multi-rank on one GPU. It tests the programs, not NCCL.
+ *
+ * Errors: a launch, GEMM or copy that fails records a pending error
+ * (Runtime.h) naming the kernel or call and CUDA's message; dort_cuda_run
+ * returns non-zero with dort_set_error when the device cannot be used (no
+ * driver, no device, out of memory with the bytes asked and free).
+ * DISTOPT_CUDA_SYNC=1 waits after every launch, so an error names the kernel
+ * that raised it.
+ *===----------------------------------------------------------------------===*/
+#ifndef DISTOPT_RUNTIME_CUDA_H
+#define DISTOPT_RUNTIME_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* kinds[i]: 0 input (uploaded each run), 1 weight (uploaded once), 2 output
+ * (downloaded); bytes[i]: the buffer's size. */
+int32_t dort_cuda_run(void **host_buffers, int32_t (*device_entry)(void **),
+                      int32_t count, const int8_t *kinds,
+                      const int64_t *bytes);
+
+/* args: nargs 8-byte slots, one per kernel parameter (a pointer, an integer
+ * zero-extended, a float's bits in the low bytes). */
+void dort_cuda_launch(const void *image, const char *kernel, int64_t gx,
+                      int64_t gy, int64_t gz, int64_t bx, int64_t by,
+                      int64_t bz, int32_t smem, int64_t *args, int32_t nargs);
+
+void *_mlir_memref_to_llvm_alloc(size_t size);
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
+void _mlir_memref_to_llvm_free(void *ptr);
+
+/* Device properties for messages and tests: "NVIDIA H100 80GB HBM3 (sm_90)"
+ * or "" when no device could be opened (dort_last_error_message says why). */
+const char *dort_cuda_device_name(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DISTOPT_RUNTIME_CUDA_H */
