@@ -30,5 +30,15 @@ if shutil.which("mpirun"):
         ("%mpirun", "mpirun --oversubscribe --allow-run-as-root --mca btl self,vader"))
 config.substitutions.append(
     ("%unittests", os.path.join(config.distopt_obj_root, "unittests")))
-if os.path.exists("/usr/local/cuda/bin/nvcc"):
+# cuda: distopt was built with its CUDA target and runtime (a toolkit was
+# found), so CUDA bundles compile, assemble and link here. cuda-device: a
+# GPU and its driver are present, so they also run (elsewhere such tests
+# are reported unsupported, never passed).
+if config.distopt_have_cuda in ("ON", "1", "TRUE", "True"):
     config.available_features.add("cuda")
+import subprocess
+try:
+    if subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0:
+        config.available_features.add("cuda-device")
+except (OSError, subprocess.TimeoutExpired):
+    pass

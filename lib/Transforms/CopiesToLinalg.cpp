@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/IR/Builders.h"
 
 namespace distopt {
@@ -17,10 +18,38 @@ using namespace mlir;
 namespace {
 struct CopiesToLinalgPass
     : distopt::impl::CopiesToLinalgPassBase<CopiesToLinalgPass> {
+  /// Whether `a` and `b` are the same view: one value, or identical view
+  /// ops (same op, operands and attributes) of the same views.
+  static bool sameView(Value a, Value b) {
+    if (a == b)
+      return true;
+    Operation *x = a.getDefiningOp(), *y = b.getDefiningOp();
+    if (!x || !y || !isa<ViewLikeOpInterface>(x) ||
+        x->getName() != y->getName() ||
+        x->getNumOperands() != y->getNumOperands() ||
+        x->getAttrDictionary() != y->getAttrDictionary() ||
+        x->getPropertiesAsAttribute() != y->getPropertiesAsAttribute() ||
+        a.getType() != b.getType() ||
+        cast<OpResult>(a).getResultNumber() !=
+            cast<OpResult>(b).getResultNumber())
+      return false;
+    for (auto [p, q] : llvm::zip(x->getOperands(), y->getOperands()))
+      if (!sameView(p, q))
+        return false;
+    return true;
+  }
+
   void runOnOperation() override {
     SmallVector<memref::CopyOp> copies;
     getOperation().walk([&](memref::CopyOp copy) { copies.push_back(copy); });
     for (memref::CopyOp copy : copies) {
+      // Bufferization leaves copies of a buffer onto itself (an in-place
+      // result written back through a second, identical view): nothing to
+      // do, and as a loop it would be a whole pass over memory.
+      if (sameView(copy.getSource(), copy.getTarget())) {
+        copy.erase();
+        continue;
+      }
       auto src = dyn_cast<MemRefType>(copy.getSource().getType());
       auto dst = dyn_cast<MemRefType>(copy.getTarget().getType());
       // Ranked memrefs of one static shape and element type; anything

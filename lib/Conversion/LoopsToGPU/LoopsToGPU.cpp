@@ -205,6 +205,64 @@ LogicalResult serializeNested(Operation *root) {
   return success();
 }
 
+/// Splits a parallel loop whose body is only parallel loops and pure ops
+/// into one loop per child over the combined iteration space (recursively),
+/// returning the loops that replace it (or `par` itself). Valid because the
+/// outer iterations are independent: each child's instances for all of them
+/// may run before the next child's. On the CPU the children stay fused for
+/// locality; on the GPU a small outer loop (a batch of 8 images, each with a
+/// pad and an im2col of a million elements) would otherwise give 8 blocks.
+SmallVector<scf::ParallelOp> fission(scf::ParallelOp par) {
+  if (par.getNumResults() != 0)
+    return {par};
+  SmallVector<scf::ParallelOp> children;
+  for (Operation &op : par.getBody()->without_terminator()) {
+    if (auto child = dyn_cast<scf::ParallelOp>(op)) {
+      if (child.getNumResults() != 0)
+        return {par};
+      children.push_back(child);
+      continue;
+    }
+    if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+      return {par};
+  }
+  if (children.empty())
+    return {par};
+  OpBuilder b(par);
+  Location loc = par.getLoc();
+  SmallVector<scf::ParallelOp> result;
+  for (scf::ParallelOp child : children) {
+    SmallVector<Value> lbs(par.getLowerBound()), ubs(par.getUpperBound()),
+        steps(par.getStep());
+    llvm::append_range(lbs, child.getLowerBound());
+    llvm::append_range(ubs, child.getUpperBound());
+    llvm::append_range(steps, child.getStep());
+    // Bounds of the child defined inside the parent (pure ops) cannot be
+    // hoisted here: keep the loop whole then.
+    for (Value v : llvm::concat<Value>(child.getLowerBound(),
+                                       child.getUpperBound(), child.getStep()))
+      if (par->isAncestor(v.getParentBlock()->getParentOp()))
+        return {par};
+    auto merged = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(merged.getBody()->getTerminator());
+    IRMapping map;
+    auto ivs = merged.getInductionVars();
+    for (auto [i, iv] : llvm::enumerate(par.getInductionVars()))
+      map.map(iv, ivs[i]);
+    for (auto [i, iv] : llvm::enumerate(child.getInductionVars()))
+      map.map(iv, ivs[par.getNumLoops() + i]);
+    // The parent's pure ops, then the child's body.
+    for (Operation &op : par.getBody()->without_terminator())
+      if (!isa<scf::ParallelOp>(op))
+        b.clone(op, map);
+    cloneBody(b, child, map);
+    llvm::append_range(result, fission(merged));
+  }
+  par.erase();
+  return result;
+}
+
 struct MapLoopsToGPUPass
     : public distopt::impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
   using MapLoopsToGPUPassBase::MapLoopsToGPUPassBase;
@@ -404,8 +462,11 @@ struct MapLoopsToGPUPass
             ok = false;
             continue;
           }
-          launches.push_back(isRowFused(par) ? mapRowFused(par) : mapFlat(par));
-          par.erase();
+          for (scf::ParallelOp loop : fission(par)) {
+            launches.push_back(isRowFused(loop) ? mapRowFused(loop)
+                                                : mapFlat(loop));
+            loop.erase();
+          }
           continue;
         }
         if (staysOnHost(op)) {

@@ -1,0 +1,132 @@
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-map-loops-to-gpu))' | FileCheck %s
+
+// A flat nest: one thread per iteration, 256 a block, the grid rounded up;
+// the last dimension varies fastest (remainder), so a warp touches
+// consecutive elements. The view of the arena moves into the kernel, so the
+// kernel's operand is the whole buffer.
+// CHECK-LABEL: func.func @flat
+// CHECK: %[[C256:.*]] = arith.constant 256 : index
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[BD:.*]] = %[[C256]],
+// CHECK: memref.view %[[ARENA:.*]][
+// CHECK: %[[L:.*]] = arith.muli %[[BX]], %[[BD]]
+// CHECK: %[[LIN:.*]] = arith.addi %[[L]], %[[TX]]
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[LIN]], %{{.*}}
+// CHECK: scf.if %[[IN]]
+// CHECK: arith.remui %[[LIN]]
+// CHECK: arith.divui %[[LIN]]
+// CHECK: memref.store
+// CHECK-NOT: scf.parallel
+func.func @flat(%x: memref<3x5xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c5 = arith.constant 5 : index
+  %arena = memref.alloc() : memref<64xi8>
+  %v = memref.view %arena[%c0][] : memref<64xi8> to memref<3x5xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c3, %c5) step (%c1, %c1) {
+    %a = memref.load %x[%i, %j] : memref<3x5xf32>
+    %b = arith.addf %a, %a : f32
+    memref.store %b, %v[%i, %j] : memref<3x5xf32>
+    scf.reduce
+  }
+  memref.dealloc %arena : memref<64xi8>
+  return
+}
+
+// A row-fused nest (a row sum, then a division by it): one block per row,
+// 32 threads (the row's width rounded up to a warp). The inner parallel
+// loop strides over the threads; the scalar steps that write memory run on
+// thread 0, between barriers.
+// CHECK-LABEL: func.func @row_fused
+// CHECK-DAG: %[[C32:.*]] = arith.constant 32 : index
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%[[N:.*]] = %[[C32]],
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[T]], %{{.*}}
+// CHECK: scf.if %[[FIRST]] {
+// CHECK:   memref.store
+// CHECK:   scf.for
+// CHECK: }
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %[[T]] to %{{.*}} step %[[N]]
+// CHECK:   arith.divf
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
+func.func @row_fused(%x: memref<4x20xf32>, %y: memref<4x20xf32>, %s: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c20 = arith.constant 20 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    memref.store %zero, %s[%i] : memref<4xf32>
+    scf.for %j = %c0 to %c20 step %c1 {
+      %a = memref.load %x[%i, %j] : memref<4x20xf32>
+      %acc = memref.load %s[%i] : memref<4xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<4xf32>
+    }
+    scf.parallel (%j) = (%c0) to (%c20) step (%c1) {
+      %a = memref.load %x[%i, %j] : memref<4x20xf32>
+      %t = memref.load %s[%i] : memref<4xf32>
+      %q = arith.divf %a, %t : f32
+      memref.store %q, %y[%i, %j] : memref<4x20xf32>
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// A parent loop holding only parallel loops (a pad, then a copy into the
+// padded buffer, per image) is split into one kernel per child over the
+// combined iteration space, not one block per image.
+// CHECK-LABEL: func.func @fission
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %{{.*}} : memref<2x6xf32>
+// CHECK: gpu.terminator
+// CHECK: gpu.launch
+// CHECK: memref.load %{{.*}} : memref<2x4xf32>
+// CHECK: gpu.terminator
+func.func @fission(%x: memref<2x4xf32>, %p: memref<2x6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c6 = arith.constant 6 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%n) = (%c0) to (%c2) step (%c1) {
+    scf.parallel (%j) = (%c0) to (%c6) step (%c1) {
+      memref.store %zero, %p[%n, %j] : memref<2x6xf32>
+      scf.reduce
+    }
+    scf.parallel (%j) = (%c0) to (%c4) step (%c1) {
+      %a = memref.load %x[%n, %j] : memref<2x4xf32>
+      %k = arith.addi %j, %c1 : index
+      memref.store %a, %p[%n, %k] : memref<2x6xf32>
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// A reduction to one scalar (no parallel dimension) runs on one thread; a
+// runtime call stays on the host, between the kernels.
+// CHECK-LABEL: func.func @single
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[ONE:[a-z0-9_]+]], {{.*}} threads({{.*}}) in (%{{.*}} = %[[ONE]],
+// CHECK: scf.for
+// CHECK: gpu.terminator
+// CHECK: call @runtime
+func.func private @runtime(memref<f32>)
+func.func @single(%x: memref<8xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %j = %c0 to %c8 step %c1 {
+    %a = memref.load %x[%j] : memref<8xf32>
+    %acc = memref.load %s[] : memref<f32>
+    %sum = arith.addf %acc, %a : f32
+    memref.store %sum, %s[] : memref<f32>
+  }
+  call @runtime(%s) : (memref<f32>) -> ()
+  return
+}
