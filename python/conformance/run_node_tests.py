@@ -22,6 +22,7 @@ then the totals `N passed, N failed, N skipped`.
 from __future__ import annotations
 
 import argparse
+import json
 import concurrent.futures as futures
 import os
 import re
@@ -104,7 +105,8 @@ def as_array(value) -> np.ndarray:
     raise TypeError(f"test data of type {type(value).__name__} is not a tensor")
 
 
-def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
+def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
+             compile_only: bool = False, pack: Path | None = None) -> tuple[str, str, str]:
     d = workdir / case.name
     d.mkdir(parents=True, exist_ok=True)
     model_path = d / "model.onnx"
@@ -145,7 +147,8 @@ def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
         if imp.returncode != 0:
             return case.name, "UNSUPPORTED", first_error_line(imp.stderr)
         bundle = d / f"m{ds}.dx"
-        comp = subprocess.run([distopt, "compile", str(model_path), *shapes, *frozen, "-o", str(bundle)],
+        comp = subprocess.run([distopt, "compile", str(model_path), *shapes, *frozen,
+                               "--target", target, "-o", str(bundle)],
                               capture_output=True, text=True, timeout=300)
         if comp.returncode != 0:
             return case.name, "FAIL", "compile: " + first_error_line(comp.stderr)
@@ -153,6 +156,25 @@ def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
         for name in input_names:
             if name not in frozen_names:
                 args += ["--input", f"{name}={files[name]}"]
+        if pack is not None:
+            # For a machine without the compiler: the bundle, its inputs and
+            # the expected outputs (run there with --run-packed).
+            dst = pack / case.name / f"ds{ds}"
+            shutil.copytree(bundle, dst / "m.dx" , dirs_exist_ok=True)
+            (dst / "m.dx" / bundle.stem).rename(dst / "m.dx" / "m")
+            ins = {}
+            for name in input_names:
+                if name not in frozen_names:
+                    shutil.copy(files[name], dst / files[name].name)
+                    ins[name] = files[name].name
+            outs = {}
+            for i, (name, want) in enumerate(zip(output_names, outputs)):
+                np.save(dst / f"want{i}.npy", want)
+                outs[name] = f"want{i}.npy"
+            (dst / "case.json").write_text(json.dumps(
+                {"inputs": ins, "outputs": outs, "rtol": case.rtol, "atol": case.atol}))
+        if compile_only or pack is not None:
+            continue
         out_dir = d / f"out{ds}"
         # The tests run side by side (--jobs), and each model is tiny: one
         # thread each, so that no executable's threads spin on a core
@@ -173,7 +195,47 @@ def run_case(case, distopt: str, workdir: Path) -> tuple[str, str, str]:
             if why:
                 return case.name, "FAIL", f"output {name}: {why}"
     note = f"inputs frozen at compile time: {', '.join(frozen_names)}" if frozen_names else ""
+    if compile_only or pack is not None:
+        note = "compiled only" + (f"; {note}" if note else "")
     return case.name, "PASS", note
+
+
+def run_packed(pack: Path) -> int:
+    """Runs the bundles --pack wrote (on a machine without the compiler)."""
+    results = {}
+    for case_dir in sorted(p for p in pack.iterdir() if p.is_dir()):
+        status, why = "PASS", ""
+        for ds in sorted(case_dir.glob("ds*")):
+            meta = json.loads((ds / "case.json").read_text())
+            args = [a for n, f in meta["inputs"].items() for a in ("--input", f"{n}={ds / f}")]
+            out_dir = ds / "out"
+            try:
+                run = subprocess.run([str(ds / "m.dx" / "m"), *args, "--output-dir", str(out_dir)],
+                                     capture_output=True, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                status, why = "FAIL", "run: timeout"
+                break
+            if run.returncode != 0:
+                status, why = "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
+                break
+            for name, f in meta["outputs"].items():
+                want = np.load(ds / f)
+                outs = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+                if not outs:
+                    status, why = "FAIL", f"output {name} missing"
+                    break
+                got = np.load(outs[0])
+                why = compare(got, want, meta["rtol"], meta["atol"]) or ""
+                if why:
+                    status, why = "FAIL", f"output {name}: {why}"
+                    break
+            if status != "PASS":
+                break
+        results[case_dir.name] = (status, why)
+        print(f"{status} {case_dir.name}" + (f": {why}" if why else ""), flush=True)
+    passed = sum(s == "PASS" for s, _ in results.values())
+    print(f"\n{passed} passed, {len(results) - passed} failed (packed bundles)")
+    return 0 if passed == len(results) else 1
 
 
 def main() -> int:
@@ -184,13 +246,26 @@ def main() -> int:
     ap.add_argument("--expected", help="file of test names that must pass")
     ap.add_argument("--write-expected", help="write the names of passing tests here")
     ap.add_argument("--keep", help="keep work files in this directory")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda"],
+                    help="what the bundles are compiled for (distopt compile --target)")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile (for cuda: assemble every kernel with ptxas) but do not run")
+    ap.add_argument("--pack", type=Path,
+                    help="write bundles, inputs and expected outputs here instead of running "
+                         "them (run them elsewhere with --run-packed)")
+    ap.add_argument("--run-packed", type=Path, help="run the bundles --pack wrote and compare")
     args = ap.parse_args()
+    if args.run_packed:
+        return run_packed(args.run_packed)
+    if args.pack:
+        args.pack.mkdir(parents=True, exist_ok=True)
 
     cases, out_of_scope = collect(args.filter)
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="distopt-conformance-"))
     results = {}
     with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        jobs = {pool.submit(run_case, c, args.distopt, workdir): c.name for c in cases}
+        jobs = {pool.submit(run_case, c, args.distopt, workdir, args.target,
+                            args.compile_only, args.pack): c.name for c in cases}
         for job in futures.as_completed(jobs):
             try:
                 name, status, why = job.result()

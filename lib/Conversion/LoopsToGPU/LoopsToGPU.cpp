@@ -406,6 +406,62 @@ struct MapLoopsToGPUPass
     return launch;
   }
 
+  /// Moves the ops from `first` to `last` (one block) into a one-trip
+  /// scf.parallel, so the row mapping runs them as one block. Pure host ops
+  /// in the stretch whose results are used after it (a view a later GEMM
+  /// reads) stay outside, before it.
+  FailureOr<scf::ParallelOp> wrapStretch(Operation *first, Operation *last) {
+    SmallVector<Operation *> stretch;
+    for (Operation *op = first;; op = op->getNextNode()) {
+      if (op->hasTrait<OpTrait::IsTerminator>())
+        return first->emitError("cannot run this op on the GPU: its result "
+                                "is used outside the kernel");
+      stretch.push_back(op);
+      if (op == last)
+        break;
+    }
+    auto usedAfter = [&](Operation *op) {
+      for (Operation *user : op->getUsers()) {
+        Operation *top = last->getBlock()->findAncestorOpInBlock(*user);
+        if (top && last->isBeforeInBlock(top))
+          return true;
+      }
+      return false;
+    };
+    llvm::SmallPtrSet<Operation *, 16> inside;
+    for (Operation *op : stretch) {
+      bool host = staysOnHost(op);
+      if (host && !isMemoryEffectFree(op))
+        return op->emitError("cannot run this op on the GPU: a runtime call "
+                             "sits between a kernel and the use of a value "
+                             "it computes");
+      bool dependsInside = llvm::any_of(op->getOperands(), [&](Value v) {
+        Operation *d = v.getDefiningOp();
+        return d && inside.count(d);
+      });
+      if (host && usedAfter(op) && !dependsInside)
+        continue; // stays before the loop
+      if (usedAfter(op))
+        return op->emitError("cannot run this op on the GPU: its result is "
+                             "used outside the kernel");
+      inside.insert(op);
+    }
+    OpBuilder b(first);
+    Location loc = first->getLoc();
+    Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+    // Host ops that stay outside go before the loop, in order.
+    for (Operation *op : stretch)
+      if (!inside.count(op))
+        op->moveBefore(first);
+    b.setInsertionPoint(first);
+    auto loop = scf::ParallelOp::create(b, loc, ValueRange{c0}, ValueRange{c1},
+                                        ValueRange{c1});
+    for (Operation *op : stretch)
+      if (inside.count(op))
+        op->moveBefore(loop.getBody()->getTerminator());
+    return loop;
+  }
+
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
@@ -417,25 +473,42 @@ struct MapLoopsToGPUPass
       for (Operation &op : block)
         ops.push_back(&op);
       SmallVector<Operation *> pending; // consecutive single-thread ops
-      auto flush = [&] {
+      // Maps the pending ops: one thread, or -- when later ops use what
+      // they compute (a scalar reduction, then loops reading it: what a
+      // softmax over one row is once its one-trip row loop is folded) --
+      // the whole stretch up to the last such use, as one block.
+      auto flush = [&](size_t &next) {
         if (pending.empty())
           return;
+        Operation *last = pending.back();
         for (Operation *op : pending)
           for (Operation *user : op->getUsers()) {
             Operation *top = block.findAncestorOpInBlock(*user);
-            if (!llvm::is_contained(pending, top)) {
-              op->emitError("cannot run this op on the GPU: its result is "
-                            "used outside the kernel");
-              ok = false;
-              return;
-            }
+            if (top && last->isBeforeInBlock(top))
+              last = top;
           }
-        launches.push_back(mapSingle(pending));
-        for (Operation *op : llvm::reverse(pending))
-          op->erase();
+        if (last == pending.back()) {
+          launches.push_back(mapSingle(pending));
+          for (Operation *op : llvm::reverse(pending))
+            op->erase();
+          pending.clear();
+          return;
+        }
+        FailureOr<scf::ParallelOp> group = wrapStretch(pending.front(), last);
         pending.clear();
+        if (failed(group)) {
+          ok = false;
+          return;
+        }
+        launches.push_back(isRowFused(*group) ? mapRowFused(*group)
+                                              : mapFlat(*group));
+        group->erase();
       };
-      for (Operation *op : ops) {
+      for (size_t i = 0; i < ops.size(); ++i) {
+        Operation *op = ops[i];
+        if (op->getBlock() != &block)
+          continue; // moved into a stretch
+        size_t next = i + 1;
         if (auto copy = dyn_cast<memref::CopyOp>(op)) {
           // A whole-buffer copy (what distopt-copies-to-linalg leaves: 0-d
           // values) lowers to llvm.memcpy, which the device has; a strided
@@ -455,7 +528,9 @@ struct MapLoopsToGPUPass
           continue;
         }
         if (auto par = dyn_cast<scf::ParallelOp>(op)) {
-          flush();
+          flush(next);
+          if (par->getBlock() != &block)
+            continue; // part of the stretch just mapped
           if (par.getNumResults() != 0) {
             par.emitError("a parallel loop with reductions cannot be mapped "
                           "to the GPU");
@@ -469,14 +544,22 @@ struct MapLoopsToGPUPass
           }
           continue;
         }
-        if (staysOnHost(op)) {
+        // A pure op computing from a value a kernel reads (a reciprocal of
+        // a row sum) belongs to that kernel.
+        bool fromKernel = llvm::any_of(op->getOperands(), [&](Value v) {
+          return llvm::is_contained(pending, v.getDefiningOp());
+        });
+        bool intoKernel = fromKernel && isMemoryEffectFree(op) &&
+                          !op->hasTrait<OpTrait::IsTerminator>();
+        if (staysOnHost(op) && !intoKernel) {
           if (!isMemoryEffectFree(op))
-            flush();
+            flush(next);
           continue;
         }
         pending.push_back(op);
       }
-      flush();
+      size_t end = ops.size();
+      flush(end);
     }
     if (!ok)
       return signalPassFailure();

@@ -167,7 +167,10 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
            << bufferKinds.size();
   if (failed(retargetRuntimeCalls(module)))
     return failure();
-  if (failed(cpu::runPipeline(module, "func.func(distopt-map-loops-to-gpu),"
+  // Integer powers become functions (the NVVM lowering has no math.ipowi);
+  // the outlining copies them into the kernels' module.
+  if (failed(cpu::runPipeline(module, "convert-math-to-funcs{convert-ctlz=false},"
+                                      "func.func(distopt-map-loops-to-gpu),"
                                       "gpu-kernel-outlining,canonicalize,cse")))
     return failure();
   return mergeKernelModules(module);

@@ -130,3 +130,42 @@ func.func @single(%x: memref<8xf32>, %s: memref<f32>) {
   call @runtime(%s) : (memref<f32>) -> ()
   return
 }
+
+// A reduction to a scalar whose result later loops read (a softmax over a
+// single row, its one-trip row loop folded away): the stretch from the
+// reduction to the last use becomes one kernel, the reciprocal computed
+// from the kernel's value included. The reduction's value is an SSA value
+// (iter_args), which only one thread has: the whole stretch runs on that
+// thread, the parallel loop as a sequential one.
+// CHECK-LABEL: func.func @stretch
+// CHECK: gpu.launch
+// CHECK: scf.if
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: arith.divf
+// CHECK: scf.for
+// CHECK: arith.mulf
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @stretch(%x: memref<8xf32>, %y: memref<8xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %sum = scf.for %j = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> (f32) {
+    %a = memref.load %x[%j] : memref<8xf32>
+    %n = arith.addf %acc, %a : f32
+    scf.yield %n : f32
+  }
+  memref.store %sum, %s[] : memref<f32>
+  %t = memref.load %s[] : memref<f32>
+  %r = arith.divf %one, %t : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %a = memref.load %x[%i] : memref<8xf32>
+    %q = arith.mulf %a, %r : f32
+    memref.store %q, %y[%i] : memref<8xf32>
+    scf.reduce
+  }
+  return
+}
