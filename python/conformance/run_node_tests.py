@@ -200,39 +200,44 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
     return case.name, "PASS", note
 
 
-def run_packed(pack: Path) -> int:
-    """Runs the bundles --pack wrote (on a machine without the compiler)."""
-    results = {}
-    for case_dir in sorted(p for p in pack.iterdir() if p.is_dir()):
-        status, why = "PASS", ""
-        for ds in sorted(case_dir.glob("ds*")):
-            meta = json.loads((ds / "case.json").read_text())
-            args = [a for n, f in meta["inputs"].items() for a in ("--input", f"{n}={ds / f}")]
-            out_dir = ds / "out"
+def run_packed_case(case_dir: Path) -> tuple[str, str]:
+    for ds in sorted(case_dir.glob("ds*")):
+        meta = json.loads((ds / "case.json").read_text())
+        args = [a for n, f in meta["inputs"].items() for a in ("--input", f"{n}={ds / f}")]
+        out_dir = ds / "out"
+        try:
+            run = subprocess.run([str(ds / "m.dx" / "m"), *args, "--output-dir", str(out_dir)],
+                                 capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return "FAIL", "run: timeout"
+        if run.returncode != 0:
+            return "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
+        for name, f in meta["outputs"].items():
+            want = np.load(ds / f)
+            outs = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+            if not outs:
+                return "FAIL", f"output {name} missing"
+            got = np.load(outs[0])
+            if want.dtype.kind == "V" and want.dtype.itemsize == 2:
+                # bfloat16, saved as raw 16-bit values on both sides.
+                widen = lambda a: (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+                got, want = widen(got), widen(want)
             try:
-                run = subprocess.run([str(ds / "m.dx" / "m"), *args, "--output-dir", str(out_dir)],
-                                     capture_output=True, text=True, timeout=120)
-            except subprocess.TimeoutExpired:
-                status, why = "FAIL", "run: timeout"
-                break
-            if run.returncode != 0:
-                status, why = "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
-                break
-            for name, f in meta["outputs"].items():
-                want = np.load(ds / f)
-                outs = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
-                if not outs:
-                    status, why = "FAIL", f"output {name} missing"
-                    break
-                got = np.load(outs[0])
-                why = compare(got, want, meta["rtol"], meta["atol"]) or ""
-                if why:
-                    status, why = "FAIL", f"output {name}: {why}"
-                    break
-            if status != "PASS":
-                break
-        results[case_dir.name] = (status, why)
-        print(f"{status} {case_dir.name}" + (f": {why}" if why else ""), flush=True)
+                why = compare(got, want, meta["rtol"], meta["atol"])
+            except (TypeError, ValueError) as e:
+                why = f"cannot compare ({got.dtype} vs {want.dtype}): {e}"
+            if why:
+                return "FAIL", f"output {name}: {why}"
+    return "PASS", ""
+
+
+def run_packed(pack: Path, jobs: int) -> int:
+    """Runs the bundles --pack wrote (on a machine without the compiler)."""
+    cases = sorted(p for p in pack.iterdir() if p.is_dir())
+    with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = dict(zip((c.name for c in cases), pool.map(run_packed_case, cases)))
+    for name, (status, why) in sorted(results.items()):
+        print(f"{status} {name}" + (f": {why}" if why else ""))
     passed = sum(s == "PASS" for s, _ in results.values())
     print(f"\n{passed} passed, {len(results) - passed} failed (packed bundles)")
     return 0 if passed == len(results) else 1
@@ -256,7 +261,7 @@ def main() -> int:
     ap.add_argument("--run-packed", type=Path, help="run the bundles --pack wrote and compare")
     args = ap.parse_args()
     if args.run_packed:
-        return run_packed(args.run_packed)
+        return run_packed(args.run_packed, args.jobs)
     if args.pack:
         args.pack.mkdir(parents=True, exist_ok=True)
 
