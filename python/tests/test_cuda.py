@@ -1,0 +1,108 @@
+"""The CUDA target (`distopt compile --target cuda`) without and with a GPU.
+
+Everywhere distopt was built with its CUDA target: every model of the zoo
+and every bundled example, one process and multi-rank plans, compiles with
+its kernels assembled by ptxas for sm_80 and sm_90 and links into an
+executable that needs no libcuda; on a machine without a GPU the executable
+says so and writes nothing. Where a GPU is present (tests marked
+cuda-device, reported skipped elsewhere), the bundles run and match ONNX
+Runtime (python/gpu/gpu_check.py).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cli import BUILD, DISTOPT, ROOT, run
+
+import zoo  # noqa: E402  (python/testmodels, via cli)
+
+HAVE_CUDA = (BUILD / "lib" / "Runtime" / "libdistopt_runtime_cuda.a").exists()
+pytestmark = pytest.mark.skipif(not HAVE_CUDA, reason="distopt built without its CUDA target "
+                                "(no CUDA toolkit at build time)")
+
+
+def has_device() -> bool:
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+cuda_device = pytest.mark.skipif(not has_device(), reason="REQUIRES: cuda-device (no GPU here)")
+
+
+def needed_libraries(exe):
+    out = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+    return [l.split("[")[1].rstrip("]") for l in out.splitlines() if "(NEEDED)" in l]
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_zoo_model_compiles_for_cuda(name, tmp_path):
+    model = zoo.materialize(name, tmp_path)
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", model, *zoo.dim_args(name, 2), "--target", "cuda",
+        "-o", bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["target"] == "cuda"
+    libs = needed_libraries(bundle / name)
+    assert not any(l.startswith("libcuda.so") for l in libs), libs
+    assert any(l.startswith("libcublas.so") for l in libs), libs
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    run(sys.executable, ROOT / "python/testmodels/gen_models.py", "--out", out,
+        "--only", "mlp", "gpt")
+    return out
+
+
+@pytest.mark.parametrize("plan", [[], ["--cluster", "local:2", "--tp", "2"],
+                                  ["--cluster", "local:2", "--dp", "2"],
+                                  ["--cluster", "local:2", "--pp", "2"]],
+                         ids=["one", "tp2", "dp2", "pp2"])
+def test_gpt_plans_compile_for_cuda(plan, examples, tmp_path):
+    bundle = tmp_path / "gpt.dx"
+    run(DISTOPT, "compile", examples / "gpt.onnx", "--dim", "batch=4", *plan,
+        "--target", "cuda", "-o", bundle)
+    assert (bundle / "gpt").exists()
+
+
+def test_ptx_for_requested_architectures(examples):
+    ptx = run(DISTOPT, "compile", examples / "gpt.onnx", "--dim", "batch=2", "--target",
+              "cuda", "--cuda-arch", "sm_90", "--emit=ptx", "-o", "-").stdout
+    # The lowest requested architecture is the PTX's target.
+    assert ".target sm_90" in ptx
+    assert ".extern .func __nv_" not in ptx
+
+
+def test_bundle_without_a_gpu_says_so(examples, tmp_path):
+    if has_device():
+        pytest.skip("a GPU is present: the no-device path cannot be shown here")
+    bundle = tmp_path / "mlp.dx"
+    run(DISTOPT, "compile", examples / "mlp.onnx", "--dim", "batch=2", "--target", "cuda",
+        "-o", bundle)
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((2, 64), np.float32))
+    out = tmp_path / "out"
+    proc = run(bundle / "mlp", "--input", f"x={x}", "--output-dir", out, check=False)
+    assert proc.returncode == 1
+    assert "no usable CUDA device" in proc.stderr
+    assert "NVIDIA GPU and its driver" in proc.stderr
+    assert not out.exists() or not list(out.iterdir())
+
+
+@cuda_device
+def test_bundles_match_onnx_runtime_on_the_gpu(tmp_path):
+    kit = tmp_path / "kit"
+    run(sys.executable, ROOT / "python/gpu/gpu_check.py", "prepare", kit)
+    proc = run(sys.executable, ROOT / "python/gpu/gpu_check.py", "run", kit, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
