@@ -58,7 +58,9 @@ void dort_comm_abort(int code, const char *message);
 dort_comm *dort_comm_world(void);
 int dort_comm_rank(const dort_comm *comm);
 int dort_comm_size(const dort_comm *comm);
-/* Rank among the processes of this node, and their count. */
+/* Rank among the processes of this node, and their count. For the world
+ * communicator these are known from dort_comm_init on (not collective);
+ * for others the first call is collective over `comm`. */
 int dort_comm_local_rank(const dort_comm *comm);
 int dort_comm_local_size(const dort_comm *comm);
 
