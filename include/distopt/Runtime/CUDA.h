@@ -23,6 +23,10 @@
  *    host -> device). Debian's OpenMPI is not CUDA-aware, and NCCL refuses
  *    two ranks on one GPU: staging is what lets a partitioned program run
  *    multi-rank on one GPU. It tests the programs, not NCCL.
+ *    DISTOPT_CUDA_COMM=nccl (opt-in until checked on several GPUs) sends
+ *    the all-reduces of contiguous buffers through NCCL on the rank's
+ *    stream instead, one communicator per grid axis (libnccl.so.2 loaded
+ *    when first needed).
  *
  * Errors: a launch, GEMM or copy that fails records a pending error
  * (Runtime.h) naming the kernel or call and CUDA's message; dort_cuda_run
@@ -36,6 +40,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "distopt/Runtime/Comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +62,11 @@ void dort_cuda_launch(const void *image, const char *kernel, int64_t gx,
 void *_mlir_memref_to_llvm_alloc(size_t size);
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
 void _mlir_memref_to_llvm_free(void *ptr);
+
+/* NCCL's bootstrap over MPI: rank 0 of `comm` makes a unique id (bytes
+ * must be NCCL's 128) and broadcasts it; every rank of `comm` calls this
+ * and receives the same id. Needs libnccl.so.2 but no GPU. */
+int dort_nccl_unique_id(dort_comm *comm, void *id, int64_t bytes);
 
 /* Device properties for messages and tests: "NVIDIA H100 80GB HBM3 (sm_90)"
  * or "" when no device could be opened (dort_last_error_message says why). */

@@ -7,6 +7,8 @@
 
 #include "distopt/Runtime/CUDA.h"
 
+#include "NcclEngine.h"
+
 #include "distopt/Runtime/Comm.h"
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
@@ -575,9 +577,24 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
   hout.upload();
 }
 
+/// Whether NCCL carried this all-reduce (DISTOPT_CUDA_COMM=nccl).
+bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+               int64_t kind, dort_dtype dtype) {
+  namespace rc = distopt::runtime::cuda;
+  if (rc::commEngine() != rc::Comm::Nccl)
+    return false;
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", state().error.c_str());
+    return true;
+  }
+  if (dort_pending_error())
+    return true;
+  return rc::ncclAllReduce(in, out, axis, kind, dtype, state().stream);
+}
+
 } // namespace
 
-#define DORT_CUDA_STAGED(SUFFIX, ELEM)                                         \
+#define DORT_CUDA_STAGED(SUFFIX, ELEM, DTYPE)                                         \
   void _mlir_ciface_dort_shard_all_reduce_##SUFFIX(                            \
       DortUnrankedMemRef *, DortUnrankedMemRef *, int64_t, int64_t);           \
   void _mlir_ciface_dort_shard_all_gather_##SUFFIX(                            \
@@ -591,6 +608,8 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
   void _mlir_ciface_dort_cuda_shard_all_reduce_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind) {                                                          \
+    if (ncclTakes(in, out, axis, kind, DTYPE))                                 \
+      return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_all_reduce_##SUFFIX(i, o, axis, kind);           \
     });                                                                        \
@@ -626,12 +645,12 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
   }
 
 extern "C" {
-DORT_CUDA_STAGED(f32, 4)
-DORT_CUDA_STAGED(f64, 8)
-DORT_CUDA_STAGED(f16, 2)
-DORT_CUDA_STAGED(bf16, 2)
-DORT_CUDA_STAGED(i64, 8)
-DORT_CUDA_STAGED(i32, 4)
-DORT_CUDA_STAGED(i8, 1)
-DORT_CUDA_STAGED(i1, 1)
+DORT_CUDA_STAGED(f32, 4, DORT_F32)
+DORT_CUDA_STAGED(f64, 8, DORT_F64)
+DORT_CUDA_STAGED(f16, 2, DORT_F16)
+DORT_CUDA_STAGED(bf16, 2, DORT_BF16)
+DORT_CUDA_STAGED(i64, 8, DORT_I64)
+DORT_CUDA_STAGED(i32, 4, DORT_I32)
+DORT_CUDA_STAGED(i8, 1, DORT_I8)
+DORT_CUDA_STAGED(i1, 1, DORT_U8)
 } // extern "C"

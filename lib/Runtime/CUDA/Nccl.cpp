@@ -1,0 +1,231 @@
+//===- Nccl.cpp - NCCL for the CUDA runtime's all-reduces -----------------===//
+//
+// Opt-in (DISTOPT_CUDA_COMM=nccl) until it has run on a machine with several
+// GPUs: the all-reduces of a program go to NCCL, on the rank's stream, with
+// one communicator per grid axis bootstrapped over MPI (the axis's rank 0
+// makes the unique id, an MPI broadcast hands it to the others). libnccl is
+// loaded with dlopen, so an executable needs it only when NCCL is asked
+// for. The other collectives, and all-reduces of views that are not
+// contiguous, stay staged through host memory (CudaRuntime.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "NcclEngine.h"
+
+#include "distopt/Runtime/CUDA.h"
+#include "distopt/Runtime/Comm.h"
+#include "distopt/Runtime/Distributed.h"
+#include "distopt/Runtime/Runtime.h"
+
+#include <nccl.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace {
+
+struct NcclApi {
+  void *lib = nullptr;
+  ncclResult_t (*getVersion)(int *) = nullptr;
+  ncclResult_t (*getUniqueId)(ncclUniqueId *) = nullptr;
+  ncclResult_t (*commInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
+                            ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  const char *(*errorString)(ncclResult_t) = nullptr;
+};
+
+template <typename F> bool bind(void *lib, const char *name, F &fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+/// libnccl, loaded once; null with `error` set when it cannot be.
+const NcclApi *api(std::string &error) {
+  static NcclApi a;
+  static std::string loadError;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    a.lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!a.lib) {
+      const char *why = dlerror();
+      loadError = std::string("cannot load libnccl.so.2: ") + (why ? why : "");
+    } else if (!bind(a.lib, "ncclGetVersion", a.getVersion) ||
+               !bind(a.lib, "ncclGetUniqueId", a.getUniqueId) ||
+               !bind(a.lib, "ncclCommInitRank", a.commInitRank) ||
+               !bind(a.lib, "ncclCommDestroy", a.commDestroy) ||
+               !bind(a.lib, "ncclAllReduce", a.allReduce) ||
+               !bind(a.lib, "ncclGetErrorString", a.errorString)) {
+      loadError = "libnccl.so.2 lacks a function distopt needs";
+    }
+  }
+  error = loadError;
+  return loadError.empty() ? &a : nullptr;
+}
+
+std::map<int, ncclComm_t> &axisComms() {
+  static std::map<int, ncclComm_t> comms;
+  return comms;
+}
+
+bool ncclType(dort_dtype d, ncclDataType_t &t) {
+  switch (d) {
+  case DORT_F32: t = ncclFloat32; return true;
+  case DORT_F64: t = ncclFloat64; return true;
+  case DORT_F16: t = ncclFloat16; return true;
+  case DORT_BF16: t = ncclBfloat16; return true;
+  case DORT_I32: t = ncclInt32; return true;
+  case DORT_I64: t = ncclInt64; return true;
+  case DORT_I8: t = ncclInt8; return true;
+  case DORT_U8: t = ncclUint8; return true;
+  }
+  return false;
+}
+
+/// shard.ReductionKind: Sum=1, Max=2, Min=3, Product=4, Average=5.
+bool ncclOp(int64_t kind, ncclRedOp_t &op) {
+  switch (kind) {
+  case 1: op = ncclSum; return true;
+  case 2: op = ncclMax; return true;
+  case 3: op = ncclMin; return true;
+  case 4: op = ncclProd; return true;
+  case 5: op = ncclAvg; return true;
+  }
+  return false;
+}
+
+/// Whether a descriptor of `rank` dimensions is dense row-major.
+bool contiguous(const DortUnrankedMemRef *m) {
+  auto *d = static_cast<int64_t *>(m->descriptor);
+  const int64_t *sizes = d + 3, *strides = d + 3 + m->rank;
+  int64_t expect = 1;
+  for (int64_t i = m->rank - 1; i >= 0; --i) {
+    if (sizes[i] != 1 && strides[i] != expect)
+      return false;
+    expect *= sizes[i];
+  }
+  return true;
+}
+
+int64_t numElements(const DortUnrankedMemRef *m) {
+  auto *d = static_cast<int64_t *>(m->descriptor);
+  int64_t n = 1;
+  for (int64_t i = 0; i < m->rank; ++i)
+    n *= d[3 + i];
+  return n;
+}
+
+void *dataOf(const DortUnrankedMemRef *m, size_t elem) {
+  auto *d = static_cast<int64_t *>(m->descriptor);
+  char *aligned = reinterpret_cast<char *>(d[1]);
+  return aligned + d[2] * static_cast<int64_t>(elem);
+}
+
+} // namespace
+
+extern "C" int dort_nccl_unique_id(dort_comm *comm, void *id, int64_t bytes) {
+  if (bytes != NCCL_UNIQUE_ID_BYTES)
+    return dort_set_error(1, "dort_nccl_unique_id: an id has %d bytes, not %lld",
+                          NCCL_UNIQUE_ID_BYTES, static_cast<long long>(bytes));
+  std::string error;
+  const NcclApi *nccl = api(error);
+  if (!nccl)
+    return dort_set_error(1, "%s", error.c_str());
+  int rank = dort_comm_rank(comm);
+  int rc = 0;
+  if (rank == 0) {
+    ncclResult_t r = nccl->getUniqueId(static_cast<ncclUniqueId *>(id));
+    if (r != ncclSuccess)
+      rc = dort_set_error(1, "ncclGetUniqueId: %s", nccl->errorString(r));
+  }
+  // Every rank takes part in the broadcast, even after a failure on rank 0
+  // (then the others learn it from the status that follows).
+  int status = rc;
+  if (dort_broadcast(&status, &status, 1, DORT_I32, 0, comm, nullptr) != 0)
+    return 1;
+  if (status != 0)
+    return rank == 0 ? rc
+                     : dort_set_error(1, "NCCL bootstrap failed on rank 0 of "
+                                         "the communicator");
+  return dort_broadcast(id, id, bytes, DORT_U8, 0, comm, nullptr);
+}
+
+namespace distopt::runtime::cuda {
+
+Comm commEngine() {
+  static Comm engine = [] {
+    const char *v = std::getenv("DISTOPT_CUDA_COMM");
+    return v && std::strcmp(v, "nccl") == 0 ? Comm::Nccl : Comm::Staged;
+  }();
+  return engine;
+}
+
+bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                   int64_t axis, int64_t kind, dort_dtype dtype,
+                   void *stream) {
+  if (!contiguous(in) || !contiguous(out))
+    return false; // staged: it reads any strides
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  if (!ncclType(dtype, type) || !ncclOp(kind, op))
+    return false;
+  std::string error;
+  const NcclApi *nccl = api(error);
+  if (!nccl) {
+    dort_set_pending_error(1, "DISTOPT_CUDA_COMM=nccl: %s", error.c_str());
+    return true;
+  }
+  auto &comms = axisComms();
+  auto it = comms.find(static_cast<int>(axis));
+  if (it == comms.end()) {
+    dort_comm *c = dort_grid_axis_comm(static_cast<int>(axis));
+    if (!c) {
+      dort_set_pending_error(1, "all_reduce over grid axis %lld: no such axis",
+                             static_cast<long long>(axis));
+      return true;
+    }
+    int ranks = dort_comm_size(dort_comm_world()),
+        local = dort_comm_local_size(dort_comm_world()), devices = 0;
+    cudaGetDeviceCount(&devices);
+    if (local > devices) {
+      dort_set_pending_error(
+          1,
+          "DISTOPT_CUDA_COMM=nccl needs a GPU per rank: %d ranks share %d "
+          "GPU(s) on this node (NCCL refuses two ranks on one GPU); use the "
+          "staged collectives (unset DISTOPT_CUDA_COMM)",
+          local, devices);
+      return true;
+    }
+    (void)ranks;
+    ncclUniqueId id;
+    if (dort_nccl_unique_id(c, &id, sizeof id) != 0) {
+      dort_set_pending_error(1, "%s", dort_last_error_message());
+      return true;
+    }
+    ncclComm_t comm;
+    ncclResult_t r =
+        nccl->commInitRank(&comm, dort_comm_size(c), id, dort_comm_rank(c));
+    if (r != ncclSuccess) {
+      dort_set_pending_error(1, "ncclCommInitRank (grid axis %lld): %s",
+                             static_cast<long long>(axis),
+                             nccl->errorString(r));
+      return true;
+    }
+    it = comms.emplace(static_cast<int>(axis), comm).first;
+  }
+  ncclResult_t r = nccl->allReduce(
+      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
+      static_cast<size_t>(numElements(in)), type, op, it->second,
+      static_cast<cudaStream_t>(stream));
+  if (r != ncclSuccess)
+    dort_set_pending_error(1, "ncclAllReduce (grid axis %lld): %s",
+                           static_cast<long long>(axis), nccl->errorString(r));
+  return true;
+}
+
+} // namespace distopt::runtime::cuda
