@@ -137,13 +137,16 @@ def bundle_exe(bundle: Path) -> Path:
     return bundle / bundle.name[: -len(".dx")]
 
 
-def time_bundle(bundle: Path, feeds, ranks, env, repeat=50):
+def bundle_command(bundle: Path, feeds, ranks, *extra):
+    """The bundle's executable with its inputs, under mpirun for ranks > 1."""
     cmd = [str(bundle_exe(bundle))] + [a for k, v in feeds.items()
                                          for a in ("--input", f"{k}={v}")]
-    cmd += ["--repeat", str(repeat)]
-    if ranks > 1:
-        cmd = mpirun(ranks) + cmd
-    r = run(cmd, env=env, timeout=120)
+    cmd += [str(e) for e in extra]
+    return mpirun(ranks) + cmd if ranks > 1 else cmd
+
+
+def time_bundle(bundle: Path, feeds, ranks, env, repeat=50):
+    r = run(bundle_command(bundle, feeds, ranks, "--repeat", repeat), env=env, timeout=120)
     text = r.stderr + r.stdout
     for line in text.splitlines():
         if "median" in line:
@@ -186,12 +189,8 @@ def run_kit(kit: Path) -> int:
             continue
         out_dir = kit / f"out.{key}"
         bundle = kit / f"{key}.cuda.dx"
-        cmd = [str(bundle_exe(bundle))] + [a for k, v in feeds.items()
-                                             for a in ("--input", f"{k}={v}")]
-        cmd += ["--output-dir", str(out_dir)]
-        if ranks > 1:
-            cmd = mpirun(ranks) + cmd
-        r = run(cmd, env=env, timeout=120)
+        r = run(bundle_command(bundle, feeds, ranks, "--output-dir", out_dir), env=env,
+                timeout=120)
         row = {"model": key, "ranks": ranks, "ok": False}
         if r.returncode:
             row["error"] = (r.stderr + r.stdout)[-1500:]
