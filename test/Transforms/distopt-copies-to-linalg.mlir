@@ -17,3 +17,20 @@ func.func @pad_interior(%x: memref<2x3x4x4xf32>, %padded: memref<2x3x6x6xf32>,
   memref.copy %s, %t : memref<f32> to memref<f32>
   return
 }
+
+// A copy of a buffer onto itself (bufferization writes an in-place result
+// back through a second, identical view) is dropped, not turned into a
+// pass over memory; a copy between different views of one buffer stays.
+// CHECK-LABEL: func.func @self_copy
+// CHECK-NOT: linalg.copy ins(%{{.*}} : memref<2x4xf32, strided<[8, 1]>>) outs(%{{.*}} : memref<2x4xf32, strided<[8, 1]>>)
+// CHECK: linalg.copy ins(%{{.*}} : memref<2x4xf32, strided<[8, 1]>>) outs(%{{.*}} : memref<2x4xf32, strided<[8, 1], offset: 4>>)
+// CHECK-NOT: memref.copy
+func.func @self_copy(%buf: memref<2x8xf32>) {
+  %a = memref.subview %buf[0, 0] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1]>>
+  %b = memref.subview %buf[0, 0] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1]>>
+  memref.copy %a, %b : memref<2x4xf32, strided<[8, 1]>> to memref<2x4xf32, strided<[8, 1]>>
+  memref.copy %a, %a : memref<2x4xf32, strided<[8, 1]>> to memref<2x4xf32, strided<[8, 1]>>
+  %c = memref.subview %buf[0, 4] [2, 4] [1, 1] : memref<2x8xf32> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  memref.copy %a, %c : memref<2x4xf32, strided<[8, 1]>> to memref<2x4xf32, strided<[8, 1], offset: 4>>
+  return
+}
