@@ -45,7 +45,8 @@ Clip Trilu
 Dropout Where Cast Softmax LogSoftmax BatchNormalization LayerNormalization MatMul
 Gemm Conv MaxPool AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceMax
 Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather Expand Pad
-Shape Constant ConstantOfShape Range""".split())
+Shape Constant ConstantOfShape Range
+NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss""".split())
 
 
 def collect(filter_re: str | None):
