@@ -125,7 +125,7 @@ def test_compile_errors(models, tmp_path):
     assert not (tmp_path / "m.dx").exists()
     r = subprocess.run([str(DISTOPT), "compile", str(models / "mlp.onnx"), "--emit=bogus"],
                        capture_output=True, text=True)
-    assert r.returncode == 1 and "--emit must be graph, linalg or llvm" in r.stderr
+    assert r.returncode == 1 and "--emit must be graph, linalg, llvm, gpu or ptx" in r.stderr
 
 
 @pytest.mark.parametrize("stage,marker", [("graph", "dopt.gemm"), ("linalg", "linalg.matmul"),

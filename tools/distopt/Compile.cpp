@@ -63,6 +63,19 @@ static cl::opt<std::string> cudaToolkit(
              "default: the one distopt was built with"),
     cl::value_desc("DIR"), cl::sub(tool::compileCommand()));
 
+static cl::opt<bool> compileGradients(
+    "gradients",
+    cl::desc("Also compute the gradients of the model's first output (a "
+             "scalar loss, e.g. an exported SoftmaxCrossEntropyLoss) with "
+             "respect to its weights: extra outputs 'grad:<weight>' "
+             "(distopt-autodiff; one process)"),
+    cl::sub(tool::compileCommand()));
+static cl::opt<std::string> freezeWeights(
+    "freeze-weights",
+    cl::desc("With --gradients: weights whose name matches this regular "
+             "expression get no gradient"),
+    cl::value_desc("REGEX"), cl::sub(tool::compileCommand()));
+
 namespace {
 
 std::string dtypeName(Type t) {
@@ -183,6 +196,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   } else if (cudaToolkit.getNumOccurrences() || !cudaArchs.empty()) {
     WithColor::error() << "--cuda-arch and --cuda-toolkit apply to "
                           "--target cuda\n";
+    return 1;
+  }
+  if (!compileGradients && freezeWeights.getNumOccurrences()) {
+    WithColor::error() << "--freeze-weights applies to --gradients\n";
+    return 1;
+  }
+  if (compileGradients && clusterGiven()) {
+    WithColor::error() << "--gradients compiles one process: distributed "
+                          "training steps are not supported yet\n";
     return 1;
   }
   bool gpuEmit = emit == "gpu" || emit == "ptx";
@@ -331,6 +353,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     {
       PassManager pm(&context);
       pm.addPass(createOutlineWeightsPass());
+      if (compileGradients) {
+        AutodiffPassOptions ad;
+        ad.freezeWeights = freezeWeights;
+        pm.addPass(createAutodiffPass(ad));
+      }
       if (failed(pm.run(*program)))
         return 1;
     }

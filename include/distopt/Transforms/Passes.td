@@ -319,4 +319,37 @@ def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
+  let summary = "Append the gradients of @main's scalar loss with respect to its weights";
+  let description = [{
+    Reverse-mode differentiation on dopt, after `distopt-outline-weights`:
+    @main's result `loss` (one float value) is differentiated with respect
+    to every float weight argument (`dopt.weight`) whose name
+    `freeze-weights` (a regular expression) does not match; each gradient
+    becomes a further result named `grad:<weight>` (`dopt.grad_of`). The
+    backward ops come from each op's rule (AutodiffRules.cpp): broadcasts
+    are summed back, a matrix product's operands get the two transposed
+    products, softmax and log-softmax their closed forms, where/relu their
+    masks. A float op on the path from a weight to the loss without a rule
+    is an error at the op; integer and boolean values carry no gradient.
+
+    ```mlir
+    func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
+      %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      %l = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+      return %l : tensor<f32>
+    }
+    // becomes @main(...) -> (tensor<f32>, tensor<3xf32> {dopt.name = "grad:w"}):
+    // the adjoint 1 spread over [2, 3], times %x, summed over dimension 0.
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "unsigned", /*default=*/"0",
+           "Which result of @main is the loss">,
+    Option<"freezeWeights", "freeze-weights", "std::string", /*default=*/"\"\"",
+           "Weights whose name matches this regular expression get no gradient">,
+  ];
+  let dependentDialects = ["distopt::dopt::DoptDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,171 @@
+//===- Autodiff.cpp - reverse-mode differentiation of @main ---------------===//
+//
+// distopt-autodiff: @main (weights as arguments, after
+// distopt-outline-weights) returns a scalar loss as result `loss`; the pass
+// appends the gradient of that loss with respect to every trainable weight
+// argument as further results, built from the per-op rules of
+// AutodiffRules.cpp. Forward values the backward ops read stay live (the
+// memory plan frees the rest). Integer and boolean values carry no
+// gradient; a weight that does not reach the loss gets a zero gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/Autodiff.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal()) {
+      module.emitError("distopt-autodiff needs a @main function");
+      return signalPassFailure();
+    }
+    if (!main.getBody().hasOneBlock()) {
+      main.emitError("distopt-autodiff handles a single-block @main");
+      return signalPassFailure();
+    }
+    llvm::Regex frozen(freezeWeights.getValue());
+    std::string regexError;
+    if (!freezeWeights.empty() && !frozen.isValid(regexError)) {
+      main.emitError("--freeze-weights: invalid regular expression: ")
+          << regexError;
+      return signalPassFailure();
+    }
+    Block &body = main.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (loss >= ret.getNumOperands()) {
+      main.emitError("the loss is result ")
+          << loss.getValue() << ", but @main has " << ret.getNumOperands()
+          << " results";
+      return signalPassFailure();
+    }
+    Value lossValue = ret.getOperand(loss);
+    auto lossType = cast<RankedTensorType>(lossValue.getType());
+    if (!isFloatTensor(lossValue) || lossType.getNumElements() != 1) {
+      main.emitError("the loss (result ")
+          << loss.getValue() << ") must be one float value, got "
+          << lossType;
+      return signalPassFailure();
+    }
+
+    // The parameters: float weight arguments not frozen.
+    SmallVector<unsigned> params;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
+      if (!ref || !isFloatTensor(main.getArgument(i)))
+        continue;
+      auto name = ref.getAs<StringAttr>("name");
+      if (!freezeWeights.empty() && name && frozen.match(name.getValue()))
+        continue;
+      params.push_back(i);
+    }
+
+    // Values that depend on a parameter (forward) ...
+    llvm::DenseSet<Value> varying;
+    for (unsigned i : params)
+      varying.insert(main.getArgument(i));
+    for (Operation &op : body.without_terminator()) {
+      bool fromParam = llvm::any_of(op.getOperands(), [&](Value v) {
+        return varying.count(v);
+      });
+      if (fromParam)
+        for (Value r : op.getResults())
+          if (isFloatTensor(r))
+            varying.insert(r);
+    }
+
+    // ... walked backwards from the loss.
+    OpBuilder b(ret);
+    llvm::DenseMap<Value, Value> adjoint;
+    auto accumulate = [&](Value v, Value g) {
+      auto [it, inserted] = adjoint.try_emplace(v, g);
+      if (!inserted)
+        it->second = dopt::AddOp::create(b, g.getLoc(), it->second, g);
+    };
+    Value one = dopt::ConstantOp::create(
+        b, main.getLoc(),
+        DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+    accumulate(lossValue, one);
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops)) {
+      if (isa<dopt::ConstantOp>(op) || op == one.getDefiningOp())
+        continue;
+      SmallVector<Value> gs;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        auto it = adjoint.find(r);
+        gs.push_back(it == adjoint.end() ? Value() : it->second);
+        any |= it != adjoint.end();
+      }
+      bool active = llvm::any_of(op->getOperands(),
+                                 [&](Value v) { return varying.count(v); });
+      if (!any || !active)
+        continue;
+      b.setInsertionPoint(ret);
+      SmallVector<Value> operandGs;
+      if (failed(autodiff::applyRule(b, op, gs, operandGs)))
+        return signalPassFailure();
+      for (auto [v, g] : llvm::zip(op->getOperands(), operandGs))
+        if (g && varying.count(v))
+          accumulate(v, g);
+    }
+
+    // The gradients become results, after the model's own.
+    b.setInsertionPoint(ret);
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<Type> resultTypes(main.getResultTypes());
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      resultAttrs.push_back(main.getResultAttrDict(i));
+    for (unsigned i : params) {
+      Value w = main.getArgument(i);
+      auto type = cast<RankedTensorType>(w.getType());
+      Value g = adjoint.lookup(w);
+      if (!g)
+        g = dopt::ConstantOp::create(
+            b, main.getLoc(),
+            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+      results.push_back(g);
+      resultTypes.push_back(type);
+      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
+      std::string name =
+          "grad:" + cast<StringAttr>(ref.get("name")).getValue().str();
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("dopt.name", b.getStringAttr(name)),
+           b.getNamedAttr("dopt.grad_of", ref.get("name"))}));
+    }
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    main.setType(FunctionType::get(module.getContext(),
+                                   main.getArgumentTypes(), resultTypes));
+    main.setAllResultAttrs(resultAttrs);
+  }
+};
+
+} // namespace

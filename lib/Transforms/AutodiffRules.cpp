@@ -1,0 +1,431 @@
+//===- AutodiffRules.cpp - the gradient of each dopt op --------------------===//
+//
+// Vector-Jacobian products, one per op kind, built from dopt ops (so the
+// backward program is planned, partitioned and compiled like any other).
+// Notation: g is the adjoint of the op's result y; x, a, b its operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Autodiff.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+using Adjoints = SmallVectorImpl<Value>;
+using RuleFn = std::function<LogicalResult(ImplicitLocOpBuilder &, Operation *,
+                                           ArrayRef<Value>, Adjoints &)>;
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool isFloat(Value v) { return isa<FloatType>(typeOf(v).getElementType()); }
+
+/// A 0-d constant of `like`'s element type (broadcasts in binary ops).
+Value scalar(ImplicitLocOpBuilder &b, Value like, double v) {
+  Type elt = typeOf(like).getElementType();
+  auto t = RankedTensorType::get({}, elt);
+  return dopt::ConstantOp::create(
+      b, DenseElementsAttr::get(t, b.getFloatAttr(elt, v)));
+}
+
+Value reduceSum(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> axes,
+                bool keepdims) {
+  return dopt::ReduceSumOp::create(b, v, b.getDenseI64ArrayAttr(axes),
+                                   b.getBoolAttr(keepdims));
+}
+
+Value reshape(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> shape) {
+  if (typeOf(v).getShape() == shape)
+    return v;
+  return dopt::ReshapeOp::create(b, v, b.getDenseI64ArrayAttr(shape));
+}
+
+/// Swaps the last two dimensions.
+Value transposeLast2(ImplicitLocOpBuilder &b, Value v) {
+  int64_t r = typeOf(v).getRank();
+  SmallVector<int64_t> perm(r);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[r - 1], perm[r - 2]);
+  return dopt::TransposeOp::create(b, v, b.getDenseI64ArrayAttr(perm));
+}
+
+/// The reduced adjoint g (reduced over `axes` of x, with or without kept
+/// dimensions) broadcast back to x's shape.
+Value spread(ImplicitLocOpBuilder &b, Value g, RankedTensorType x,
+             ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  if (axes.empty()) // no reduction: the identity
+    return g;
+  return dopt::ExpandOp::create(b, reshape(b, g, kept),
+                                b.getDenseI64ArrayAttr(x.getShape()));
+}
+
+Value neg(ImplicitLocOpBuilder &b, Value v) { return dopt::NegOp::create(b, v); }
+Value mul(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return dopt::MulOp::create(b, x, y);
+}
+Value div(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return dopt::DivOp::create(b, x, y);
+}
+Value add(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return dopt::AddOp::create(b, x, y);
+}
+Value sub(ImplicitLocOpBuilder &b, Value x, Value y) {
+  return dopt::SubOp::create(b, x, y);
+}
+
+/// Adjoint of a matrix product's operands, NumPy semantics: 1-D operands
+/// are promoted, batch dimensions broadcast (and are summed back).
+void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
+                Adjoints &out) {
+  RankedTensorType at = typeOf(a), bt = typeOf(bb);
+  Value a2 = a, b2 = bb, g2 = g;
+  SmallVector<int64_t> gShape(typeOf(g).getShape());
+  if (at.getRank() == 1) { // [K] -> [1, K]; g lacks M
+    a2 = reshape(b, a, {1, at.getDimSize(0)});
+    gShape.insert(gShape.end() - (bt.getRank() == 1 ? 0 : 1), 1);
+  }
+  if (bt.getRank() == 1) { // [K] -> [K, 1]; g lacks N
+    b2 = reshape(b, bb, {bt.getDimSize(0), 1});
+    gShape.push_back(1);
+  }
+  g2 = reshape(b, g, gShape);
+  Value ga = dopt::MatMulOp::create(b, g2, transposeLast2(b, b2));
+  Value gb = dopt::MatMulOp::create(b, transposeLast2(b, a2), g2);
+  // Batch broadcasting: sum back to the promoted operand, then unpromote.
+  ga = autodiff::unbroadcast(b, b.getLoc(), ga, typeOf(a2));
+  gb = autodiff::unbroadcast(b, b.getLoc(), gb, typeOf(b2));
+  out.push_back(reshape(b, ga, at.getShape()));
+  out.push_back(reshape(b, gb, bt.getShape()));
+}
+
+/// The rules, by op name.
+const llvm::StringMap<RuleFn> &rules() {
+  static const llvm::StringMap<RuleFn> table = [] {
+    llvm::StringMap<RuleFn> t;
+    auto binary = [](auto fn) {
+      return [fn](ImplicitLocOpBuilder &b, Operation *op, ArrayRef<Value> gs,
+                  Adjoints &out) -> LogicalResult {
+        Value x = op->getOperand(0), y = op->getOperand(1), g = gs[0];
+        auto [gx, gy] = fn(b, x, y, op->getResult(0), g);
+        out.push_back(gx ? autodiff::unbroadcast(b, b.getLoc(), gx, typeOf(x))
+                         : Value());
+        out.push_back(gy ? autodiff::unbroadcast(b, b.getLoc(), gy, typeOf(y))
+                         : Value());
+        return success();
+      };
+    };
+    auto unary = [](auto fn) {
+      return [fn](ImplicitLocOpBuilder &b, Operation *op, ArrayRef<Value> gs,
+                  Adjoints &out) -> LogicalResult {
+        out.push_back(fn(b, op->getOperand(0), op->getResult(0), gs[0]));
+        return success();
+      };
+    };
+    using B = ImplicitLocOpBuilder;
+    using P = std::pair<Value, Value>;
+    t["dopt.add"] = binary([](B &, Value, Value, Value, Value g) { return P{g, g}; });
+    t["dopt.sub"] = binary([](B &b, Value, Value, Value, Value g) {
+      return P{g, neg(b, g)};
+    });
+    t["dopt.mul"] = binary([](B &b, Value x, Value y, Value, Value g) {
+      return P{mul(b, g, y), mul(b, g, x)};
+    });
+    t["dopt.div"] = binary([](B &b, Value, Value y, Value r, Value g) {
+      Value gx = div(b, g, y);
+      return P{gx, neg(b, mul(b, gx, r))}; // d(x/y)/dy = -(x/y)/y
+    });
+    // y = x^e: dy/dx = e x^(e-1) (x^(e-1) as y/x would divide by zero);
+    // dy/de = y ln x (only where e is a float that depends on a weight).
+    t["dopt.pow"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                       Adjoints &out) -> LogicalResult {
+      Value x = op->getOperand(0), e = op->getOperand(1), y = op->getResult(0);
+      Value g = gs[0];
+      Value eAsX = isFloat(e) && typeOf(e).getElementType() ==
+                                     typeOf(x).getElementType()
+                       ? e
+                       : dopt::CastOp::create(
+                             b, e, TypeAttr::get(typeOf(x).getElementType()));
+      Value em1 = sub(b, eAsX, scalar(b, eAsX, 1.0));
+      Value dx = mul(b, eAsX, dopt::PowOp::create(b, x, em1));
+      out.push_back(autodiff::unbroadcast(b, b.getLoc(), mul(b, g, dx), typeOf(x)));
+      if (isFloat(e)) {
+        Value de = mul(b, g, mul(b, y, dopt::LogOp::create(b, x)));
+        if (typeOf(de).getElementType() != typeOf(e).getElementType())
+          de = dopt::CastOp::create(b, de,
+                                    TypeAttr::get(typeOf(e).getElementType()));
+        out.push_back(autodiff::unbroadcast(b, b.getLoc(), de, typeOf(e)));
+      } else {
+        out.push_back(Value());
+      }
+      return success();
+    };
+    t["dopt.erf"] = unary([](B &b, Value x, Value, Value g) {
+      // d erf(x)/dx = 2/sqrt(pi) exp(-x^2)
+      Value e = dopt::ExpOp::create(b, neg(b, mul(b, x, x)));
+      return mul(b, g, mul(b, e, scalar(b, x, 2.0 / std::sqrt(M_PI))));
+    });
+    // Split: the pieces' adjoints side by side (zeros for a piece the loss
+    // does not use); concat: each input's slice of the adjoint.
+    t["dopt.split"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                         Adjoints &out) -> LogicalResult {
+      auto sp = cast<dopt::SplitOp>(op);
+      SmallVector<Value> pieces;
+      for (auto [r, g] : llvm::zip(op->getResults(), gs)) {
+        auto t = typeOf(r);
+        pieces.push_back(g ? g
+                           : Value(dopt::ConstantOp::create(
+                                 b, DenseElementsAttr::get(
+                                        t, b.getFloatAttr(t.getElementType(), 0.0)))));
+      }
+      out.push_back(dopt::ConcatOp::create(b, pieces,
+                                           b.getI64IntegerAttr(sp.getAxis())));
+      return success();
+    };
+    t["dopt.concat"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                          Adjoints &out) -> LogicalResult {
+      int64_t axis = cast<dopt::ConcatOp>(op).getAxis();
+      RankedTensorType gt = typeOf(gs[0]);
+      int64_t offset = 0;
+      for (Value in : op->getOperands()) {
+        RankedTensorType it = typeOf(in);
+        SmallVector<int64_t> starts(gt.getRank(), 0), ends(gt.getShape()),
+            steps(gt.getRank(), 1);
+        starts[axis] = offset;
+        ends[axis] = offset + it.getDimSize(axis);
+        offset = ends[axis];
+        out.push_back(isFloat(in) ? Value(dopt::SliceOp::create(
+                                        b, gs[0], b.getDenseI64ArrayAttr(starts),
+                                        b.getDenseI64ArrayAttr(ends),
+                                        b.getDenseI64ArrayAttr(steps)))
+                                  : Value());
+      }
+      return success();
+    };
+    t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
+    t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
+    t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
+    t["dopt.sqrt"] = unary([](B &b, Value, Value y, Value g) {
+      return div(b, mul(b, g, scalar(b, y, 0.5)), y);
+    });
+    t["dopt.reciprocal"] = unary([](B &b, Value, Value y, Value g) {
+      return neg(b, mul(b, g, mul(b, y, y)));
+    });
+    t["dopt.tanh"] = unary([](B &b, Value, Value y, Value g) {
+      return mul(b, g, sub(b, scalar(b, y, 1.0), mul(b, y, y)));
+    });
+    t["dopt.sigmoid"] = unary([](B &b, Value, Value y, Value g) {
+      return mul(b, g, mul(b, y, sub(b, scalar(b, y, 1.0), y)));
+    });
+    t["dopt.relu"] = unary([](B &b, Value x, Value, Value g) {
+      Value pos = dopt::GreaterOp::create(b, x, scalar(b, x, 0.0));
+      return Value(dopt::WhereOp::create(b, pos, g, scalar(b, g, 0.0)));
+    });
+    t["dopt.leaky_relu"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                              Adjoints &out) -> LogicalResult {
+      auto lr = cast<dopt::LeakyReluOp>(op);
+      Value x = lr.getInput(), g = gs[0];
+      Value pos = dopt::GreaterEqualOp::create(b, x, scalar(b, x, 0.0));
+      Value slope = mul(b, g, scalar(b, g, lr.getAlpha().convertToDouble()));
+      out.push_back(dopt::WhereOp::create(b, pos, g, slope));
+      return success();
+    };
+    t["dopt.gelu"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                        Adjoints &out) -> LogicalResult {
+      auto ge = cast<dopt::GeluOp>(op);
+      Value x = ge.getInput(), g = gs[0];
+      Value d;
+      if (ge.getApproximate() == "tanh") {
+        // y = 0.5 x (1 + t), t = tanh(u), u = c (x + 0.044715 x^3):
+        // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2)
+        double c = std::sqrt(2.0 / M_PI);
+        Value x2 = mul(b, x, x);
+        Value u = mul(b, scalar(b, x, c),
+                      add(b, x, mul(b, scalar(b, x, 0.044715), mul(b, x2, x))));
+        Value tt = dopt::TanhOp::create(b, u);
+        Value du = mul(b, scalar(b, x, c),
+                       add(b, scalar(b, x, 1.0),
+                           mul(b, scalar(b, x, 3 * 0.044715), x2)));
+        Value left = mul(b, scalar(b, x, 0.5), add(b, scalar(b, x, 1.0), tt));
+        Value right = mul(b, mul(b, scalar(b, x, 0.5), x),
+                          mul(b, sub(b, scalar(b, x, 1.0), mul(b, tt, tt)), du));
+        d = add(b, left, right);
+      } else {
+        // y = x Phi(x): dy/dx = Phi(x) + x phi(x)
+        Value phi = mul(b, scalar(b, x, 0.5),
+                        add(b, scalar(b, x, 1.0),
+                            dopt::ErfOp::create(
+                                b, mul(b, x, scalar(b, x, M_SQRT1_2)))));
+        Value density = mul(
+            b, scalar(b, x, 1.0 / std::sqrt(2.0 * M_PI)),
+            dopt::ExpOp::create(b, mul(b, scalar(b, x, -0.5), mul(b, x, x))));
+        d = add(b, phi, mul(b, x, density));
+      }
+      out.push_back(mul(b, g, d));
+      return success();
+    };
+    t["dopt.matmul"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                          Adjoints &out) -> LogicalResult {
+      matmulGrad(b, op->getOperand(0), op->getOperand(1), gs[0], out);
+      return success();
+    };
+    t["dopt.gemm"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                        Adjoints &out) -> LogicalResult {
+      auto gm = cast<dopt::GemmOp>(op);
+      Value g = gs[0];
+      Value pa = gm.getTransA() ? transposeLast2(b, gm.getA()) : gm.getA();
+      Value pb = gm.getTransB() ? transposeLast2(b, gm.getB()) : gm.getB();
+      Value ga = dopt::MatMulOp::create(b, g, transposeLast2(b, pb));
+      Value gb = dopt::MatMulOp::create(b, transposeLast2(b, pa), g);
+      double alpha = gm.getAlpha().convertToDouble();
+      if (alpha != 1.0) {
+        ga = mul(b, ga, scalar(b, ga, alpha));
+        gb = mul(b, gb, scalar(b, gb, alpha));
+      }
+      out.push_back(gm.getTransA() ? transposeLast2(b, ga) : ga);
+      out.push_back(gm.getTransB() ? transposeLast2(b, gb) : gb);
+      if (Value c = gm.getC()) {
+        double beta = gm.getBeta().convertToDouble();
+        Value gc = beta == 1.0 ? g : mul(b, g, scalar(b, g, beta));
+        out.push_back(autodiff::unbroadcast(b, b.getLoc(), gc, typeOf(c)));
+      }
+      return success();
+    };
+    t["dopt.reduce_sum"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                              Adjoints &out) -> LogicalResult {
+      auto r = cast<dopt::ReduceSumOp>(op);
+      out.push_back(spread(b, gs[0], typeOf(r.getInput()), r.getAxes()));
+      return success();
+    };
+    t["dopt.reduce_mean"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                               Adjoints &out) -> LogicalResult {
+      auto r = cast<dopt::ReduceMeanOp>(op);
+      RankedTensorType x = typeOf(r.getInput());
+      int64_t n = 1;
+      for (int64_t a : r.getAxes())
+        n *= x.getDimSize(a);
+      Value g = mul(b, gs[0], scalar(b, gs[0], 1.0 / double(n)));
+      out.push_back(spread(b, g, x, r.getAxes()));
+      return success();
+    };
+    t["dopt.reshape"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                           Adjoints &out) -> LogicalResult {
+      out.push_back(reshape(b, gs[0], typeOf(op->getOperand(0)).getShape()));
+      return success();
+    };
+    t["dopt.transpose"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                             Adjoints &out) -> LogicalResult {
+      ArrayRef<int64_t> perm = cast<dopt::TransposeOp>(op).getPerm();
+      SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, p] : llvm::enumerate(perm))
+        inverse[p] = i;
+      out.push_back(dopt::TransposeOp::create(b, gs[0],
+                                              b.getDenseI64ArrayAttr(inverse)));
+      return success();
+    };
+    t["dopt.expand"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                          Adjoints &out) -> LogicalResult {
+      out.push_back(autodiff::unbroadcast(b, b.getLoc(), gs[0],
+                                          typeOf(op->getOperand(0))));
+      return success();
+    };
+    t["dopt.softmax"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                           Adjoints &out) -> LogicalResult {
+      int64_t axis = cast<dopt::SoftmaxOp>(op).getAxis();
+      Value y = op->getResult(0), g = gs[0];
+      Value dot = reduceSum(b, mul(b, g, y), {axis}, true);
+      out.push_back(mul(b, y, sub(b, g, dot)));
+      return success();
+    };
+    t["dopt.log_softmax"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                               Adjoints &out) -> LogicalResult {
+      int64_t axis = cast<dopt::LogSoftmaxOp>(op).getAxis();
+      Value y = op->getResult(0), g = gs[0];
+      Value total = reduceSum(b, g, {axis}, true);
+      out.push_back(sub(b, g, mul(b, dopt::ExpOp::create(b, y), total)));
+      return success();
+    };
+    t["dopt.where"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                         Adjoints &out) -> LogicalResult {
+      auto w = cast<dopt::WhereOp>(op);
+      Value g = gs[0], zero = scalar(b, g, 0.0);
+      out.push_back(Value()); // the condition
+      Value branches[] = {w.getLhs(), w.getRhs()};
+      for (auto [i, branch] : llvm::enumerate(branches)) {
+        if (!isFloat(branch)) {
+          out.push_back(Value());
+          continue;
+        }
+        Value picked = i == 0 ? dopt::WhereOp::create(b, w.getCondition(), g, zero)
+                              : dopt::WhereOp::create(b, w.getCondition(), zero, g);
+        out.push_back(autodiff::unbroadcast(b, b.getLoc(), picked, typeOf(branch)));
+      }
+      return success();
+    };
+    t["dopt.cast"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                        Adjoints &out) -> LogicalResult {
+      Value x = op->getOperand(0);
+      // Through integers and booleans nothing flows.
+      if (!isFloat(x) || !isFloat(op->getResult(0))) {
+        out.push_back(Value());
+        return success();
+      }
+      out.push_back(dopt::CastOp::create(
+          b, gs[0], TypeAttr::get(typeOf(x).getElementType())));
+      return success();
+    };
+    return t;
+  }();
+  return table;
+}
+
+} // namespace
+
+bool autodiff::hasRule(StringRef opName) { return rules().count(opName); }
+
+Value autodiff::unbroadcast(OpBuilder &ob, Location loc, Value grad,
+                            RankedTensorType type) {
+  ImplicitLocOpBuilder b(loc, ob);
+  RankedTensorType gt = typeOf(grad);
+  if (gt.getShape() == type.getShape())
+    return grad;
+  int64_t extra = gt.getRank() - type.getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < gt.getRank(); ++i)
+    if (i < extra || (type.getDimSize(i - extra) == 1 && gt.getDimSize(i) != 1))
+      axes.push_back(i);
+  Value summed = axes.empty() ? grad : reduceSum(b, grad, axes, true);
+  return reshape(b, summed, type.getShape());
+}
+
+LogicalResult autodiff::applyRule(OpBuilder &ob, Operation *op,
+                                  ArrayRef<Value> resultAdjoints,
+                                  SmallVectorImpl<Value> &operandAdjoints) {
+  auto it = rules().find(op->getName().getStringRef());
+  if (it == rules().end())
+    return op->emitError("no gradient rule for ")
+           << op->getName()
+           << " yet: the loss depends on the weights through it (freeze "
+              "the weights before it with --freeze-weights, or file the rule)";
+  ImplicitLocOpBuilder b(op->getLoc(), ob);
+  // Ops with one result: a missing adjoint is a zero (none reaches here
+  // without one).
+  operandAdjoints.clear();
+  if (failed(it->second(b, op, resultAdjoints, operandAdjoints)))
+    return failure();
+  operandAdjoints.resize(op->getNumOperands());
+  return success();
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Models exported by torch.onnx.export with their loss in the graph, and
+PyTorch's own loss and gradients for them (python/tests/test_autodiff.py).
+
+Runs with Debian's python3-torch (`/usr/bin/python3`): writes for each model
+OUT/<name>/model.onnx, its inputs and the gradient of every parameter
+(.npy), and meta.json naming them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class WithLoss(nn.Module):
+    def __init__(self, model, loss):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, x, t):
+        return self.loss(self.model(x), t)
+
+
+class MeanSquared(nn.Module):
+    """MSE written out (torch 1.13 cannot export aten::mse_loss)."""
+
+    def forward(self, y, t):
+        return ((y - t) ** 2).mean()
+
+
+class Attention(nn.Module):
+    """Self-attention, a GELU MLP and a mean over the sequence."""
+
+    def __init__(self, d=16, heads=2, classes=3):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(2 * d, d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-2, -1) / (d // h) ** 0.5, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        x = x + self.out(nn.functional.gelu(self.fc(x)))
+        return self.head(x.mean(dim=1))
+
+
+def models():
+    torch.manual_seed(0)
+    yield ("mlp_cross_entropy",
+           WithLoss(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)),
+                    nn.CrossEntropyLoss()),
+           torch.randn(6, 16), torch.randint(0, 8, (6,)))
+    yield ("mlp_mse",
+           WithLoss(nn.Sequential(nn.Linear(10, 20), nn.Tanh(), nn.Linear(20, 4)),
+                    MeanSquared()),
+           torch.randn(5, 10), torch.randn(5, 4))
+    yield ("attention_block", WithLoss(Attention(), nn.CrossEntropyLoss()),
+           torch.randn(2, 5, 16), torch.randint(0, 3, (2,)))
+    yield ("tanh_classifier",
+           WithLoss(nn.Sequential(nn.Linear(12, 24), nn.Sigmoid(), nn.Linear(24, 6),
+                                  nn.LogSoftmax(dim=1)),
+                    nn.NLLLoss()),
+           torch.randn(7, 12), torch.randint(0, 6, (7,)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    for name, module, x, t in models():
+        d = os.path.join(args.out, name)
+        os.makedirs(d, exist_ok=True)
+        torch.onnx.export(module, (x, t), os.path.join(d, "model.onnx"),
+                          input_names=["x", "t"], output_names=["loss"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        module.zero_grad()
+        loss = module(x, t)
+        loss.backward()
+        np.save(os.path.join(d, "x.npy"), x.numpy())
+        np.save(os.path.join(d, "t.npy"), t.numpy())
+        grads = {}
+        for i, (pname, p) in enumerate(module.named_parameters()):
+            f = f"grad{i}.npy"
+            np.save(os.path.join(d, f), p.grad.numpy())
+            grads[pname] = f
+        with open(os.path.join(d, "meta.json"), "w") as fh:
+            json.dump({"inputs": {"x": "x.npy", "t": "t.npy"}, "loss": float(loss),
+                       "grads": grads}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""distopt-autodiff against finite differences (every gradient rule, one op at
+a time) and against PyTorch's autograd (models exported by torch.onnx.export
+with their loss), through `distopt compile --gradients` and the CPU bundle.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cli import DISTOPT, ROOT, run
+from gradcheck import assert_close, distopt_gradients, numeric_gradients
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, lo=None):
+    a = RNG.standard_normal(shape).astype(np.float32)
+    if lo is not None:  # keep away from a kink or a pole
+        a = np.abs(a) + lo
+    return a
+
+
+def with_loss(nodes, inputs, weights, opset=17):
+    """The graph of `nodes` (result 'y'), with loss = sum(y * R) for a
+    constant random R, so every element of y gets its own adjoint."""
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a, n) for n, a in weights.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = onnx.shape_inference.infer_shapes(m)
+    y_shape = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim]
+    r = rand(*y_shape)
+    loss_nodes = [
+        helper.make_node("Constant", [], ["__r"], value=numpy_helper.from_array(r)),
+        helper.make_node("Mul", ["y", "__r"], ["__yr"]),
+        helper.make_node("ReduceSum", ["__yr"], ["loss"], keepdims=0),
+    ]
+    g2 = helper.make_graph(list(m.graph.node) + loss_nodes, "g", list(m.graph.input),
+                           [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                           list(m.graph.initializer))
+    return helper.make_model(g2, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def node(op, ins, **attrs):
+    return helper.make_node(op, ins, ["y"], **attrs)
+
+
+# Each case: (nodes, graph inputs, weights[, opset]).
+CASES = {
+    "add_broadcast": ([node("Add", ["x", "w"])], {"x": rand(2, 3, 4)}, {"w": rand(3, 1)}),
+    "sub": ([node("Sub", ["w", "x"])], {"x": rand(2, 3)}, {"w": rand(3)}),
+    "mul_both": ([node("Mul", ["w", "v"])], {}, {"w": rand(2, 1, 4), "v": rand(3, 1)}),
+    "div": ([node("Div", ["w", "v"])], {}, {"w": rand(2, 3), "v": rand(3, lo=0.5)}),
+    "neg": ([node("Neg", ["w"])], {}, {"w": rand(5)}),
+    "exp": ([node("Exp", ["w"])], {}, {"w": rand(2, 3)}),
+    "log": ([node("Log", ["w"])], {}, {"w": rand(2, 3, lo=0.5)}),
+    "sqrt": ([node("Sqrt", ["w"])], {}, {"w": rand(6, lo=0.5)}),
+    "reciprocal": ([node("Reciprocal", ["w"])], {}, {"w": rand(6, lo=0.5)}),
+    "tanh": ([node("Tanh", ["w"])], {}, {"w": rand(2, 3)}),
+    "sigmoid": ([node("Sigmoid", ["w"])], {}, {"w": rand(2, 3)}),
+    "relu": ([node("Relu", ["w"])], {}, {"w": rand(8, lo=0.1) * np.sign(rand(8))}),
+    "leaky_relu": ([node("LeakyRelu", ["w"], alpha=0.2)], {},
+                   {"w": rand(8, lo=0.1) * np.sign(rand(8))}),
+    "gelu_erf": ([node("Gelu", ["w"])], {}, {"w": rand(10)}, 20),
+    "gelu_tanh": ([node("Gelu", ["w"], approximate="tanh")], {}, {"w": rand(10)}, 20),
+    "pow_const": ([helper.make_node("Constant", [], ["e"],
+                                    value=numpy_helper.from_array(np.float32(3.0))),
+                   node("Pow", ["w", "e"])], {}, {"w": rand(5)}),
+    "pow_weight": ([node("Pow", ["x", "w"])], {"x": rand(4, lo=0.5)}, {"w": rand(4)}),
+    "matmul_batch": ([node("MatMul", ["x", "w"])], {"x": rand(2, 3, 4)}, {"w": rand(4, 5)}),
+    "matmul_both": ([node("MatMul", ["w", "v"])], {}, {"w": rand(2, 3, 4), "v": rand(2, 4, 5)}),
+    "matmul_vec_lhs": ([node("MatMul", ["w", "x"])], {"x": rand(4, 5)}, {"w": rand(4)}),
+    "matmul_vec_rhs": ([node("MatMul", ["x", "w"])], {"x": rand(2, 3, 4)}, {"w": rand(4)}),
+    "gemm": ([node("Gemm", ["x", "w", "c"], transB=1, alpha=0.5, beta=2.0)],
+             {"x": rand(3, 4)}, {"w": rand(5, 4), "c": rand(5)}),
+    "gemm_trans_a": ([node("Gemm", ["w", "x"], transA=1)], {"x": rand(4, 5)}, {"w": rand(4, 3)}),
+    "reduce_sum_keep": ([helper.make_node("Constant", [], ["ax"],
+                                          value=numpy_helper.from_array(np.array([1], np.int64))),
+                         node("ReduceSum", ["w", "ax"], keepdims=1)], {}, {"w": rand(2, 3, 4)}),
+    "reduce_mean": ([node("ReduceMean", ["w"], axes=[0, 2], keepdims=0)], {}, {"w": rand(2, 3, 4)}),
+    "reshape_transpose": ([helper.make_node("Constant", [], ["s"],
+                                            value=numpy_helper.from_array(np.array([3, 8], np.int64))),
+                           helper.make_node("Reshape", ["w", "s"], ["r"]),
+                           node("Transpose", ["r"], perm=[1, 0])], {}, {"w": rand(2, 3, 4)}),
+    "expand": ([helper.make_node("Constant", [], ["s"],
+                                 value=numpy_helper.from_array(np.array([2, 3, 4], np.int64))),
+                node("Expand", ["w", "s"])], {}, {"w": rand(3, 1)}),
+    "softmax": ([node("Softmax", ["w"], axis=1)], {}, {"w": rand(2, 5, 3)}),
+    "log_softmax": ([node("LogSoftmax", ["w"], axis=-1)], {}, {"w": rand(3, 6)}),
+    "where": ([node("Where", ["c", "w", "v"])],
+              {"c": RNG.random((2, 3)) > 0.5}, {"w": rand(2, 3), "v": rand(3)}),
+    "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
+                        node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_matches_finite_differences(name, tmp_path):
+    case = CASES[name]
+    nodes, inputs, weights = case[:3]
+    opset = case[3] if len(case) > 3 else 17
+    model = with_loss(nodes, inputs, weights, opset)
+    loss, grads = distopt_gradients(model, inputs, tmp_path)
+    numeric = numeric_gradients(model, inputs, set(weights))
+    assert set(grads) == set(weights)
+    for w in weights:
+        assert grads[w].shape == weights[w].shape
+        assert_close(grads[w], numeric[w], what=f"{name}: d loss / d {w}")
+
+
+def test_losses_match_finite_differences(tmp_path):
+    """SoftmaxCrossEntropyLoss (weights, ignore_index, mean) over logits a
+    weight produces."""
+    x = rand(6, 4)
+    labels = np.array([0, 2, 1, 3, 2, 1], np.int64)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["logits"]),
+             helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "t", "cw"], ["loss"],
+                              ignore_index=1)]
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4]),
+         helper.make_tensor_value_info("t", TensorProto.INT64, [6])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(4, 5), "w"),
+         numpy_helper.from_array(rand(5, lo=0.5), "cw")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": x, "t": labels}
+    loss, grads = distopt_gradients(model, feeds, tmp_path, ["--freeze-weights", "^cw$"])
+    assert set(grads) == {"w"}
+    assert_close(grads["w"], numeric_gradients(model, feeds, {"w"})["w"], what="sce")
+
+
+def test_missing_rule_names_the_node(tmp_path):
+    g = helper.make_graph(
+        [helper.make_node("MaxPool", ["w"], ["p"], kernel_shape=[2, 2], name="pool1"),
+         helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)], "g", [],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(1, 1, 4, 4), "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    proc = run(DISTOPT, "compile", path, "--gradients", "-o", tmp_path / "m.dx", check=False)
+    assert proc.returncode == 1
+    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.max_pool" in proc.stderr
+
+
+def test_gradients_flag_errors(tmp_path):
+    g = helper.make_graph([helper.make_node("Relu", ["w"], ["y"])], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+                          [numpy_helper.from_array(rand(3), "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    proc = run(DISTOPT, "compile", path, "--gradients", "-o", tmp_path / "a.dx", check=False)
+    assert proc.returncode == 1 and "must be one float value" in proc.stderr
+    proc = run(DISTOPT, "compile", path, "--freeze-weights", "w", "-o", tmp_path / "b.dx",
+               check=False)
+    assert proc.returncode == 1 and "--freeze-weights applies to --gradients" in proc.stderr
+    proc = run(DISTOPT, "compile", path, "--gradients", "--freeze-weights", "(", "-o",
+               tmp_path / "c.dx", check=False)
+    assert proc.returncode == 1 and "invalid regular expression" in proc.stderr
+    proc = run(DISTOPT, "compile", path, "--gradients", "--cluster", "local:2", "-o",
+               tmp_path / "d.dx", check=False)
+    assert proc.returncode == 1 and "one process" in proc.stderr
+
+
+# --- PyTorch: exported models with their loss, against autograd ----------
+
+TORCH_PY = "/usr/bin/python3"
+
+
+def torch_available() -> bool:
+    if not Path(TORCH_PY).exists():
+        return False
+    return subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def torch_models(tmp_path_factory):
+    if not torch_available():
+        pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
+    out = tmp_path_factory.mktemp("torch_grad")
+    proc = subprocess.run([TORCH_PY, str(ROOT / "python/testmodels/gen_grad_models.py"),
+                           "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier"]
+
+
+@pytest.mark.parametrize("name", TORCH_MODELS)
+def test_gradients_match_pytorch(name, torch_models, tmp_path):
+    d = torch_models / name
+    meta = json.loads((d / "meta.json").read_text())
+    model = onnx.load(str(d / "model.onnx"))
+    feeds = {k: np.load(d / f) for k, f in meta["inputs"].items()}
+    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    assert abs(float(loss) - meta["loss"]) <= 1e-5 * max(1.0, abs(meta["loss"]))
+    assert set(grads) == set(meta["grads"]), (sorted(grads), sorted(meta["grads"]))
+    for w, f in meta["grads"].items():
+        want = np.load(d / f)
+        got = grads[w]
+        scale = max(1e-3, float(np.abs(want).max()))
+        err = float(np.abs(got - want).max()) / scale
+        assert err <= 1e-4, f"{name}: grad of {w}: max relative error {err:.3g}"

@@ -1,0 +1,56 @@
+// RUN: distopt-opt %s --distopt-autodiff='freeze-weights=^frozen' --split-input-file --verify-diagnostics | FileCheck %s
+
+// A weight broadcast against an input, summed to a scalar: the adjoint 1 is
+// spread back over the sum's input, multiplied by the other factor, and
+// summed over the dimension the broadcast added.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {dopt.grad_of = "w", dopt.name = "grad:w"})
+// CHECK: %[[ONE:.*]] = dopt.constant {value = dense<1.000000e+00> : tensor<f32>}
+// CHECK: %[[R:.*]] = dopt.reshape %[[ONE]] {{.*}} -> tensor<1x1xf32>
+// CHECK: %[[E:.*]] = dopt.expand %[[R]] {{.*}} -> tensor<2x3xf32>
+// CHECK: %[[M:.*]] = dopt.mul %[[E]], %arg0
+// CHECK: %[[S:.*]] = dopt.reduce_sum %[[M]] {axes = array<i64: 0>}
+// CHECK: %[[G:.*]] = dopt.reshape %[[S]] {{.*}} -> tensor<3xf32>
+// CHECK: return %{{.*}}, %[[G]]
+func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
+  %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %l = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A matrix product: dW = X^T G; the frozen weight and an integer input get
+// nothing; a weight that does not reach the loss gets zeros.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<4x5xf32> {dopt.grad_of = "fc", dopt.name = "grad:fc"}, tensor<7xf32> {dopt.grad_of = "unused", dopt.name = "grad:unused"})
+// CHECK: %[[XT:.*]] = dopt.transpose %arg0 {perm = array<i64: 1, 0>}
+// CHECK: %[[GW:.*]] = dopt.matmul %[[XT]], %{{.*}} : (tensor<4x2xf32>, tensor<2x5xf32>) -> tensor<4x5xf32>
+// CHECK: %[[Z:.*]] = dopt.constant {value = dense<0.000000e+00> : tensor<7xf32>}
+// CHECK: return %{{.*}}, %[[GW]], %[[Z]]
+func.func @main(%x: tensor<2x4xf32>, %w: tensor<4x5xf32> {dopt.weight = {name = "fc"}},
+                %b: tensor<5xf32> {dopt.weight = {name = "frozen.bias"}},
+                %u: tensor<7xf32> {dopt.weight = {name = "unused"}}) -> tensor<f32> {
+  %y = dopt.matmul %x, %w : (tensor<2x4xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  %z = dopt.add %y, %b : (tensor<2x5xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %l = dopt.reduce_mean %z {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// An op without a rule on the path from a weight to the loss is an error at
+// the op.
+func.func @main(%x: tensor<2x4xf32>, %w: tensor<4xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
+  %y = dopt.add %x, %w : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // expected-error @+1 {{no gradient rule for dopt.reduce_max yet}}
+  %m = dopt.reduce_max %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  return %m : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{the loss (result 0) must be one float value, got 'tensor<2xf32>'}}
+func.func @main(%w: tensor<2xf32> {dopt.weight = {name = "w"}}) -> tensor<2xf32> {
+  return %w : tensor<2xf32>
+}
