@@ -215,6 +215,117 @@ const llvm::StringMap<RuleFn> &rules() {
       }
       return success();
     };
+    // Layer norm over axes axis..rank-1, x^ = (x - mean) / sqrt(var + eps):
+    // dx = (g s - mean(g s) - x^ mean(g s x^)) / sqrt(var + eps),
+    // dscale = sum(g x^), dbias = sum(g) over what broadcast them.
+    t["dopt.layer_norm"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                              Adjoints &out) -> LogicalResult {
+      auto ln = cast<dopt::LayerNormOp>(op);
+      Value x = ln.getInput(), g = gs[0];
+      int64_t rank = typeOf(x).getRank();
+      SmallVector<int64_t> axes;
+      for (int64_t a = ln.getAxis(); a < rank; ++a)
+        axes.push_back(a);
+      auto mean = [&](Value v) {
+        return dopt::ReduceMeanOp::create(b, v, b.getDenseI64ArrayAttr(axes),
+                                          b.getBoolAttr(true));
+      };
+      Value xc = sub(b, x, mean(x));
+      Value var = mean(mul(b, xc, xc));
+      Value rstd = dopt::ReciprocalOp::create(
+          b, dopt::SqrtOp::create(
+                 b, add(b, var, scalar(b, var,
+                                       ln.getEpsilon().convertToDouble()))));
+      Value xhat = mul(b, xc, rstd);
+      Value gh = mul(b, g, ln.getScale());
+      Value dx = mul(b, rstd, sub(b, sub(b, gh, mean(gh)),
+                                  mul(b, xhat, mean(mul(b, gh, xhat)))));
+      out.push_back(dx);
+      out.push_back(autodiff::unbroadcast(b, b.getLoc(), mul(b, g, xhat),
+                                          typeOf(ln.getScale())));
+      if (Value bias = ln.getBias())
+        out.push_back(autodiff::unbroadcast(b, b.getLoc(), g, typeOf(bias)));
+      return success();
+    };
+    // Gather along an axis (an embedding lookup): the adjoint is added back
+    // at each gathered index -- a scatter-add, written as a product with the
+    // one-hot matrix of the indices: d data[p, a, r] = sum_s [I_s = a] g[p, s, r].
+    t["dopt.gather"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                          Adjoints &out) -> LogicalResult {
+      auto ga = cast<dopt::GatherOp>(op);
+      Value data = ga.getData(), idx = ga.getIndices(), g = gs[0];
+      RankedTensorType dt = typeOf(data), it = typeOf(idx);
+      int64_t axis = ga.getAxis(), extent = dt.getDimSize(axis);
+      auto product = [](ArrayRef<int64_t> dims) {
+        int64_t n = 1;
+        for (int64_t d : dims)
+          n *= d;
+        return n;
+      };
+      int64_t pre = product(dt.getShape().take_front(axis));
+      int64_t post = product(dt.getShape().drop_front(axis + 1));
+      int64_t n = it.getNumElements();
+      auto i64 = b.getI64Type();
+      Value flat = reshape(b, idx, {n, 1});
+      if (!it.getElementType().isInteger(64))
+        flat = dopt::CastOp::create(b, flat, TypeAttr::get(i64));
+      // Negative indices count from the end.
+      Value zero = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                                    ArrayRef<int64_t>{0}));
+      Value size = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(RankedTensorType::get({}, i64),
+                                    ArrayRef<int64_t>{extent}));
+      flat = dopt::WhereOp::create(b, dopt::LessOp::create(b, flat, zero),
+                                   add(b, flat, size), flat);
+      SmallVector<int64_t> iota(extent);
+      std::iota(iota.begin(), iota.end(), 0);
+      Value classes = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(RankedTensorType::get({1, extent}, i64),
+                                    ArrayRef<int64_t>(iota)));
+      Value onehot = dopt::CastOp::create(
+          b, dopt::EqualOp::create(b, flat, classes),
+          TypeAttr::get(dt.getElementType())); // [n, extent]
+      Value g3 = reshape(b, g, {pre, n, post});
+      Value d = dopt::MatMulOp::create(b, transposeLast2(b, onehot), g3);
+      out.push_back(reshape(b, d, dt.getShape()));
+      out.push_back(Value());
+      return success();
+    };
+    // Slice with unit steps: the adjoint padded back with zeros; a constant
+    // pad: the adjoint sliced back.
+    t["dopt.slice"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                         Adjoints &out) -> LogicalResult {
+      auto sl = cast<dopt::SliceOp>(op);
+      RankedTensorType xt = typeOf(sl.getInput());
+      if (llvm::any_of(sl.getSteps(), [](int64_t s) { return s != 1; }))
+        return op->emitError("no gradient rule for dopt.slice with steps "
+                             "other than 1 yet");
+      SmallVector<int64_t> pads(sl.getStarts());
+      for (auto [end, dim] : llvm::zip(sl.getEnds(), xt.getShape()))
+        pads.push_back(dim - end);
+      out.push_back(dopt::PadOp::create(b, gs[0], b.getDenseI64ArrayAttr(pads),
+                                        b.getStringAttr("constant"),
+                                        b.getF64FloatAttr(0.0)));
+      return success();
+    };
+    t["dopt.pad"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                       Adjoints &out) -> LogicalResult {
+      auto pd = cast<dopt::PadOp>(op);
+      if (pd.getMode() != "constant")
+        return op->emitError("no gradient rule for dopt.pad in mode '")
+               << pd.getMode() << "' yet";
+      RankedTensorType xt = typeOf(pd.getInput());
+      int64_t r = xt.getRank();
+      ArrayRef<int64_t> pads = pd.getPads();
+      SmallVector<int64_t> starts(pads.take_front(r)), ends, steps(r, 1);
+      for (int64_t i = 0; i < r; ++i)
+        ends.push_back(starts[i] + xt.getDimSize(i));
+      out.push_back(dopt::SliceOp::create(b, gs[0], b.getDenseI64ArrayAttr(starts),
+                                          b.getDenseI64ArrayAttr(ends),
+                                          b.getDenseI64ArrayAttr(steps)));
+      return success();
+    };
     t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
     t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
     t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
