@@ -10,6 +10,8 @@
 
 #include "ImporterImpl.h"
 
+#include "distopt/Dialect/Dopt/IR/DoptLosses.h"
+
 #include <limits>
 #include <sstream>
 
@@ -196,103 +198,22 @@ LogicalResult importCast(NodeContext &nc) {
 // Softmax, normalisation
 //===----------------------------------------------------------------------===//
 
-/// The negative log-likelihood of ONNX's NegativeLogLikelihoodLoss (and of
-/// SoftmaxCrossEntropyLoss after its log-softmax), from ops the rest of
-/// distopt knows (so the planner, partitioner and both targets take it as
-/// it is): logp [N, C, d...], target [N, d...] of class indices, optional
-/// per-class weight [C]. The class is picked with a one-hot mask
-/// (target == iota over C), not a gather:
-///   loss[n, d] = -logp[n, target, d] * w[target], 0 where target is
-///   ignore_index; reduction "none" keeps it, "sum" adds it up, "mean"
-///   divides the sum by the weights of the counted targets (their number
-///   without weights).
+/// The loss of NegativeLogLikelihoodLoss (and of SoftmaxCrossEntropyLoss
+/// after its log-softmax): dopt::buildNegativeLogLikelihood.
 static FailureOr<Value> negativeLogLikelihood(NodeContext &nc, Value logp,
                                               Value target, Value weight) {
   TRY(reduction, nc.stringAttr("reduction", "mean"));
-  if (reduction != "none" && reduction != "sum" && reduction != "mean")
-    return nc.error("reduction must be \"none\", \"sum\" or \"mean\", got \"" +
-                    reduction + "\"");
-  auto type = cast<RankedTensorType>(logp.getType());
-  auto ttype = cast<RankedTensorType>(target.getType());
-  int64_t rank = type.getRank();
-  if (rank < 2)
-    return nc.error("input has rank " + std::to_string(rank) +
-                    "; expected [N, C, d1, ...]");
-  SmallVector<int64_t> expect{type.getDimSize(0)};
-  llvm::append_range(expect, type.getShape().drop_front(2));
-  if (ttype.getShape() != ArrayRef<int64_t>(expect))
-    return nc.error("target shape " + shapeString(ttype.getShape()) +
-                    " does not match the input's " +
-                    shapeString(type.getShape()) + " without its class axis");
-  if (!ttype.getElementType().isInteger(32) &&
-      !ttype.getElementType().isInteger(64))
-    return nc.error("target must hold int32 or int64 class indices");
-  OpBuilder &b = nc.builder();
-  Location loc = nc.loc();
-  Type elt = type.getElementType();
-  auto i64 = b.getI64Type();
-  int64_t classes = type.getDimSize(1);
-  if (weight) {
-    auto wtype = cast<RankedTensorType>(weight.getType());
-    if (wtype.getShape() != ArrayRef<int64_t>{classes} ||
-        wtype.getElementType() != elt)
-      return nc.error("weight must be a [" + std::to_string(classes) +
-                      "] tensor of the input's element type");
-  }
-  // target as [N, 1, d...] int64 against iota [1, C, 1, ...].
-  if (!ttype.getElementType().isInteger(64))
-    target = nc.create<dopt::CastOp>(target, TypeAttr::get(i64));
-  SmallVector<int64_t> withClass(expect);
-  withClass.insert(withClass.begin() + 1, 1);
-  Value t1 = nc.create<dopt::ReshapeOp>(target,
-                                        b.getDenseI64ArrayAttr(withClass));
-  SmallVector<int64_t> iotaShape(rank, 1);
-  iotaShape[1] = classes;
-  SmallVector<int64_t> iota(classes);
-  for (int64_t c = 0; c < classes; ++c)
-    iota[c] = c;
-  Value classesIota = dopt::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64),
-                                     ArrayRef<int64_t>(iota)));
-  Value mask = nc.create<dopt::EqualOp>(t1, classesIota);
-  Value zero = dopt::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elt),
-                                     b.getZeroAttr(elt)));
-  auto sumClasses = [&](Value v) {
-    return nc.create<dopt::ReduceSumOp>(v, b.getDenseI64ArrayAttr({1}),
-                                        b.getBoolAttr(false));
-  };
-  Value picked = sumClasses(nc.create<dopt::WhereOp>(mask, logp, zero));
-  Value w;
-  if (weight) {
-    Value wb = nc.create<dopt::ReshapeOp>(weight,
-                                          b.getDenseI64ArrayAttr(iotaShape));
-    w = sumClasses(nc.create<dopt::WhereOp>(mask, wb, zero));
-  } else {
-    w = sumClasses(nc.create<dopt::CastOp>(mask, TypeAttr::get(elt)));
-  }
+  std::optional<int64_t> ignore;
   if (nc.hasAttr("ignore_index")) {
-    TRY(ignore, nc.intAttr("ignore_index", -100));
-    Value ii = dopt::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, i64),
-                                       ArrayRef<int64_t>{ignore}));
-    Value counted = nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(target, ii));
-    w = nc.create<dopt::WhereOp>(counted, w, zero);
+    TRY(ii, nc.intAttr("ignore_index", -100));
+    ignore = ii;
   }
-  Value loss = nc.create<dopt::NegOp>(nc.create<dopt::MulOp>(picked, w));
-  if (reduction == "none")
-    return loss;
-  SmallVector<int64_t> all;
-  for (int64_t d = 0; d < rank - 1; ++d)
-    all.push_back(d);
-  auto sumAll = [&](Value v) {
-    return nc.create<dopt::ReduceSumOp>(v, b.getDenseI64ArrayAttr(all),
-                                        b.getBoolAttr(false));
-  };
-  Value total = sumAll(loss);
-  if (reduction == "sum")
-    return total;
-  return nc.create<dopt::DivOp>(total, sumAll(w));
+  std::string error;
+  FailureOr<Value> loss = dopt::buildNegativeLogLikelihood(
+      nc.builder(), nc.loc(), logp, target, weight, ignore, reduction, error);
+  if (failed(loss))
+    return nc.error(error);
+  return loss;
 }
 
 LogicalResult importNegativeLogLikelihoodLoss(NodeContext &nc) {

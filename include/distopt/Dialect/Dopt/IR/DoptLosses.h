@@ -1,0 +1,38 @@
+//===- DoptLosses.h - losses as compositions of dopt ops ---------*- C++ -*-===//
+//
+// One truth for what a loss computes: ONNX's NegativeLogLikelihoodLoss and
+// SoftmaxCrossEntropyLoss import through these, and a loss appended to an
+// inference model is built the same way. Written with ops the planner, the
+// partitioner, autodiff and both targets already know.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_DIALECT_DOPT_IR_DOPTLOSSES_H
+#define DISTOPT_DIALECT_DOPT_IR_DOPTLOSSES_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+#include <string>
+
+namespace distopt::dopt {
+
+/// The negative log-likelihood of `logp` [N, C, d...] (log-probabilities
+/// over axis 1) at the class indices `target` [N, d...] (int32/int64),
+/// with optional per-class `weight` [C]: loss[n, d] = -logp[n, t, d] w[t],
+/// 0 where t == ignoreIndex; `reduction` "none" keeps it, "sum" adds it up,
+/// "mean" divides the sum by the weights of the counted targets (their
+/// number without weights) -- PyTorch's NLLLoss and ONNX's op. The class is
+/// picked with a one-hot mask (target == iota over C), not a gather.
+/// Returns the loss, or failure with `error` saying what does not fit.
+mlir::FailureOr<mlir::Value>
+buildNegativeLogLikelihood(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value logp, mlir::Value target,
+                           mlir::Value weight,
+                           std::optional<int64_t> ignoreIndex,
+                           llvm::StringRef reduction, std::string &error);
+
+} // namespace distopt::dopt
+
+#endif // DISTOPT_DIALECT_DOPT_IR_DOPTLOSSES_H
