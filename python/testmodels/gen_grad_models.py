@@ -79,6 +79,36 @@ def models():
            torch.randn(7, 12), torch.randint(0, 6, (7,)))
 
 
+class TinyLM(nn.Module):
+    """Embedding, a linear head: logits over the vocabulary per position."""
+
+    def __init__(self, vocab=20, d=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.emb(ids)))
+
+
+def flattened_cross_entropy(logits, labels):
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                       labels.reshape(-1), ignore_index=-100)
+
+
+# Inference models for `distopt compile --loss KIND:OUTPUT`: (name, model,
+# input, labels, the loss PyTorch computes, the --loss flag).
+def bare_models():
+    torch.manual_seed(1)
+    labels = torch.randint(0, 20, (2, 5))
+    labels[0, 1] = labels[1, 4] = -100
+    yield ("lm_cross_entropy", TinyLM(), torch.randint(0, 20, (2, 5)), labels,
+           flattened_cross_entropy, "cross-entropy:logits")
+    yield ("regression_mse", nn.Sequential(nn.Linear(10, 20), nn.Tanh(), nn.Linear(20, 4)),
+           torch.randn(5, 10), torch.randn(5, 4), lambda y, t: ((y - t) ** 2).mean(),
+           "mse:logits")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -103,6 +133,25 @@ def main() -> int:
         with open(os.path.join(d, "meta.json"), "w") as fh:
             json.dump({"inputs": {"x": "x.npy", "t": "t.npy"}, "loss": float(loss),
                        "grads": grads}, fh, indent=1)
+    for name, model, x, labels, loss_fn, flag in bare_models():
+        d = os.path.join(args.out, name)
+        os.makedirs(d, exist_ok=True)
+        torch.onnx.export(model, (x,), os.path.join(d, "model.onnx"), input_names=["x"],
+                          output_names=["logits"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        model.zero_grad()
+        loss = loss_fn(model(x), labels)
+        loss.backward()
+        np.save(os.path.join(d, "x.npy"), x.numpy())
+        np.save(os.path.join(d, "labels.npy"), labels.numpy())
+        grads = {}
+        for i, (pname, p) in enumerate(model.named_parameters()):
+            np.save(os.path.join(d, f"grad{i}.npy"), p.grad.numpy())
+            grads[pname] = f"grad{i}.npy"
+        with open(os.path.join(d, "meta.json"), "w") as fh:
+            json.dump({"inputs": {"x": "x.npy", "labels": "labels.npy"},
+                       "loss": float(loss), "grads": grads, "loss_flag": flag}, fh, indent=1)
     return 0
 
 

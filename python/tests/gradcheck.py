@@ -34,7 +34,7 @@ def distopt_gradients(model: onnx.ModelProto, feeds: dict, workdir: Path,
         args += ["--input", f"{name}={workdir / (name + '.npy')}"]
     out = workdir / "out"
     run(bundle / "m", *args, "--output-dir", out)
-    loss_name = model.graph.output[0].name
+    loss_name = "loss" if "--loss" in extra else model.graph.output[0].name
     loss = np.load(out / f"{re.sub(r'[^A-Za-z0-9._-]', '_', loss_name)}.npy")
     grads = {}
     for init in model.graph.initializer:

@@ -212,7 +212,9 @@ def torch_models(tmp_path_factory):
     return out
 
 
-TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier"]
+TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
+                # inference exports, with the loss appended by --loss:
+                "lm_cross_entropy", "regression_mse"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
@@ -221,7 +223,8 @@ def test_gradients_match_pytorch(name, torch_models, tmp_path):
     meta = json.loads((d / "meta.json").read_text())
     model = onnx.load(str(d / "model.onnx"))
     feeds = {k: np.load(d / f) for k, f in meta["inputs"].items()}
-    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    extra = ["--loss", meta["loss_flag"]] if "loss_flag" in meta else []
+    loss, grads = distopt_gradients(model, feeds, tmp_path, extra)
     assert abs(float(loss) - meta["loss"]) <= 1e-5 * max(1.0, abs(meta["loss"]))
     assert set(grads) == set(meta["grads"]), (sorted(grads), sorted(meta["grads"]))
     for w, f in meta["grads"].items():
@@ -230,3 +233,32 @@ def test_gradients_match_pytorch(name, torch_models, tmp_path):
         scale = max(1e-3, float(np.abs(want).max()))
         err = float(np.abs(got - want).max()) / scale
         assert err <= 1e-4, f"{name}: grad of {w}: max relative error {err:.3g}"
+
+
+def test_loss_flag_errors(tmp_path):
+    g = helper.make_graph([helper.make_node("MatMul", ["labels", "w"], ["logits"])], "g",
+                          [helper.make_tensor_value_info("labels", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(rand(3, 4), "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+    def compile_(*flags):
+        return run(DISTOPT, "compile", path, *flags, "-o", tmp_path / "x.dx", check=False)
+
+    p = compile_("--loss", "hinge")
+    assert p.returncode == 1 and "unknown loss 'hinge'" in p.stderr
+    p = compile_("--loss", "cross-entropy:probs")
+    assert p.returncode == 1 and "no output 'probs' (its outputs: logits)" in p.stderr
+    p = compile_("--loss", "cross-entropy:logits")
+    assert p.returncode == 1 and "already has an input named 'labels'" in p.stderr
+    p = compile_("--loss", "output:logits")
+    assert p.returncode == 1 and "not one value" in p.stderr
+    p = compile_("--labels", "y")
+    assert p.returncode == 1 and "--labels applies to --loss" in p.stderr
+    # Named otherwise, the labels are fine.
+    p = compile_("--loss", "cross-entropy:logits", "--labels", "targets", "--gradients")
+    assert p.returncode == 0, p.stderr
+    manifest = json.loads((tmp_path / "x.dx" / "manifest.json").read_text())
+    assert [i["name"] for i in manifest["inputs"]] == ["labels", "targets"]
+    assert [o["name"] for o in manifest["outputs"]] == ["loss", "grad:w"]

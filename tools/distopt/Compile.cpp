@@ -70,6 +70,16 @@ static cl::opt<bool> compileGradients(
              "respect to its weights: extra outputs 'grad:<weight>' "
              "(distopt-autodiff; one process)"),
     cl::sub(tool::compileCommand()));
+static cl::opt<std::string> compileLoss(
+    "loss",
+    cl::desc("Compile the model's training loss instead of its outputs: "
+             "cross-entropy, nll, mse or output, of the model output OUTPUT "
+             "(name or position, default the first); labels are a new input "
+             "(--labels)"),
+    cl::value_desc("KIND[:OUTPUT]"), cl::sub(tool::compileCommand()));
+static cl::opt<std::string> compileLabels(
+    "labels", cl::desc("Name of the labels input --loss adds (default labels)"),
+    cl::value_desc("NAME"), cl::init("labels"), cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -202,9 +212,14 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     WithColor::error() << "--freeze-weights applies to --gradients\n";
     return 1;
   }
-  if (compileGradients && clusterGiven()) {
-    WithColor::error() << "--gradients compiles one process: distributed "
-                          "training steps are not supported yet\n";
+  if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
+    WithColor::error() << "--labels applies to --loss\n";
+    return 1;
+  }
+  if ((compileGradients || !compileLoss.empty()) && clusterGiven()) {
+    WithColor::error() << "--gradients and --loss compile one process: "
+                          "distributed training steps are not supported "
+                          "yet\n";
     return 1;
   }
   bool gpuEmit = emit == "gpu" || emit == "ptx";
@@ -257,6 +272,17 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     module = importONNXFile(context, input, options);
     if (!module)
       return 1;
+    if (!compileLoss.empty()) {
+      auto [kind, out] = StringRef(compileLoss).split(':');
+      AppendLossPassOptions lo;
+      lo.kind = kind.str();
+      lo.output = out.empty() ? "0" : out.str();
+      lo.labels = compileLabels;
+      PassManager pm(&context);
+      pm.addPass(createAppendLossPass(lo));
+      if (failed(pm.run(*module)))
+        return 1;
+    }
     // --cluster: plan, then rewrite into the program of one rank.
     if (!partitionForCluster(context, *module, grid))
       return 1;

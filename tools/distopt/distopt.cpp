@@ -245,6 +245,10 @@ int main(int argc, char **argv) {
   if (compileCmd)
     distopt::cpu::registerCPUTargetDialects(registry);
   MLIRContext context(registry);
+  // Errors name the ONNX node and say what is wrong; a dump of the IR the
+  // failing pass was looking at helps compiler developers (distopt-opt),
+  // not users.
+  context.printOpOnDiagnostic(false);
   context.getDiagEngine().registerHandler(diagnosticHandler);
 
   if (importCmd)

@@ -352,4 +352,34 @@ def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["distopt::dopt::DoptDialect"];
 }
 
+def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
+  let summary = "Turn an inference @main into its training loss on a labels input";
+  let description = [{
+    `kind` is `cross-entropy` (softmax over the last axis of `output`,
+    integer labels of its shape without that axis, ignore_index -100, mean
+    over the counted elements: PyTorch's CrossEntropyLoss on the flattened
+    logits), `nll` (the same on log-probabilities), `mse` (float targets of
+    the output's shape) or `output` (the output is the loss already). The
+    labels are a new input named `labels`; @main returns the loss alone
+    (named "loss"). The losses are DoptLosses.h's compositions, as for the
+    ONNX loss ops.
+
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x10xf32> {dopt.name = "logits"})
+    // with kind=cross-entropy output=logits becomes
+    func.func @main(%x: tensor<4x8xf32>, %labels: tensor<4xi64> {dopt.name = "labels"})
+        -> (tensor<f32> {dopt.name = "loss"})
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross-entropy\"",
+           "cross-entropy, nll, mse or output">,
+    Option<"output", "output", "std::string", /*default=*/"\"0\"",
+           "The model output the loss is taken of (name or position)">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
+           "Name of the labels input">,
+  ];
+  let dependentDialects = ["distopt::dopt::DoptDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

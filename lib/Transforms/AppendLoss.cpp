@@ -1,0 +1,163 @@
+//===- AppendLoss.cpp - a training loss on an inference model -------------===//
+//
+// distopt-append-loss: @main of an imported inference model becomes the
+// model's loss on a labels input, so it can be differentiated
+// (distopt-autodiff) and trained. `kind`:
+//   cross-entropy  softmax over the output's last axis, integer labels of
+//                  the output's shape without that axis, ignore_index -100,
+//                  mean over counted elements (PyTorch's CrossEntropyLoss
+//                  on the flattened logits);
+//   nll            the same on log-probabilities (no softmax);
+//   mse            float targets of the output's shape, mean squared error;
+//   output         the output is the loss already (one float value); labels
+//                  are ordinary model inputs.
+// The labels input is appended to @main's inputs (named by `labels`), and
+// @main returns the loss alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptLosses.h"
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <numeric>
+
+namespace distopt {
+#define GEN_PASS_DEF_APPENDLOSSPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+struct AppendLossPass
+    : public distopt::impl::AppendLossPassBase<AppendLossPass> {
+  using AppendLossPassBase::AppendLossPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal() || !main.getBody().hasOneBlock()) {
+      module.emitError("distopt-append-loss needs a single-block @main");
+      return signalPassFailure();
+    }
+    StringRef k = kind.getValue();
+    if (k != "cross-entropy" && k != "nll" && k != "mse" && k != "output") {
+      main.emitError("unknown loss '")
+          << k << "' (expected cross-entropy, nll, mse or output)";
+      return signalPassFailure();
+    }
+    // The output the loss is taken of: by name, or by position.
+    int64_t index = -1;
+    SmallVector<std::string> names;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      auto name = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+      names.push_back(name ? name.getValue().str() : "#" + std::to_string(i));
+      if (name && name.getValue() == output.getValue())
+        index = i;
+    }
+    unsigned position;
+    if (index < 0 && !StringRef(output).getAsInteger(10, position) &&
+        position < main.getNumResults())
+      index = position;
+    if (index < 0) {
+      main.emitError("--loss: the model has no output '")
+          << output.getValue() << "' (its outputs: "
+          << llvm::join(names, ", ") << ")";
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+    Value y = ret.getOperand(index);
+    auto yt = cast<RankedTensorType>(y.getType());
+    if (!isa<FloatType>(yt.getElementType())) {
+      main.emitError("--loss: output '")
+          << names[index] << "' is " << yt << ", not floats";
+      return signalPassFailure();
+    }
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    Value loss;
+    if (k == "output") {
+      if (yt.getNumElements() != 1) {
+        main.emitError("--loss output: output '")
+            << names[index] << "' is " << yt << ", not one value";
+        return signalPassFailure();
+      }
+      loss = y;
+    } else {
+      for (unsigned i = 0; i < main.getNumArguments(); ++i)
+        if (auto n = main.getArgAttrOfType<StringAttr>(i, "dopt.name"))
+          if (n.getValue() == labels.getValue()) {
+            main.emitError("--loss: the model already has an input named '")
+                << labels.getValue() << "' (name the labels with --labels)";
+            return signalPassFailure();
+          }
+      RankedTensorType labelType;
+      if (k == "mse") {
+        labelType = yt;
+      } else {
+        if (yt.getRank() < 1) {
+          main.emitError("--loss ") << k << ": output '" << names[index]
+                                    << "' has no class axis";
+          return signalPassFailure();
+        }
+        labelType = RankedTensorType::get(yt.getShape().drop_back(),
+                                          b.getI64Type());
+      }
+      unsigned argIndex = main.getNumArguments();
+      if (failed(main.insertArgument(
+              argIndex, labelType,
+              b.getDictionaryAttr(
+                  {b.getNamedAttr("dopt.name", b.getStringAttr(labels))}),
+              main.getLoc())))
+        return signalPassFailure();
+      Value t = main.getArgument(argIndex);
+      if (k == "mse") {
+        Value d = dopt::SubOp::create(b, loc, y, t);
+        SmallVector<int64_t> all(yt.getRank());
+        std::iota(all.begin(), all.end(), 0);
+        loss = dopt::ReduceMeanOp::create(b, loc,
+                                          dopt::MulOp::create(b, loc, d, d),
+                                          b.getDenseI64ArrayAttr(all),
+                                          b.getBoolAttr(false));
+      } else {
+        // Flattened: [M, C] scores, [M] labels.
+        int64_t classes = yt.getShape().back();
+        int64_t m = yt.getNumElements() / std::max<int64_t>(classes, 1);
+        Value scores = dopt::ReshapeOp::create(
+            b, loc, y, b.getDenseI64ArrayAttr({m, classes}));
+        Value flat = dopt::ReshapeOp::create(b, loc, t,
+                                             b.getDenseI64ArrayAttr({m}));
+        if (k == "cross-entropy")
+          scores = dopt::LogSoftmaxOp::create(b, loc, scores,
+                                              b.getI64IntegerAttr(1));
+        std::string error;
+        FailureOr<Value> l = dopt::buildNegativeLogLikelihood(
+            b, loc, scores, flat, Value(), int64_t(-100), "mean", error);
+        if (failed(l)) {
+          main.emitError("--loss ") << k << ": " << error;
+          return signalPassFailure();
+        }
+        loss = *l;
+      }
+    }
+    func::ReturnOp::create(b, loc, ValueRange{loss});
+    ret.erase();
+    main.setType(FunctionType::get(ctx, main.getArgumentTypes(),
+                                   {loss.getType()}));
+    SmallVector<DictionaryAttr> attrs{b.getDictionaryAttr(
+        {b.getNamedAttr("dopt.name", b.getStringAttr("loss"))})};
+    main.setAllResultAttrs(attrs);
+  }
+};
+
+} // namespace
