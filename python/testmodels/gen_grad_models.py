@@ -109,6 +109,62 @@ def bare_models():
            "mse:logits")
 
 
+# Training runs: 20 steps of each optimizer on the same data, from the same
+# initial weights (the exported graph's): per-step losses, final weights.
+TRAIN_RUNS = {
+    "sgd_nesterov": dict(kind="sgd", lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    "sgd_clipped": dict(kind="sgd", lr=0.2, momentum=0.5, weight_decay=0.0, clip_norm=0.5),
+    "adam": dict(kind="adam", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
+    "adamw": dict(kind="adamw", lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+}
+
+
+def train_reference(out: str) -> None:
+    d = os.path.join(out, "train")
+    os.makedirs(d, exist_ok=True)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.onnx.export(model, (torch.randn(6, 16),), os.path.join(d, "model.onnx"),
+                      input_names=["x"], output_names=["logits"], opset_version=17,
+                      do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
+    xs = torch.randn(20, 6, 16)
+    ys = torch.randint(0, 8, (20, 6))
+    np.save(os.path.join(d, "xs.npy"), xs.numpy())
+    np.save(os.path.join(d, "ys.npy"), ys.numpy())
+    meta = {}
+    for run_name, cfg in TRAIN_RUNS.items():
+        model.load_state_dict(initial)
+        params = list(model.parameters())
+        if cfg["kind"] == "sgd":
+            opt = torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg["momentum"],
+                                  nesterov=cfg.get("nesterov", False),
+                                  weight_decay=cfg["weight_decay"])
+        elif cfg["kind"] == "adam":
+            opt = torch.optim.Adam(params, lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
+                                   weight_decay=cfg["weight_decay"])
+        else:
+            opt = torch.optim.AdamW(params, lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
+                                    weight_decay=cfg["weight_decay"])
+        losses = []
+        for step in range(20):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(xs[step]), ys[step])
+            loss.backward()
+            if cfg.get("clip_norm"):
+                torch.nn.utils.clip_grad_norm_(params, cfg["clip_norm"])
+            opt.step()
+            losses.append(float(loss))
+        weights = {}
+        for i, (name, p) in enumerate(model.named_parameters()):
+            f = f"{run_name}.w{i}.npy"
+            np.save(os.path.join(d, f), p.detach().numpy())
+            weights[name] = f
+        meta[run_name] = {"config": cfg, "losses": losses, "weights": weights}
+    with open(os.path.join(d, "meta.json"), "w") as fh:
+        json.dump(meta, fh, indent=1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -152,6 +208,7 @@ def main() -> int:
         with open(os.path.join(d, "meta.json"), "w") as fh:
             json.dump({"inputs": {"x": "x.npy", "labels": "labels.npy"},
                        "loss": float(loss), "grads": grads, "loss_flag": flag}, fh, indent=1)
+    train_reference(args.out)
     return 0
 
 

@@ -301,3 +301,88 @@ def test_gpt_decoder_gradients_match_finite_differences(tmp_path):
                                 eps=1e-2, max_elements=6)
     for name in sorted(names):
         assert_close(grads[name], numeric[name], rtol=3e-2, what=f"gpt: d loss / d {name}")
+
+
+# --- Optimizers: 20 training steps against torch.optim -----------------
+
+def run_steps(bundle: Path, xs, ys, cfg, workdir: Path):
+    """Drives the compiled training step as a training loop would: state and
+    hyperparameters in, loss and updates out, the updated weights written
+    back into the bundle's weight file for the next step."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    exe = bundle / bundle.name[:-3]
+    weights = {w["name"]: w for w in manifest["weights"]}
+    hyper = {"opt.lr": cfg["lr"], "opt.weight_decay": cfg["weight_decay"],
+             "opt.clip_norm": cfg.get("clip_norm", 0.0),
+             "opt.momentum": cfg.get("momentum", 0.0),
+             "opt.beta1": cfg.get("betas", (0, 0))[0], "opt.beta2": cfg.get("betas", (0, 0))[1],
+             "opt.eps": cfg.get("eps", 0.0)}
+    state = {i["name"]: np.zeros(i["shape"], np.float32) for i in manifest["inputs"]
+             if i["name"].startswith("opt.") and ":" in i["name"]}
+    losses = []
+    for step in range(len(xs)):
+        feeds = {"x": xs[step], "labels": ys[step], "opt.step": np.float32(step + 1),
+                 **{k: np.float32(v) for k, v in hyper.items()}, **state}
+        args = []
+        for spec in manifest["inputs"]:
+            f = workdir / f"in.{spec['name'].replace(':', '_')}.npy"
+            np.save(f, np.asarray(feeds[spec["name"]], dtype=spec["dtype"]).reshape(spec["shape"]))
+            args += ["--input", f"{spec['name']}={f}"]
+        out = workdir / "out"
+        run(exe, *args, "--output-dir", out)
+        outputs = {o["name"]: np.load(out / (o["name"].replace(":", "_") + ".npy"))
+                   for o in manifest["outputs"]}
+        losses.append(float(outputs["loss"]))
+        for name in state:
+            state[name] = outputs[name]
+        with open(bundle / "weights.bin", "r+b") as fh:
+            for name, w in weights.items():
+                new = outputs.get("update:" + name)
+                if new is not None:
+                    fh.seek(w["offset"])
+                    fh.write(new.astype(np.float32).tobytes())
+    return losses, {n: np.fromfile(bundle / "weights.bin", np.float32, count=w["length"] // 4,
+                                   offset=w["offset"]).reshape(w["shape"])
+                    for n, w in weights.items()}
+
+
+@pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw"])
+def test_training_steps_match_torch_optim(run_name, torch_models, tmp_path):
+    d = torch_models / "train"
+    meta = json.loads((d / "meta.json").read_text())[run_name]
+    cfg = meta["config"]
+    flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
+    if cfg.get("nesterov"):
+        flags.append("--nesterov")
+    bundle = tmp_path / "step.dx"
+    run(DISTOPT, "compile", d / "model.onnx", *flags, "-o", bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert all(w["file"] == "weights.bin" for w in manifest["weights"])
+    losses, weights = run_steps(bundle, np.load(d / "xs.npy"), np.load(d / "ys.npy"), cfg,
+                                tmp_path)
+    want = np.array(meta["losses"])
+    assert np.abs(np.array(losses) - want).max() <= 1e-4 * np.abs(want).max(), (losses, want)
+    for name, f in meta["weights"].items():
+        ref = np.load(d / f)
+        err = np.abs(weights[name] - ref).max() / max(1e-3, float(np.abs(ref).max()))
+        assert err <= 1e-4, f"{run_name}: {name}: relative error {err:.3g}"
+
+
+def test_optimizer_flag_errors(tmp_path):
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["logits"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(rand(3, 4), "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+    def compile_(*flags):
+        return run(DISTOPT, "compile", path, "--loss", "cross-entropy", *flags, "-o",
+                   tmp_path / "x.dx", check=False)
+
+    p = compile_("--optimizer", "lamb")
+    assert p.returncode == 1 and "unknown optimizer 'lamb'" in p.stderr
+    p = compile_("--optimizer", "adam", "--nesterov")
+    assert p.returncode == 1 and "--nesterov applies to --optimizer sgd" in p.stderr
+    p = compile_("--optimizer", "sgd", "--freeze-weights", ".")
+    assert p.returncode == 1 and "no gradients to apply" in p.stderr

@@ -80,6 +80,15 @@ static cl::opt<std::string> compileLoss(
 static cl::opt<std::string> compileLabels(
     "labels", cl::desc("Name of the labels input --loss adds (default labels)"),
     cl::value_desc("NAME"), cl::init("labels"), cl::sub(tool::compileCommand()));
+static cl::opt<std::string> compileOptimizer(
+    "optimizer",
+    cl::desc("Compile one training step: the loss's gradients (as "
+             "--gradients) applied by sgd, adam or adamw; state and "
+             "hyperparameters are inputs, the updates outputs"),
+    cl::value_desc("sgd|adam|adamw"), cl::sub(tool::compileCommand()));
+static cl::opt<bool> compileNesterov(
+    "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
+    cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -208,7 +217,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                           "--target cuda\n";
     return 1;
   }
-  if (!compileGradients && freezeWeights.getNumOccurrences()) {
+  if (compileNesterov && compileOptimizer != "sgd") {
+    WithColor::error() << "--nesterov applies to --optimizer sgd\n";
+    return 1;
+  }
+  if (!compileGradients && compileOptimizer.empty() &&
+      freezeWeights.getNumOccurrences()) {
     WithColor::error() << "--freeze-weights applies to --gradients\n";
     return 1;
   }
@@ -216,7 +230,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     WithColor::error() << "--labels applies to --loss\n";
     return 1;
   }
-  if ((compileGradients || !compileLoss.empty()) && clusterGiven()) {
+  if ((compileGradients || !compileLoss.empty() || !compileOptimizer.empty()) &&
+      clusterGiven()) {
     WithColor::error() << "--gradients and --loss compile one process: "
                           "distributed training steps are not supported "
                           "yet\n";
@@ -379,10 +394,16 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     {
       PassManager pm(&context);
       pm.addPass(createOutlineWeightsPass());
-      if (compileGradients) {
+      if (compileGradients || !compileOptimizer.empty()) {
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
         pm.addPass(createAutodiffPass(ad));
+      }
+      if (!compileOptimizer.empty()) {
+        OptimizerPassOptions opt;
+        opt.kind = compileOptimizer;
+        opt.nesterov = compileNesterov;
+        pm.addPass(createOptimizerPass(opt));
       }
       if (failed(pm.run(*program)))
         return 1;

@@ -382,4 +382,27 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["distopt::dopt::DoptDialect"];
 }
 
+def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn loss and gradients into one training step (SGD, Adam, AdamW)";
+  let description = [{
+    After `distopt-autodiff`: adds the optimizer state (SGD's momentum
+    buffer, Adam's two moments per weight: inputs `opt.<state>:<weight>`,
+    `dopt.optimizer_state`) and the hyperparameters (0-d f32 inputs
+    `opt.lr`, `opt.step`, `opt.weight_decay`, `opt.clip_norm`, and
+    `opt.momentum` or `opt.beta1`/`opt.beta2`/`opt.eps`, `dopt.hyper`), and
+    returns the loss, the gradients' global norm, then per weight the
+    updated state (`dopt.updates` names the input it replaces) and the
+    updated weight (`update:<weight>`, `dopt.updates_weight`). The formulas
+    are PyTorch's: torch.optim.SGD (dampening 0, `nesterov`), Adam (L2
+    weight decay), AdamW (decoupled), clip_grad_norm_ (clip_norm > 0).
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
+           "sgd, adam or adamw">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD: Nesterov momentum">,
+  ];
+  let dependentDialects = ["distopt::dopt::DoptDialect"];
+}
+
 #endif // DISTOPT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,224 @@
+//===- Optimizer.cpp - the update step after the gradients ----------------===//
+//
+// distopt-optimizer: after distopt-autodiff, @main returns the loss and
+// `grad:<weight>` for each trained weight. This pass turns it into one
+// training step: it adds the optimizer's state (one buffer per weight for
+// SGD's momentum, two for Adam's moments) and its hyperparameters as inputs,
+// and returns the loss, the gradients' global norm, the updated weights and
+// the updated state, with PyTorch's formulas (torch.optim.SGD, Adam, AdamW;
+// torch.nn.utils.clip_grad_norm_). The runtime feeds the updates back as the
+// next step's weights and state.
+//
+// Hyperparameters are 0-d f32 inputs, so the runtime can change them per
+// step (schedules): opt.lr, opt.step (1, 2, ...: Adam's bias correction),
+// opt.weight_decay, opt.clip_norm (0: no clipping), and opt.momentum (SGD)
+// or opt.beta1, opt.beta2, opt.eps (Adam, AdamW). Each weight's update is
+// one chain of elementwise ops, which the elementwise fusion makes one pass
+// over the weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <numeric>
+
+namespace distopt {
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+struct OptimizerPass
+    : public distopt::impl::OptimizerPassBase<OptimizerPass> {
+  using OptimizerPassBase::OptimizerPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal() || !main.getBody().hasOneBlock()) {
+      module.emitError("distopt-optimizer needs a single-block @main");
+      return signalPassFailure();
+    }
+    StringRef k = kind.getValue();
+    if (k != "sgd" && k != "adam" && k != "adamw") {
+      main.emitError("unknown optimizer '")
+          << k << "' (expected sgd, adam or adamw)";
+      return signalPassFailure();
+    }
+    MLIRContext *ctx = module.getContext();
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+
+    // The trained weights: the results autodiff named grad:<weight>.
+    llvm::StringMap<unsigned> weightArg;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i)
+      if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+        weightArg[cast<StringAttr>(ref.get("name")).getValue()] = i;
+    struct Param {
+      std::string name;
+      Value weight, grad;
+    };
+    SmallVector<Param> params;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      auto of = main.getResultAttrOfType<StringAttr>(i, "dopt.grad_of");
+      if (!of)
+        continue;
+      auto it = weightArg.find(of.getValue());
+      if (it == weightArg.end()) {
+        main.emitError("internal error: a gradient of '")
+            << of.getValue() << "', which is not a weight argument";
+        return signalPassFailure();
+      }
+      params.push_back({of.getValue().str(), main.getArgument(it->second),
+                        ret.getOperand(i)});
+    }
+    if (params.empty()) {
+      main.emitError("distopt-optimizer: no gradients to apply (run "
+                     "distopt-autodiff first; are all weights frozen?)");
+      return signalPassFailure();
+    }
+    Value loss = ret.getOperand(0);
+
+    ImplicitLocOpBuilder b(ret.getLoc(), ret);
+    auto f32 = b.getF32Type();
+    auto scalarType = RankedTensorType::get({}, f32);
+    // New inputs go after the model's inputs, before the weights: the
+    // entry's buffers are inputs, then weights, then outputs.
+    auto addInput = [&](Type type, StringRef name, NamedAttribute role) {
+      unsigned index = 0;
+      while (index < main.getNumArguments() &&
+             !main.getArgAttr(index, "dopt.weight"))
+        ++index;
+      (void)main.insertArgument(
+          index, type,
+          b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr(name)),
+                               role}),
+          main.getLoc());
+      return main.getArgument(index);
+    };
+    auto hyper = [&](StringRef name) {
+      return addInput(scalarType, ("opt." + name).str(),
+                      b.getNamedAttr("dopt.hyper", b.getStringAttr(name)));
+    };
+    Value lr = hyper("lr"), step = hyper("step"),
+          decay = hyper("weight_decay"), clip = hyper("clip_norm");
+    Value momentum, beta1, beta2, eps;
+    if (k == "sgd") {
+      momentum = hyper("momentum");
+    } else {
+      beta1 = hyper("beta1");
+      beta2 = hyper("beta2");
+      eps = hyper("eps");
+    }
+    auto constant = [&](double v) -> Value {
+      return dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(scalarType, b.getF32FloatAttr(v)));
+    };
+    auto add = [&](Value x, Value y) -> Value { return dopt::AddOp::create(b, x, y); };
+    auto sub = [&](Value x, Value y) -> Value { return dopt::SubOp::create(b, x, y); };
+    auto mul = [&](Value x, Value y) -> Value { return dopt::MulOp::create(b, x, y); };
+    auto div = [&](Value x, Value y) -> Value { return dopt::DivOp::create(b, x, y); };
+    // Scalars in the weight's element type.
+    auto as = [&](Value s, Value like) -> Value {
+      Type elt = cast<RankedTensorType>(like.getType()).getElementType();
+      return elt == f32 ? s : Value(dopt::CastOp::create(b, s, TypeAttr::get(elt)));
+    };
+
+    // Global norm of all gradients, in f32; clipping as clip_grad_norm_:
+    // g *= min(1, clip / (norm + 1e-6)) when clip > 0.
+    Value sumSquares = constant(0.0);
+    for (Param &p : params) {
+      auto t = cast<RankedTensorType>(p.grad.getType());
+      SmallVector<int64_t> all(t.getRank());
+      std::iota(all.begin(), all.end(), 0);
+      Value g = t.getElementType() == f32
+                    ? p.grad
+                    : Value(dopt::CastOp::create(b, p.grad, TypeAttr::get(f32)));
+      Value s = dopt::ReduceSumOp::create(b, mul(g, g), b.getDenseI64ArrayAttr(all),
+                                          b.getBoolAttr(false));
+      sumSquares = add(sumSquares, s);
+    }
+    Value norm = dopt::SqrtOp::create(b, sumSquares);
+    Value coef = dopt::MinOp::create(
+        b, constant(1.0), div(clip, add(norm, constant(1e-6))));
+    Value clipping = dopt::GreaterOp::create(b, clip, constant(0.0));
+    Value scale = dopt::WhereOp::create(b, clipping, coef, constant(1.0));
+
+    SmallVector<Value> results{loss, norm};
+    SmallVector<DictionaryAttr> attrs{
+        b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr("loss"))}),
+        b.getDictionaryAttr(
+            {b.getNamedAttr("dopt.name", b.getStringAttr("grad_norm"))})};
+    auto update = [&](Value v, StringRef name, NamedAttribute role) {
+      results.push_back(v);
+      attrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("dopt.name", b.getStringAttr(name)), role}));
+    };
+    for (Param &p : params) {
+      Value w = p.weight;
+      Type type = w.getType();
+      Value g = mul(p.grad, as(scale, w));
+      auto stateOf = [&](StringRef which) {
+        return addInput(type, ("opt." + which + ":" + p.name).str(),
+                        b.getNamedAttr("dopt.optimizer_state",
+                                       b.getDictionaryAttr(
+                                           {b.getNamedAttr("weight", b.getStringAttr(p.name)),
+                                            b.getNamedAttr("kind", b.getStringAttr(which))})));
+      };
+      auto updatesState = [&](StringRef which) {
+        return b.getNamedAttr("dopt.updates",
+                              b.getStringAttr(("opt." + which + ":" + p.name).str()));
+      };
+      Value newW;
+      if (k == "sgd") {
+        // torch.optim.SGD (dampening 0): g += wd w; buf = mu buf + g;
+        // g = nesterov ? g + mu buf : buf; w -= lr g.
+        Value buf = stateOf("momentum");
+        g = add(g, mul(as(decay, w), w));
+        Value mu = as(momentum, w);
+        Value newBuf = add(mul(mu, buf), g);
+        Value dir = nesterov ? add(g, mul(mu, newBuf)) : newBuf;
+        newW = sub(w, mul(as(lr, w), dir));
+        update(newBuf, ("opt.momentum:" + p.name), updatesState("momentum"));
+      } else {
+        // torch.optim.Adam / AdamW: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+        // w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps);
+        // Adam adds wd w to g, AdamW first scales w by (1 - lr wd).
+        Value m = stateOf("m"), v = stateOf("v");
+        Value b1 = as(beta1, w), b2 = as(beta2, w), one = as(constant(1.0), w);
+        if (k == "adam")
+          g = add(g, mul(as(decay, w), w));
+        else
+          w = mul(w, sub(one, mul(as(lr, w), as(decay, w))));
+        Value newM = add(mul(b1, m), mul(sub(one, b1), g));
+        Value newV = add(mul(b2, v), mul(sub(one, b2), mul(g, g)));
+        Value bc1 = sub(one, dopt::PowOp::create(b, b1, as(step, w)));
+        Value bc2 = sub(one, dopt::PowOp::create(b, b2, as(step, w)));
+        Value denom = add(div(dopt::SqrtOp::create(b, newV), dopt::SqrtOp::create(b, bc2)),
+                          as(eps, w));
+        newW = sub(w, mul(div(as(lr, w), bc1), div(newM, denom)));
+        update(newM, ("opt.m:" + p.name), updatesState("m"));
+        update(newV, ("opt.v:" + p.name), updatesState("v"));
+      }
+      update(newW, ("update:" + p.name),
+             b.getNamedAttr("dopt.updates_weight", b.getStringAttr(p.name)));
+    }
+    func::ReturnOp::create(b, results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value r : results)
+      types.push_back(r.getType());
+    main.setType(FunctionType::get(ctx, main.getArgumentTypes(), types));
+    main.setAllResultAttrs(attrs);
+  }
+};
+
+} // namespace
