@@ -229,6 +229,8 @@ public:
 
   int run() {
     std::string error;
+    if (argc > 1 && std::string(argv[1]) == "train" && stageEntries.empty())
+      return runTraining(argc, argv, entry, defaultBundleDir());
     if (!parseCommandLine(argc, argv, cl, error)) {
       std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),
                    error.c_str());

@@ -303,51 +303,23 @@ def test_gpt_decoder_gradients_match_finite_differences(tmp_path):
         assert_close(grads[name], numeric[name], rtol=3e-2, what=f"gpt: d loss / d {name}")
 
 
-# --- Optimizers: 20 training steps against torch.optim -----------------
+# --- Training: the executable's train mode against torch.optim ---------
 
-def run_steps(bundle: Path, xs, ys, cfg, workdir: Path):
-    """Drives the compiled training step as a training loop would: state and
-    hyperparameters in, loss and updates out, the updated weights written
-    back into the bundle's weight file for the next step."""
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    exe = bundle / bundle.name[:-3]
-    weights = {w["name"]: w for w in manifest["weights"]}
-    hyper = {"opt.lr": cfg["lr"], "opt.weight_decay": cfg["weight_decay"],
-             "opt.clip_norm": cfg.get("clip_norm", 0.0),
-             "opt.momentum": cfg.get("momentum", 0.0),
-             "opt.beta1": cfg.get("betas", (0, 0))[0], "opt.beta2": cfg.get("betas", (0, 0))[1],
-             "opt.eps": cfg.get("eps", 0.0)}
-    state = {i["name"]: np.zeros(i["shape"], np.float32) for i in manifest["inputs"]
-             if i["name"].startswith("opt.") and ":" in i["name"]}
-    losses = []
-    for step in range(len(xs)):
-        feeds = {"x": xs[step], "labels": ys[step], "opt.step": np.float32(step + 1),
-                 **{k: np.float32(v) for k, v in hyper.items()}, **state}
-        args = []
-        for spec in manifest["inputs"]:
-            f = workdir / f"in.{spec['name'].replace(':', '_')}.npy"
-            np.save(f, np.asarray(feeds[spec["name"]], dtype=spec["dtype"]).reshape(spec["shape"]))
-            args += ["--input", f"{spec['name']}={f}"]
-        out = workdir / "out"
-        run(exe, *args, "--output-dir", out)
-        outputs = {o["name"]: np.load(out / (o["name"].replace(":", "_") + ".npy"))
-                   for o in manifest["outputs"]}
-        losses.append(float(outputs["loss"]))
-        for name in state:
-            state[name] = outputs[name]
-        with open(bundle / "weights.bin", "r+b") as fh:
-            for name, w in weights.items():
-                new = outputs.get("update:" + name)
-                if new is not None:
-                    fh.seek(w["offset"])
-                    fh.write(new.astype(np.float32).tobytes())
-    return losses, {n: np.fromfile(bundle / "weights.bin", np.float32, count=w["length"] // 4,
-                                   offset=w["offset"]).reshape(w["shape"])
-                    for n, w in weights.items()}
+def train_flags(cfg):
+    flags = ["--lr", cfg["lr"], "--weight-decay", cfg["weight_decay"]]
+    if cfg["kind"] == "sgd":
+        flags += ["--momentum", cfg["momentum"]]
+    else:
+        flags += ["--betas", f"{cfg['betas'][0]},{cfg['betas'][1]}", "--eps", cfg["eps"]]
+    if cfg.get("clip_norm"):
+        flags += ["--clip-grad-norm", cfg["clip_norm"]]
+    return [str(f) for f in flags]
 
 
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw"])
-def test_training_steps_match_torch_optim(run_name, torch_models, tmp_path):
+def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
+    """20 steps of `model train` on the batches PyTorch trained on (in file
+    order): the same loss at every step and the same final weights."""
     d = torch_models / "train"
     meta = json.loads((d / "meta.json").read_text())[run_name]
     cfg = meta["config"]
@@ -356,16 +328,90 @@ def test_training_steps_match_torch_optim(run_name, torch_models, tmp_path):
         flags.append("--nesterov")
     bundle = tmp_path / "step.dx"
     run(DISTOPT, "compile", d / "model.onnx", *flags, "-o", bundle)
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    assert all(w["file"] == "weights.bin" for w in manifest["weights"])
-    losses, weights = run_steps(bundle, np.load(d / "xs.npy"), np.load(d / "ys.npy"), cfg,
-                                tmp_path)
-    want = np.array(meta["losses"])
-    assert np.abs(np.array(losses) - want).max() <= 1e-4 * np.abs(want).max(), (losses, want)
+    xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+    np.save(tmp_path / "x.npy", xs.reshape(-1, xs.shape[-1]))
+    np.save(tmp_path / "y.npy", ys.reshape(-1))
+    log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
+    run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+        f"labels={tmp_path / 'y.npy'}", "--steps", "20", "--no-shuffle", *train_flags(cfg),
+        "--log", log, "--save-weights", saved)
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [s["step"] for s in steps] == list(range(1, 21))
+    losses, want = np.array([s["loss"] for s in steps]), np.array(meta["losses"])
+    assert np.abs(losses - want).max() <= 1e-4 * np.abs(want).max(), (losses, want)
     for name, f in meta["weights"].items():
         ref = np.load(d / f)
-        err = np.abs(weights[name] - ref).max() / max(1e-3, float(np.abs(ref).max()))
+        got = np.load(saved / f"{name}.npy")
+        err = np.abs(got - ref).max() / max(1e-3, float(np.abs(ref).max()))
         assert err <= 1e-4, f"{run_name}: {name}: relative error {err:.3g}"
+
+
+def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):
+    d = torch_models / "train"
+    bundle = tmp_path / "step.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+        "--optimizer", "adamw", "-o", bundle)
+    # A learnable task: the label is the argmax of the first 8 features.
+    x = RNG.standard_normal((240, 16)).astype(np.float32)
+    y = x[:, :8].argmax(axis=1).astype(np.int64)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+
+    def train(seed, log):
+        run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+            f"labels={tmp_path / 'y.npy'}", "--epochs", "5", "--shuffle", seed,
+            "--lr", "0.01", "--log", log)
+        return [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+
+    a = train(1, tmp_path / "a.jsonl")
+    b = train(1, tmp_path / "b.jsonl")
+    c = train(2, tmp_path / "c.jsonl")
+    assert len(a) == 5 * (240 // 6)
+    assert a == b  # the same seed, bit for bit
+    assert a != c
+    assert np.mean(a[-10:]) < 0.6 * np.mean(a[:10])
+
+
+def test_training_errors(torch_models, tmp_path):
+    d = torch_models / "train"
+    bundle = tmp_path / "step.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+        "--optimizer", "sgd", "-o", bundle)
+    x = tmp_path / "x.npy"
+    np.save(x, RNG.standard_normal((12, 16)).astype(np.float32))
+    y = tmp_path / "y.npy"
+    np.save(y, np.zeros(12, np.int64))
+    y5 = tmp_path / "y5.npy"
+    np.save(y5, np.zeros(5, np.int64))
+    xbad = tmp_path / "xbad.npy"
+    np.save(xbad, np.zeros((12, 15), np.float32))
+
+    def train(*args):
+        return run(bundle / "step", "train", *args, check=False)
+
+    cases = [
+        (["--data", f"x={x}", "--steps", "2"], "missing data for input 'labels'"),
+        (["--data", f"x={x}", "--data", f"labels={y}", "--data", f"z={y}", "--steps", "2"],
+         "unknown data 'z'"),
+        (["--data", f"x={x}", "--data", f"labels={y5}", "--steps", "2"],
+         "has 5 samples, but 'x' has 12"),
+        (["--data", f"x={xbad}", "--data", f"labels={y}", "--steps", "2"],
+         "expected float32 [N, 16]"),
+        (["--data", f"x={x}", "--data", f"labels={y}"], "exactly one of --steps N and --epochs E"),
+        (["--data", f"x={x}", "--data", f"labels={y}", "--steps", "2", "--lr", "fast"],
+         "--lr expects a number"),
+        (["--data", f"x={x}", "--data", f"labels={y}", "--steps", "3", "--lr", "1e30"],
+         "at step"),
+    ]
+    for args, message in cases:
+        p = train(*args)
+        assert p.returncode != 0, args
+        assert message in p.stderr, (args, p.stderr)
+    # An inference bundle has no train mode.
+    run(DISTOPT, "compile", d / "model.onnx", "-o", tmp_path / "infer.dx")
+    p = run(tmp_path / "infer.dx" / "infer", "train", "--data", f"x={x}", "--steps", "1",
+            check=False)
+    assert p.returncode == 1 and "is not a training step" in p.stderr
 
 
 def test_optimizer_flag_errors(tmp_path):

@@ -85,6 +85,13 @@ bool runEntry(EntryFn entry, const Manifest &manifest,
               const std::vector<Tensor> &inputs, const WeightStore &weights,
               std::vector<Tensor> &outputs, std::string &error);
 
+/// `model train ...` (lib/Runtime/Train.cpp): runs a training-step bundle
+/// (compiled with --loss and --optimizer) over data files for a number of
+/// steps or epochs, feeding the updated weights and optimizer state back.
+/// Returns the exit status (0, 1 error, 2 usage error).
+int runTraining(int argc, char **argv, EntryFn entry,
+                const std::string &defaultBundleDir);
+
 } // namespace distopt::runtime
 
 #endif // DISTOPT_RUNTIME_BUNDLE_H

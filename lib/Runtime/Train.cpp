@@ -1,0 +1,385 @@
+//===- Train.cpp - the `train` mode of a training-step bundle -------------===//
+//
+//   model train --data NAME=FILE.npy ... --steps N | --epochs E
+//               [--lr F] [--momentum F] [--betas A,B] [--eps F]
+//               [--weight-decay F] [--clip-grad-norm F]
+//               [--shuffle SEED | --no-shuffle] [--log FILE.jsonl]
+//               [--save-weights DIR] [--bundle DIR]
+//
+// A bundle compiled with `distopt compile --loss ... --optimizer ...` runs
+// one training step per call of its entry (lib/Transforms/Optimizer.cpp).
+// Its manifest names the roles by convention: inputs `opt.<hyper>` are the
+// hyperparameters, `opt.<state>:<weight>` the optimizer state (zeros at the
+// start; the output of the same name replaces it after each step), the
+// other inputs are data (one `--data` file each, samples along axis 0);
+// outputs `loss`, `grad_norm`, and `update:<weight>`, which replaces the
+// weight. Weights start from the bundle's and are kept in memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Kernels.h"
+#include "distopt/Runtime/Manifest.h"
+#include "distopt/Runtime/Runtime.h"
+#include "distopt/Runtime/Tensor.h"
+
+#include "FileUtil.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace distopt::runtime {
+
+namespace {
+
+struct TrainArgs {
+  std::string program;
+  std::string bundleDir;
+  std::vector<std::pair<std::string, std::string>> data;
+  int64_t steps = -1, epochs = -1;
+  std::map<std::string, double> hyper = {
+      {"lr", 1e-3},       {"momentum", 0.0},  {"beta1", 0.9},
+      {"beta2", 0.999},   {"eps", 1e-8},      {"weight_decay", 0.0},
+      {"clip_norm", 0.0}};
+  bool shuffle = true;
+  uint64_t seed = 0;
+  std::string log, saveWeights;
+};
+
+bool parseDouble(const std::string &s, double &out) {
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0' && std::isfinite(out);
+}
+
+bool parseInt(const std::string &s, int64_t &out) {
+  char *end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  out = v;
+  return !s.empty() && end && *end == '\0' && v > 0;
+}
+
+bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
+  for (int i = 2; i < argc; ++i) {
+    std::string opt = argv[i], value;
+    auto eq = opt.find('=');
+    if (opt.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = opt.substr(eq + 1);
+      opt = opt.substr(0, eq);
+    } else if (opt != "--no-shuffle") {
+      if (i + 1 >= argc) {
+        error = opt + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    double d;
+    if (opt == "--data") {
+      auto e = value.find('=');
+      if (e == std::string::npos || e == 0 || e + 1 == value.size()) {
+        error = "--data expects NAME=FILE, got '" + value + "'";
+        return false;
+      }
+      a.data.emplace_back(value.substr(0, e), value.substr(e + 1));
+    } else if (opt == "--steps") {
+      if (!parseInt(value, a.steps)) {
+        error = "--steps expects a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (opt == "--epochs") {
+      if (!parseInt(value, a.epochs)) {
+        error = "--epochs expects a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (opt == "--betas") {
+      auto c = value.find(',');
+      double b1, b2;
+      if (c == std::string::npos || !parseDouble(value.substr(0, c), b1) ||
+          !parseDouble(value.substr(c + 1), b2)) {
+        error = "--betas expects A,B, got '" + value + "'";
+        return false;
+      }
+      a.hyper["beta1"] = b1;
+      a.hyper["beta2"] = b2;
+    } else if (opt == "--lr" || opt == "--momentum" || opt == "--eps" ||
+               opt == "--weight-decay" || opt == "--clip-grad-norm") {
+      if (!parseDouble(value, d)) {
+        error = opt + " expects a number, got '" + value + "'";
+        return false;
+      }
+      std::string key = opt == "--weight-decay"     ? "weight_decay"
+                        : opt == "--clip-grad-norm" ? "clip_norm"
+                                                    : opt.substr(2);
+      a.hyper[key] = d;
+    } else if (opt == "--shuffle") {
+      int64_t s;
+      if (!parseInt(value, s) && value != "0") {
+        error = "--shuffle expects a seed (a non-negative integer), got '" +
+                value + "'";
+        return false;
+      }
+      a.shuffle = true;
+      a.seed = value == "0" ? 0 : static_cast<uint64_t>(s);
+    } else if (opt == "--no-shuffle") {
+      a.shuffle = false;
+    } else if (opt == "--log") {
+      a.log = value;
+    } else if (opt == "--save-weights") {
+      a.saveWeights = value;
+    } else if (opt == "--bundle") {
+      a.bundleDir = value;
+    } else {
+      error = "unknown option '" + opt + "' for train";
+      return false;
+    }
+  }
+  if ((a.steps > 0) == (a.epochs > 0)) {
+    error = "train needs exactly one of --steps N and --epochs E";
+    return false;
+  }
+  return true;
+}
+
+std::string baseNameOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+int fail(const TrainArgs &a, const std::string &msg) {
+  std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), msg.c_str());
+  return 1;
+}
+
+std::string jsonNumber(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+} // namespace
+
+int runTraining(int argc, char **argv, EntryFn entry,
+                const std::string &defaultBundle) {
+  TrainArgs a;
+  a.program = baseNameOf(argv[0]);
+  std::string error;
+  if (!parseTrainArgs(argc, argv, a, error)) {
+    std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());
+    return 2;
+  }
+  std::string bundleDir = a.bundleDir.empty() ? defaultBundle : a.bundleDir;
+  Manifest m;
+  if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
+    return fail(a, error);
+  if (m.ranks != 1 || !m.stages.empty())
+    return fail(a, "train runs single-process bundles (distributed training "
+                   "is not supported yet)");
+  // Roles of the inputs and outputs.
+  std::map<std::string, size_t> inputIndex, outputIndex;
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    inputIndex[m.inputs[i].name] = i;
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    outputIndex[m.outputs[i].name] = i;
+  if (!outputIndex.count("loss") || !outputIndex.count("grad_norm"))
+    return fail(a, "this bundle is not a training step (compile it with "
+                   "--loss KIND:OUTPUT --optimizer sgd|adam|adamw)");
+  std::vector<size_t> dataInputs;
+  std::vector<std::pair<size_t, size_t>> stateIO; // input, output
+  std::vector<std::pair<size_t, std::string>> hyperInputs;
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const std::string &n = m.inputs[i].name;
+    if (n.rfind("opt.", 0) != 0) {
+      dataInputs.push_back(i);
+    } else if (n.find(':') != std::string::npos) {
+      auto o = outputIndex.find(n);
+      if (o == outputIndex.end())
+        return fail(a, "optimizer state '" + n + "' has no update output");
+      stateIO.emplace_back(i, o->second);
+    } else {
+      hyperInputs.emplace_back(i, n.substr(4));
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> weightUpdates; // output, weight
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    auto o = outputIndex.find("update:" + m.weights[w].name);
+    if (o != outputIndex.end())
+      weightUpdates.emplace_back(o->second, w);
+  }
+
+  // Data: one file per data input, the same number of samples each.
+  std::map<std::string, std::string> files;
+  for (auto &[name, file] : a.data) {
+    if (!inputIndex.count(name) || name.rfind("opt.", 0) == 0) {
+      std::string expected;
+      for (size_t i : dataInputs)
+        expected += (expected.empty() ? "'" : ", '") + m.inputs[i].name + "'";
+      return fail(a, "unknown data '" + name + "' (the step's data inputs are " +
+                         expected + ")");
+    }
+    if (!files.emplace(name, file).second)
+      return fail(a, "--data " + name + " given more than once");
+  }
+  std::vector<Tensor> data(m.inputs.size());
+  int64_t samples = -1;
+  std::string samplesFrom;
+  int64_t batch = -1;
+  for (size_t i : dataInputs) {
+    const TensorSpec &spec = m.inputs[i];
+    auto f = files.find(spec.name);
+    if (f == files.end())
+      return fail(a, "missing data for input '" + spec.name + "' (" +
+                         dtypeName(spec.dtype) + " " + shapeToString(spec.shape) +
+                         " per step; pass --data " + spec.name + "=FILE.npy)");
+    if (!readTensorFile(f->second, data[i], error))
+      return fail(a, "data '" + spec.name + "': file '" + f->second + "': " + error);
+    const Tensor &t = data[i];
+    std::vector<int64_t> rowShape(spec.shape.begin() + 1, spec.shape.end());
+    if (spec.shape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
+        std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) != rowShape)
+      return fail(a, "data '" + spec.name + "': file '" + f->second + "' holds " +
+                         dtypeName(t.dtype()) + " " + shapeToString(t.shape()) +
+                         "; expected " + dtypeName(spec.dtype) + " [N" +
+                         (rowShape.empty() ? "" : ", ") +
+                         shapeToString(rowShape).substr(1) +
+                         " (samples along axis 0)");
+    if (samples >= 0 && t.shape()[0] != samples)
+      return fail(a, "data '" + spec.name + "' has " + std::to_string(t.shape()[0]) +
+                         " samples, but '" + samplesFrom + "' has " +
+                         std::to_string(samples));
+    samples = t.shape()[0];
+    samplesFrom = spec.name;
+    batch = spec.shape[0];
+  }
+  if (dataInputs.empty())
+    return fail(a, "the step has no data inputs");
+  int64_t perEpoch = samples / batch;
+  if (perEpoch < 1)
+    return fail(a, "the data hold " + std::to_string(samples) +
+                       " samples, fewer than one batch of " +
+                       std::to_string(batch));
+  int64_t steps = a.steps > 0 ? a.steps : a.epochs * perEpoch;
+
+  // Buffers: step inputs, weights (copies that the updates overwrite),
+  // outputs.
+  std::vector<Tensor> inputs(m.inputs.size());
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    if (!Tensor::create(m.inputs[i].dtype, m.inputs[i].shape, inputs[i], error))
+      return fail(a, "input '" + m.inputs[i].name + "': " + error);
+  WeightStore store;
+  if (!store.load(m, bundleDir, error))
+    return fail(a, error);
+  std::vector<Tensor> weights(m.weights.size());
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    if (!Tensor::create(m.weights[w].dtype, m.weights[w].shape, weights[w], error))
+      return fail(a, "weight '" + m.weights[w].name + "': " + error);
+    std::memcpy(weights[w].data(), store.data(w), weights[w].byteSize());
+  }
+  std::vector<Tensor> outputs(m.outputs.size());
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    if (!Tensor::create(m.outputs[i].dtype, m.outputs[i].shape, outputs[i], error))
+      return fail(a, "output '" + m.outputs[i].name + "': " + error);
+  std::vector<void *> buffers;
+  for (Tensor &t : inputs)
+    buffers.push_back(t.data());
+  for (Tensor &t : weights)
+    buffers.push_back(t.data());
+  for (Tensor &t : outputs)
+    buffers.push_back(t.data());
+
+  std::ofstream log;
+  if (!a.log.empty()) {
+    log.open(a.log, std::ios::trunc);
+    if (!log)
+      return fail(a, "cannot write the log '" + a.log + "'");
+  }
+  dort_set_num_threads(0);
+  std::vector<int64_t> order(samples);
+  std::iota(order.begin(), order.end(), 0);
+  auto start = std::chrono::steady_clock::now();
+  const Tensor &lossT = outputs[outputIndex["loss"]];
+  const Tensor &normT = outputs[outputIndex["grad_norm"]];
+  double lastLoss = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    int64_t epoch = step / perEpoch, within = step % perEpoch;
+    if (within == 0 && a.shuffle) {
+      std::iota(order.begin(), order.end(), 0);
+      std::mt19937_64 rng(a.seed * 1000003u + static_cast<uint64_t>(epoch));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    for (size_t i : dataInputs) {
+      size_t row = inputs[i].byteSize() / static_cast<size_t>(batch);
+      auto *dst = static_cast<char *>(inputs[i].data());
+      const auto *src = static_cast<const char *>(data[i].data());
+      for (int64_t b = 0; b < batch; ++b)
+        std::memcpy(dst + b * row, src + order[within * batch + b] * row, row);
+    }
+    for (auto &[i, name] : hyperInputs) {
+      double v = name == "step" ? double(step + 1) : 0.0;
+      if (name != "step") {
+        auto h = a.hyper.find(name);
+        if (h == a.hyper.end())
+          return fail(a, "the step takes a hyperparameter '" + name +
+                             "' this runtime does not know");
+        v = h->second;
+      }
+      *static_cast<float *>(inputs[i].data()) = static_cast<float>(v);
+    }
+    dort_clear_error();
+    dort_clear_pending_error();
+    int32_t rc = entry(buffers.data());
+    std::string failure = entryFailure(rc);
+    if (!failure.empty())
+      return fail(a, "step " + std::to_string(step + 1) + " failed: " + failure);
+    double loss = *static_cast<const float *>(lossT.data());
+    double norm = *static_cast<const float *>(normT.data());
+    if (!std::isfinite(loss))
+      return fail(a, "the loss is " + jsonNumber(loss) + " at step " +
+                         std::to_string(step + 1) + " (last finite loss " +
+                         jsonNumber(lastLoss) + "); stopped");
+    lastLoss = loss;
+    for (auto &[o, w] : weightUpdates)
+      std::memcpy(weights[w].data(), outputs[o].data(), weights[w].byteSize());
+    for (auto &[i, o] : stateIO)
+      std::memcpy(inputs[i].data(), outputs[o].data(), inputs[i].byteSize());
+    double elapsed = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    double rate = elapsed > 0 ? double((step + 1) * batch) / elapsed : 0.0;
+    if (log)
+      log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss)
+          << ", \"lr\": " << jsonNumber(a.hyper["lr"])
+          << ", \"grad_norm\": " << jsonNumber(norm)
+          << ", \"samples_per_s\": " << jsonNumber(rate)
+          << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
+    if (step + 1 == steps || (step + 1) % std::max<int64_t>(1, steps / 10) == 0)
+      std::fprintf(stderr, "%s: step %lld/%lld loss %.6g (%.0f samples/s)\n",
+                   a.program.c_str(), static_cast<long long>(step + 1),
+                   static_cast<long long>(steps), loss, rate);
+  }
+  if (log) {
+    log.close();
+    if (!log)
+      return fail(a, "writing the log '" + a.log + "' failed");
+  }
+  if (!a.saveWeights.empty()) {
+    if (!detail::makeDirectories(a.saveWeights, error))
+      return fail(a, "--save-weights: " + error);
+    std::vector<TensorSpec> specs(m.weights.begin(), m.weights.end());
+    std::vector<std::string> names = outputFileNames(specs);
+    for (size_t w = 0; w < m.weights.size(); ++w)
+      if (!writeNpy(detail::joinPath(a.saveWeights, names[w]), weights[w], error))
+        return fail(a, "--save-weights: weight '" + m.weights[w].name + "': " + error);
+  }
+  return 0;
+}
+
+} // namespace distopt::runtime
