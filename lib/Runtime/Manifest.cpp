@@ -358,6 +358,11 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       return check.wrongType("model", "a string", *model);
     m.model = model->asString();
   }
+  if (const JsonValue *source = root.get("source")) {
+    if (!source->isString())
+      return check.wrongType("source", "a string", *source);
+    m.source = source->asString();
+  }
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
@@ -494,6 +499,8 @@ std::string Manifest::toJson() const {
       {"format", JsonValue::makeInteger(format)},
       {"model", JsonValue::makeString(model)},
       {"ranks", JsonValue::makeInteger(ranks)}};
+  if (!source.empty())
+    members.emplace_back("source", JsonValue::makeString(source));
   if (!grid.empty())
     members.emplace_back("grid", shapeJson(grid));
   members.emplace_back("inputs", tensors(inputs));

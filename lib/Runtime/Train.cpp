@@ -4,7 +4,7 @@
 //               [--lr F] [--momentum F] [--betas A,B] [--eps F]
 //               [--weight-decay F] [--clip-grad-norm F]
 //               [--shuffle SEED | --no-shuffle] [--log FILE.jsonl]
-//               [--save-weights DIR] [--bundle DIR]
+//               [--save-weights DIR] [--save-onnx OUT.onnx] [--bundle DIR]
 //
 // A bundle compiled with `distopt compile --loss ... --optimizer ...` runs
 // one training step per call of its entry (lib/Transforms/Optimizer.cpp).
@@ -52,7 +52,7 @@ struct TrainArgs {
       {"clip_norm", 0.0}};
   bool shuffle = true;
   uint64_t seed = 0;
-  std::string log, saveWeights;
+  std::string log, saveWeights, saveOnnx;
 };
 
 bool parseDouble(const std::string &s, double &out) {
@@ -135,6 +135,8 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       a.log = value;
     } else if (opt == "--save-weights") {
       a.saveWeights = value;
+    } else if (opt == "--save-onnx") {
+      a.saveOnnx = value;
     } else if (opt == "--bundle") {
       a.bundleDir = value;
     } else {
@@ -157,6 +159,145 @@ std::string baseNameOf(const std::string &path) {
 int fail(const TrainArgs &a, const std::string &msg) {
   std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), msg.c_str());
   return 1;
+}
+
+// --- Protobuf, just enough to replace initializers of an ONNX model ------
+
+bool readVarint(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t byte = *p++;
+    v |= uint64_t(byte & 0x7f) << shift;
+    if (!(byte & 0x80))
+      return true;
+  }
+  return false;
+}
+
+void writeVarint(std::string &out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+/// One field of a message: its number, wire type, the whole field's bytes
+/// and (length-delimited fields) its payload.
+struct Field {
+  uint64_t number = 0, wire = 0;
+  const uint8_t *begin = nullptr, *end = nullptr;
+  const uint8_t *payload = nullptr;
+  size_t payloadSize = 0;
+};
+
+bool nextField(const uint8_t *&p, const uint8_t *end, Field &f) {
+  f.begin = p;
+  uint64_t key, len;
+  if (!readVarint(p, end, key))
+    return false;
+  f.number = key >> 3;
+  f.wire = key & 7;
+  switch (f.wire) {
+  case 0:
+    if (!readVarint(p, end, len))
+      return false;
+    break;
+  case 1:
+    if (end - p < 8)
+      return false;
+    p += 8;
+    break;
+  case 2:
+    if (!readVarint(p, end, len) || uint64_t(end - p) < len)
+      return false;
+    f.payload = p;
+    f.payloadSize = len;
+    p += len;
+    break;
+  case 5:
+    if (end - p < 4)
+      return false;
+    p += 4;
+    break;
+  default:
+    return false;
+  }
+  f.end = p;
+  return true;
+}
+
+void appendField(std::string &out, uint64_t number, const std::string &payload) {
+  writeVarint(out, (number << 3) | 2);
+  writeVarint(out, payload.size());
+  out += payload;
+}
+
+/// The ONNX model `model` with the initializers named in `trained` replaced
+/// by their values (raw data, so external-data references of those go).
+/// ModelProto.graph is field 7, GraphProto.initializer field 5,
+/// TensorProto.name field 8.
+bool replaceInitializers(const std::string &model,
+                         const std::map<std::string, const Tensor *> &trained,
+                         std::string &out, std::string &error) {
+  std::map<std::string, bool> done;
+  auto rewriteGraph = [&](const uint8_t *p, const uint8_t *end,
+                          std::string &graph) {
+    Field f;
+    while (p < end) {
+      if (!nextField(p, end, f))
+        return false;
+      std::string name;
+      if (f.number == 5 && f.wire == 2) {
+        const uint8_t *q = f.payload, *qe = f.payload + f.payloadSize;
+        Field g;
+        while (q < qe && nextField(q, qe, g))
+          if (g.number == 8 && g.wire == 2)
+            name.assign(reinterpret_cast<const char *>(g.payload), g.payloadSize);
+      }
+      auto t = name.empty() ? trained.end() : trained.find(name);
+      if (t == trained.end()) {
+        graph.append(reinterpret_cast<const char *>(f.begin), f.end - f.begin);
+        continue;
+      }
+      appendField(graph, 5,
+                  encodeTensorProto(t->second->dtype(), t->second->shape(),
+                                    t->second->data(), name));
+      done[name] = true;
+    }
+    return true;
+  };
+  const auto *p = reinterpret_cast<const uint8_t *>(model.data());
+  const uint8_t *end = p + model.size();
+  Field f;
+  bool sawGraph = false;
+  while (p < end) {
+    if (!nextField(p, end, f)) {
+      error = "the model file is not a valid ONNX protobuf";
+      return false;
+    }
+    if (f.number == 7 && f.wire == 2) {
+      std::string graph;
+      if (!rewriteGraph(f.payload, f.payload + f.payloadSize, graph)) {
+        error = "the model's graph is not valid protobuf";
+        return false;
+      }
+      appendField(out, 7, graph);
+      sawGraph = true;
+    } else {
+      out.append(reinterpret_cast<const char *>(f.begin), f.end - f.begin);
+    }
+  }
+  if (!sawGraph) {
+    error = "the model file has no graph";
+    return false;
+  }
+  for (auto &[name, t] : trained)
+    if (!done.count(name)) {
+      error = "the model has no initializer '" + name + "'";
+      return false;
+    }
+  return true;
 }
 
 std::string jsonNumber(double v) {
@@ -369,6 +510,29 @@ int runTraining(int argc, char **argv, EntryFn entry,
     log.close();
     if (!log)
       return fail(a, "writing the log '" + a.log + "' failed");
+  }
+  if (!a.saveOnnx.empty()) {
+    if (m.source.empty())
+      return fail(a, "--save-onnx: the bundle does not name the ONNX model it "
+                     "was compiled from (recompile it)");
+    std::string model;
+    if (!detail::readWholeFile(m.source, model, error))
+      return fail(a, "--save-onnx: reading the original model '" + m.source +
+                         "': " + error);
+    // Every weight is written with its value, trained or frozen: the new
+    // file stands alone (no external data relative to the old one).
+    std::map<std::string, const Tensor *> trained;
+    for (size_t w = 0; w < m.weights.size(); ++w)
+      trained[m.weights[w].name] = &weights[w];
+    std::string rewritten;
+    if (!replaceInitializers(model, trained, rewritten, error))
+      return fail(a, "--save-onnx: " + m.source + ": " + error);
+    if (rewritten.size() > (size_t(2) << 30) - 1)
+      return fail(a, "--save-onnx: the trained model is over 2 GB, which one "
+                     "ONNX file cannot hold (external data is not written yet)");
+    std::string_view parts[] = {rewritten};
+    if (!detail::writeFileAtomically(a.saveOnnx, parts, 1, error))
+      return fail(a, "--save-onnx: " + error);
   }
   if (!a.saveWeights.empty()) {
     if (!detail::makeDirectories(a.saveWeights, error))

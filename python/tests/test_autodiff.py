@@ -372,6 +372,29 @@ def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):
     assert np.mean(a[-10:]) < 0.6 * np.mean(a[:10])
 
 
+def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path):
+    import onnxruntime as ort
+    d = torch_models / "train"
+    bundle = tmp_path / "step.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+        "--optimizer", "sgd", "-o", bundle)
+    x = RNG.standard_normal((60, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(1).astype(np.int64))
+    run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+        f"labels={tmp_path / 'y.npy'}", "--steps", "10", "--lr", "0.1",
+        "--save-weights", tmp_path / "w", "--save-onnx", tmp_path / "trained.onnx")
+    w = {n: np.load(tmp_path / "w" / f"{n}.npy") for n in ["0.weight", "0.bias", "2.weight", "2.bias"]}
+    original = onnx.load(str(d / "model.onnx"))
+    assert not np.allclose(numpy_helper.to_array(original.graph.initializer[0]),
+                           w[original.graph.initializer[0].name])  # it did train
+    sess = ort.InferenceSession(str(tmp_path / "trained.onnx"), providers=["CPUExecutionProvider"])
+    probe = x[:6]
+    got = sess.run(None, {"x": probe})[0]
+    want = np.maximum(probe @ w["0.weight"].T + w["0.bias"], 0) @ w["2.weight"].T + w["2.bias"]
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
 def test_training_errors(torch_models, tmp_path):
     d = torch_models / "train"
     bundle = tmp_path / "step.dx"

@@ -623,9 +623,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     weightIndex[name] = static_cast<int64_t>(weights.size());
     weights.push_back(std::move(weightTable[name].json));
   }
+  SmallString<256> sourcePath(modelPath);
+  llvm::sys::fs::make_absolute(sourcePath);
   llvm::json::Object manifest{
       {"format", 1},
       {"model", llvm::sys::path::stem(input)},
+      {"source", sourcePath},
       {"ranks", ranks},
       {"inputs", std::move(inputs)},
       {"outputs", std::move(outputs)},

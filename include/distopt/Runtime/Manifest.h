@@ -81,6 +81,10 @@ struct Manifest {
 
   int64_t format = kFormat;
   std::string model;
+  /// The ONNX model the bundle was compiled from (absolute path; empty for
+  /// bundles written before it was recorded). `train --save-onnx` rewrites
+  /// its initializers.
+  std::string source;
   int64_t ranks = 1;
   /// Multi-rank bundles: the device grid (stages x data x tensor), whose
   /// product is `ranks`; ranks are numbered row-major over it.
