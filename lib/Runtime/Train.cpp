@@ -3,6 +3,7 @@
 //   model train --data NAME=FILE.npy ... --steps N | --epochs E
 //               [--lr F] [--momentum F] [--betas A,B] [--eps F]
 //               [--weight-decay F] [--clip-grad-norm F]
+//               [--lr-schedule constant|cosine|linear] [--warmup-steps K]
 //               [--shuffle SEED | --no-shuffle] [--log FILE.jsonl]
 //               [--save-weights DIR] [--save-onnx OUT.onnx] [--bundle DIR]
 //
@@ -52,6 +53,8 @@ struct TrainArgs {
       {"clip_norm", 0.0}};
   bool shuffle = true;
   uint64_t seed = 0;
+  std::string schedule = "constant";
+  int64_t warmup = 0;
   std::string log, saveWeights, saveOnnx;
 };
 
@@ -129,6 +132,21 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       }
       a.shuffle = true;
       a.seed = value == "0" ? 0 : static_cast<uint64_t>(s);
+    } else if (opt == "--lr-schedule") {
+      if (value != "constant" && value != "cosine" && value != "linear") {
+        error = "--lr-schedule expects constant, cosine or linear, got '" +
+                value + "'";
+        return false;
+      }
+      a.schedule = value;
+    } else if (opt == "--warmup-steps") {
+      if (!parseInt(value, a.warmup) && value != "0") {
+        error = "--warmup-steps expects a non-negative integer, got '" +
+                value + "'";
+        return false;
+      }
+      if (value == "0")
+        a.warmup = 0;
     } else if (opt == "--no-shuffle") {
       a.shuffle = false;
     } else if (opt == "--log") {
@@ -300,6 +318,23 @@ bool replaceInitializers(const std::string &model,
   return true;
 }
 
+/// The learning rate of step `step` (0-based) of `total`: linear warm-up
+/// over the first `warmup` steps, then constant, or cosine or linear decay
+/// to 0 at the end (the schedules of HuggingFace's
+/// get_{cosine,linear}_schedule_with_warmup, applied through LambdaLR).
+double scheduledLr(const TrainArgs &a, int64_t step, int64_t total) {
+  double base = a.hyper.at("lr");
+  if (step < a.warmup)
+    return base * double(step) / double(std::max<int64_t>(1, a.warmup));
+  if (a.schedule == "constant")
+    return base;
+  double progress = double(step - a.warmup) /
+                    double(std::max<int64_t>(1, total - a.warmup));
+  if (a.schedule == "linear")
+    return base * std::max(0.0, 1.0 - progress);
+  return base * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
+}
+
 std::string jsonNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -463,9 +498,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
       for (int64_t b = 0; b < batch; ++b)
         std::memcpy(dst + b * row, src + order[within * batch + b] * row, row);
     }
+    double lr = scheduledLr(a, step, steps);
     for (auto &[i, name] : hyperInputs) {
-      double v = name == "step" ? double(step + 1) : 0.0;
-      if (name != "step") {
+      double v = name == "step" ? double(step + 1) : name == "lr" ? lr : 0.0;
+      if (name != "step" && name != "lr") {
         auto h = a.hyper.find(name);
         if (h == a.hyper.end())
           return fail(a, "the step takes a hyperparameter '" + name +
@@ -497,7 +533,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
     double rate = elapsed > 0 ? double((step + 1) * batch) / elapsed : 0.0;
     if (log)
       log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss)
-          << ", \"lr\": " << jsonNumber(a.hyper["lr"])
+          << ", \"lr\": " << jsonNumber(lr)
           << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"samples_per_s\": " << jsonNumber(rate)
           << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";

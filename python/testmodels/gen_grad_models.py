@@ -116,7 +116,28 @@ TRAIN_RUNS = {
     "sgd_clipped": dict(kind="sgd", lr=0.2, momentum=0.5, weight_decay=0.0, clip_norm=0.5),
     "adam": dict(kind="adam", lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
     "adamw": dict(kind="adamw", lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+    "adamw_warmup_cosine": dict(kind="adamw", lr=0.02, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.01, schedule="cosine", warmup=5),
+    "sgd_warmup_linear": dict(kind="sgd", lr=0.2, momentum=0.9, weight_decay=0.0,
+                              schedule="linear", warmup=3),
 }
+
+
+def schedule_lambda(cfg, total=20):
+    """HuggingFace's get_{cosine,linear}_schedule_with_warmup."""
+    import math
+    warmup = cfg.get("warmup", 0)
+
+    def f(step):
+        if step < warmup:
+            return step / max(1, warmup)
+        progress = (step - warmup) / max(1, total - warmup)
+        if cfg.get("schedule") == "linear":
+            return max(0.0, 1.0 - progress)
+        if cfg.get("schedule") == "cosine":
+            return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+        return 1.0
+    return f
 
 
 def train_reference(out: str) -> None:
@@ -146,6 +167,7 @@ def train_reference(out: str) -> None:
         else:
             opt = torch.optim.AdamW(params, lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
                                     weight_decay=cfg["weight_decay"])
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_lambda(cfg))
         losses = []
         for step in range(20):
             opt.zero_grad()
@@ -154,6 +176,7 @@ def train_reference(out: str) -> None:
             if cfg.get("clip_norm"):
                 torch.nn.utils.clip_grad_norm_(params, cfg["clip_norm"])
             opt.step()
+            sched.step()
             losses.append(float(loss))
         weights = {}
         for i, (name, p) in enumerate(model.named_parameters()):

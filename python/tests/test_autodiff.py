@@ -313,10 +313,13 @@ def train_flags(cfg):
         flags += ["--betas", f"{cfg['betas'][0]},{cfg['betas'][1]}", "--eps", cfg["eps"]]
     if cfg.get("clip_norm"):
         flags += ["--clip-grad-norm", cfg["clip_norm"]]
+    if cfg.get("schedule"):
+        flags += ["--lr-schedule", cfg["schedule"], "--warmup-steps", cfg["warmup"]]
     return [str(f) for f in flags]
 
 
-@pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw"])
+@pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
+                                      "adamw_warmup_cosine", "sgd_warmup_linear"])
 def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     """20 steps of `model train` on the batches PyTorch trained on (in file
     order): the same loss at every step and the same final weights."""
