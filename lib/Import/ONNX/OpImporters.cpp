@@ -77,9 +77,18 @@ LogicalResult importDropout(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   if (nc.input(2)) {
     TRY(training, nc.constantScalar(2, "training_mode"));
-    if (training != 0)
-      return nc.error("training_mode = true is not supported: distopt "
-                      "imports Dropout for inference (identity)");
+    // A training-mode dropout with ratio 0 (PyTorch exports dropout=0.0
+    // layers that way) keeps everything: the identity.
+    double ratio = 0.5; // ONNX's default
+    if (nc.input(1)) {
+      TRY(r, nc.constantScalar(1, "ratio"));
+      ratio = r;
+    }
+    if (training != 0 && ratio != 0)
+      return nc.error("training_mode = true with ratio " +
+                      std::to_string(ratio) +
+                      " is not supported yet: distopt imports Dropout for "
+                      "inference (identity)");
   }
   nc.setOutput(0, x);
   if (nc.outputUsed(1)) {
