@@ -19,12 +19,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Json.h"
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/Runtime.h"
 #include "distopt/Runtime/Tensor.h"
 
 #include "FileUtil.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,6 +61,8 @@ struct TrainArgs {
   std::string schedule = "constant";
   int64_t warmup = 0;
   std::string log, saveWeights, saveOnnx;
+  std::string checkpointDir, resume;
+  int64_t checkpointEvery = 0;
 };
 
 bool parseDouble(const std::string &s, double &out) {
@@ -155,12 +162,25 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       a.saveWeights = value;
     } else if (opt == "--save-onnx") {
       a.saveOnnx = value;
+    } else if (opt == "--checkpoint-dir") {
+      a.checkpointDir = value;
+    } else if (opt == "--checkpoint-every") {
+      if (!parseInt(value, a.checkpointEvery)) {
+        error = "--checkpoint-every expects a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (opt == "--resume") {
+      a.resume = value;
     } else if (opt == "--bundle") {
       a.bundleDir = value;
     } else {
       error = "unknown option '" + opt + "' for train";
       return false;
     }
+  }
+  if (a.checkpointEvery > 0 && a.checkpointDir.empty()) {
+    error = "--checkpoint-every needs --checkpoint-dir";
+    return false;
   }
   if ((a.steps > 0) == (a.epochs > 0)) {
     error = "train needs exactly one of --steps N and --epochs E";
@@ -335,6 +355,140 @@ double scheduledLr(const TrainArgs &a, int64_t step, int64_t total) {
   return base * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
 }
 
+bool pathExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+/// Removes a directory of plain files (a checkpoint's), if it exists.
+void removeFlatDirectory(const std::string &dir) {
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (struct dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..")
+        ::unlink(detail::joinPath(dir, name).c_str());
+    }
+    ::closedir(d);
+    ::rmdir(dir.c_str());
+  }
+}
+
+/// A checkpoint: DIR/checkpoint/{meta.json, w.<i>.npy, s.<i>.npy}, tensors
+/// keyed by name in meta.json (not by position, so a recompiled bundle of
+/// the same model reads it). Written into DIR/checkpoint.tmp, then swapped
+/// in by renames: a crash leaves the last good checkpoint (or the new one).
+struct Named {
+  std::string name;
+  Tensor *tensor;
+};
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
+                     const std::vector<Named> &weights,
+                     const std::vector<Named> &state, std::string &error) {
+  std::string tmp = detail::joinPath(dir, "checkpoint.tmp");
+  std::string final_ = detail::joinPath(dir, "checkpoint");
+  std::string old = detail::joinPath(dir, "checkpoint.old");
+  removeFlatDirectory(tmp);
+  if (!detail::makeDirectories(tmp, error))
+    return false;
+  std::string meta = "{\n  \"step\": " + std::to_string(step) +
+                     ",\n  \"seed\": " + std::to_string(a.seed) +
+                     ",\n  \"shuffle\": " + (a.shuffle ? "true" : "false") +
+                     ",\n  \"weights\": {";
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::string f = "w." + std::to_string(i) + ".npy";
+    if (!writeNpy(detail::joinPath(tmp, f), *weights[i].tensor, error))
+      return false;
+    meta += (i ? ", " : "") + jsonString(weights[i].name) + ": " + jsonString(f);
+  }
+  meta += "},\n  \"state\": {";
+  for (size_t i = 0; i < state.size(); ++i) {
+    std::string f = "s." + std::to_string(i) + ".npy";
+    if (!writeNpy(detail::joinPath(tmp, f), *state[i].tensor, error))
+      return false;
+    meta += (i ? ", " : "") + jsonString(state[i].name) + ": " + jsonString(f);
+  }
+  meta += "}\n}\n";
+  std::string_view parts[] = {meta};
+  if (!detail::writeFileAtomically(detail::joinPath(tmp, "meta.json"), parts, 1,
+                                   error))
+    return false;
+  removeFlatDirectory(old);
+  if (pathExists(final_) && std::rename(final_.c_str(), old.c_str()) != 0) {
+    error = "cannot move the previous checkpoint aside";
+    return false;
+  }
+  if (std::rename(tmp.c_str(), final_.c_str()) != 0) {
+    error = "cannot move the checkpoint into place";
+    return false;
+  }
+  removeFlatDirectory(old);
+  return true;
+}
+
+bool readCheckpoint(const std::string &dir, int64_t &step,
+                    const std::vector<Named> &weights,
+                    const std::vector<Named> &state, std::string &error) {
+  std::string root = detail::joinPath(dir, "checkpoint");
+  std::string text;
+  if (!detail::readWholeFile(detail::joinPath(root, "meta.json"), text, error)) {
+    error = "no checkpoint in '" + dir + "' (" + error + ")";
+    return false;
+  }
+  JsonValue meta;
+  if (!parseJson(text, meta, error) || !meta.isObject()) {
+    error = "checkpoint '" + root + "/meta.json' is not valid JSON: " + error;
+    return false;
+  }
+  const JsonValue *s = meta.get("step");
+  if (!s || !s->isInteger() || s->asInteger() < 0) {
+    error = "checkpoint '" + root + "/meta.json' has no step";
+    return false;
+  }
+  step = s->asInteger();
+  auto load = [&](const char *key, const std::vector<Named> &tensors) {
+    const JsonValue *table = meta.get(key);
+    if (!table || !table->isObject()) {
+      error = std::string("checkpoint meta.json has no '") + key + "'";
+      return false;
+    }
+    for (const Named &t : tensors) {
+      const JsonValue *f = table->get(t.name);
+      if (!f || !f->isString()) {
+        error = "the checkpoint has no '" + t.name +
+                "' (it belongs to another model or optimizer)";
+        return false;
+      }
+      Tensor read;
+      std::string path = detail::joinPath(root, f->asString());
+      if (!readNpy(path, read, error)) {
+        error = "checkpoint '" + path + "': " + error;
+        return false;
+      }
+      if (read.dtype() != t.tensor->dtype() || read.shape() != t.tensor->shape()) {
+        error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) + " " +
+                shapeToString(read.shape()) + ", the bundle's " +
+                dtypeName(t.tensor->dtype()) + " " +
+                shapeToString(t.tensor->shape());
+        return false;
+      }
+      std::memcpy(t.tensor->data(), read.data(), read.byteSize());
+    }
+    return true;
+  };
+  return load("weights", weights) && load("state", state);
+}
+
 std::string jsonNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -478,15 +632,29 @@ int runTraining(int argc, char **argv, EntryFn entry,
       return fail(a, "cannot write the log '" + a.log + "'");
   }
   dort_set_num_threads(0);
+  std::vector<Named> namedWeights, namedState;
+  for (auto &[o, w] : weightUpdates)
+    namedWeights.push_back({m.weights[w].name, &weights[w]});
+  for (auto &[i, o] : stateIO)
+    namedState.push_back({m.inputs[i].name, &inputs[i]});
+  int64_t first = 0;
+  if (!a.resume.empty()) {
+    if (!readCheckpoint(a.resume, first, namedWeights, namedState, error))
+      return fail(a, "--resume: " + error);
+    if (first >= steps)
+      return fail(a, "--resume: the checkpoint is at step " +
+                         std::to_string(first) + ", the run has " +
+                         std::to_string(steps) + " steps");
+  }
   std::vector<int64_t> order(samples);
   std::iota(order.begin(), order.end(), 0);
   auto start = std::chrono::steady_clock::now();
   const Tensor &lossT = outputs[outputIndex["loss"]];
   const Tensor &normT = outputs[outputIndex["grad_norm"]];
   double lastLoss = 0;
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first; step < steps; ++step) {
     int64_t epoch = step / perEpoch, within = step % perEpoch;
-    if (within == 0 && a.shuffle) {
+    if ((within == 0 || step == first) && a.shuffle) {
       std::iota(order.begin(), order.end(), 0);
       std::mt19937_64 rng(a.seed * 1000003u + static_cast<uint64_t>(epoch));
       std::shuffle(order.begin(), order.end(), rng);
@@ -537,6 +705,15 @@ int runTraining(int argc, char **argv, EntryFn entry,
           << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"samples_per_s\": " << jsonNumber(rate)
           << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
+    if (!a.checkpointDir.empty() &&
+        ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
+         step + 1 == steps)) {
+      if (!detail::makeDirectories(a.checkpointDir, error) ||
+          !writeCheckpoint(a.checkpointDir, step + 1, a, namedWeights,
+                           namedState, error))
+        return fail(a, "checkpoint at step " + std::to_string(step + 1) + ": " +
+                           error);
+    }
     if (step + 1 == steps || (step + 1) % std::max<int64_t>(1, steps / 10) == 0)
       std::fprintf(stderr, "%s: step %lld/%lld loss %.6g (%.0f samples/s)\n",
                    a.program.c_str(), static_cast<long long>(step + 1),

@@ -398,6 +398,45 @@ def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
 
 
+def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):
+    """20 steps straight equal 10 steps, stop, resume from the checkpoint, 10
+    more -- bit for bit, with shuffling and Adam's state."""
+    d = torch_models / "train"
+    bundle = tmp_path / "step.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+        "--optimizer", "adam", "-o", bundle)
+    x = RNG.standard_normal((48, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(1).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+            "--shuffle", "3", "--lr", "0.01"]
+
+    def losses(log):
+        return [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+
+    run(bundle / "step", "train", *data, "--steps", "20", "--log", tmp_path / "a.jsonl",
+        "--save-weights", tmp_path / "wa")
+    run(bundle / "step", "train", *data, "--steps", "10", "--checkpoint-dir", tmp_path / "ck",
+        "--log", tmp_path / "b1.jsonl")
+    assert (tmp_path / "ck" / "checkpoint" / "meta.json").exists()
+    assert not (tmp_path / "ck" / "checkpoint.tmp").exists()
+    run(bundle / "step", "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
+        "--log", tmp_path / "b2.jsonl", "--save-weights", tmp_path / "wb")
+    assert losses(tmp_path / "a.jsonl") == losses(tmp_path / "b1.jsonl") + losses(tmp_path / "b2.jsonl")
+    for f in (tmp_path / "wa").iterdir():
+        assert np.array_equal(np.load(f), np.load(tmp_path / "wb" / f.name)), f.name
+    # A checkpoint of another optimizer does not fit.
+    other = tmp_path / "sgd.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+        "--optimizer", "sgd", "-o", other)
+    p = run(other / "sgd", "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
+            check=False)
+    assert p.returncode == 1 and "the checkpoint has no 'opt.momentum:0.weight'" in p.stderr
+    p = run(other / "sgd", "train", *data, "--steps", "20", "--resume", tmp_path / "nowhere",
+            check=False)
+    assert p.returncode == 1 and "no checkpoint in" in p.stderr
+
+
 def test_training_errors(torch_models, tmp_path):
     d = torch_models / "train"
     bundle = tmp_path / "step.dx"
