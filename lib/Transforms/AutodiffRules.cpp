@@ -112,6 +112,59 @@ void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
   out.push_back(reshape(b, gb, bt.getShape()));
 }
 
+/// Pads (positive amounts) or crops (negative) the dimensions of `v`:
+/// `begin` and `end` per dimension.
+Value padOrCrop(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> begin,
+                ArrayRef<int64_t> end) {
+  RankedTensorType t = typeOf(v);
+  int64_t r = t.getRank();
+  SmallVector<int64_t> pads(2 * r, 0), starts(r, 0), ends(t.getShape()),
+      steps(r, 1);
+  bool pad = false, crop = false;
+  for (int64_t i = 0; i < r; ++i) {
+    if (begin[i] > 0) {
+      pads[i] = begin[i];
+      pad = true;
+    } else if (begin[i] < 0) {
+      starts[i] = -begin[i];
+      crop = true;
+    }
+    if (end[i] > 0) {
+      pads[r + i] = end[i];
+      pad = true;
+    } else if (end[i] < 0) {
+      ends[i] += end[i];
+      crop = true;
+    }
+  }
+  if (crop)
+    v = dopt::SliceOp::create(b, v, b.getDenseI64ArrayAttr(starts),
+                              b.getDenseI64ArrayAttr(ends),
+                              b.getDenseI64ArrayAttr(steps));
+  if (pad)
+    v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr(pads),
+                            b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
+  return v;
+}
+
+/// Inserts s-1 zeros between the elements of the last two dimensions of an
+/// NCHW tensor (the adjoint of a strided convolution, made unit-stride).
+Value dilateSpatial(ImplicitLocOpBuilder &b, Value g, int64_t sh, int64_t sw) {
+  if (sh == 1 && sw == 1)
+    return g;
+  auto s = typeOf(g).getShape();
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  Value v = reshape(b, g, {n, c, h, 1, w, 1});
+  v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                        sh - 1, 0, sw - 1}),
+                          b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
+  v = reshape(b, v, {n, c, h * sh, w * sw});
+  return dopt::SliceOp::create(
+      b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+      b.getDenseI64ArrayAttr({n, c, (h - 1) * sh + 1, (w - 1) * sw + 1}),
+      b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+}
+
 /// The rules, by op name.
 const llvm::StringMap<RuleFn> &rules() {
   static const llvm::StringMap<RuleFn> table = [] {
@@ -324,6 +377,75 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(dopt::SliceOp::create(b, gs[0], b.getDenseI64ArrayAttr(starts),
                                           b.getDenseI64ArrayAttr(ends),
                                           b.getDenseI64ArrayAttr(steps)));
+      return success();
+    };
+    // 2-D convolution (group 1). With stride s, dilation d, pads p:
+    //  dW = conv(x^T, g^T; stride d, dilation s, pads p) cut to the kernel,
+    //       transposed back (N is the contraction);
+    //  dx = conv(g dilated by s and padded to full, W flipped and
+    //       transposed; dilation d), the end padded by what the strides
+    //       skipped;
+    //  dbias = sum of g over N, H, W.
+    t["dopt.conv"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                        Adjoints &out) -> LogicalResult {
+      auto cv = cast<dopt::ConvOp>(op);
+      if (cv.getGroup() != 1)
+        return op->emitError("no gradient rule for grouped convolutions "
+                             "(group ")
+               << cv.getGroup() << ") yet";
+      Value x = cv.getInput(), w = cv.getWeight(), g = gs[0];
+      auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape(),
+           gsz = typeOf(g).getShape();
+      ArrayRef<int64_t> st = cv.getStrides(), pd = cv.getPads(),
+                        dl = cv.getDilations();
+      SmallVector<int64_t> swap{1, 0, 2, 3};
+      auto perm = b.getDenseI64ArrayAttr(swap);
+      // Weight.
+      Value xt = dopt::TransposeOp::create(b, x, perm);
+      Value gt = dopt::TransposeOp::create(b, g, perm);
+      Value r = dopt::ConvOp::create(b, xt, gt, Value(), b.getDenseI64ArrayAttr(dl),
+                                     b.getDenseI64ArrayAttr(pd),
+                                     b.getDenseI64ArrayAttr(st),
+                                     b.getI64IntegerAttr(1));
+      auto rs = typeOf(r).getShape();
+      if (rs[2] != ws[2] || rs[3] != ws[3])
+        r = dopt::SliceOp::create(b, r, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+                                  b.getDenseI64ArrayAttr({rs[0], rs[1], ws[2], ws[3]}),
+                                  b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+      Value dw = dopt::TransposeOp::create(b, r, perm);
+      // Input.
+      Value gd = dilateSpatial(b, g, st[0], st[1]);
+      SmallVector<int64_t> begin{0, 0}, end{0, 0};
+      for (int i = 0; i < 2; ++i) {
+        int64_t extent = dl[i] * (ws[2 + i] - 1) + 1;
+        begin.push_back(extent - 1 - pd[i]);
+        end.push_back(xs[2 + i] - 1 + pd[i] - (gsz[2 + i] - 1) * st[i]);
+      }
+      gd = padOrCrop(b, gd, begin, end);
+      Value flipped = dopt::SliceOp::create(
+          b, w, b.getDenseI64ArrayAttr({0, 0, ws[2] - 1, ws[3] - 1}),
+          b.getDenseI64ArrayAttr({ws[0], ws[1], -1, -1}),
+          b.getDenseI64ArrayAttr({1, 1, -1, -1}));
+      Value wt = dopt::TransposeOp::create(b, flipped, perm);
+      Value dx = dopt::ConvOp::create(b, gd, wt, Value(),
+                                      b.getDenseI64ArrayAttr({1, 1}),
+                                      b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+                                      b.getDenseI64ArrayAttr(dl),
+                                      b.getI64IntegerAttr(1));
+      out.push_back(dx);
+      out.push_back(dw);
+      if (Value bias = cv.getBias())
+        out.push_back(reduceSum(b, g, {0, 2, 3}, false));
+      return success();
+    };
+    t["dopt.global_avg_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                                   Adjoints &out) -> LogicalResult {
+      RankedTensorType x = typeOf(op->getOperand(0));
+      int64_t n = 1;
+      for (int64_t d = 2; d < x.getRank(); ++d)
+        n *= x.getDimSize(d);
+      Value g = mul(b, gs[0], scalar(b, gs[0], 1.0 / double(n)));
+      out.push_back(dopt::ExpandOp::create(b, g, b.getDenseI64ArrayAttr(x.getShape())));
       return success();
     };
     t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
