@@ -448,6 +448,64 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(dopt::ExpandOp::create(b, g, b.getDenseI64ArrayAttr(x.getShape())));
       return success();
     };
+    // 2-D max pooling: each window's adjoint goes to the first position
+    // (in window order) holding its maximum, as PyTorch does. For each
+    // kernel offset: the strided slice of the padded input, a mask of
+    // "is the maximum and no earlier offset was", the masked adjoint
+    // placed back at the offset's positions (zeros between strides).
+    t["dopt.max_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                            Adjoints &out) -> LogicalResult {
+      auto mp = cast<dopt::MaxPoolOp>(op);
+      Value x = mp.getInput(), y = op->getResult(0), g = gs[0];
+      if (!isFloat(x)) {
+        out.push_back(Value());
+        return success();
+      }
+      auto xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
+      ArrayRef<int64_t> k = mp.getKernelShape(), st = mp.getStrides(),
+                        pd = mp.getPads(), dl = mp.getDilations();
+      // Padded with -inf, and at the end with whatever ceil_mode reaches.
+      SmallVector<int64_t> extra(2);
+      for (int i = 0; i < 2; ++i)
+        extra[i] = std::max<int64_t>(
+            0, (ys[2 + i] - 1) * st[i] + dl[i] * (k[i] - 1) + 1 -
+                   (xs[2 + i] + pd[i] + pd[2 + i]));
+      SmallVector<int64_t> pads{0, 0, pd[0], pd[1], 0, 0, pd[2] + extra[0],
+                                pd[3] + extra[1]};
+      Value xp = dopt::PadOp::create(b, x, b.getDenseI64ArrayAttr(pads),
+                                     b.getStringAttr("constant"),
+                                     b.getF64FloatAttr(-INFINITY));
+      int64_t hp = xs[2] + pd[0] + pd[2] + extra[0],
+              wp = xs[3] + pd[1] + pd[3] + extra[1];
+      Value zero = scalar(b, g, 0.0);
+      Value taken;
+      Value total;
+      for (int64_t i = 0; i < k[0]; ++i)
+        for (int64_t j = 0; j < k[1]; ++j) {
+          int64_t h0 = i * dl[0], w0 = j * dl[1];
+          Value at = dopt::SliceOp::create(
+              b, xp, b.getDenseI64ArrayAttr({0, 0, h0, w0}),
+              b.getDenseI64ArrayAttr({xs[0], xs[1], h0 + (ys[2] - 1) * st[0] + 1,
+                                      w0 + (ys[3] - 1) * st[1] + 1}),
+              b.getDenseI64ArrayAttr({1, 1, st[0], st[1]}));
+          Value isMax = dopt::EqualOp::create(b, at, y);
+          Value mask = taken ? Value(dopt::AndOp::create(
+                                   b, isMax, dopt::NotOp::create(b, taken)))
+                             : isMax;
+          taken = taken ? Value(dopt::OrOp::create(b, taken, isMax)) : isMax;
+          Value part = dopt::WhereOp::create(b, mask, g, zero);
+          // Back to the padded input's grid at this offset.
+          Value placed = dilateSpatial(b, part, st[0], st[1]);
+          auto ps = typeOf(placed).getShape();
+          placed = padOrCrop(b, placed, {0, 0, h0, w0},
+                             {0, 0, hp - h0 - ps[2], wp - w0 - ps[3]});
+          total = total ? add(b, total, placed) : placed;
+        }
+      // Drop the padding.
+      out.push_back(padOrCrop(b, total, {0, 0, -pd[0], -pd[1]},
+                              {0, 0, -(pd[2] + extra[0]), -(pd[3] + extra[1])}));
+      return success();
+    };
     t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
     t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
     t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });

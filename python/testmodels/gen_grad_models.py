@@ -140,21 +140,37 @@ def schedule_lambda(cfg, total=20):
     return f
 
 
-def train_reference(out: str) -> None:
-    d = os.path.join(out, "train")
+CNN_RUNS = {
+    "cnn_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4),
+    "cnn_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
+}
+
+
+def train_reference(out: str, cnn: bool = False) -> None:
+    d = os.path.join(out, "train_cnn" if cnn else "train")
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    if cnn:
+        # Convolutions (strided, padded), max pooling, global average pooling.
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 5))
+        example, xs = torch.randn(4, 3, 12, 12), torch.randn(20, 4, 3, 12, 12)
+        ys = torch.randint(0, 5, (20, 4))
+        runs = CNN_RUNS
+    else:
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+        example, xs = torch.randn(6, 16), torch.randn(20, 6, 16)
+        ys = torch.randint(0, 8, (20, 6))
+        runs = TRAIN_RUNS
     initial = {k: v.clone() for k, v in model.state_dict().items()}
-    torch.onnx.export(model, (torch.randn(6, 16),), os.path.join(d, "model.onnx"),
+    torch.onnx.export(model, (example,), os.path.join(d, "model.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
                       do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
-    xs = torch.randn(20, 6, 16)
-    ys = torch.randint(0, 8, (20, 6))
     np.save(os.path.join(d, "xs.npy"), xs.numpy())
     np.save(os.path.join(d, "ys.npy"), ys.numpy())
     meta = {}
-    for run_name, cfg in TRAIN_RUNS.items():
+    for run_name, cfg in runs.items():
         model.load_state_dict(initial)
         params = list(model.parameters())
         if cfg["kind"] == "sgd":
@@ -232,6 +248,7 @@ def main() -> int:
             json.dump({"inputs": {"x": "x.npy", "labels": "labels.npy"},
                        "loss": float(loss), "grads": grads, "loss_flag": flag}, fh, indent=1)
     train_reference(args.out)
+    train_reference(args.out, cnn=True)
     return 0
 
 

@@ -124,6 +124,11 @@ CASES = {
                              {"x": rand(2, 2, 9, 8)}, {"w": rand(3, 2, 2, 3)}),
     "conv_input_grad": ([node("Conv", ["w", "k"], strides=[2, 2], pads=[0, 1, 1, 0])],
                         {"k": rand(2, 3, 3, 3)}, {"w": rand(1, 3, 6, 7)}),
+    "max_pool": ([node("MaxPool", ["w"], kernel_shape=[2, 2], strides=[2, 2])], {},
+                 {"w": rand(2, 3, 6, 5)}),
+    "max_pool_padded_overlapping": ([node("MaxPool", ["w"], kernel_shape=[3, 2],
+                                          strides=[2, 1], pads=[1, 0, 1, 1])], {},
+                                    {"w": rand(1, 2, 5, 4)}),
     "global_avg_pool": ([node("GlobalAveragePool", ["w"])], {}, {"w": rand(2, 3, 4, 5)}),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
@@ -327,11 +332,13 @@ def train_flags(cfg):
 
 
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
-                                      "adamw_warmup_cosine", "sgd_warmup_linear"])
+                                      "adamw_warmup_cosine", "sgd_warmup_linear",
+                                      "cnn_sgd", "cnn_adamw"])
 def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     """20 steps of `model train` on the batches PyTorch trained on (in file
-    order): the same loss at every step and the same final weights."""
-    d = torch_models / "train"
+    order): the same loss at every step and the same final weights. An MLP,
+    and a CNN (convolutions, max and global average pooling)."""
+    d = torch_models / ("train_cnn" if run_name.startswith("cnn") else "train")
     meta = json.loads((d / "meta.json").read_text())[run_name]
     cfg = meta["config"]
     flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
@@ -340,7 +347,7 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     bundle = tmp_path / "step.dx"
     run(DISTOPT, "compile", d / "model.onnx", *flags, "-o", bundle)
     xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
-    np.save(tmp_path / "x.npy", xs.reshape(-1, xs.shape[-1]))
+    np.save(tmp_path / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
     np.save(tmp_path / "y.npy", ys.reshape(-1))
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
     run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
