@@ -87,6 +87,21 @@ Value sub(ImplicitLocOpBuilder &b, Value x, Value y) {
   return dopt::SubOp::create(b, x, y);
 }
 
+/// op(x) @ op(y) where op transposes the last two dimensions when asked: a
+/// gemm with transpose flags for matrices (the BLAS call reads them
+/// transposed, nothing is copied), a batched product of explicit
+/// transposes otherwise.
+Value product(ImplicitLocOpBuilder &b, Value x, bool tx, Value y, bool ty,
+              double alpha = 1.0) {
+  if (typeOf(x).getRank() == 2 && typeOf(y).getRank() == 2)
+    return dopt::GemmOp::create(b, x, y, Value(), b.getF32FloatAttr(alpha),
+                                b.getF32FloatAttr(1.0), b.getBoolAttr(tx),
+                                b.getBoolAttr(ty));
+  Value r = dopt::MatMulOp::create(b, tx ? transposeLast2(b, x) : x,
+                                   ty ? transposeLast2(b, y) : y);
+  return alpha == 1.0 ? r : mul(b, r, scalar(b, r, alpha));
+}
+
 /// Adjoint of a matrix product's operands, NumPy semantics: 1-D operands
 /// are promoted, batch dimensions broadcast (and are summed back).
 void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
@@ -103,8 +118,8 @@ void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
     gShape.push_back(1);
   }
   g2 = reshape(b, g, gShape);
-  Value ga = dopt::MatMulOp::create(b, g2, transposeLast2(b, b2));
-  Value gb = dopt::MatMulOp::create(b, transposeLast2(b, a2), g2);
+  Value ga = product(b, g2, false, b2, true);
+  Value gb = product(b, a2, true, g2, false);
   // Batch broadcasting: sum back to the promoted operand, then unpromote.
   ga = autodiff::unbroadcast(b, b.getLoc(), ga, typeOf(a2));
   gb = autodiff::unbroadcast(b, b.getLoc(), gb, typeOf(b2));
@@ -577,17 +592,17 @@ const llvm::StringMap<RuleFn> &rules() {
                         Adjoints &out) -> LogicalResult {
       auto gm = cast<dopt::GemmOp>(op);
       Value g = gs[0];
-      Value pa = gm.getTransA() ? transposeLast2(b, gm.getA()) : gm.getA();
-      Value pb = gm.getTransB() ? transposeLast2(b, gm.getB()) : gm.getB();
-      Value ga = dopt::MatMulOp::create(b, g, transposeLast2(b, pb));
-      Value gb = dopt::MatMulOp::create(b, transposeLast2(b, pa), g);
+      bool ta = gm.getTransA(), tb = gm.getTransB();
       double alpha = gm.getAlpha().convertToDouble();
-      if (alpha != 1.0) {
-        ga = mul(b, ga, scalar(b, ga, alpha));
-        gb = mul(b, gb, scalar(b, gb, alpha));
-      }
-      out.push_back(gm.getTransA() ? transposeLast2(b, ga) : ga);
-      out.push_back(gm.getTransB() ? transposeLast2(b, gb) : gb);
+      // y = alpha op(A) op(B): d op(A) = alpha g op(B)^T, d op(B) = alpha
+      // op(A)^T g, and a transposed operand's adjoint is the transpose,
+      // written as the product with its factors swapped.
+      Value ga = ta ? product(b, gm.getB(), tb, g, true, alpha)
+                    : product(b, g, false, gm.getB(), !tb, alpha);
+      Value gb = tb ? product(b, g, true, gm.getA(), ta, alpha)
+                    : product(b, gm.getA(), !ta, g, false, alpha);
+      out.push_back(ga);
+      out.push_back(gb);
       if (Value c = gm.getC()) {
         double beta = gm.getBeta().convertToDouble();
         Value gc = beta == 1.0 ? g : mul(b, g, scalar(b, g, beta));
