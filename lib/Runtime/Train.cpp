@@ -691,10 +691,19 @@ int runTraining(int argc, char **argv, EntryFn entry,
                          std::to_string(step + 1) + " (last finite loss " +
                          jsonNumber(lastLoss) + "); stopped");
     lastLoss = loss;
-    for (auto &[o, w] : weightUpdates)
-      std::memcpy(weights[w].data(), outputs[o].data(), weights[w].byteSize());
-    for (auto &[i, o] : stateIO)
-      std::memcpy(inputs[i].data(), outputs[o].data(), inputs[i].byteSize());
+    // The updates become the next step's weights and state by swapping
+    // buffers (the entry overwrites its outputs whole on every step).
+    size_t weightBase = inputs.size(), outputBase = inputs.size() + weights.size();
+    for (auto &[o, w] : weightUpdates) {
+      std::swap(weights[w], outputs[o]);
+      buffers[weightBase + w] = weights[w].data();
+      buffers[outputBase + o] = outputs[o].data();
+    }
+    for (auto &[i, o] : stateIO) {
+      std::swap(inputs[i], outputs[o]);
+      buffers[i] = inputs[i].data();
+      buffers[outputBase + o] = outputs[o].data();
+    }
     double elapsed = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
