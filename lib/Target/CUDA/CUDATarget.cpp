@@ -155,9 +155,16 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
     return module.emitError("no dopt_main function");
   // What the runtime does with each entry buffer: inputs are uploaded on
   // every run, weights once, outputs downloaded.
+  // A training step (distopt-optimizer) returns updated weights that the
+  // train loop passes back in: its weights change between runs and are
+  // uploaded like inputs.
+  bool updatesWeights = false;
+  for (unsigned i = 0; i < main.getNumResults(); ++i)
+    updatesWeights |= bool(main.getResultAttr(i, "dopt.updates_weight"));
   bufferKinds.clear();
   for (unsigned i = 0; i < main.getNumArguments(); ++i)
-    bufferKinds.push_back(main.getArgAttr(i, "dopt.weight") ? 1 : 0);
+    bufferKinds.push_back(
+        main.getArgAttr(i, "dopt.weight") && !updatesWeights ? 1 : 0);
   bufferKinds.insert(bufferKinds.end(), main.getNumResults(), 2);
   if (failed(cpu::lowerToLoops(module, argTypes)))
     return failure();
