@@ -6,7 +6,7 @@
 // argument as further results, built from the per-op rules of
 // AutodiffRules.cpp. Forward values the backward ops read stay live (the
 // memory plan frees the rest). Integer and boolean values carry no
-// gradient; a weight that does not reach the loss gets a zero gradient.
+// gradient; a weight that does not reach the loss gets none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,11 +146,12 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     for (unsigned i : params) {
       Value w = main.getArgument(i);
       auto type = cast<RankedTensorType>(w.getType());
+      // A weight the loss does not depend on (a batch norm's running
+      // statistics, an unused head) gets no gradient, as PyTorch leaves its
+      // .grad None: optimizers then leave it alone.
       Value g = adjoint.lookup(w);
       if (!g)
-        g = dopt::ConstantOp::create(
-            b, main.getLoc(),
-            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+        continue;
       results.push_back(g);
       resultTypes.push_back(type);
       auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");

@@ -24,6 +24,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <numeric>
 
@@ -210,6 +211,30 @@ struct OptimizerPass
       }
       update(newW, ("update:" + p.name),
              b.getNamedAttr("dopt.updates_weight", b.getStringAttr(p.name)));
+    }
+    // Weights the forward pass itself updates (batch norm's running
+    // statistics, marked by the importer): their new values are updates
+    // too.
+    llvm::StringSet<> trained;
+    for (Param &p : params)
+      trained.insert(p.name);
+    SmallVector<Operation *> marked;
+    main.walk([&](Operation *op) {
+      if (op->hasAttr("dopt.updates_weight") && op->getNumResults() == 1)
+        marked.push_back(op);
+    });
+    for (Operation *op : marked) {
+      auto name = op->getAttrOfType<StringAttr>("dopt.updates_weight");
+      if (!weightArg.count(name.getValue()))
+        continue; // not a weight of this program
+      if (trained.count(name.getValue())) {
+        op->emitError("weight '")
+            << name.getValue()
+            << "' is both trained and updated by the forward pass";
+        return signalPassFailure();
+      }
+      update(op->getResult(0), ("update:" + name.getValue()).str(),
+             b.getNamedAttr("dopt.updates_weight", name));
     }
     func::ReturnOp::create(b, results);
     ret.erase();

@@ -140,17 +140,30 @@ def schedule_lambda(cfg, total=20):
     return f
 
 
+BN_RUNS = {
+    "bn_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4),
+}
+
 CNN_RUNS = {
     "cnn_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4),
     "cnn_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
 }
 
 
-def train_reference(out: str, cnn: bool = False) -> None:
-    d = os.path.join(out, "train_cnn" if cnn else "train")
+def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
+    d = os.path.join(out, "train_bn" if bn else "train_cnn" if cnn else "train")
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(3)
-    if cnn:
+    if bn:
+        # Batch norm in training form: batch statistics, running statistics.
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1),
+                              nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                              nn.Flatten(), nn.Linear(8, 5))
+        example, xs = torch.randn(4, 3, 12, 12), torch.randn(20, 4, 3, 12, 12)
+        ys = torch.randint(0, 5, (20, 4))
+        runs = BN_RUNS
+    elif cnn:
         # Convolutions (strided, padded), max pooling, global average pooling.
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                               nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(),
@@ -163,7 +176,17 @@ def train_reference(out: str, cnn: bool = False) -> None:
         example, xs = torch.randn(6, 16), torch.randn(20, 6, 16)
         ys = torch.randint(0, 8, (20, 6))
         runs = TRAIN_RUNS
+    model.train()
     initial = {k: v.clone() for k, v in model.state_dict().items()}
+    # Exporting traces a forward pass in training mode, which moves batch
+    # norm's running statistics: the graph's initializers are those of after
+    # it. The starting values are written out for the test to put back.
+    initial_buffers = {}
+    for i, (name, v) in enumerate(model.named_buffers()):
+        if name.endswith("running_mean") or name.endswith("running_var"):
+            f = f"initial.b{i}.npy"
+            np.save(os.path.join(d, f), v.numpy())
+            initial_buffers[name] = f
     torch.onnx.export(model, (example,), os.path.join(d, "model.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
                       do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
@@ -199,7 +222,14 @@ def train_reference(out: str, cnn: bool = False) -> None:
             f = f"{run_name}.w{i}.npy"
             np.save(os.path.join(d, f), p.detach().numpy())
             weights[name] = f
-        meta[run_name] = {"config": cfg, "losses": losses, "weights": weights}
+        buffers = {}
+        for i, (name, v) in enumerate(model.named_buffers()):
+            if name.endswith("running_mean") or name.endswith("running_var"):
+                f = f"{run_name}.b{i}.npy"
+                np.save(os.path.join(d, f), v.numpy())
+                buffers[name] = f
+        meta[run_name] = {"config": cfg, "losses": losses, "weights": weights,
+                          "buffers": buffers, "initial_buffers": initial_buffers}
     with open(os.path.join(d, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=1)
 
@@ -249,6 +279,7 @@ def main() -> int:
                        "loss": float(loss), "grads": grads, "loss_flag": flag}, fh, indent=1)
     train_reference(args.out)
     train_reference(args.out, cnn=True)
+    train_reference(args.out, bn=True)
     return 0
 
 

@@ -335,19 +335,31 @@ def train_flags(cfg):
 
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
                                       "adamw_warmup_cosine", "sgd_warmup_linear",
-                                      "cnn_sgd", "cnn_adamw"])
+                                      "cnn_sgd", "cnn_adamw", "bn_sgd"])
 def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     """20 steps of `model train` on the batches PyTorch trained on (in file
     order): the same loss at every step and the same final weights. An MLP,
     and a CNN (convolutions, max and global average pooling)."""
-    d = torch_models / ("train_cnn" if run_name.startswith("cnn") else "train")
+    d = torch_models / ("train_cnn" if run_name.startswith("cnn") else
+                        "train_bn" if run_name.startswith("bn") else "train")
     meta = json.loads((d / "meta.json").read_text())[run_name]
     cfg = meta["config"]
     flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
     if cfg.get("nesterov"):
         flags.append("--nesterov")
+    model_path = d / "model.onnx"
+    if meta.get("initial_buffers"):
+        # Batch norm's running statistics as they were before the export's
+        # traced forward pass moved them.
+        model = onnx.load(str(model_path))
+        for init in model.graph.initializer:
+            if init.name in meta["initial_buffers"]:
+                init.CopyFrom(numpy_helper.from_array(
+                    np.load(d / meta["initial_buffers"][init.name]), init.name))
+        model_path = tmp_path / "model.onnx"
+        onnx.save(model, str(model_path))
     bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", d / "model.onnx", *flags, "-o", bundle)
+    run(DISTOPT, "compile", model_path, *flags, "-o", bundle)
     xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
     np.save(tmp_path / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
     np.save(tmp_path / "y.npy", ys.reshape(-1))
@@ -364,6 +376,14 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
         got = np.load(saved / f"{name}.npy")
         err = np.abs(got - ref).max() / max(1e-3, float(np.abs(ref).max()))
         assert err <= 1e-4, f"{run_name}: {name}: relative error {err:.3g}"
+    # Batch norm's running statistics: the mean as PyTorch's; the variance
+    # as ONNX defines it (population variance of the batch), where PyTorch
+    # uses the unbiased one -- close, not equal.
+    for name, f in meta.get("buffers", {}).items():
+        ref = np.load(d / f)
+        got = np.load(saved / f"{name}.npy")
+        err = np.abs(got - ref).max() / max(1e-3, float(np.abs(ref).max()))
+        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
 
 
 def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):

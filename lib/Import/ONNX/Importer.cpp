@@ -642,9 +642,13 @@ void GraphImporter::eraseDeadOps(Block &block) {
       c.erase();
     }
   }
+  // Unused ops go, except the updates of weights that training keeps
+  // (batch norm's running statistics, marked dopt.updates_weight: an
+  // inference program's canonicalisation drops them later).
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
     if (op.use_empty() && op.getDialect() &&
-        isa<dopt::DoptDialect>(op.getDialect()) && isMemoryEffectFree(&op))
+        isa<dopt::DoptDialect>(op.getDialect()) && isMemoryEffectFree(&op) &&
+        !op.hasAttr("dopt.updates_weight"))
       op.erase();
 }
 

@@ -267,12 +267,64 @@ LogicalResult importBatchNorm(NodeContext &nc) {
   }
   TRY(eps, nc.floatAttr("epsilon", 1e-5f));
   TRY(training, nc.intAttr("training_mode", 0));
-  if (training)
-    return nc.error("training_mode = 1 is not supported: distopt imports "
-                    "BatchNormalization in inference form");
-  nc.setOutput(0, nc.create<dopt::BatchNormOp>(
-                      in[0], in[1], in[2], in[3], in[4],
-                      nc.builder().getF32FloatAttr(eps)));
+  if (!training) {
+    nc.setOutput(0, nc.create<dopt::BatchNormOp>(
+                        in[0], in[1], in[2], in[3], in[4],
+                        nc.builder().getF32FloatAttr(eps)));
+    return success();
+  }
+  // Training form: the batch's statistics over every axis but the channels
+  // (1), written with ops autodiff differentiates; the running statistics
+  // as ONNX defines them (opset 14/15): input * momentum + current *
+  // (1 - momentum), the current variance the population one.
+  TRY(momentum, nc.floatAttr("momentum", 0.9f));
+  auto type = cast<RankedTensorType>(in[0].getType());
+  if (type.getRank() < 2)
+    return nc.error("input has rank " + std::to_string(type.getRank()) +
+                    "; BatchNormalization needs [N, C, ...]");
+  OpBuilder &b = nc.builder();
+  int64_t rank = type.getRank(), channels = type.getDimSize(1);
+  SmallVector<int64_t> axes{0}, bcast(rank, 1);
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  bcast[1] = channels;
+  Type elt = type.getElementType();
+  auto scalar = [&](double v) -> Value {
+    return dopt::ConstantOp::create(
+        b, nc.loc(),
+        DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                               b.getFloatAttr(elt, v)));
+  };
+  auto perChannel = [&](Value v) -> Value {
+    return nc.create<dopt::ReshapeOp>(v, b.getDenseI64ArrayAttr(bcast));
+  };
+  Value mean = nc.create<dopt::ReduceMeanOp>(in[0], b.getDenseI64ArrayAttr(axes),
+                                             b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(in[0], mean);
+  Value var = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(centered, centered), b.getDenseI64ArrayAttr(axes),
+      b.getBoolAttr(true));
+  Value norm = nc.create<dopt::DivOp>(
+      centered, nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(var, scalar(eps))));
+  Value y = nc.create<dopt::AddOp>(nc.create<dopt::MulOp>(norm, perChannel(in[1])),
+                                   perChannel(in[2]));
+  nc.setOutput(0, y);
+  // Running statistics: outputs 1 and 2, and the updates of the weights
+  // they came from (the train loop keeps them: dopt.updates_weight).
+  auto running = [&](Value old, Value current) -> Value {
+    Value flat = nc.create<dopt::ReshapeOp>(
+        current, b.getDenseI64ArrayAttr({channels}));
+    Value r = nc.create<dopt::AddOp>(
+        nc.create<dopt::MulOp>(old, scalar(momentum)),
+        nc.create<dopt::MulOp>(flat, scalar(1.0 - double(momentum))));
+    if (auto w = old.getDefiningOp<dopt::WeightOp>())
+      r.getDefiningOp()->setAttr("dopt.updates_weight", w.getNameAttr());
+    return r;
+  };
+  if (!nc.hasFailed()) {
+    nc.setOutput(1, running(in[3], mean));
+    nc.setOutput(2, running(in[4], var));
+  }
   return success();
 }
 
