@@ -150,6 +150,17 @@ CNN_RUNS = {
 }
 
 
+def save_running_stats(model, d: str, prefix: str) -> dict:
+    """Batch norm's running statistics as .npy files: {buffer name: file}."""
+    files = {}
+    for i, (name, v) in enumerate(model.named_buffers()):
+        if name.endswith("running_mean") or name.endswith("running_var"):
+            f = f"{prefix}.b{i}.npy"
+            np.save(os.path.join(d, f), v.numpy())
+            files[name] = f
+    return files
+
+
 def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
     d = os.path.join(out, "train_bn" if bn else "train_cnn" if cnn else "train")
     os.makedirs(d, exist_ok=True)
@@ -181,12 +192,7 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
     # Exporting traces a forward pass in training mode, which moves batch
     # norm's running statistics: the graph's initializers are those of after
     # it. The starting values are written out for the test to put back.
-    initial_buffers = {}
-    for i, (name, v) in enumerate(model.named_buffers()):
-        if name.endswith("running_mean") or name.endswith("running_var"):
-            f = f"initial.b{i}.npy"
-            np.save(os.path.join(d, f), v.numpy())
-            initial_buffers[name] = f
+    initial_buffers = save_running_stats(model, d, "initial")
     torch.onnx.export(model, (example,), os.path.join(d, "model.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
                       do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
@@ -222,12 +228,7 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
             f = f"{run_name}.w{i}.npy"
             np.save(os.path.join(d, f), p.detach().numpy())
             weights[name] = f
-        buffers = {}
-        for i, (name, v) in enumerate(model.named_buffers()):
-            if name.endswith("running_mean") or name.endswith("running_var"):
-                f = f"{run_name}.b{i}.npy"
-                np.save(os.path.join(d, f), v.numpy())
-                buffers[name] = f
+        buffers = save_running_stats(model, d, run_name)
         meta[run_name] = {"config": cfg, "losses": losses, "weights": weights,
                           "buffers": buffers, "initial_buffers": initial_buffers}
     with open(os.path.join(d, "meta.json"), "w") as fh:

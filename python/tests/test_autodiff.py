@@ -250,13 +250,19 @@ def test_gradients_match_pytorch(name, torch_models, tmp_path):
         assert err <= 1e-4, f"{name}: grad of {w}: max relative error {err:.3g}"
 
 
-def test_loss_flag_errors(tmp_path):
-    g = helper.make_graph([helper.make_node("MatMul", ["labels", "w"], ["logits"])], "g",
-                          [helper.make_tensor_value_info("labels", TensorProto.FLOAT, [2, 3])],
+def linear_model(tmp_path, input_name: str) -> Path:
+    """logits = input @ w, input [2, 3]: a model to give a loss to."""
+    g = helper.make_graph([helper.make_node("MatMul", [input_name, "w"], ["logits"])], "g",
+                          [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [2, 3])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4])],
                           [numpy_helper.from_array(rand(3, 4), "w")])
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_loss_flag_errors(tmp_path):
+    path = linear_model(tmp_path, "labels")
 
     def compile_(*flags):
         return run(DISTOPT, "compile", path, *flags, "-o", tmp_path / "x.dx", check=False)
@@ -517,12 +523,7 @@ def test_training_errors(torch_models, tmp_path):
 
 
 def test_optimizer_flag_errors(tmp_path):
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["logits"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4])],
-                          [numpy_helper.from_array(rand(3, 4), "w")])
-    path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    path = linear_model(tmp_path, "x")
 
     def compile_(*flags):
         return run(DISTOPT, "compile", path, "--loss", "cross-entropy", *flags, "-o",
