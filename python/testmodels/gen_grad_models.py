@@ -142,7 +142,60 @@ def schedule_lambda(cfg, total=20):
 
 BN_RUNS = {
     "bn_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4),
+    # The convolution's bias before a batch norm has a zero gradient in exact
+    # arithmetic (the norm subtracts the batch mean): eps as for SEQ_RUNS.
+    "bn_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4, weight_decay=0.01),
 }
+
+# Attention's key bias has a zero gradient in exact arithmetic (softmax does
+# not see a shift of all keys by the same vector): what both frameworks
+# compute there is rounding noise, which Adam with a tiny eps turns into
+# +-lr steps of random sign. eps = 1e-4 keeps the comparison about the
+# optimizer, not the noise.
+SEQ_RUNS = {
+    "encoder_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=0.0),
+    "encoder_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4,
+                          weight_decay=0.01),
+    "gpt_sgd": dict(kind="sgd", lr=0.1, momentum=0.9, weight_decay=0.0),
+    "gpt_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4, weight_decay=0.01),
+}
+
+
+class Encoder(nn.Module):
+    """nn.TransformerEncoder and a token classifier."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 6)
+
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+
+class TinyGPT(nn.Module):
+    """Embeddings, causal self-attention blocks (bench/gpu_models.py's
+    GPTBlock shape), a vocabulary head."""
+
+    def __init__(self, vocab=30, d=16, seq=8):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+        self.ln = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.wte(ids) + self.wpe(torch.arange(t).unsqueeze(0))
+        q, k, v = self.qkv(self.ln(x)).split(x.shape[-1], dim=2)
+        att = (q @ k.transpose(-2, -1)) / x.shape[-1] ** 0.5
+        att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1)
+        return self.head(x + self.proj(att @ v))
+
 
 CNN_RUNS = {
     "cnn_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4),
@@ -161,11 +214,23 @@ def save_running_stats(model, d: str, prefix: str) -> dict:
     return files
 
 
-def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
-    d = os.path.join(out, "train_bn" if bn else "train_cnn" if cnn else "train")
+def train_reference(out: str, cnn: bool = False, bn: bool = False,
+                    seq: str = "") -> None:
+    d = os.path.join(out, f"train_{seq}" if seq else "train_bn" if bn else
+                     "train_cnn" if cnn else "train")
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(3)
-    if bn:
+    if seq == "encoder":
+        model = Encoder()
+        example, xs = torch.randn(4, 8, 16), torch.randn(20, 4, 8, 16)
+        ys = torch.randint(0, 6, (20, 4, 8))
+        runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("encoder")}
+    elif seq == "gpt":
+        model = TinyGPT()
+        example, xs = torch.randint(0, 30, (4, 8)), torch.randint(0, 30, (20, 4, 8))
+        ys = torch.randint(0, 30, (20, 4, 8))
+        runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("gpt")}
+    elif bn:
         # Batch norm in training form: batch statistics, running statistics.
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
                               nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1),
@@ -216,7 +281,9 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False) -> None:
         losses = []
         for step in range(20):
             opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(xs[step]), ys[step])
+            out_ = model(xs[step])
+            loss = nn.functional.cross_entropy(out_.reshape(-1, out_.shape[-1]),
+                                               ys[step].reshape(-1))
             loss.backward()
             if cfg.get("clip_norm"):
                 torch.nn.utils.clip_grad_norm_(params, cfg["clip_norm"])
@@ -281,6 +348,8 @@ def main() -> int:
     train_reference(args.out)
     train_reference(args.out, cnn=True)
     train_reference(args.out, bn=True)
+    train_reference(args.out, seq="encoder")
+    train_reference(args.out, seq="gpt")
     return 0
 
 

@@ -341,13 +341,16 @@ def train_flags(cfg):
 
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
                                       "adamw_warmup_cosine", "sgd_warmup_linear",
-                                      "cnn_sgd", "cnn_adamw", "bn_sgd"])
+                                      "cnn_sgd", "cnn_adamw", "bn_sgd", "bn_adamw", "encoder_sgd",
+                                      "encoder_adamw", "gpt_sgd", "gpt_adamw"])
 def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     """20 steps of `model train` on the batches PyTorch trained on (in file
-    order): the same loss at every step and the same final weights. An MLP,
-    and a CNN (convolutions, max and global average pooling)."""
-    d = torch_models / ("train_cnn" if run_name.startswith("cnn") else
-                        "train_bn" if run_name.startswith("bn") else "train")
+    order): the same loss at every step and the same final weights. The four
+    model kinds: an MLP, CNNs (convolutions, max and global average pooling,
+    batch norm), nn.TransformerEncoder, a GPT-style decoder."""
+    prefix = run_name.split("_")[0]
+    d = torch_models / {"cnn": "train_cnn", "bn": "train_bn", "encoder": "train_encoder",
+                        "gpt": "train_gpt"}.get(prefix, "train")
     meta = json.loads((d / "meta.json").read_text())[run_name]
     cfg = meta["config"]
     flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
@@ -368,7 +371,7 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     run(DISTOPT, "compile", model_path, *flags, "-o", bundle)
     xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
     np.save(tmp_path / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
-    np.save(tmp_path / "y.npy", ys.reshape(-1))
+    np.save(tmp_path / "y.npy", ys.reshape((-1,) + ys.shape[2:]))
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
     run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
         f"labels={tmp_path / 'y.npy'}", "--steps", "20", "--no-shuffle", *train_flags(cfg),
