@@ -71,11 +71,12 @@ bool parseDouble(const std::string &s, double &out) {
   return !s.empty() && end && *end == '\0' && std::isfinite(out);
 }
 
-bool parseInt(const std::string &s, int64_t &out) {
+/// An integer of at least `minimum` (1: counts; 0: seeds, warm-up steps).
+bool parseInt(const std::string &s, int64_t &out, int64_t minimum = 1) {
   char *end = nullptr;
   long long v = std::strtoll(s.c_str(), &end, 10);
   out = v;
-  return !s.empty() && end && *end == '\0' && v > 0;
+  return !s.empty() && end && *end == '\0' && v >= minimum;
 }
 
 bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
@@ -132,13 +133,13 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       a.hyper[key] = d;
     } else if (opt == "--shuffle") {
       int64_t s;
-      if (!parseInt(value, s) && value != "0") {
+      if (!parseInt(value, s, 0)) {
         error = "--shuffle expects a seed (a non-negative integer), got '" +
                 value + "'";
         return false;
       }
       a.shuffle = true;
-      a.seed = value == "0" ? 0 : static_cast<uint64_t>(s);
+      a.seed = static_cast<uint64_t>(s);
     } else if (opt == "--lr-schedule") {
       if (value != "constant" && value != "cosine" && value != "linear") {
         error = "--lr-schedule expects constant, cosine or linear, got '" +
@@ -147,13 +148,11 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       }
       a.schedule = value;
     } else if (opt == "--warmup-steps") {
-      if (!parseInt(value, a.warmup) && value != "0") {
+      if (!parseInt(value, a.warmup, 0)) {
         error = "--warmup-steps expects a non-negative integer, got '" +
                 value + "'";
         return false;
       }
-      if (value == "0")
-        a.warmup = 0;
     } else if (opt == "--no-shuffle") {
       a.shuffle = false;
     } else if (opt == "--log") {

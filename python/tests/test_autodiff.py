@@ -395,21 +395,31 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
         assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
 
 
-def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):
-    d = torch_models / "train"
-    bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
-        "--optimizer", "adamw", "-o", bundle)
-    # A learnable task: the label is the argmax of the first 8 features.
-    x = RNG.standard_normal((240, 16)).astype(np.float32)
-    y = x[:, :8].argmax(axis=1).astype(np.int64)
+def compile_step(torch_models, tmp_path, optimizer, name="step") -> Path:
+    """The MLP of the torch.optim runs compiled as a training step: its
+    executable."""
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", torch_models / "train" / "model.onnx", "--loss",
+        "cross-entropy:logits", "--optimizer", optimizer, "-o", bundle)
+    return bundle / name
+
+
+def argmax_data(tmp_path, samples):
+    """A learnable task for that MLP (the label is the argmax of the first 8
+    of 16 features): the features, and the --data flags of both files."""
+    x = RNG.standard_normal((samples, 16)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    return x, ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}"]
+
+
+def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):
+    step = compile_step(torch_models, tmp_path, "adamw")
+    _, data = argmax_data(tmp_path, 240)
 
     def train(seed, log):
-        run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
-            f"labels={tmp_path / 'y.npy'}", "--epochs", "5", "--shuffle", seed,
-            "--lr", "0.01", "--log", log)
+        run(step, "train", *data, "--epochs", "5", "--shuffle", seed, "--lr", "0.01",
+            "--log", log)
         return [json.loads(line)["loss"] for line in log.read_text().splitlines()]
 
     a = train(1, tmp_path / "a.jsonl")
@@ -424,14 +434,9 @@ def test_training_shuffles_by_seed_and_loss_falls(torch_models, tmp_path):
 def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path):
     import onnxruntime as ort
     d = torch_models / "train"
-    bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
-        "--optimizer", "sgd", "-o", bundle)
-    x = RNG.standard_normal((60, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(1).astype(np.int64))
-    run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
-        f"labels={tmp_path / 'y.npy'}", "--steps", "10", "--lr", "0.1",
+    step = compile_step(torch_models, tmp_path, "sgd")
+    x, data = argmax_data(tmp_path, 60)
+    run(step, "train", *data, "--steps", "10", "--lr", "0.1",
         "--save-weights", tmp_path / "w", "--save-onnx", tmp_path / "trained.onnx")
     w = {n: np.load(tmp_path / "w" / f"{n}.npy") for n in ["0.weight", "0.bias", "2.weight", "2.bias"]}
     original = onnx.load(str(d / "model.onnx"))
@@ -447,47 +452,37 @@ def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path
 def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):
     """20 steps straight equal 10 steps, stop, resume from the checkpoint, 10
     more -- bit for bit, with shuffling and Adam's state."""
-    d = torch_models / "train"
-    bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
-        "--optimizer", "adam", "-o", bundle)
-    x = RNG.standard_normal((48, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
-            "--shuffle", "3", "--lr", "0.01"]
+    step = compile_step(torch_models, tmp_path, "adam")
+    _, data = argmax_data(tmp_path, 48)
+    data += ["--shuffle", "3", "--lr", "0.01"]
 
     def losses(log):
         return [json.loads(line)["loss"] for line in log.read_text().splitlines()]
 
-    run(bundle / "step", "train", *data, "--steps", "20", "--log", tmp_path / "a.jsonl",
+    run(step, "train", *data, "--steps", "20", "--log", tmp_path / "a.jsonl",
         "--save-weights", tmp_path / "wa")
-    run(bundle / "step", "train", *data, "--steps", "10", "--checkpoint-dir", tmp_path / "ck",
+    run(step, "train", *data, "--steps", "10", "--checkpoint-dir", tmp_path / "ck",
         "--log", tmp_path / "b1.jsonl")
     assert (tmp_path / "ck" / "checkpoint" / "meta.json").exists()
     assert not (tmp_path / "ck" / "checkpoint.tmp").exists()
-    run(bundle / "step", "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
+    run(step, "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
         "--log", tmp_path / "b2.jsonl", "--save-weights", tmp_path / "wb")
     assert losses(tmp_path / "a.jsonl") == losses(tmp_path / "b1.jsonl") + losses(tmp_path / "b2.jsonl")
     for f in (tmp_path / "wa").iterdir():
         assert np.array_equal(np.load(f), np.load(tmp_path / "wb" / f.name)), f.name
     # A checkpoint of another optimizer does not fit.
-    other = tmp_path / "sgd.dx"
-    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
-        "--optimizer", "sgd", "-o", other)
-    p = run(other / "sgd", "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
+    other = compile_step(torch_models, tmp_path, "sgd", name="sgd")
+    p = run(other, "train", *data, "--steps", "20", "--resume", tmp_path / "ck",
             check=False)
     assert p.returncode == 1 and "the checkpoint has no 'opt.momentum:0.weight'" in p.stderr
-    p = run(other / "sgd", "train", *data, "--steps", "20", "--resume", tmp_path / "nowhere",
+    p = run(other, "train", *data, "--steps", "20", "--resume", tmp_path / "nowhere",
             check=False)
     assert p.returncode == 1 and "no checkpoint in" in p.stderr
 
 
 def test_training_errors(torch_models, tmp_path):
     d = torch_models / "train"
-    bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
-        "--optimizer", "sgd", "-o", bundle)
+    step = compile_step(torch_models, tmp_path, "sgd")
     x = tmp_path / "x.npy"
     np.save(x, RNG.standard_normal((12, 16)).astype(np.float32))
     y = tmp_path / "y.npy"
@@ -498,7 +493,7 @@ def test_training_errors(torch_models, tmp_path):
     np.save(xbad, np.zeros((12, 15), np.float32))
 
     def train(*args):
-        return run(bundle / "step", "train", *args, check=False)
+        return run(step, "train", *args, check=False)
 
     cases = [
         (["--data", f"x={x}", "--steps", "2"], "missing data for input 'labels'"),

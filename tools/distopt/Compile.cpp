@@ -685,7 +685,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   std::string error;
   std::vector<std::string> targetLibs;
   if (toCUDA)
-    targetLibs = cuda::linkLibraries(cudaOptions);
+    targetLibs = cuda::linkLibraries();
   if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
                                  error, targetLibs)))
     return fail(error);

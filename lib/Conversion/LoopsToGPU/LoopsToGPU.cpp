@@ -477,7 +477,7 @@ struct MapLoopsToGPUPass
       // they compute (a scalar reduction, then loops reading it: what a
       // softmax over one row is once its one-trip row loop is folded) --
       // the whole stretch up to the last such use, as one block.
-      auto flush = [&](size_t &next) {
+      auto flush = [&] {
         if (pending.empty())
           return;
         Operation *last = pending.back();
@@ -504,11 +504,9 @@ struct MapLoopsToGPUPass
                                               : mapFlat(*group));
         group->erase();
       };
-      for (size_t i = 0; i < ops.size(); ++i) {
-        Operation *op = ops[i];
+      for (Operation *op : ops) {
         if (op->getBlock() != &block)
           continue; // moved into a stretch
-        size_t next = i + 1;
         if (auto copy = dyn_cast<memref::CopyOp>(op)) {
           // A whole-buffer copy (what distopt-copies-to-linalg leaves: 0-d
           // values) lowers to llvm.memcpy, which the device has; a strided
@@ -528,7 +526,7 @@ struct MapLoopsToGPUPass
           continue;
         }
         if (auto par = dyn_cast<scf::ParallelOp>(op)) {
-          flush(next);
+          flush();
           if (par->getBlock() != &block)
             continue; // part of the stretch just mapped
           if (par.getNumResults() != 0) {
@@ -553,13 +551,12 @@ struct MapLoopsToGPUPass
                           !op->hasTrait<OpTrait::IsTerminator>();
         if (staysOnHost(op) && !intoKernel) {
           if (!isMemoryEffectFree(op))
-            flush(next);
+            flush();
           continue;
         }
         pending.push_back(op);
       }
-      size_t end = ops.size();
-      flush(end);
+      flush();
     }
     if (!ok)
       return signalPassFailure();

@@ -498,9 +498,9 @@ struct AnyDescriptor {
   int64_t dims[]; // sizes[rank], then strides[rank]
 };
 
-/// The bytes [first, last) a strided view touches, relative to aligned.
-void span(const DortUnrankedMemRef *m, size_t elem, int64_t &first,
-          int64_t &count) {
+/// The elements [first, first + count) a strided view touches, relative to
+/// its aligned pointer.
+void span(const DortUnrankedMemRef *m, int64_t &first, int64_t &count) {
   auto *d = static_cast<AnyDescriptor *>(m->descriptor);
   int64_t last = d->offset;
   bool empty = false;
@@ -513,7 +513,6 @@ void span(const DortUnrankedMemRef *m, size_t elem, int64_t &first,
   }
   first = d->offset;
   count = empty ? 0 : last - first + 1;
-  (void)elem;
 }
 
 /// A host copy of a device view: the same strides over host memory.
@@ -528,7 +527,7 @@ struct Staged {
   bool stage(const DortUnrankedMemRef *m, size_t elemSize, bool download) {
     device = m;
     elem = elemSize;
-    span(m, elem, first, count);
+    span(m, first, count);
     data.resize(std::max<int64_t>(count, 1) * elem);
     size_t descBytes = sizeof(AnyDescriptor) + 2 * m->rank * sizeof(int64_t);
     descriptor.resize(descBytes);

@@ -132,16 +132,13 @@ static LogicalResult mergeKernelModules(ModuleOp module) {
       firstTable.insert(op);
     }
   }
-  WalkResult r = module.walk([&](gpu::LaunchFuncOp launch) {
+  module.walk([&](gpu::LaunchFuncOp launch) {
     auto it = renamed.find({launch.getKernelModuleName(),
                             launch.getKernelName()});
-    if (it == renamed.end())
-      return WalkResult::advance();
-    launch.setKernelAttr(SymbolRefAttr::get(
-        first.getNameAttr(), {FlatSymbolRefAttr::get(ctx, it->second)}));
-    return WalkResult::advance();
+    if (it != renamed.end())
+      launch.setKernelAttr(SymbolRefAttr::get(
+          first.getNameAttr(), {FlatSymbolRefAttr::get(ctx, it->second)}));
   });
-  (void)r;
   for (gpu::GPUModuleOp mod : ArrayRef(mods).drop_front())
     mod.erase();
   return success();
@@ -363,7 +360,7 @@ LogicalResult cuda::lowerHostToLLVM(ModuleOp module,
   return success();
 }
 
-std::vector<std::string> cuda::linkLibraries(const CUDAOptions &options) {
+std::vector<std::string> cuda::linkLibraries() {
   std::vector<std::string> libs = {"-ldistopt_runtime_cuda"};
 #ifdef DISTOPT_CUDA_RUNTIME_LIBS
   // The CUDA runtime statically (the executable starts without a driver and
@@ -373,6 +370,5 @@ std::vector<std::string> cuda::linkLibraries(const CUDAOptions &options) {
   for (StringRef p : parts)
     libs.push_back(p.str());
 #endif
-  (void)options;
   return libs;
 }

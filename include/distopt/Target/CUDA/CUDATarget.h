@@ -62,7 +62,7 @@ mlir::LogicalResult lowerHostToLLVM(mlir::ModuleOp module,
                                     llvm::ArrayRef<int8_t> bufferKinds);
 
 /// Libraries a CUDA executable links (before the common runtime).
-std::vector<std::string> linkLibraries(const CUDAOptions &options);
+std::vector<std::string> linkLibraries();
 
 } // namespace distopt::cuda
 
