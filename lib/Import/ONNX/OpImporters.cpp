@@ -267,21 +267,25 @@ LogicalResult importBatchNorm(NodeContext &nc) {
   }
   TRY(eps, nc.floatAttr("epsilon", 1e-5f));
   TRY(training, nc.intAttr("training_mode", 0));
+  // The inference op carries the operand rule (shapes, channels, element
+  // types) for both forms: the training form builds it to check the
+  // operands, then drops it.
+  Value inference = nc.create<dopt::BatchNormOp>(
+      in[0], in[1], in[2], in[3], in[4], nc.builder().getF32FloatAttr(eps));
+  if (!inference)
+    return failure();
   if (!training) {
-    nc.setOutput(0, nc.create<dopt::BatchNormOp>(
-                        in[0], in[1], in[2], in[3], in[4],
-                        nc.builder().getF32FloatAttr(eps)));
+    nc.setOutput(0, inference);
     return success();
   }
+  if (inference.use_empty())
+    inference.getDefiningOp()->erase();
   // Training form: the batch's statistics over every axis but the channels
   // (1), written with ops autodiff differentiates; the running statistics
   // as ONNX defines them (opset 14/15): input * momentum + current *
   // (1 - momentum), the current variance the population one.
   TRY(momentum, nc.floatAttr("momentum", 0.9f));
   auto type = cast<RankedTensorType>(in[0].getType());
-  if (type.getRank() < 2)
-    return nc.error("input has rank " + std::to_string(type.getRank()) +
-                    "; BatchNormalization needs [N, C, ...]");
   OpBuilder &b = nc.builder();
   int64_t rank = type.getRank(), channels = type.getDimSize(1);
   SmallVector<int64_t> axes{0}, bcast(rank, 1);
@@ -317,6 +321,8 @@ LogicalResult importBatchNorm(NodeContext &nc) {
     Value r = nc.create<dopt::AddOp>(
         nc.create<dopt::MulOp>(old, scalar(momentum)),
         nc.create<dopt::MulOp>(flat, scalar(1.0 - double(momentum))));
+    if (!r)
+      return r;
     if (auto w = old.getDefiningOp<dopt::WeightOp>())
       r.getDefiningOp()->setAttr("dopt.updates_weight", w.getNameAttr());
     return r;
