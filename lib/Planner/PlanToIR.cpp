@@ -1,6 +1,7 @@
 //===- PlanToIR.cpp - write a plan onto the dopt IR -----------------------===//
 
 #include "distopt/Planner/PlanToIR.h"
+#include "distopt/Transforms/GridAxes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -18,8 +19,10 @@ using llvm::SmallVector;
 
 namespace {
 
-constexpr int16_t kStageAxis = 0, kDataAxis = 1, kTensorAxis = 2;
-constexpr llvm::StringLiteral kGridName = "dopt_grid";
+using distopt::grid::kDataAxis;
+using distopt::grid::kStageAxis;
+using distopt::grid::kTensorAxis;
+constexpr llvm::StringLiteral kGridName = distopt::grid::kName;
 
 class Annotator {
 public:

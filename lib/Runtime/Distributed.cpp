@@ -7,11 +7,22 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 namespace distopt::runtime {
+
+int64_t launchedRanks() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (const char *v = std::getenv(var)) {
+      long long n = std::atoll(v);
+      if (n > 0)
+        return n;
+    }
+  return 1;
+}
 
 std::vector<int64_t> gridCoords(const std::vector<int64_t> &grid,
                                 int64_t rank) {

@@ -595,16 +595,6 @@ private:
     return 0;
   }
 
-  /// Ranks this process was launched among (mpirun's environment), else 1.
-  static int64_t launchedRanks() {
-    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-      if (const char *v = std::getenv(var)) {
-        long long n = std::atoll(v);
-        if (n > 0)
-          return n;
-      }
-    return 1;
-  }
   /// Whether every rank succeeded (single rank: `ok`).
   bool agree(bool ok) {
     if (!distributed)

@@ -19,6 +19,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Comm.h"
+#include "distopt/Runtime/Distributed.h"
 #include "distopt/Runtime/Json.h"
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Manifest.h"
@@ -193,7 +195,20 @@ std::string baseNameOf(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+/// The job a data-parallel training run belongs to (one process: rank 0
+/// of 1, not distributed).
+struct Job {
+  bool distributed = false;
+  int rank = 0;
+};
+Job gJob;
+
+/// Reports an error. In a distributed run every rank reads the same files
+/// and runs the same steps, so an error on one rank is an error of the job:
+/// it is ended at once (peers may be waiting in a collective).
 int fail(const TrainArgs &a, const std::string &msg) {
+  if (gJob.distributed)
+    dort_comm_abort(1, (a.program + ": error: " + msg).c_str());
   std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), msg.c_str());
   return 1;
 }
@@ -509,9 +524,37 @@ int runTraining(int argc, char **argv, EntryFn entry,
   Manifest m;
   if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
     return fail(a, error);
-  if (m.ranks != 1 || !m.stages.empty())
-    return fail(a, "train runs single-process bundles (distributed training "
-                   "is not supported yet)");
+  if (!m.stages.empty())
+    return fail(a, "train runs single-process and data-parallel bundles "
+                   "(pipelined training is not supported yet)");
+  // Ranks: a data-parallel step runs under mpirun with exactly its rank
+  // count; each rank trains on its share of every batch.
+  int64_t launched = launchedRanks();
+  if (launched != m.ranks)
+    return fail(a, "this training step was compiled for " +
+                       std::to_string(m.ranks) + " rank" +
+                       (m.ranks == 1 ? "" : "s") + ", but it was launched on " +
+                       std::to_string(launched) +
+                       (m.ranks == 1 ? " (compile it with --cluster, or run it "
+                                       "without mpirun)"
+                                     : "; run it with `mpirun -np " +
+                                           std::to_string(m.ranks) + "`"));
+  std::vector<int64_t> coords(m.grid.size(), 0);
+  if (m.ranks > 1) {
+    if (dort_comm_init(&argc, &argv) != 0)
+      return fail(a, dort_last_error_message());
+    gJob.distributed = true;
+    gJob.rank = dort_comm_rank(dort_comm_world());
+    a.program += ": rank " + std::to_string(gJob.rank);
+    if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0)
+      return fail(a, dort_last_error_message());
+    coords = gridCoords(m.grid, gJob.rank);
+  }
+  for (const WeightSpec &w : m.weights)
+    if (!w.splitAxes.empty())
+      return fail(a, "weight '" + w.name + "' is sharded across ranks; "
+                     "training runs data-parallel steps only so far");
+  bool leader = gJob.rank == 0;
   // Roles of the inputs and outputs.
   std::map<std::string, size_t> inputIndex, outputIndex;
   for (size_t i = 0; i < m.inputs.size(); ++i)
@@ -563,6 +606,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
   int64_t batch = -1;
   for (size_t i : dataInputs) {
     const TensorSpec &spec = m.inputs[i];
+    // The file holds whole batches (a rank's share is cut from each).
+    const std::vector<int64_t> &wholeShape = spec.fileShape();
     auto f = files.find(spec.name);
     if (f == files.end())
       return fail(a, "missing data for input '" + spec.name + "' (" +
@@ -571,8 +616,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!readTensorFile(f->second, data[i], error))
       return fail(a, "data '" + spec.name + "': file '" + f->second + "': " + error);
     const Tensor &t = data[i];
-    std::vector<int64_t> rowShape(spec.shape.begin() + 1, spec.shape.end());
-    if (spec.shape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
+    std::vector<int64_t> rowShape(wholeShape.begin() + 1, wholeShape.end());
+    if (wholeShape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
         std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) != rowShape)
       return fail(a, "data '" + spec.name + "': file '" + f->second + "' holds " +
                          dtypeName(t.dtype()) + " " + shapeToString(t.shape()) +
@@ -586,7 +631,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
                          std::to_string(samples));
     samples = t.shape()[0];
     samplesFrom = spec.name;
-    batch = spec.shape[0];
+    batch = wholeShape[0];
   }
   if (dataInputs.empty())
     return fail(a, "the step has no data inputs");
@@ -599,9 +644,14 @@ int runTraining(int argc, char **argv, EntryFn entry,
 
   // Buffers: step inputs, weights (copies that the updates overwrite),
   // outputs.
-  std::vector<Tensor> inputs(m.inputs.size());
+  std::vector<Tensor> inputs(m.inputs.size()), wholeBatch(m.inputs.size());
   for (size_t i = 0; i < m.inputs.size(); ++i)
     if (!Tensor::create(m.inputs[i].dtype, m.inputs[i].shape, inputs[i], error))
+      return fail(a, "input '" + m.inputs[i].name + "': " + error);
+  for (size_t i : dataInputs)
+    if (!m.inputs[i].splitAxes.empty() &&
+        !Tensor::create(m.inputs[i].dtype, m.inputs[i].fileShape(),
+                        wholeBatch[i], error))
       return fail(a, "input '" + m.inputs[i].name + "': " + error);
   WeightStore store;
   if (!store.load(m, bundleDir, error))
@@ -625,7 +675,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
     buffers.push_back(t.data());
 
   std::ofstream log;
-  if (!a.log.empty()) {
+  if (!a.log.empty() && leader) {
     log.open(a.log, std::ios::trunc);
     if (!log)
       return fail(a, "cannot write the log '" + a.log + "'");
@@ -658,12 +708,19 @@ int runTraining(int argc, char **argv, EntryFn entry,
       std::mt19937_64 rng(a.seed * 1000003u + static_cast<uint64_t>(epoch));
       std::shuffle(order.begin(), order.end(), rng);
     }
+    // The step's batch (the same samples on every rank: the order depends
+    // on the seed alone), then this rank's share of it.
     for (size_t i : dataInputs) {
-      size_t row = inputs[i].byteSize() / static_cast<size_t>(batch);
-      auto *dst = static_cast<char *>(inputs[i].data());
+      bool split = !m.inputs[i].splitAxes.empty();
+      Tensor &whole = split ? wholeBatch[i] : inputs[i];
+      size_t row = whole.byteSize() / static_cast<size_t>(batch);
+      auto *dst = static_cast<char *>(whole.data());
       const auto *src = static_cast<const char *>(data[i].data());
       for (int64_t b = 0; b < batch; ++b)
         std::memcpy(dst + b * row, src + order[within * batch + b] * row, row);
+      if (split)
+        extractBlock(whole.data(), inputs[i].data(), m.inputs[i], m.grid,
+                     coords);
     }
     double lr = scheduledLr(a, step, steps);
     for (auto &[i, name] : hyperInputs) {
@@ -713,7 +770,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
           << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"samples_per_s\": " << jsonNumber(rate)
           << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
-    if (!a.checkpointDir.empty() &&
+    if (leader && !a.checkpointDir.empty() &&
         ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
          step + 1 == steps)) {
       if (!detail::makeDirectories(a.checkpointDir, error) ||
@@ -722,7 +779,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
         return fail(a, "checkpoint at step " + std::to_string(step + 1) + ": " +
                            error);
     }
-    if (step + 1 == steps || (step + 1) % std::max<int64_t>(1, steps / 10) == 0)
+    if (leader && (step + 1 == steps ||
+                   (step + 1) % std::max<int64_t>(1, steps / 10) == 0))
       std::fprintf(stderr, "%s: step %lld/%lld loss %.6g (%.0f samples/s)\n",
                    a.program.c_str(), static_cast<long long>(step + 1),
                    static_cast<long long>(steps), loss, rate);
@@ -732,7 +790,9 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!log)
       return fail(a, "writing the log '" + a.log + "' failed");
   }
-  if (!a.saveOnnx.empty()) {
+  // The weights are the same on every rank (replicated over the data
+  // axis): rank 0 writes them.
+  if (!a.saveOnnx.empty() && leader) {
     if (m.source.empty())
       return fail(a, "--save-onnx: the bundle does not name the ONNX model it "
                      "was compiled from (recompile it)");
@@ -755,7 +815,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!detail::writeFileAtomically(a.saveOnnx, parts, 1, error))
       return fail(a, "--save-onnx: " + error);
   }
-  if (!a.saveWeights.empty()) {
+  if (!a.saveWeights.empty() && leader) {
     if (!detail::makeDirectories(a.saveWeights, error))
       return fail(a, "--save-weights: " + error);
     std::vector<TensorSpec> specs(m.weights.begin(), m.weights.end());
@@ -763,6 +823,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
     for (size_t w = 0; w < m.weights.size(); ++w)
       if (!writeNpy(detail::joinPath(a.saveWeights, names[w]), weights[w], error))
         return fail(a, "--save-weights: weight '" + m.weights[w].name + "': " + error);
+  }
+  if (gJob.distributed) {
+    dort_grid_finalize();
+    dort_comm_finalize();
   }
   return 0;
 }

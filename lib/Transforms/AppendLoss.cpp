@@ -14,14 +14,23 @@
 // The labels input is appended to @main's inputs (named by `labels`), and
 // @main returns the loss alone.
 //
+// In a partitioned program (the program of one data-parallel replica) the
+// output holds this replica's share of the samples: the labels are split
+// the same way, and the loss's sums (the mean's count included) are
+// all-reduced over the grid axes the samples are split on, so every replica
+// holds the exact loss of the whole batch.
+//
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Transforms/Passes.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptLosses.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/GridAxes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -85,11 +94,46 @@ struct AppendLossPass
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ret);
     Location loc = ret.getLoc();
+    // A partitioned output: the grid axes each of its dimensions is split
+    // over (dopt.split_axes), and its whole type.
+    auto splitAxes = main.getResultAttrOfType<ArrayAttr>(index, "dopt.split_axes");
+    auto globalType = main.getResultAttrOfType<TypeAttr>(index, "dopt.global_type");
+    SmallVector<int16_t> replicaAxes;
+    if (splitAxes)
+      for (auto [d, axes] : llvm::enumerate(splitAxes))
+        for (Attribute a : cast<ArrayAttr>(axes)) {
+          int16_t axis = static_cast<int16_t>(cast<IntegerAttr>(a).getInt());
+          if (axis != grid::kDataAxis || (k != "mse" && k != "output" &&
+                                          d + 1 == size_t(yt.getRank()))) {
+            main.emitError("--loss: output '")
+                << names[index] << "' is split over grid axis " << axis
+                << " along its dimension " << d
+                << "; a loss is taken of outputs split along their samples "
+                   "only (data parallelism)";
+            return signalPassFailure();
+          }
+          replicaAxes.push_back(axis);
+        }
+    auto acrossReplicas = [&](Value local) -> Value {
+      if (replicaAxes.empty())
+        return local;
+      return shard::AllReduceOp::create(
+                 b, loc, local.getType(),
+                 FlatSymbolRefAttr::get(ctx, grid::kName),
+                 b.getDenseI16ArrayAttr(replicaAxes), local,
+                 shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+          .getResult();
+    };
     Value loss;
     if (k == "output") {
       if (yt.getNumElements() != 1) {
         main.emitError("--loss output: output '")
             << names[index] << "' is " << yt << ", not one value";
+        return signalPassFailure();
+      }
+      if (!replicaAxes.empty()) {
+        main.emitError("--loss output: output '")
+            << names[index] << "' is split across replicas";
         return signalPassFailure();
       }
       loss = y;
@@ -113,22 +157,54 @@ struct AppendLossPass
         labelType = RankedTensorType::get(yt.getShape().drop_back(),
                                           b.getI64Type());
       }
+      // The labels are split as the output is (without the class axis).
+      SmallVector<NamedAttribute> labelAttrs{
+          b.getNamedAttr("dopt.name", b.getStringAttr(labels))};
+      if (splitAxes && globalType) {
+        auto whole = cast<RankedTensorType>(globalType.getValue());
+        ArrayRef<Attribute> axes = splitAxes.getValue();
+        ArrayRef<int64_t> shape = whole.getShape();
+        if (k != "mse") {
+          axes = axes.take_front(std::min<size_t>(axes.size(), yt.getRank() - 1));
+          shape = shape.drop_back();
+        }
+        labelAttrs.push_back(
+            b.getNamedAttr("dopt.split_axes", b.getArrayAttr(axes)));
+        labelAttrs.push_back(b.getNamedAttr(
+            "dopt.global_type",
+            TypeAttr::get(RankedTensorType::get(shape, labelType.getElementType()))));
+        if (auto bd = main.getResultAttr(index, "dopt.batch_dim"))
+          labelAttrs.push_back(b.getNamedAttr("dopt.batch_dim", bd));
+      }
       unsigned argIndex = main.getNumArguments();
-      if (failed(main.insertArgument(
-              argIndex, labelType,
-              b.getDictionaryAttr(
-                  {b.getNamedAttr("dopt.name", b.getStringAttr(labels))}),
-              main.getLoc())))
+      if (failed(main.insertArgument(argIndex, labelType,
+                                     b.getDictionaryAttr(labelAttrs),
+                                     main.getLoc())))
         return signalPassFailure();
       Value t = main.getArgument(argIndex);
       if (k == "mse") {
         Value d = dopt::SubOp::create(b, loc, y, t);
         SmallVector<int64_t> all(yt.getRank());
         std::iota(all.begin(), all.end(), 0);
-        loss = dopt::ReduceMeanOp::create(b, loc,
-                                          dopt::MulOp::create(b, loc, d, d),
-                                          b.getDenseI64ArrayAttr(all),
-                                          b.getBoolAttr(false));
+        Value squares = dopt::MulOp::create(b, loc, d, d);
+        if (replicaAxes.empty()) {
+          loss = dopt::ReduceMeanOp::create(b, loc, squares,
+                                            b.getDenseI64ArrayAttr(all),
+                                            b.getBoolAttr(false));
+        } else {
+          // The mean over the whole output: its element count is static.
+          Value sum = acrossReplicas(dopt::ReduceSumOp::create(
+              b, loc, squares, b.getDenseI64ArrayAttr(all),
+              b.getBoolAttr(false)));
+          auto whole = cast<RankedTensorType>(globalType.getValue());
+          Type elt = yt.getElementType();
+          Value count = dopt::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(
+                  RankedTensorType::get({}, elt),
+                  b.getFloatAttr(elt, double(whole.getNumElements()))));
+          loss = dopt::DivOp::create(b, loc, sum, count);
+        }
       } else {
         // Flattened: [M, C] scores, [M] labels.
         int64_t classes = yt.getShape().back();
@@ -142,7 +218,8 @@ struct AppendLossPass
                                               b.getI64IntegerAttr(1));
         std::string error;
         FailureOr<Value> l = dopt::buildNegativeLogLikelihood(
-            b, loc, scores, flat, Value(), int64_t(-100), "mean", error);
+            b, loc, scores, flat, Value(), int64_t(-100), "mean", error,
+            acrossReplicas);
         if (failed(l)) {
           main.emitError("--loss ") << k << ": " << error;
           return signalPassFailure();
@@ -154,8 +231,15 @@ struct AppendLossPass
     ret.erase();
     main.setType(FunctionType::get(ctx, main.getArgumentTypes(),
                                    {loss.getType()}));
-    SmallVector<DictionaryAttr> attrs{b.getDictionaryAttr(
-        {b.getNamedAttr("dopt.name", b.getStringAttr("loss"))})};
+    SmallVector<NamedAttribute> lossAttrs{
+        b.getNamedAttr("dopt.name", b.getStringAttr("loss"))};
+    if (splitAxes)
+      lossAttrs.push_back(
+          b.getNamedAttr("dopt.split_axes", b.getArrayAttr({})));
+    if (globalType)
+      lossAttrs.push_back(
+          b.getNamedAttr("dopt.global_type", TypeAttr::get(loss.getType())));
+    SmallVector<DictionaryAttr> attrs{b.getDictionaryAttr(lossAttrs)};
     main.setAllResultAttrs(attrs);
   }
 };

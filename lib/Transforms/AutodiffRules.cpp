@@ -10,6 +10,8 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/StringMap.h"
@@ -691,6 +693,22 @@ const llvm::StringMap<RuleFn> &rules() {
       }
       out.push_back(dopt::CastOp::create(
           b, gs[0], TypeAttr::get(typeOf(x).getElementType())));
+      return success();
+    };
+    // A sum over the replicas of a data-parallel program (the loss's sums,
+    // distopt-append-loss): the result, and so its adjoint, is the same on
+    // every replica, and each replica's share contributed to it with
+    // weight one, so the share's adjoint is the result's. The weights'
+    // adjoints are then partial sums over the replicas, which
+    // distopt-sync-gradients adds up.
+    t["shard.all_reduce"] = [](ImplicitLocOpBuilder &b, Operation *op,
+                               ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto ar = cast<shard::AllReduceOp>(op);
+      if (ar.getReduction() != shard::ReductionKind::Sum)
+        return op->emitError("no gradient rule for a ")
+               << shard::stringifyReductionKind(ar.getReduction())
+               << " all-reduce (only sums over replicas are differentiated)";
+      out.push_back(gs[0]);
       return success();
     };
     return t;

@@ -14,6 +14,7 @@
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/ShardingRules.h"
+#include "distopt/Transforms/GridAxes.h"
 #include "distopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -39,8 +40,9 @@ using namespace distopt;
 
 namespace {
 
-constexpr int16_t kDataAxis = 1, kTensorAxis = 2;
-constexpr StringLiteral kGridName = "dopt_grid";
+using grid::kDataAxis;
+using grid::kTensorAxis;
+constexpr llvm::StringLiteral kGridName = grid::kName;
 
 struct Sharding {
   SmallVector<SmallVector<int16_t>> axes; ///< per dimension

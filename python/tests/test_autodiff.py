@@ -5,8 +5,6 @@ with their loss), through `distopt compile --gradients` and the CPU bundle.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cli import DISTOPT, ROOT, run
 from gradcheck import assert_close, distopt_gradients, numeric_gradients
+from training import batches_as_data, train_flags
 
 RNG = np.random.default_rng(7)
 
@@ -202,30 +201,11 @@ def test_gradients_flag_errors(tmp_path):
     assert proc.returncode == 1 and "invalid regular expression" in proc.stderr
     proc = run(DISTOPT, "compile", path, "--gradients", "--cluster", "local:2", "-o",
                tmp_path / "d.dx", check=False)
-    assert proc.returncode == 1 and "one process" in proc.stderr
+    # Data-parallel gradients need a batch to split.
+    assert proc.returncode == 1 and "the model has no inputs to carry a batch" in proc.stderr
 
 
 # --- PyTorch: exported models with their loss, against autograd ----------
-
-TORCH_PY = "/usr/bin/python3"
-
-
-def torch_available() -> bool:
-    if not Path(TORCH_PY).exists():
-        return False
-    return subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def torch_models(tmp_path_factory):
-    if not torch_available():
-        pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
-    out = tmp_path_factory.mktemp("torch_grad")
-    proc = subprocess.run([TORCH_PY, str(ROOT / "python/testmodels/gen_grad_models.py"),
-                           "--out", str(out)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
 
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
@@ -326,19 +306,6 @@ def test_gpt_decoder_gradients_match_finite_differences(tmp_path):
 
 # --- Training: the executable's train mode against torch.optim ---------
 
-def train_flags(cfg):
-    flags = ["--lr", cfg["lr"], "--weight-decay", cfg["weight_decay"]]
-    if cfg["kind"] == "sgd":
-        flags += ["--momentum", cfg["momentum"]]
-    else:
-        flags += ["--betas", f"{cfg['betas'][0]},{cfg['betas'][1]}", "--eps", cfg["eps"]]
-    if cfg.get("clip_norm"):
-        flags += ["--clip-grad-norm", cfg["clip_norm"]]
-    if cfg.get("schedule"):
-        flags += ["--lr-schedule", cfg["schedule"], "--warmup-steps", cfg["warmup"]]
-    return [str(f) for f in flags]
-
-
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
                                       "adamw_warmup_cosine", "sgd_warmup_linear",
                                       "cnn_sgd", "cnn_adamw", "bn_sgd", "bn_adamw", "encoder_sgd",
@@ -369,13 +336,9 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
         onnx.save(model, str(model_path))
     bundle = tmp_path / "step.dx"
     run(DISTOPT, "compile", model_path, *flags, "-o", bundle)
-    xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
-    np.save(tmp_path / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
-    np.save(tmp_path / "y.npy", ys.reshape((-1,) + ys.shape[2:]))
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
-    run(bundle / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
-        f"labels={tmp_path / 'y.npy'}", "--steps", "20", "--no-shuffle", *train_flags(cfg),
-        "--log", log, "--save-weights", saved)
+    run(bundle / "step", "train", *batches_as_data(d, tmp_path), "--steps", "20",
+        "--no-shuffle", *train_flags(cfg), "--log", log, "--save-weights", saved)
     steps = [json.loads(line) for line in log.read_text().splitlines()]
     assert [s["step"] for s in steps] == list(range(1, 21))
     losses, want = np.array([s["loss"] for s in steps]), np.array(meta["losses"])

@@ -53,3 +53,39 @@ func.func @main(%x: tensor<2x4xf32>, %w: tensor<4xf32> {dopt.weight = {name = "w
 func.func @main(%w: tensor<2xf32> {dopt.weight = {name = "w"}}) -> tensor<2xf32> {
   return %w : tensor<2xf32>
 }
+
+// -----
+
+// A replica's loss summed over the data-parallel replicas: the sum's
+// adjoint reaches this replica's share unchanged (the weights' adjoints are
+// then partial sums, distopt-sync-gradients adds them up).
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {dopt.grad_of = "w", dopt.name = "grad:w"})
+// CHECK: %[[S:.*]] = dopt.reduce_sum
+// CHECK: shard.all_reduce %[[S]]
+// CHECK: %[[ONE:.*]] = dopt.constant {value = dense<1.000000e+00> : tensor<f32>}
+// CHECK-NOT: shard.all_reduce
+// CHECK: dopt.reshape %[[ONE]]
+module {
+  shard.grid @dopt_grid(shape = 1x2x1)
+  func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
+    %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %s = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+    %l = shard.all_reduce %s on @dopt_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Only sums over replicas are differentiated.
+module {
+  shard.grid @dopt_grid(shape = 1x2x1)
+  func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
+    %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %s = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+    // expected-error @+1 {{no gradient rule for a max all-reduce (only sums over replicas are differentiated)}}
+    %l = shard.all_reduce %s on @dopt_grid grid_axes = [1] reduction = max : tensor<f32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

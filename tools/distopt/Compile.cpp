@@ -89,6 +89,11 @@ static cl::opt<std::string> compileOptimizer(
 static cl::opt<bool> compileNesterov(
     "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
     cl::sub(tool::compileCommand()));
+static cl::opt<double> bucketMB(
+    "bucket-mb",
+    cl::desc("Data-parallel training: the largest bucket of gradients "
+             "all-reduced at once, in MiB (default 25, as PyTorch DDP)"),
+    cl::value_desc("MIB"), cl::init(25.0), cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -226,15 +231,16 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     WithColor::error() << "--freeze-weights applies to --gradients\n";
     return 1;
   }
-  if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
-    WithColor::error() << "--labels applies to --loss\n";
+  if (bucketMB.getNumOccurrences() &&
+      (!(bucketMB > 0) || (!compileGradients && compileOptimizer.empty()))) {
+    WithColor::error() << (bucketMB > 0 ? "--bucket-mb applies to --gradients "
+                                          "and --optimizer"
+                                        : "--bucket-mb must be positive")
+                       << "\n";
     return 1;
   }
-  if ((compileGradients || !compileLoss.empty() || !compileOptimizer.empty()) &&
-      clusterGiven()) {
-    WithColor::error() << "--gradients and --loss compile one process: "
-                          "distributed training steps are not supported "
-                          "yet\n";
+  if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
+    WithColor::error() << "--labels applies to --loss\n";
     return 1;
   }
   bool gpuEmit = emit == "gpu" || emit == "ptx";
@@ -287,6 +293,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     module = importONNXFile(context, input, options);
     if (!module)
       return 1;
+    // --cluster: plan, then rewrite into the program of one rank.
+    bool training =
+        compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
+    if (!partitionForCluster(context, *module, grid, training))
+      return 1;
+    // The loss after partitioning: a data-parallel replica's loss sums
+    // over its samples and all-reduces the sums (distopt-append-loss).
     if (!compileLoss.empty()) {
       auto [kind, out] = StringRef(compileLoss).split(':');
       AppendLossPassOptions lo;
@@ -298,9 +311,6 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (failed(pm.run(*module)))
         return 1;
     }
-    // --cluster: plan, then rewrite into the program of one rank.
-    if (!partitionForCluster(context, *module, grid))
-      return 1;
   }
   int64_t ranks = 1;
   for (int64_t g : grid)
@@ -398,6 +408,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
         pm.addPass(createAutodiffPass(ad));
+      }
+      if (compileGradients || !compileOptimizer.empty()) {
+        SyncGradientsPassOptions sync;
+        sync.bucketBytes =
+            std::max<int64_t>(1, static_cast<int64_t>(bucketMB * (1 << 20)));
+        pm.addPass(createSyncGradientsPass(sync));
       }
       if (!compileOptimizer.empty()) {
         OptimizerPassOptions opt;

@@ -346,7 +346,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
 
 bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                                         mlir::ModuleOp module,
-                                        std::vector<int64_t> &grid) {
+                                        std::vector<int64_t> &grid,
+                                        bool training) {
   grid.clear();
   if (clusterSpec.empty()) {
     if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
@@ -358,13 +359,23 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   if (!cluster)
     return compileError(toString(cluster.takeError()));
   PlanOptions options;
-  options.mode = PlanMode::Infer;
+  options.mode = training ? PlanMode::Train : PlanMode::Infer;
   std::string error;
   if (!positive(forceDP, "dp", options.dp, error) ||
       !positive(forceTP, "tp", options.tp, error) ||
       !positive(forcePP, "pp", options.pp, error) ||
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return compileError(error);
+  if (training) {
+    // Training steps are partitioned data-parallel only so far: the
+    // backward of tensor- and pipeline-parallel programs is not built yet.
+    if ((options.tp && *options.tp > 1) || (options.pp && *options.pp > 1))
+      return compileError("a training step runs data-parallel only (--dp); "
+                          "tensor- and pipeline-parallel training (--tp, "
+                          "--pp) are not supported yet");
+    options.tp = 1;
+    options.pp = 1;
+  }
 
   if (!profileFile.empty()) {
     auto buf = MemoryBuffer::getFile(profileFile);

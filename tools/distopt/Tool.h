@@ -25,12 +25,13 @@ llvm::cl::SubCommand &runCommand();
 /// `distopt run [-n N] BUNDLE ARGS...` (Run.cpp).
 int runBundle();
 /// `distopt compile --cluster SPEC [--dp N --tp N --pp N]`: plans inference
-/// of `module` (imported at its real batch) for the cluster and rewrites it
-/// into the program of one rank (distopt-partition). `grid` receives the
-/// device grid (stages x data x tensor); it stays empty without --cluster.
-/// Prints its errors; returns false on failure.
+/// (or, with `training`, a training step: `module` then ends in its scalar
+/// loss) of `module` (imported at its real batch) for the cluster and
+/// rewrites it into the program of one rank (distopt-partition). `grid`
+/// receives the device grid (stages x data x tensor); it stays empty
+/// without --cluster. Prints its errors; returns false on failure.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
-                         std::vector<int64_t> &grid);
+                         std::vector<int64_t> &grid, bool training = false);
 /// Whether --cluster (or a degree) was given.
 bool clusterGiven();
 int runPlan(mlir::MLIRContext &context, llvm::StringRef input);

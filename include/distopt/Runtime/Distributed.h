@@ -23,6 +23,9 @@
 
 namespace distopt::runtime {
 
+/// Ranks this process was launched among (mpirun's environment), else 1.
+int64_t launchedRanks();
+
 /// Grid coordinates of `rank` (row-major).
 std::vector<int64_t> gridCoords(const std::vector<int64_t> &grid,
                                 int64_t rank);

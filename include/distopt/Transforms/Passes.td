@@ -352,6 +352,36 @@ def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["distopt::dopt::DoptDialect"];
 }
 
+def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
+  let summary = "All-reduce a data-parallel replica's gradients, in buckets";
+  let description = [{
+    After `distopt-autodiff` on a partitioned program whose grid has more
+    than one data-parallel replica: each `grad:<weight>` result is this
+    replica's share and becomes the sum over the grid's data axis. The
+    gradients are taken in the order backward produces them and gathered
+    into buckets of at most `bucket-bytes` (one element type each); a
+    bucket is flattened (`dopt.reshape`, `dopt.concat`), all-reduced once
+    (`shard.all_reduce`, marked `dopt.bucket = k`), and split back, right
+    after its last gradient. A program without a grid, or with one replica,
+    is left alone.
+
+    ```mlir
+    %g1 = ... // grad:b2 (produced first)
+    %g2 = ... // grad:w2
+    // with bucket-bytes large enough for both becomes
+    %f1 = dopt.reshape %g1 ...   %f2 = dopt.reshape %g2 ...
+    %c = dopt.concat %f1, %f2 {axis = 0}
+    %r = shard.all_reduce %c on @dopt_grid grid_axes = [1] {dopt.bucket = 0}
+    %p:2 = dopt.split %r {axis = 0, sizes = ...}
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
+           "Largest bucket in bytes (a larger gradient travels alone)">,
+  ];
+  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
+}
+
 def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
   let summary = "Turn an inference @main into its training loss on a labels input";
   let description = [{
@@ -379,7 +409,7 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
     Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
            "Name of the labels input">,
   ];
-  let dependentDialects = ["distopt::dopt::DoptDialect"];
+  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
 
 def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {

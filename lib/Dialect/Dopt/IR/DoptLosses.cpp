@@ -24,7 +24,7 @@ static std::string shapeOf(ArrayRef<int64_t> dims) {
 FailureOr<Value> dopt::buildNegativeLogLikelihood(
     OpBuilder &b, Location loc, Value logp, Value target, Value weight,
     std::optional<int64_t> ignoreIndex, StringRef reduction,
-    std::string &error) {
+    std::string &error, function_ref<Value(Value)> acrossReplicas) {
   if (reduction != "none" && reduction != "sum" && reduction != "mean") {
     error = ("reduction must be \"none\", \"sum\" or \"mean\", got \"" +
              reduction + "\"")
@@ -106,8 +106,9 @@ FailureOr<Value> dopt::buildNegativeLogLikelihood(
   SmallVector<int64_t> all(rank - 1);
   std::iota(all.begin(), all.end(), 0);
   auto sumAll = [&](Value v) -> Value {
-    return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(all),
-                               b.getBoolAttr(false));
+    Value local = ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(all),
+                                      b.getBoolAttr(false));
+    return acrossReplicas ? acrossReplicas(local) : local;
   };
   Value total = sumAll(loss);
   if (reduction == "sum")

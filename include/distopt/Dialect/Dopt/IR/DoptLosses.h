@@ -26,12 +26,16 @@ namespace distopt::dopt {
 /// number without weights) -- PyTorch's NLLLoss and ONNX's op. The class is
 /// picked with a one-hot mask (target == iota over C), not a gather.
 /// Returns the loss, or failure with `error` saying what does not fit.
-mlir::FailureOr<mlir::Value>
-buildNegativeLogLikelihood(mlir::OpBuilder &b, mlir::Location loc,
-                           mlir::Value logp, mlir::Value target,
-                           mlir::Value weight,
-                           std::optional<int64_t> ignoreIndex,
-                           llvm::StringRef reduction, std::string &error);
+///
+/// `acrossReplicas`, when given, sums a local 0-d value over the replicas
+/// that each hold a share of the samples (a data-parallel program): "sum"
+/// and "mean" then reduce over the whole batch, the mean's count included,
+/// so the loss is exact however the batch is split.
+mlir::FailureOr<mlir::Value> buildNegativeLogLikelihood(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::Value logp,
+    mlir::Value target, mlir::Value weight, std::optional<int64_t> ignoreIndex,
+    llvm::StringRef reduction, std::string &error,
+    llvm::function_ref<mlir::Value(mlir::Value)> acrossReplicas = nullptr);
 
 } // namespace distopt::dopt
 

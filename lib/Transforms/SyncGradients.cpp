@@ -1,0 +1,157 @@
+//===- SyncGradients.cpp - data-parallel gradient all-reduce --------------===//
+//
+// distopt-sync-gradients: after distopt-autodiff on the program of one
+// data-parallel replica, each `grad:<weight>` result is this replica's
+// share of the gradient (its samples' part of the loss). The weights are
+// replicated over the grid's data axis, so the gradient is the sum of the
+// shares over that axis: this pass all-reduces them.
+//
+// As the best data-parallel systems do, the gradients travel in buckets:
+// taken in the order backward produces them (the last layer's first), each
+// bucket gathers gradients until it holds `bucket-bytes`, is flattened into
+// one buffer, all-reduced once, and split back. Its all-reduce is placed
+// right after its last gradient is produced, so the order of the buckets is
+// fixed at compile time and the same on every replica. Fewer, larger
+// messages pay the collective's latency fewer times.
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/GridAxes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_SYNCGRADIENTSPASS
+#include "distopt/Transforms/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+struct SyncGradientsPass
+    : public distopt::impl::SyncGradientsPassBase<SyncGradientsPass> {
+  using SyncGradientsPassBase::SyncGradientsPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto gridOp = module.lookupSymbol<shard::GridOp>(grid::kName);
+    if (!gridOp)
+      return; // not partitioned: one process holds the whole gradient
+    ArrayRef<int64_t> shape = gridOp.getShape();
+    if (shape.size() <= size_t(grid::kDataAxis) ||
+        shape[grid::kDataAxis] == 1)
+      return;
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal() || !main.getBody().hasOneBlock()) {
+      module.emitError("distopt-sync-gradients needs a single-block @main");
+      return signalPassFailure();
+    }
+    if (bucketBytes < 1) {
+      main.emitError("distopt-sync-gradients: bucket-bytes must be at least "
+                     "1, got ")
+          << bucketBytes;
+      return signalPassFailure();
+    }
+    Block &body = main.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // The gradients, in the order they are produced (block order of their
+    // defining ops; an argument first).
+    struct Grad {
+      unsigned result;
+      Value value;
+      int64_t bytes;
+    };
+    SmallVector<Grad> grads;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      if (!main.getResultAttr(i, "dopt.grad_of"))
+        continue;
+      Value g = ret.getOperand(i);
+      auto type = cast<RankedTensorType>(g.getType());
+      grads.push_back({i, g,
+                       type.getNumElements() *
+                           int64_t(type.getElementTypeBitWidth() / 8)});
+    }
+    if (grads.empty())
+      return;
+    auto position = [&](Value v) -> Operation * {
+      return v.getDefiningOp();
+    };
+    llvm::stable_sort(grads, [&](const Grad &a, const Grad &b) {
+      Operation *x = position(a.value), *y = position(b.value);
+      if (!x || !y)
+        return !x && y;
+      return x->isBeforeInBlock(y);
+    });
+
+    // Buckets: consecutive gradients of one element type up to the size.
+    SmallVector<SmallVector<Grad>> buckets;
+    int64_t filled = 0;
+    for (const Grad &g : grads) {
+      Type elt = cast<RankedTensorType>(g.value.getType()).getElementType();
+      bool fits = !buckets.empty() && filled + g.bytes <= bucketBytes &&
+                  cast<RankedTensorType>(buckets.back().front().value.getType())
+                          .getElementType() == elt;
+      if (!fits) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(g);
+      filled += g.bytes;
+    }
+
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    auto gridRef = FlatSymbolRefAttr::get(ctx, grid::kName);
+    auto axes = b.getDenseI16ArrayAttr({grid::kDataAxis});
+    auto sum = shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum);
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      // After the bucket's last gradient.
+      Operation *last = position(bucket.back().value);
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&body);
+      Location loc = bucket.back().value.getLoc();
+      auto reduce = [&](Value v) {
+        auto op = shard::AllReduceOp::create(b, loc, v.getType(), gridRef,
+                                             axes, v, sum);
+        op->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
+        return op.getResult();
+      };
+      if (bucket.size() == 1) {
+        ret.setOperand(bucket[0].result, reduce(bucket[0].value));
+        continue;
+      }
+      SmallVector<Value> flat;
+      SmallVector<int64_t> sizes;
+      for (const Grad &g : bucket) {
+        int64_t n = cast<RankedTensorType>(g.value.getType()).getNumElements();
+        flat.push_back(dopt::ReshapeOp::create(b, loc, g.value,
+                                               b.getDenseI64ArrayAttr({n})));
+        sizes.push_back(n);
+      }
+      Value joined = dopt::ConcatOp::create(b, loc, flat, b.getI64IntegerAttr(0));
+      Value reduced = reduce(joined);
+      auto split = dopt::SplitOp::create(b, loc, reduced, b.getI64IntegerAttr(0),
+                                         b.getDenseI64ArrayAttr(sizes));
+      for (auto [g, piece] : llvm::zip(bucket, split.getResults())) {
+        auto type = cast<RankedTensorType>(g.value.getType());
+        ret.setOperand(g.result,
+                       dopt::ReshapeOp::create(
+                           b, loc, piece,
+                           b.getDenseI64ArrayAttr(type.getShape())));
+      }
+    }
+  }
+};
+
+} // namespace

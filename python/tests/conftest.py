@@ -1,0 +1,31 @@
+"""Shared fixtures: the PyTorch reference models and training runs (made by
+Debian's python3-torch under /usr/bin/python3, once per test session)."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli import ROOT
+
+TORCH_PY = "/usr/bin/python3"
+
+
+def torch_available() -> bool:
+    if not Path(TORCH_PY).exists():
+        return False
+    return subprocess.run([TORCH_PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def torch_models(tmp_path_factory):
+    if not torch_available():
+        pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
+    out = tmp_path_factory.mktemp("torch_grad")
+    proc = subprocess.run([TORCH_PY, str(ROOT / "python/testmodels/gen_grad_models.py"),
+                           "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+

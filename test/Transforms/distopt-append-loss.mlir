@@ -1,0 +1,58 @@
+// RUN: distopt-opt %s --distopt-append-loss='kind=cross-entropy output=logits' --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: distopt-opt %s --distopt-append-loss='kind=mse output=logits' --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=MSE
+
+// One process: the labels are a new input, the loss the mean over the
+// counted samples, nothing crosses ranks.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %arg1: tensor<4xi64> {dopt.name = "labels"}
+// CHECK-SAME: -> (tensor<f32> {dopt.name = "loss"})
+// CHECK-NOT: shard.all_reduce
+// CHECK: dopt.log_softmax
+// CHECK: %[[S:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
+// CHECK: %[[C:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
+// CHECK: dopt.div %[[S]], %[[C]]
+// MSE-LABEL: func.func @main
+// MSE-SAME: %arg1: tensor<4x10xf32> {dopt.name = "labels"}
+// MSE: dopt.reduce_mean
+func.func @main(%x: tensor<4x10xf32>) -> (tensor<4x10xf32> {dopt.name = "logits"}) {
+  return %x : tensor<4x10xf32>
+}
+
+// -----
+
+// One data-parallel replica's program (2 replicas, samples split over grid
+// axis 1): the labels are split like the logits, and the loss's sum and
+// count are summed over the replicas, so the mean is the whole batch's.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %arg1: tensor<2xi64> {dopt.batch_dim = 0 : i64, dopt.global_type = tensor<4xi64>, dopt.name = "labels", dopt.split_axes = {{\[}}[1]]}
+// CHECK-SAME: -> (tensor<f32> {dopt.global_type = tensor<f32>, dopt.name = "loss", dopt.split_axes = []})
+// CHECK: %[[S:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
+// CHECK: %[[SA:.*]] = shard.all_reduce %[[S]] on @dopt_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
+// CHECK: %[[C:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
+// CHECK: %[[CA:.*]] = shard.all_reduce %[[C]] on @dopt_grid grid_axes = [1] : tensor<f32> -> tensor<f32>
+// CHECK: dopt.div %[[SA]], %[[CA]]
+// The squared error's mean divides the summed squares by the whole
+// output's element count (4 x 10).
+// MSE-LABEL: func.func @main
+// MSE-SAME: %arg1: tensor<2x10xf32> {dopt.batch_dim = 0 : i64, dopt.global_type = tensor<4x10xf32>, dopt.name = "labels", dopt.split_axes = {{\[}}[1], []]}
+// MSE: %[[S:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
+// MSE: %[[SA:.*]] = shard.all_reduce %[[S]] on @dopt_grid grid_axes = [1]
+// MSE: %[[N:.*]] = dopt.constant {value = dense<4.000000e+01> : tensor<f32>}
+// MSE: dopt.div %[[SA]], %[[N]]
+module {
+  shard.grid @dopt_grid(shape = 1x2x1)
+  func.func @main(%x: tensor<2x10xf32>) -> (tensor<2x10xf32> {dopt.batch_dim = 0 : i64, dopt.global_type = tensor<4x10xf32>, dopt.name = "logits", dopt.split_axes = [[1], []]}) {
+    return %x : tensor<2x10xf32>
+  }
+}
+
+// -----
+
+// Classes split across tensor-parallel ranks: not a loss distopt takes.
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  // expected-error @+1 {{--loss: output 'logits' is split over grid axis 2 along its dimension 1; a loss is taken of outputs split along their samples only (data parallelism)}}
+  func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32> {dopt.global_type = tensor<4x10xf32>, dopt.name = "logits", dopt.split_axes = [[], [2]]}) {
+    return %x : tensor<4x5xf32>
+  }
+}

@@ -1,0 +1,51 @@
+// RUN: distopt-opt %s --distopt-sync-gradients='bucket-bytes=64' --split-input-file | FileCheck %s
+// RUN: distopt-opt %s --distopt-sync-gradients --split-input-file | FileCheck %s --check-prefix=ONE
+
+// Three gradients of a 2-replica program, produced b (16 bytes), w1 (48),
+// w2 (32). With 64-byte buckets, b and w1 travel together, flattened into
+// one buffer and split back, right after w1 is produced; w2 travels alone.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[B:.*]] = dopt.mul %arg0, %arg0 : (tensor<4xf32>
+// CHECK: %[[W1:.*]] = dopt.mul %arg1, %arg1 : (tensor<3x4xf32>
+// CHECK: %[[FB:.*]] = dopt.reshape %[[B]] {shape = array<i64: 4>}
+// CHECK: %[[FW:.*]] = dopt.reshape %[[W1]] {shape = array<i64: 12>}
+// CHECK: %[[CAT:.*]] = dopt.concat %[[FB]], %[[FW]] {axis = 0 : i64}
+// CHECK: %[[R:.*]] = shard.all_reduce %[[CAT]] on @dopt_grid grid_axes = [1] {dopt.bucket = 0 : i64} : tensor<16xf32> -> tensor<16xf32>
+// CHECK: %[[P:.*]]:2 = dopt.split %[[R]] {axis = 0 : i64, sizes = array<i64: 4, 12>}
+// CHECK: %[[GB:.*]] = dopt.reshape %[[P]]#0 {shape = array<i64: 4>}
+// CHECK: %[[GW1:.*]] = dopt.reshape %[[P]]#1 {shape = array<i64: 3, 4>}
+// CHECK: %[[W2:.*]] = dopt.mul %arg2, %arg2 : (tensor<8xf32>
+// CHECK: %[[GW2:.*]] = shard.all_reduce %[[W2]] on @dopt_grid grid_axes = [1] {dopt.bucket = 1 : i64}
+// CHECK: return %arg3, %[[GW2]], %[[GW1]], %[[GB]]
+// The default bucket (25 MiB) takes all three, in production order.
+// ONE-LABEL: func.func @main
+// ONE: dopt.concat {{.*}} : (tensor<4xf32>, tensor<12xf32>, tensor<8xf32>) -> tensor<24xf32>
+// ONE: shard.all_reduce {{.*}} {dopt.bucket = 0 : i64}
+// ONE-NOT: shard.all_reduce
+module {
+  shard.grid @dopt_grid(shape = 1x2x1)
+  func.func @main(%b: tensor<4xf32>, %w1: tensor<3x4xf32>, %w2: tensor<8xf32>, %l: tensor<f32>)
+      -> (tensor<f32>, tensor<8xf32> {dopt.grad_of = "w2", dopt.name = "grad:w2"},
+          tensor<3x4xf32> {dopt.grad_of = "w1", dopt.name = "grad:w1"},
+          tensor<4xf32> {dopt.grad_of = "b", dopt.name = "grad:b"}) {
+    %gb = dopt.mul %b, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %gw1 = dopt.mul %w1, %w1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    %gw2 = dopt.mul %w2, %w2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    return %l, %gw2, %gw1, %gb : tensor<f32>, tensor<8xf32>, tensor<3x4xf32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+// One replica (or no grid): the gradients are whole already.
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: shard.all_reduce
+// ONE-LABEL: func.func @main
+// ONE-NOT: shard.all_reduce
+module {
+  shard.grid @dopt_grid(shape = 1x1x2)
+  func.func @main(%w: tensor<4xf32>) -> (tensor<4xf32> {dopt.grad_of = "w", dopt.name = "grad:w"}) {
+    %g = dopt.mul %w, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %g : tensor<4xf32>
+  }
+}
