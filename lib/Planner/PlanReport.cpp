@@ -154,10 +154,15 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
   os << "predicted step time " << seconds(p.stepTime) << " = compute "
      << seconds(p.compute) << " + communication " << seconds(p.communication)
      << " + pipeline bubble " << seconds(p.bubble) << "\n";
-  if (train)
+  if (train) {
     os << "  (data-parallel gradient all-reduce " << seconds(p.dataParallelSync)
-       << " exposed of " << seconds(p.dataParallelSyncTotal)
-       << ", optimizer update " << seconds(p.optimizerUpdate) << ")\n";
+       << " exposed of " << seconds(p.dataParallelSyncTotal);
+    if (p.dp > 1)
+      os << ": " << dtypeName(options.gradDtype.value_or(options.precision))
+         << " gradients in buckets of "
+         << format("%g", options.bucketBytes / (1024.0 * 1024.0)) << " MiB";
+    os << "; optimizer update " << seconds(p.optimizerUpdate) << ")\n";
+  }
   os << "peak memory per device " << gib(p.peakMemory) << " of "
      << gib(static_cast<double>(cluster.device.memoryCapacity) *
             options.usableMemoryFraction)
@@ -287,6 +292,9 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"data_parallel_sync_s", p.dataParallelSync},
         {"data_parallel_sync_total_s", p.dataParallelSyncTotal},
         {"optimizer_update_s", p.optimizerUpdate},
+        {"gradient_dtype",
+         dtypeName(options.gradDtype.value_or(options.precision))},
+        {"gradient_bucket_bytes", options.bucketBytes},
         {"peak_memory_bytes_per_device", p.peakMemory},
         {"fits", p.fits},
         {"stages", std::move(stages)},

@@ -163,8 +163,6 @@ struct SparseMax {
   }
 };
 
-/// PyTorch DDP's default gradient bucket (bucket_cap_mb = 25).
-constexpr double kGradientBucketBytes = 25.0 * 1024 * 1024;
 
 /// The degrees and sizes the search tries: every value up to 8, then
 /// 2^a and 3·2^a (forced values may be anything).
@@ -447,7 +445,8 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   if (train()) {
     for (int64_t k = 0; k < pp; ++k) {
       const StagePlan &st = plan.stages[k];
-      double gradBytes = st.params * dtypeBytes(opts.precision);
+      double gradBytes =
+          st.params * dtypeBytes(opts.gradDtype.value_or(opts.precision));
       if (dp > 1) {
         DeviceGroup group = DeviceGroup::range(st.firstDevice, dp, tp);
         double t = bestAllReduce(cluster, group,
@@ -462,7 +461,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
         for (int64_t i = st.firstSegment; i < st.endSegment; ++i)
           backward += 2 * ch.segments[i].forward;
         double lastBucket =
-            t * std::min(1.0, kGradientBucketBytes / std::max(gradBytes, 1.0));
+            t * std::min(1.0, opts.bucketBytes / std::max(gradBytes, 1.0));
         syncTotal = std::max(syncTotal, t);
         sync = std::max(sync, std::max(t - backward, lastBucket));
       }

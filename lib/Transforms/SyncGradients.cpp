@@ -14,6 +14,11 @@
 // fixed at compile time and the same on every replica. Fewer, larger
 // messages pay the collective's latency fewer times.
 //
+// `grad-dtype` f16 or bf16 sends the buckets in 16 bits, the seed's cure for
+// saturated links: each replica's share is scaled by 1/replicas first (the
+// sum is then an average, which cannot overflow f16 where the shares did
+// not), and the sum is cast back to f32 and scaled back.
+//
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Transforms/Passes.h"
@@ -60,6 +65,21 @@ struct SyncGradientsPass
           << bucketBytes;
       return signalPassFailure();
     }
+    Type f32 = Float32Type::get(module.getContext());
+    Type wire;
+    if (gradDtype == "f32")
+      wire = f32;
+    else if (gradDtype == "f16")
+      wire = Float16Type::get(module.getContext());
+    else if (gradDtype == "bf16")
+      wire = BFloat16Type::get(module.getContext());
+    else {
+      main.emitError("distopt-sync-gradients: grad-dtype must be f32, f16 or "
+                     "bf16, got '")
+          << gradDtype << "'";
+      return signalPassFailure();
+    }
+    int64_t replicas = shape[grid::kDataAxis];
     Block &body = main.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
 
@@ -76,9 +96,11 @@ struct SyncGradientsPass
         continue;
       Value g = ret.getOperand(i);
       auto type = cast<RankedTensorType>(g.getType());
+      // Bytes on the wire.
+      Type sent = type.getElementType() == f32 ? wire : type.getElementType();
       grads.push_back({i, g,
                        type.getNumElements() *
-                           int64_t(type.getElementTypeBitWidth() / 8)});
+                           int64_t(sent.getIntOrFloatBitWidth() / 8)});
     }
     if (grads.empty())
       return;
@@ -121,11 +143,29 @@ struct SyncGradientsPass
       else
         b.setInsertionPointToStart(&body);
       Location loc = bucket.back().value.getLoc();
-      auto reduce = [&](Value v) {
+      auto scaled = [&](Value v, double factor) -> Value {
+        auto type = cast<RankedTensorType>(v.getType());
+        Value c = dopt::ConstantOp::create(
+            b, loc,
+            DenseElementsAttr::get(
+                RankedTensorType::get({}, type.getElementType()),
+                b.getFloatAttr(type.getElementType(), factor)));
+        return dopt::MulOp::create(b, loc, v, c);
+      };
+      auto reduce = [&](Value v) -> Value {
+        auto type = cast<RankedTensorType>(v.getType());
+        bool narrow = type.getElementType() == f32 && wire != f32;
+        if (narrow)
+          v = dopt::CastOp::create(b, loc, scaled(v, 1.0 / double(replicas)),
+                                   TypeAttr::get(wire));
         auto op = shard::AllReduceOp::create(b, loc, v.getType(), gridRef,
                                              axes, v, sum);
         op->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
-        return op.getResult();
+        Value r = op.getResult();
+        if (narrow)
+          r = scaled(dopt::CastOp::create(b, loc, r, TypeAttr::get(f32)),
+                     double(replicas));
+        return r;
       };
       if (bucket.size() == 1) {
         ret.setOperand(bucket[0].result, reduce(bucket[0].value));

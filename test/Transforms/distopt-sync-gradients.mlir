@@ -1,5 +1,7 @@
 // RUN: distopt-opt %s --distopt-sync-gradients='bucket-bytes=64' --split-input-file | FileCheck %s
 // RUN: distopt-opt %s --distopt-sync-gradients --split-input-file | FileCheck %s --check-prefix=ONE
+// RUN: distopt-opt %s --distopt-sync-gradients='grad-dtype=f16' --split-input-file | FileCheck %s --check-prefix=F16
+// RUN: not distopt-opt %s --distopt-sync-gradients='grad-dtype=f8' --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Three gradients of a 2-replica program, produced b (16 bytes), w1 (48),
 // w2 (32). With 64-byte buckets, b and w1 travel together, flattened into
@@ -22,6 +24,18 @@
 // ONE: dopt.concat {{.*}} : (tensor<4xf32>, tensor<12xf32>, tensor<8xf32>) -> tensor<24xf32>
 // ONE: shard.all_reduce {{.*}} {dopt.bucket = 0 : i64}
 // ONE-NOT: shard.all_reduce
+// In 16 bits: scaled by 1/2 (the replicas) before the sum, cast back to
+// f32 and scaled by 2 after it.
+// F16-LABEL: func.func @main
+// F16: %[[CAT:.*]] = dopt.concat
+// F16: %[[HALF:.*]] = dopt.constant {value = dense<5.000000e-01> : tensor<f32>}
+// F16: %[[S:.*]] = dopt.mul %[[CAT]], %[[HALF]]
+// F16: %[[H:.*]] = dopt.cast %[[S]] {to = f16} : (tensor<24xf32>) -> tensor<24xf16>
+// F16: %[[R:.*]] = shard.all_reduce %[[H]] on @dopt_grid grid_axes = [1] {dopt.bucket = 0 : i64} : tensor<24xf16> -> tensor<24xf16>
+// F16: %[[F:.*]] = dopt.cast %[[R]] {to = f32}
+// F16: %[[TWO:.*]] = dopt.constant {value = dense<2.000000e+00> : tensor<f32>}
+// F16: dopt.mul %[[F]], %[[TWO]]
+// BAD: distopt-sync-gradients: grad-dtype must be f32, f16 or bf16, got 'f8'
 module {
   shard.grid @dopt_grid(shape = 1x2x1)
   func.func @main(%b: tensor<4xf32>, %w1: tensor<3x4xf32>, %w2: tensor<8xf32>, %l: tensor<f32>)

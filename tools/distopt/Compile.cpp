@@ -89,11 +89,6 @@ static cl::opt<std::string> compileOptimizer(
 static cl::opt<bool> compileNesterov(
     "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
     cl::sub(tool::compileCommand()));
-static cl::opt<double> bucketMB(
-    "bucket-mb",
-    cl::desc("Data-parallel training: the largest bucket of gradients "
-             "all-reduced at once, in MiB (default 25, as PyTorch DDP)"),
-    cl::value_desc("MIB"), cl::init(25.0), cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -231,13 +226,18 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     WithColor::error() << "--freeze-weights applies to --gradients\n";
     return 1;
   }
-  if (bucketMB.getNumOccurrences() &&
-      (!(bucketMB > 0) || (!compileGradients && compileOptimizer.empty()))) {
-    WithColor::error() << (bucketMB > 0 ? "--bucket-mb applies to --gradients "
-                                          "and --optimizer"
-                                        : "--bucket-mb must be positive")
-                       << "\n";
-    return 1;
+  GradientSyncFlags gradientSync;
+  {
+    std::string problem;
+    if (!gradientSyncFlags(gradientSync, problem)) {
+      WithColor::error() << problem << "\n";
+      return 1;
+    }
+    if (gradientSync.given && !compileGradients && compileOptimizer.empty()) {
+      WithColor::error() << "--bucket-mb and --grad-dtype apply to "
+                            "--gradients and --optimizer\n";
+      return 1;
+    }
   }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
     WithColor::error() << "--labels applies to --loss\n";
@@ -411,8 +411,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       }
       if (compileGradients || !compileOptimizer.empty()) {
         SyncGradientsPassOptions sync;
-        sync.bucketBytes =
-            std::max<int64_t>(1, static_cast<int64_t>(bucketMB * (1 << 20)));
+        sync.bucketBytes = std::max<int64_t>(
+            1, static_cast<int64_t>(gradientSync.bucketBytes));
+        sync.gradDtype = gradientSync.dtype == "fp16"   ? "f16"
+                         : gradientSync.dtype == "bf16" ? "bf16"
+                                                        : "f32";
         pm.addPass(createSyncGradientsPass(sync));
       }
       if (!compileOptimizer.empty()) {

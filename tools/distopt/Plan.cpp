@@ -88,6 +88,21 @@ cl::opt<std::string> optimizer("optimizer",
                                cl::desc("adam (default), momentum or sgd"),
                                cl::init("adam"), cl::value_desc("name"),
                                cl::sub(distopt::tool::planCommand()));
+cl::opt<double> bucketMB(
+    "bucket-mb",
+    cl::desc("Data-parallel training: the largest bucket of gradients one "
+             "all-reduce carries, in MiB (default 25, as PyTorch DDP)"),
+    cl::init(25.0), cl::value_desc("MIB"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> gradDtype(
+    "grad-dtype",
+    cl::desc("Data-parallel training: the dtype gradients travel in, fp32 "
+             "(default), fp16 or bf16 (scaled by 1/replicas before the sum; "
+             "the update stays fp32)"),
+    cl::init("fp32"), cl::value_desc("fp32|fp16|bf16"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> profileFile(
     "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
     cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
@@ -109,6 +124,17 @@ cl::opt<std::string> jsonFile("json",
                                        "stdout, instead of the summary)"),
                               cl::value_desc("file"),
                               cl::sub(distopt::tool::planCommand()));
+
+/// The gradient flags onto the planner's options.
+bool applyGradientSync(PlanOptions &options, std::string &error) {
+  distopt::tool::GradientSyncFlags flags;
+  if (!distopt::tool::gradientSyncFlags(flags, error))
+    return false;
+  options.bucketBytes = flags.bucketBytes;
+  if (flags.dtype != "fp32")
+    options.gradDtype = parseDType(flags.dtype);
+  return true;
+}
 
 int usage(const Twine &msg) {
   WithColor::error(errs(), "distopt plan") << msg << "\n";
@@ -164,6 +190,11 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     options.mode = PlanMode::Infer;
   else
     return usage("--mode must be train or infer, got '" + mode + "'");
+  {
+    std::string error;
+    if (!applyGradientSync(options, error))
+      return usage(error);
+  }
   CostOptions costOptions;
   if (!precision.empty()) {
     std::optional<DType> d = parseDType(precision);
@@ -366,6 +397,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
       !positive(forcePP, "pp", options.pp, error) ||
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return compileError(error);
+  if (!applyGradientSync(options, error))
+    return compileError(error);
   if (training) {
     // Training steps are partitioned data-parallel only so far: the
     // backward of tensor- and pipeline-parallel programs is not built yet.
@@ -423,6 +456,22 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
          << " x pp " << p.pp << " = " << p.devices() << " ranks on "
          << clusterSpec << "\n";
+  return true;
+}
+
+bool distopt::tool::gradientSyncFlags(GradientSyncFlags &out,
+                                      std::string &error) {
+  out.given = bucketMB.getNumOccurrences() || gradDtype.getNumOccurrences();
+  if (!(bucketMB > 0)) {
+    error = "--bucket-mb must be positive";
+    return false;
+  }
+  if (gradDtype != "fp32" && gradDtype != "fp16" && gradDtype != "bf16") {
+    error = "--grad-dtype must be fp32, fp16 or bf16, got '" + gradDtype + "'";
+    return false;
+  }
+  out.bucketBytes = bucketMB * 1024 * 1024;
+  out.dtype = gradDtype;
   return true;
 }
 

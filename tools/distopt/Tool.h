@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include <string>
 #include <vector>
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -32,6 +33,16 @@ int runBundle();
 /// without --cluster. Prints its errors; returns false on failure.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          std::vector<int64_t> &grid, bool training = false);
+/// --bucket-mb and --grad-dtype, shared by `plan` and `compile`: how a
+/// data-parallel training step sends its gradients.
+struct GradientSyncFlags {
+  double bucketBytes = 0;
+  /// "fp32", "fp16" or "bf16".
+  std::string dtype;
+  bool given = false; ///< either flag was given
+};
+/// Reads the flags; false with `error` when a value is not allowed.
+bool gradientSyncFlags(GradientSyncFlags &out, std::string &error);
 /// Whether --cluster (or a degree) was given.
 bool clusterGiven();
 int runPlan(mlir::MLIRContext &context, llvm::StringRef input);

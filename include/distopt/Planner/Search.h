@@ -45,6 +45,13 @@ struct PlanOptions {
   /// The dtype weights, gradients and messages use (CostOptions::precision
   /// of the graph, or fp32).
   DType precision = DType::FP32;
+  /// The dtype data-parallel gradients travel in (fp16/bf16: scaled by
+  /// 1/dp before the sum, the seed's cure for saturated links); unset: as
+  /// `precision`.
+  std::optional<DType> gradDtype;
+  /// The largest bucket of gradients one all-reduce carries (PyTorch DDP's
+  /// default bucket_cap_mb = 25).
+  double bucketBytes = 25.0 * 1024 * 1024;
   std::optional<int64_t> dp, tp, pp, microbatches;
   std::optional<Recompute> recompute;
   EfficiencyProfile efficiency;

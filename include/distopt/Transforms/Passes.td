@@ -362,8 +362,11 @@ def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
     into buckets of at most `bucket-bytes` (one element type each); a
     bucket is flattened (`dopt.reshape`, `dopt.concat`), all-reduced once
     (`shard.all_reduce`, marked `dopt.bucket = k`), and split back, right
-    after its last gradient. A program without a grid, or with one replica,
-    is left alone.
+    after its last gradient. With `grad-dtype` f16 or bf16 a bucket is
+    multiplied by 1/replicas, cast to 16 bits, summed, cast back and
+    multiplied by the replica count: half the bytes on the links, the
+    update still in f32. A program without a grid, or with one replica, is
+    left alone.
 
     ```mlir
     %g1 = ... // grad:b2 (produced first)
@@ -378,6 +381,10 @@ def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20",
            "Largest bucket in bytes (a larger gradient travels alone)">,
+    Option<"gradDtype", "grad-dtype", "std::string", /*default=*/"\"f32\"",
+           "f32, f16 or bf16: the dtype the buckets travel in (16-bit: "
+           "scaled by 1/replicas before the sum, so f16 cannot overflow, and "
+           "back to f32 after it)">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
