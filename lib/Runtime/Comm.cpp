@@ -45,6 +45,7 @@ namespace {
 
 bool gInitialized = false;
 bool gWeInitializedMPI = false;
+bool gThreadMultiple = false;
 dort_comm gWorld;
 MPI_Op gHalfOps[2][4]; // [f16, bf16][sum, max, min, prod]
 
@@ -385,11 +386,19 @@ int dort_comm_init(int *argc, char ***argv) {
   int already = 0;
   MPI_Initialized(&already);
   if (!already) {
+    // MPI_THREAD_MULTIPLE lets the communication thread run the
+    // asynchronous collectives (dort_shard_start_*) while the main thread
+    // computes; with less, they run at their start.
     int provided = 0;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS)
       return dort_set_error(1, "dort_comm_init: MPI_Init_thread failed");
     gWeInitializedMPI = true;
+  }
+  {
+    int level = 0;
+    MPI_Query_thread(&level);
+    gThreadMultiple = level >= MPI_THREAD_MULTIPLE;
   }
   // Errors come back as codes (reported with the call's name) instead of
   // MPI's default abort.
@@ -407,6 +416,8 @@ int dort_comm_init(int *argc, char ***argv) {
 }
 
 int dort_comm_initialized(void) { return gInitialized ? 1 : 0; }
+
+int dort_comm_thread_multiple(void) { return gThreadMultiple ? 1 : 0; }
 
 int dort_comm_finalize(void) {
   if (!gInitialized)

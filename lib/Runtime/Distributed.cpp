@@ -4,12 +4,19 @@
 
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
+#include "distopt/Runtime/Trace.h"
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace distopt::runtime {
@@ -315,11 +322,167 @@ void allReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   std::vector<char> buf = pack(vi);
   bool average;
   dort_redop op = redop(kind, average);
-  check(dort_all_reduce(buf.data(), buf.data(), vi.count(), d, op, c, nullptr),
-        "all_reduce");
+  {
+    trace::Collective timed("all_reduce", static_cast<int64_t>(buf.size()));
+    check(dort_all_reduce(buf.data(), buf.data(), vi.count(), d, op, c,
+                          nullptr),
+          "all_reduce");
+  }
   if (average)
     divideBy(buf, d, dort_comm_size(c));
   unpack(buf, vo);
+}
+
+/// Asynchronous all-reduces (data-parallel gradient buckets): started
+/// where the bucket's last gradient is produced, waited for where the sum
+/// is first read, so the backward pass in between overlaps the
+/// communication, as in Horovod and PyTorch DDP. They run in start order
+/// (program order: the same on every rank) on one communication thread,
+/// over a second communicator per grid axis so they never interleave with
+/// the main thread's collectives. Without MPI_THREAD_MULTIPLE, or with
+/// DISTOPT_COMM_THREAD=0, each runs at its start instead.
+class AsyncCollectives {
+public:
+  struct Job {
+    std::vector<char> buf;
+    /// The output memref's descriptor, copied (the caller's may not live
+    /// until the wait).
+    std::vector<int64_t> outWords;
+    DortUnrankedMemRef out{0, nullptr};
+    size_t elem = 0;
+    int64_t count = 0, tag = -1;
+    dort_dtype dtype = DORT_F32;
+    dort_redop op = DORT_SUM;
+    bool average = false;
+    dort_comm *comm = nullptr;
+    bool done = false;
+    std::string error;
+  };
+
+  /// Set up by dort_grid_init: the second communicator of each axis.
+  void init(std::vector<dort_comm *> comms) {
+    comms_ = std::move(comms);
+    const char *env = std::getenv("DISTOPT_COMM_THREAD");
+    threaded_ = dort_comm_thread_multiple() &&
+                !(env && std::string(env) == "0");
+  }
+  void finalize() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable())
+      worker_.join();
+    stop_ = false;
+    jobs_.clear();
+    for (dort_comm *c : comms_)
+      dort_comm_free(c);
+    comms_.clear();
+  }
+
+  int64_t start(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
+                int64_t kind, dort_dtype d, int64_t tag) {
+    if (axis < 0 || axis >= static_cast<int64_t>(comms_.size()))
+      die("all_reduce: no communicator for grid axis " + std::to_string(axis) +
+          " (dort_grid_init not called)");
+    auto job = std::make_unique<Job>();
+    job->elem = dort_dtype_size(d);
+    View vi = viewOf(in, job->elem);
+    job->buf = pack(vi);
+    job->count = vi.count();
+    job->op = redop(kind, job->average);
+    job->dtype = d;
+    job->tag = tag;
+    job->comm = comms_[axis];
+    auto *words = static_cast<int64_t *>(out->descriptor);
+    job->outWords.assign(words, words + 3 + 2 * out->rank);
+    job->out = {out->rank, job->outWords.data()};
+    Job *raw = job.get();
+    int64_t handle = next_++;
+    if (trace::enabled()) {
+      double t = trace::now();
+      trace::record({"start (bucket " + std::to_string(tag) + ")", "comm", t,
+                     t, 0, "\"bucket\": " + std::to_string(tag), true});
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    jobs_[handle] = std::move(job);
+    if (!threaded_) {
+      lock.unlock();
+      run(*raw, /*thread=*/0);
+      return handle;
+    }
+    queue_.push_back(raw);
+    if (!worker_.joinable())
+      worker_ = std::thread([this] { loop(); });
+    lock.unlock();
+    cv_.notify_all();
+    return handle;
+  }
+
+  void wait(int64_t handle) {
+    std::unique_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto it = jobs_.find(handle);
+      if (it == jobs_.end())
+        die("wait: unknown collective handle " + std::to_string(handle));
+      trace::Collective timed("wait", -1, it->second->tag, /*blocking=*/true);
+      cv_.wait(lock, [&] { return it->second->done; });
+      job = std::move(it->second);
+      jobs_.erase(it);
+    }
+    if (!job->error.empty())
+      die(job->error);
+    unpack(job->buf, viewOf(&job->out, job->elem));
+  }
+
+private:
+  void run(Job &job, int thread) {
+    std::string error;
+    {
+      trace::Collective timed("all_reduce",
+                              static_cast<int64_t>(job.buf.size()), job.tag,
+                              /*blocking=*/thread == 0, thread);
+      if (dort_all_reduce(job.buf.data(), job.buf.data(), job.count,
+                          job.dtype, job.op, job.comm, nullptr) != 0)
+        error = std::string("all_reduce: ") + dort_last_error_message();
+    }
+    if (error.empty() && job.average)
+      divideBy(job.buf, job.dtype, dort_comm_size(job.comm));
+    std::lock_guard<std::mutex> lock(mutex_);
+    job.error = error;
+    job.done = true;
+    cv_.notify_all();
+  }
+  void loop() {
+    for (;;) {
+      Job *job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty())
+          return;
+        job = queue_.front();
+        queue_.pop_front();
+      }
+      run(*job, /*thread=*/1);
+    }
+  }
+
+  std::vector<dort_comm *> comms_;
+  bool threaded_ = false, stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job *> queue_;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;
+  int64_t next_ = 1;
+  std::thread worker_;
+};
+
+AsyncCollectives &async() {
+  static AsyncCollectives a;
+  return a;
 }
 
 void allGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
@@ -329,8 +492,11 @@ void allGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   dort_comm *c = axisComm(axis, "all_gather");
   int64_t t = dort_comm_size(c);
   std::vector<char> mine = pack(vi), all(mine.size() * t);
-  check(dort_all_gather(mine.data(), all.data(), vi.count(), d, c, nullptr),
-        "all_gather");
+  {
+    trace::Collective timed("all_gather", static_cast<int64_t>(all.size()));
+    check(dort_all_gather(mine.data(), all.data(), vi.count(), d, c, nullptr),
+          "all_gather");
+  }
   unpack(fromBlocks(all, vi.sizes, dim, t, elem), vo);
 }
 
@@ -344,9 +510,13 @@ void reduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   std::vector<char> mine(blocks.size() / t);
   bool average;
   dort_redop op = redop(kind, average);
-  check(dort_reduce_scatter(blocks.data(), mine.data(), vo.count(), d, op, c,
-                            nullptr),
-        "reduce_scatter");
+  {
+    trace::Collective timed("reduce_scatter",
+                            static_cast<int64_t>(blocks.size()));
+    check(dort_reduce_scatter(blocks.data(), mine.data(), vo.count(), d, op, c,
+                              nullptr),
+          "reduce_scatter");
+  }
   if (average)
     divideBy(mine, d, t);
   unpack(mine, vo);
@@ -360,9 +530,12 @@ void allToAll(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   int64_t t = dort_comm_size(c);
   std::vector<char> send = toBlocks(pack(vi), vi.sizes, splitDim, t, elem);
   std::vector<char> recv(send.size());
-  check(dort_all_to_all(send.data(), recv.data(), vi.count() / t, d, c,
-                        nullptr),
-        "all_to_all");
+  {
+    trace::Collective timed("all_to_all", static_cast<int64_t>(send.size()));
+    check(dort_all_to_all(send.data(), recv.data(), vi.count() / t, d, c,
+                          nullptr),
+          "all_to_all");
+  }
   std::vector<int64_t> blockShape = vi.sizes;
   blockShape[splitDim] /= t;
   unpack(fromBlocks(recv, blockShape, concatDim, t, elem), vo);
@@ -399,10 +572,20 @@ int dort_grid_init(int ndims, const int64_t *shape) {
       return rc;
     gAxisComms.push_back(c);
   }
+  // The asynchronous collectives' own communicators (one more per axis).
+  std::vector<dort_comm *> second;
+  for (int a = 0; a < ndims; ++a) {
+    dort_comm *c = nullptr;
+    if (int rc = dort_comm_grid_axis(world, ndims, shape, a, &c))
+      return rc;
+    second.push_back(c);
+  }
+  async().init(std::move(second));
   return 0;
 }
 
 void dort_grid_finalize(void) {
+  async().finalize();
   for (dort_comm *c : gAxisComms)
     dort_comm_free(c);
   gAxisComms.clear();
@@ -421,11 +604,18 @@ int64_t dort_grid_coord(int axis) {
                                                               : -1;
 }
 
+void dort_shard_wait(int64_t handle) { async().wait(handle); }
+
 #define DORT_SHARD_COLLECTIVES(SUFFIX, DTYPE)                                  \
   void _mlir_ciface_dort_shard_all_reduce_##SUFFIX(                            \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind) {                                                          \
     allReduce(in, out, axis, kind, DTYPE);                                     \
+  }                                                                            \
+  int64_t _mlir_ciface_dort_shard_start_all_reduce_##SUFFIX(                   \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t kind, int64_t tag) {                                             \
+    return async().start(in, out, axis, kind, DTYPE, tag);                     \
   }                                                                            \
   void _mlir_ciface_dort_shard_all_gather_##SUFFIX(                            \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \

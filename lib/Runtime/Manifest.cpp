@@ -363,6 +363,11 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       return check.wrongType("source", "a string", *source);
     m.source = source->asString();
   }
+  if (const JsonValue *flops = root.get("step_flops")) {
+    if (!flops->isNumber() || !(flops->asDouble() >= 0))
+      return check.wrongType("step_flops", "a number >= 0", *flops);
+    m.stepFlops = flops->asDouble();
+  }
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
@@ -501,6 +506,8 @@ std::string Manifest::toJson() const {
       {"ranks", JsonValue::makeInteger(ranks)}};
   if (!source.empty())
     members.emplace_back("source", JsonValue::makeString(source));
+  if (stepFlops > 0)
+    members.emplace_back("step_flops", JsonValue::makeDouble(stepFlops));
   if (!grid.empty())
     members.emplace_back("grid", shapeJson(grid));
   members.emplace_back("inputs", tensors(inputs));

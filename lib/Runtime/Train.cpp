@@ -5,7 +5,17 @@
 //               [--weight-decay F] [--clip-grad-norm F]
 //               [--lr-schedule constant|cosine|linear] [--warmup-steps K]
 //               [--shuffle SEED | --no-shuffle] [--log FILE.jsonl]
+//               [--trace FILE.json]
 //               [--save-weights DIR] [--save-onnx OUT.onnx] [--bundle DIR]
+//
+// A data-parallel bundle (compiled with --cluster/--dp) runs under mpirun
+// on its ranks: every rank takes the same batches (the order depends on the
+// seed alone) and keeps its share of each; rank 0 logs and writes. The log
+// has per step the loss, the learning rate, the gradients' global norm,
+// samples/s, the achieved FLOP/s of the whole job (the compiler's count of
+// a step's FLOPs) and the time and share of the step the main thread spent
+// waiting for communication. --trace writes a Chrome-trace timeline of
+// every rank (steps, collectives with their bytes, waits).
 //
 // A bundle compiled with `distopt compile --loss ... --optimizer ...` runs
 // one training step per call of its entry (lib/Transforms/Optimizer.cpp).
@@ -26,6 +36,7 @@
 #include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/Runtime.h"
 #include "distopt/Runtime/Tensor.h"
+#include "distopt/Runtime/Trace.h"
 
 #include "FileUtil.h"
 
@@ -62,7 +73,7 @@ struct TrainArgs {
   uint64_t seed = 0;
   std::string schedule = "constant";
   int64_t warmup = 0;
-  std::string log, saveWeights, saveOnnx;
+  std::string log, trace, saveWeights, saveOnnx;
   std::string checkpointDir, resume;
   int64_t checkpointEvery = 0;
 };
@@ -159,6 +170,8 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       a.shuffle = false;
     } else if (opt == "--log") {
       a.log = value;
+    } else if (opt == "--trace") {
+      a.trace = value;
     } else if (opt == "--save-weights") {
       a.saveWeights = value;
     } else if (opt == "--save-onnx") {
@@ -511,6 +524,52 @@ std::string jsonNumber(double v) {
 
 } // namespace
 
+/// Writes the timeline of every rank to a.trace (Chrome's trace event
+/// format, one process per rank): rank 0 gathers the others' events.
+bool writeTrace(const TrainArgs &a, std::string &error) {
+  std::string mine = trace::takeChromeEvents(gJob.rank);
+  std::vector<std::string> parts{mine};
+  if (gJob.distributed) {
+    dort_comm *world = dort_comm_world();
+    int64_t n = dort_comm_size(world);
+    int64_t length = static_cast<int64_t>(mine.size()), longest = 0;
+    if (dort_all_reduce(&length, &longest, 1, DORT_I64, DORT_MAX, world,
+                        nullptr) != 0) {
+      error = dort_last_error_message();
+      return false;
+    }
+    mine.resize(static_cast<size_t>(longest), ' ');
+    std::vector<char> all(gJob.rank == 0 ? longest * n : 0);
+    if (dort_gather(mine.data(), all.data(), longest, DORT_U8, 0, world) != 0) {
+      error = dort_last_error_message();
+      return false;
+    }
+    if (gJob.rank != 0)
+      return true;
+    parts.clear();
+    for (int64_t r = 0; r < n; ++r) {
+      std::string p(all.data() + r * longest, static_cast<size_t>(longest));
+      p.erase(p.find_last_not_of(' ') + 1);
+      parts.push_back(std::move(p));
+    }
+  }
+  std::string text = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  for (size_t r = 0; r < parts.size(); ++r) {
+    // Name each process after its rank.
+    text += std::string(first ? "" : ",\n") +
+            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " +
+            std::to_string(r) + ", \"args\": {\"name\": \"rank " +
+            std::to_string(r) + "\"}}";
+    first = false;
+    if (!parts[r].empty())
+      text += ",\n" + parts[r];
+  }
+  text += "\n]}\n";
+  std::string_view view[] = {text};
+  return detail::writeFileAtomically(a.trace, view, 1, error);
+}
+
 int runTraining(int argc, char **argv, EntryFn entry,
                 const std::string &defaultBundle) {
   TrainArgs a;
@@ -549,7 +608,12 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0)
       return fail(a, dort_last_error_message());
     coords = gridCoords(m.grid, gJob.rank);
+    // The ranks' clocks start together (one node: one monotonic clock).
+    if (dort_barrier(dort_comm_world()) != 0)
+      return fail(a, dort_last_error_message());
   }
+  trace::resetOrigin();
+  trace::setEnabled(!a.trace.empty());
   for (const WeightSpec &w : m.weights)
     if (!w.splitAxes.empty())
       return fail(a, "weight '" + w.name + "' is sharded across ranks; "
@@ -736,7 +800,13 @@ int runTraining(int argc, char **argv, EntryFn entry,
     }
     dort_clear_error();
     dort_clear_pending_error();
+    double stepStart = trace::now(), waitBefore = trace::commWaitSeconds();
     int32_t rc = entry(buffers.data());
+    double stepEnd = trace::now();
+    double stepSeconds = stepEnd - stepStart;
+    double commWait = trace::commWaitSeconds() - waitBefore;
+    trace::record({"step " + std::to_string(step + 1), "step", stepStart,
+                   stepEnd, 0, ""});
     std::string failure = entryFailure(rc);
     if (!failure.empty())
       return fail(a, "step " + std::to_string(step + 1) + " failed: " + failure);
@@ -769,6 +839,14 @@ int runTraining(int argc, char **argv, EntryFn entry,
           << ", \"lr\": " << jsonNumber(lr)
           << ", \"grad_norm\": " << jsonNumber(norm)
           << ", \"samples_per_s\": " << jsonNumber(rate)
+          << ", \"step_s\": " << jsonNumber(stepSeconds)
+          << ", \"flops_per_s\": "
+          << jsonNumber(stepSeconds > 0 ? m.stepFlops * double(m.ranks) /
+                                              stepSeconds
+                                        : 0.0)
+          << ", \"comm_wait_s\": " << jsonNumber(commWait)
+          << ", \"comm_share\": "
+          << jsonNumber(stepSeconds > 0 ? commWait / stepSeconds : 0.0)
           << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
     if (leader && !a.checkpointDir.empty() &&
         ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
@@ -824,6 +902,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
       if (!writeNpy(detail::joinPath(a.saveWeights, names[w]), weights[w], error))
         return fail(a, "--save-weights: weight '" + m.weights[w].name + "': " + error);
   }
+  if (!a.trace.empty() && !writeTrace(a, error))
+    return fail(a, "--trace: " + error);
   if (gJob.distributed) {
     dort_grid_finalize();
     dort_comm_finalize();

@@ -9,10 +9,12 @@
 // As the best data-parallel systems do, the gradients travel in buckets:
 // taken in the order backward produces them (the last layer's first), each
 // bucket gathers gradients until it holds `bucket-bytes`, is flattened into
-// one buffer, all-reduced once, and split back. Its all-reduce is placed
-// right after its last gradient is produced, so the order of the buckets is
-// fixed at compile time and the same on every replica. Fewer, larger
-// messages pay the collective's latency fewer times.
+// one buffer, all-reduced once, and split back. Its all-reduce starts right
+// after its last gradient is produced (`dopt.async`: the runtime runs it on
+// its communication thread) and is waited for only where the update first
+// reads it, before the return: the rest of backward overlaps it. The order
+// of the buckets is fixed at compile time and the same on every replica.
+// Fewer, larger messages pay the collective's latency fewer times.
 //
 // `grad-dtype` f16 or bf16 sends the buckets in 16 bits, the seed's cure for
 // saturated links: each replica's share is scaled by 1/replicas first (the
@@ -152,6 +154,8 @@ struct SyncGradientsPass
                 b.getFloatAttr(type.getElementType(), factor)));
         return dopt::MulOp::create(b, loc, v, c);
       };
+      // The all-reduce starts here (dopt.async); what reads its result is
+      // built before the return, so the backward in between overlaps it.
       auto reduce = [&](Value v) -> Value {
         auto type = cast<RankedTensorType>(v.getType());
         bool narrow = type.getElementType() == f32 && wire != f32;
@@ -161,7 +165,9 @@ struct SyncGradientsPass
         auto op = shard::AllReduceOp::create(b, loc, v.getType(), gridRef,
                                              axes, v, sum);
         op->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
+        op->setAttr("dopt.async", b.getUnitAttr());
         Value r = op.getResult();
+        b.setInsertionPoint(ret);
         if (narrow)
           r = scaled(dopt::CastOp::create(b, loc, r, TypeAttr::get(f32)),
                      double(replicas));

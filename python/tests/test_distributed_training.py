@@ -247,3 +247,51 @@ def test_labels_are_split_like_the_logits(torch_models, tmp_path):
     assert inputs["labels"]["global_shape"] == [batch]
     assert all("split_axes" not in t for n, t in inputs.items() if n.startswith("opt."))
     assert all("split_axes" not in w for w in m["weights"])
+
+
+def test_log_and_trace_of_a_data_parallel_run(torch_models, tmp_path):
+    """The per-step log has the throughput, the achieved FLOP/s and the
+    share of the step spent waiting for communication; --trace writes one
+    Chrome-trace timeline of both ranks in which every bucket's all-reduce
+    is started during backward (the start of bucket 0 comes before the
+    gradients of the later buckets exist), runs on the communication thread,
+    and is waited for only afterwards, inside its step."""
+    d = torch_models / "train_gpt"
+    bundle = compile_step(d / "model.onnx", tmp_path / "g.dx", "adamw", "--cluster", "local:2",
+                          "--dp", "2", "--bucket-mb", "0.005")
+    ir = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+             "--optimizer", "adamw", "--cluster", "local:2", "--dp", "2", "--bucket-mb",
+             "0.005", "--emit=linalg", "-o", "-").stdout
+    buckets = ir.count("dopt.bucket = ")
+    assert buckets >= 3
+    trace_file = tmp_path / "trace.json"
+    steps, _ = train(bundle, 2, *batches_as_data(d, tmp_path), "--steps", "4", "--trace",
+                     trace_file)
+    for s in steps:
+        assert s["samples_per_s"] > 0 and s["flops_per_s"] > 0 and s["step_s"] > 0
+        assert 0 <= s["comm_wait_s"] <= s["step_s"] and 0 <= s["comm_share"] <= 1
+    events = json.loads(trace_file.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert names == {0: "rank 0", 1: "rank 1"}
+    for rank in (0, 1):
+        mine = [e for e in events if e["pid"] == rank and e["ph"] != "M"]
+        step_spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in mine if e["cat"] == "step")
+        assert len(step_spans) == 4
+        for lo, hi in step_spans:
+            inside = [e for e in mine if lo <= e["ts"] <= hi and e["cat"] == "comm"]
+
+            def of(prefix, k):
+                found = [e for e in inside if e["name"] == f"{prefix} (bucket {k})"]
+                assert len(found) == 1, (prefix, k, inside)
+                return found[0]
+
+            starts = [of("start", k)["ts"] for k in range(buckets)]
+            assert starts == sorted(starts) and starts[0] < starts[-1]
+            for k in range(buckets):
+                reduce, wait = of("all_reduce", k), of("wait", k)
+                assert reduce["tid"] == 1 and reduce["args"]["bytes"] > 0
+                assert wait["tid"] == 0
+                # Waited for after every bucket has started: the waits sit
+                # where the update first reads the gradients.
+                assert wait["ts"] >= starts[-1]
+                assert reduce["ts"] + reduce["dur"] <= hi + 1

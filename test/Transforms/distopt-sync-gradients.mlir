@@ -5,24 +5,25 @@
 
 // Three gradients of a 2-replica program, produced b (16 bytes), w1 (48),
 // w2 (32). With 64-byte buckets, b and w1 travel together, flattened into
-// one buffer and split back, right after w1 is produced; w2 travels alone.
+// one buffer whose all-reduce starts right after w1 is produced (while w2
+// is computed) and is split back only before the return; w2 travels alone.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[B:.*]] = dopt.mul %arg0, %arg0 : (tensor<4xf32>
 // CHECK: %[[W1:.*]] = dopt.mul %arg1, %arg1 : (tensor<3x4xf32>
 // CHECK: %[[FB:.*]] = dopt.reshape %[[B]] {shape = array<i64: 4>}
 // CHECK: %[[FW:.*]] = dopt.reshape %[[W1]] {shape = array<i64: 12>}
 // CHECK: %[[CAT:.*]] = dopt.concat %[[FB]], %[[FW]] {axis = 0 : i64}
-// CHECK: %[[R:.*]] = shard.all_reduce %[[CAT]] on @dopt_grid grid_axes = [1] {dopt.bucket = 0 : i64} : tensor<16xf32> -> tensor<16xf32>
+// CHECK: %[[R:.*]] = shard.all_reduce %[[CAT]] on @dopt_grid grid_axes = [1] {dopt.async, dopt.bucket = 0 : i64} : tensor<16xf32> -> tensor<16xf32>
+// CHECK: %[[W2:.*]] = dopt.mul %arg2, %arg2 : (tensor<8xf32>
+// CHECK: %[[GW2:.*]] = shard.all_reduce %[[W2]] on @dopt_grid grid_axes = [1] {dopt.async, dopt.bucket = 1 : i64}
 // CHECK: %[[P:.*]]:2 = dopt.split %[[R]] {axis = 0 : i64, sizes = array<i64: 4, 12>}
 // CHECK: %[[GB:.*]] = dopt.reshape %[[P]]#0 {shape = array<i64: 4>}
 // CHECK: %[[GW1:.*]] = dopt.reshape %[[P]]#1 {shape = array<i64: 3, 4>}
-// CHECK: %[[W2:.*]] = dopt.mul %arg2, %arg2 : (tensor<8xf32>
-// CHECK: %[[GW2:.*]] = shard.all_reduce %[[W2]] on @dopt_grid grid_axes = [1] {dopt.bucket = 1 : i64}
 // CHECK: return %arg3, %[[GW2]], %[[GW1]], %[[GB]]
 // The default bucket (25 MiB) takes all three, in production order.
 // ONE-LABEL: func.func @main
 // ONE: dopt.concat {{.*}} : (tensor<4xf32>, tensor<12xf32>, tensor<8xf32>) -> tensor<24xf32>
-// ONE: shard.all_reduce {{.*}} {dopt.bucket = 0 : i64}
+// ONE: shard.all_reduce {{.*}} {dopt.async, dopt.bucket = 0 : i64}
 // ONE-NOT: shard.all_reduce
 // In 16 bits: scaled by 1/2 (the replicas) before the sum, cast back to
 // f32 and scaled by 2 after it.
@@ -31,7 +32,7 @@
 // F16: %[[HALF:.*]] = dopt.constant {value = dense<5.000000e-01> : tensor<f32>}
 // F16: %[[S:.*]] = dopt.mul %[[CAT]], %[[HALF]]
 // F16: %[[H:.*]] = dopt.cast %[[S]] {to = f16} : (tensor<24xf32>) -> tensor<24xf16>
-// F16: %[[R:.*]] = shard.all_reduce %[[H]] on @dopt_grid grid_axes = [1] {dopt.bucket = 0 : i64} : tensor<24xf16> -> tensor<24xf16>
+// F16: %[[R:.*]] = shard.all_reduce %[[H]] on @dopt_grid grid_axes = [1] {dopt.async, dopt.bucket = 0 : i64} : tensor<24xf16> -> tensor<24xf16>
 // F16: %[[F:.*]] = dopt.cast %[[R]] {to = f32}
 // F16: %[[TWO:.*]] = dopt.constant {value = dense<2.000000e+00> : tensor<f32>}
 // F16: dopt.mul %[[F]], %[[TWO]]

@@ -14,6 +14,7 @@
 #include "Tool.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Planner/CostModel.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 #include "distopt/Target/CUDA/CUDATarget.h"
 
@@ -379,6 +380,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   std::vector<std::string> weightOrder;
   int64_t weightsBinSize = 0;
   std::vector<StageBuffers> stageBuffers;
+  double stepFlops = 0;
   std::vector<std::unique_ptr<llvm::LLVMContext>> llvmContexts;
   std::vector<std::unique_ptr<llvm::Module>> llvmModules;
   std::string printed;
@@ -428,6 +430,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         return 1;
     }
     auto main = program->lookupSymbol<func::FuncOp>("main");
+    // The FLOPs one rank's training step performs (forward, backward,
+    // update), by the cost model's count: the train loop reports the
+    // achieved FLOP/s.
+    if (!compileOptimizer.empty())
+      for (auto &[op, cost] : planner::estimateCosts(main))
+        stepFlops += cost.flops;
     StageBuffers buffers;
     unsigned nextInput = 0;
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -654,6 +662,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       {"weights", std::move(weights)}};
   if (toCUDA)
     manifest["target"] = "cuda";
+  if (stepFlops > 0)
+    manifest["step_flops"] = stepFlops;
   if (!grid.empty()) {
     llvm::json::Array g;
     for (int64_t n : grid)

@@ -66,6 +66,8 @@ int dort_comm_local_size(const dort_comm *comm);
 
 /* Ranks with the same `color` form a communicator, ordered by `key`.
  * Collective over `parent`. */
+/* Whether MPI runs with MPI_THREAD_MULTIPLE (several threads may call it). */
+int dort_comm_thread_multiple(void);
 int dort_comm_split(dort_comm *parent, int color, int key, dort_comm **out);
 /* For ranks laid out row-major on a grid of `ndims` dimensions (the product
  * of `shape` must equal the size of `parent`), the communicator of the

@@ -50,6 +50,9 @@ void dort_grid_finalize(void);
 dort_comm *dort_grid_axis_comm(int axis);
 /// This rank's coordinate on `axis`.
 int64_t dort_grid_coord(int axis);
+/// Waits for the asynchronous collective `handle`
+/// (_mlir_ciface_dort_shard_start_all_reduce_*) and writes its result.
+void dort_shard_wait(int64_t handle);
 }
 
 #endif // DISTOPT_RUNTIME_DISTRIBUTED_H

@@ -85,6 +85,9 @@ struct Manifest {
   /// bundles written before it was recorded). `train --save-onnx` rewrites
   /// its initializers.
   std::string source;
+  /// Training steps: the FLOPs one rank's step performs (the compiler's
+  /// count; 0 when not recorded).
+  double stepFlops = 0;
   int64_t ranks = 1;
   /// Multi-rank bundles: the device grid (stages x data x tensor), whose
   /// product is `ranks`; ranks are numbered row-major over it.

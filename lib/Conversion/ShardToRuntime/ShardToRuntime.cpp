@@ -124,9 +124,17 @@ struct ConvertShardToRuntimePass
              << " grid axes are not supported (exactly one)";
     std::string name;
     SmallVector<int64_t> ints{axes[0]};
+    // An all-reduce marked dopt.async (distopt-sync-gradients' buckets)
+    // starts here and is waited for where its result is first read.
+    bool async = false;
     if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
-      name = "all_reduce";
+      async = op->hasAttr("dopt.async");
+      name = async ? "start_all_reduce" : "all_reduce";
       ints.push_back(reductionCode(r.getReduction()));
+      if (async) {
+        auto bucket = op->getAttrOfType<IntegerAttr>("dopt.bucket");
+        ints.push_back(bucket ? bucket.getInt() : -1);
+      }
     } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
       name = "all_gather";
       ints.push_back(g.getGatherAxis().getSExtValue());
@@ -147,7 +155,8 @@ struct ConvertShardToRuntimePass
     auto unranked = UnrankedMemRefType::get(elt, 0);
     SmallVector<Type> argTypes{unranked, unranked};
     argTypes.append(ints.size(), b.getI64Type());
-    auto fnType = b.getFunctionType(argTypes, {});
+    auto fnType = b.getFunctionType(
+        argTypes, async ? TypeRange{b.getI64Type()} : TypeRange{});
     auto fn = module.lookupSymbol<func::FuncOp>(callee);
     if (!fn) {
       OpBuilder mb(module.getBodyRegion());
@@ -173,7 +182,28 @@ struct ConvertShardToRuntimePass
     SmallVector<Value> args{inU, outU};
     for (int64_t v : ints)
       args.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)));
-    func::CallOp::create(b, loc, fn, args);
+    auto call = func::CallOp::create(b, loc, fn, args);
+    if (async) {
+      // The wait goes before the first op that reads the result (the
+      // result's users, as ops of this block), or before the terminator.
+      Block *block = op->getBlock();
+      Operation *first = block->getTerminator();
+      for (Operation *user : op->getResult(0).getUsers())
+        if (Operation *at = block->findAncestorOpInBlock(*user))
+          if (at->isBeforeInBlock(first))
+            first = at;
+      b.setInsertionPoint(first);
+      func::FuncOp wait = module.lookupSymbol<func::FuncOp>("dort_shard_wait");
+      if (!wait) {
+        OpBuilder mb(module.getBodyRegion());
+        mb.setInsertionPointToEnd(module.getBody());
+        wait = func::FuncOp::create(
+            mb, loc, "dort_shard_wait",
+            mb.getFunctionType({mb.getI64Type()}, {}));
+        wait.setPrivate();
+      }
+      func::CallOp::create(b, loc, wait, call.getResult(0));
+    }
     Value result = bufferization::ToTensorOp::create(
         b, loc, outType, outBuf, /*restrict=*/true, /*writable=*/true);
     op->getResult(0).replaceAllUsesWith(result);
