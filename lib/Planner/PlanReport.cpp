@@ -160,7 +160,10 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
     if (p.dp > 1)
       os << ": " << dtypeName(options.gradDtype.value_or(options.precision))
          << " gradients in buckets of "
-         << format("%g", options.bucketBytes / (1024.0 * 1024.0)) << " MiB";
+         << format("%g", options.bucketBytes / (1024.0 * 1024.0)) << " MiB"
+         << (p.zeroStage >= 1 ? ", reduce-scattered; ZeRO-1: optimizer state "
+                                "sharded over the replicas"
+                              : "");
     os << "; optimizer update " << seconds(p.optimizerUpdate) << ")\n";
   }
   os << "peak memory per device " << gib(p.peakMemory) << " of "
@@ -168,7 +171,22 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
             options.usableMemoryFraction)
      << " usable (" << format("%.0f%%", options.usableMemoryFraction * 100)
      << " of " << gib(static_cast<double>(cluster.device.memoryCapacity))
-     << ")\n\n";
+     << ")\n";
+  if (train && !p.stages.empty()) {
+    // Where the bytes go on the fullest stage's devices.
+    const StagePlan *fullest = &p.stages.front();
+    for (const StagePlan &st : p.stages)
+      if (st.memory() > fullest->memory())
+        fullest = &st;
+    os << "  weights " << gib(fullest->weightBytes) << " + gradients "
+       << gib(fullest->gradientBytes) << " + optimizer state "
+       << gib(fullest->optimizerBytes)
+       << (p.zeroStage >= 1 ? " (ZeRO-1: 1/" + std::to_string(p.dp) +
+                                  " of it)"
+                            : std::string())
+       << " + activations " << gib(fullest->activationBytes) << "\n";
+  }
+  os << "\n";
 
   os << "stages:\n";
   os << format("  %-5s %-10s %-12s %-12s %-12s  %s\n", "stage", "segments",
@@ -295,6 +313,7 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"gradient_dtype",
          dtypeName(options.gradDtype.value_or(options.precision))},
         {"gradient_bucket_bytes", options.bucketBytes},
+        {"zero_stage", p.zeroStage},
         {"peak_memory_bytes_per_device", p.peakMemory},
         {"fits", p.fits},
         {"stages", std::move(stages)},

@@ -115,6 +115,8 @@ llvm::Error Annotator::run() {
                                builder.getI64IntegerAttr(plan.microbatchSize)),
           builder.getNamedAttr(
               "recompute", builder.getStringAttr(recomputeName(plan.recompute))),
+          builder.getNamedAttr("zero_stage",
+                               builder.getI64IntegerAttr(plan.zeroStage)),
       }));
 
   // Map each segment's shared solution onto its own nodes.

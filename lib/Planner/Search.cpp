@@ -360,7 +360,8 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   auto memoryOf = [&](int64_t k, int64_t i, int64_t j, StagePlan *out) {
     double p = prefixParams[j] - prefixParams[i];
     ModelStateMemory ms =
-        modelStateMemory(p, opts.precision, opts.optimizer, train());
+        modelStateMemory(p, opts.precision, opts.optimizer, train(),
+                         opts.zeroStage.value_or(0), dp);
     double acts;
     if (train()) {
       int64_t inflight = microbatchesInFlight(PipelineSchedule::OneFOneB, pp,
@@ -718,6 +719,30 @@ llvm::Expected<PlanResult> Searcher::run() {
 llvm::Expected<PlanResult>
 distopt::planner::searchPlan(const PlanGraph &graph, const Cluster &cluster,
                              const PlanOptions &options) {
-  Searcher s(graph, cluster, options);
-  return s.run();
+  auto search = [&](const PlanOptions &o) -> llvm::Expected<PlanResult> {
+    Searcher s(graph, cluster, o);
+    llvm::Expected<PlanResult> r = s.run();
+    if (r) {
+      int zero = o.zeroStage.value_or(0);
+      r->best.zeroStage = zero;
+      for (RejectedPlan &p : r->rejected)
+        p.plan.zeroStage = zero;
+    }
+    return r;
+  };
+  llvm::Expected<PlanResult> first = search(options);
+  if (first || options.zeroStage || options.mode != PlanMode::Train)
+    return first;
+  // Nothing fits with the optimizer state on every replica: shard it over
+  // the data-parallel replicas (ZeRO-1), which costs no extra
+  // communication (reduce-scatter + all-gather move what all-reduce does).
+  PlanOptions zero1 = options;
+  zero1.zeroStage = 1;
+  llvm::Expected<PlanResult> second = search(zero1);
+  if (!second) {
+    llvm::consumeError(second.takeError());
+    return first;
+  }
+  llvm::consumeError(first.takeError());
+  return second;
 }

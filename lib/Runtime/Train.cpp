@@ -407,6 +407,24 @@ void removeFlatDirectory(const std::string &dir) {
 struct Named {
   std::string name;
   Tensor *tensor;
+  /// ZeRO-1 optimizer state: this rank holds elements [offset, offset +
+  /// tensor's size) of the flattened state of a weight of `wholeShape`
+  /// (ZeroSharding.h: the chunk of data-parallel replica r starts at r * c;
+  /// the last chunk runs past the end, zero-padded). Empty: whole.
+  std::vector<int64_t> wholeShape;
+  int64_t offset = 0;
+  bool chunk() const { return !wholeShape.empty(); }
+  int64_t wholeElements() const {
+    int64_t n = 1;
+    for (int64_t d : wholeShape)
+      n *= d;
+    return n;
+  }
+  /// Elements of the chunk inside the weight (the rest is padding).
+  int64_t valid() const {
+    return std::max<int64_t>(
+        0, std::min(tensor->numElements(), wholeElements() - offset));
+  }
 };
 
 std::string jsonString(const std::string &s) {
@@ -419,15 +437,64 @@ std::string jsonString(const std::string &s) {
   return out + "\"";
 }
 
+/// Every rank agrees that every rank succeeded (one process: `ok`).
+bool allAgree(bool ok) {
+  if (!gJob.distributed)
+    return ok;
+  int32_t bad = ok ? 0 : 1, anyBad = 0;
+  if (dort_all_reduce(&bad, &anyBad, 1, DORT_I32, DORT_MAX, dort_comm_world(),
+                      nullptr) != 0)
+    return false;
+  return anyBad == 0;
+}
+
+/// Writes a checkpoint: DIR/checkpoint/{meta.json, tensors}, through
+/// DIR/checkpoint.tmp and renames (the last good one survives a crash).
+/// Collective in a distributed run: rank 0 writes the weights and whole
+/// state (replicated on every rank); each rank writes its own chunks of
+/// ZeRO-sharded state, so no rank ever holds the whole of it. meta.json
+/// names, per state tensor, its file, or its shape and the blocks of its
+/// flattened elements -- independent of the plan that wrote it.
 bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
                      const std::vector<Named> &weights,
                      const std::vector<Named> &state, std::string &error) {
   std::string tmp = detail::joinPath(dir, "checkpoint.tmp");
   std::string final_ = detail::joinPath(dir, "checkpoint");
   std::string old = detail::joinPath(dir, "checkpoint.old");
-  removeFlatDirectory(tmp);
-  if (!detail::makeDirectories(tmp, error))
+  bool leader = gJob.rank == 0;
+  bool ok = true;
+  if (leader) {
+    removeFlatDirectory(tmp);
+    ok = detail::makeDirectories(tmp, error);
+  }
+  if (!allAgree(ok)) {
+    if (ok)
+      error = "rank 0 could not make '" + tmp + "'";
     return false;
+  }
+  int64_t ranks = gJob.distributed ? dort_comm_size(dort_comm_world()) : 1;
+  auto blockFile = [](size_t i, int64_t r) {
+    return "s." + std::to_string(i) + ".r" + std::to_string(r) + ".npy";
+  };
+  // This rank's chunks.
+  for (size_t i = 0; ok && i < state.size(); ++i) {
+    const Named &t = state[i];
+    if (!t.chunk())
+      continue;
+    Tensor block;
+    ok = Tensor::create(t.tensor->dtype(), {t.valid()}, block, error);
+    if (ok) {
+      std::memcpy(block.data(), t.tensor->data(), block.byteSize());
+      ok = writeNpy(detail::joinPath(tmp, blockFile(i, gJob.rank)), block, error);
+    }
+  }
+  if (!allAgree(ok)) {
+    if (ok)
+      error = "another rank could not write its part of the checkpoint";
+    return false;
+  }
+  if (!leader)
+    return true;
   std::string meta = "{\n  \"step\": " + std::to_string(step) +
                      ",\n  \"seed\": " + std::to_string(a.seed) +
                      ",\n  \"shuffle\": " + (a.shuffle ? "true" : "false") +
@@ -440,10 +507,23 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
   }
   meta += "},\n  \"state\": {";
   for (size_t i = 0; i < state.size(); ++i) {
-    std::string f = "s." + std::to_string(i) + ".npy";
-    if (!writeNpy(detail::joinPath(tmp, f), *state[i].tensor, error))
-      return false;
-    meta += (i ? ", " : "") + jsonString(state[i].name) + ": " + jsonString(f);
+    const Named &t = state[i];
+    meta += (i ? ",\n    " : "") + jsonString(t.name) + ": ";
+    if (!t.chunk()) {
+      std::string f = "s." + std::to_string(i) + ".npy";
+      if (!writeNpy(detail::joinPath(tmp, f), *t.tensor, error))
+        return false;
+      meta += jsonString(f);
+      continue;
+    }
+    // Chunk r of every rank r (the same chunk size everywhere).
+    int64_t c = t.tensor->numElements(), n = t.wholeElements();
+    meta += "{\"shape\": " + shapeToString(t.wholeShape) + ", \"blocks\": [";
+    for (int64_t r = 0; r < ranks && r * c < n; ++r)
+      meta += std::string(r ? ", " : "") + "{\"file\": " +
+              jsonString(blockFile(i, r)) + ", \"offset\": " +
+              std::to_string(r * c) + "}";
+    meta += "]}";
   }
   meta += "}\n}\n";
   std::string_view parts[] = {meta};
@@ -491,25 +571,67 @@ bool readCheckpoint(const std::string &dir, int64_t &step,
     }
     for (const Named &t : tensors) {
       const JsonValue *f = table->get(t.name);
-      if (!f || !f->isString()) {
+      if (!f || !(f->isString() || f->isObject())) {
         error = "the checkpoint has no '" + t.name +
                 "' (it belongs to another model or optimizer)";
         return false;
       }
-      Tensor read;
-      std::string path = detail::joinPath(root, f->asString());
-      if (!readNpy(path, read, error)) {
-        error = "checkpoint '" + path + "': " + error;
+      // The flat elements [lo, lo + count) this rank needs, from the whole
+      // tensor or from the blocks that hold them (zeros past the end).
+      std::vector<int64_t> shape = t.chunk() ? t.wholeShape : t.tensor->shape();
+      int64_t lo = t.chunk() ? t.offset : 0;
+      int64_t count = t.tensor->numElements();
+      size_t elem = static_cast<size_t>(dtypeSize(t.tensor->dtype()));
+      auto *dst = static_cast<char *>(t.tensor->data());
+      std::memset(dst, 0, t.tensor->byteSize());
+      auto readPart = [&](const std::string &file, int64_t at,
+                          bool whole) -> bool {
+        Tensor read;
+        std::string path = detail::joinPath(root, file);
+        if (!readNpy(path, read, error)) {
+          error = "checkpoint '" + path + "': " + error;
+          return false;
+        }
+        if (read.dtype() != t.tensor->dtype() ||
+            (whole && read.shape() != shape)) {
+          error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) +
+                  " " + shapeToString(read.shape()) + ", the bundle's " +
+                  dtypeName(t.tensor->dtype()) + " " + shapeToString(shape);
+          return false;
+        }
+        int64_t from = std::max(lo, at),
+                to = std::min(lo + count, at + read.numElements());
+        if (from < to)
+          std::memcpy(dst + (from - lo) * elem,
+                      static_cast<const char *>(read.data()) + (from - at) * elem,
+                      static_cast<size_t>(to - from) * elem);
+        return true;
+      };
+      if (f->isString()) {
+        if (!readPart(f->asString(), 0, true))
+          return false;
+        continue;
+      }
+      const JsonValue *savedShape = f->get("shape");
+      const JsonValue *blocks = f->get("blocks");
+      std::vector<int64_t> saved;
+      if (savedShape && savedShape->isArray())
+        for (const JsonValue &d : savedShape->elements())
+          saved.push_back(d.isInteger() ? d.asInteger() : -1);
+      if (saved != shape || !blocks || !blocks->isArray()) {
+        error = "checkpoint '" + t.name + "' has shape " + shapeToString(saved) +
+                ", the bundle's " + shapeToString(shape);
         return false;
       }
-      if (read.dtype() != t.tensor->dtype() || read.shape() != t.tensor->shape()) {
-        error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) + " " +
-                shapeToString(read.shape()) + ", the bundle's " +
-                dtypeName(t.tensor->dtype()) + " " +
-                shapeToString(t.tensor->shape());
-        return false;
+      for (const JsonValue &block : blocks->elements()) {
+        const JsonValue *file = block.get("file"), *at = block.get("offset");
+        if (!file || !file->isString() || !at || !at->isInteger()) {
+          error = "checkpoint '" + t.name + "': a block without file and offset";
+          return false;
+        }
+        if (!readPart(file->asString(), at->asInteger(), false))
+          return false;
       }
-      std::memcpy(t.tensor->data(), read.data(), read.byteSize());
     }
     return true;
   };
@@ -747,9 +869,23 @@ int runTraining(int argc, char **argv, EntryFn entry,
   dort_set_num_threads(0);
   std::vector<Named> namedWeights, namedState;
   for (auto &[o, w] : weightUpdates)
-    namedWeights.push_back({m.weights[w].name, &weights[w]});
-  for (auto &[i, o] : stateIO)
-    namedState.push_back({m.inputs[i].name, &inputs[i]});
+    namedWeights.push_back({m.weights[w].name, &weights[w], {}, 0});
+  for (auto &[i, o] : stateIO) {
+    Named state{m.inputs[i].name, &inputs[i], {}, 0};
+    if (!m.inputs[i].splitAxes.empty()) {
+      // A ZeRO-1 chunk of the state of weight <w> ("opt.<kind>:<w>"): this
+      // rank's replica index on the data axis says which.
+      std::string weight = state.name.substr(state.name.find(':') + 1);
+      auto w = std::find_if(m.weights.begin(), m.weights.end(),
+                            [&](const WeightSpec &s) { return s.name == weight; });
+      if (w == m.weights.end() || m.grid.size() < 2)
+        return fail(a, "optimizer state '" + state.name +
+                           "' is split, but not as a chunk of a weight");
+      state.wholeShape = w->shape;
+      state.offset = coords[1] * inputs[i].numElements();
+    }
+    namedState.push_back(state);
+  }
   int64_t first = 0;
   if (!a.resume.empty()) {
     if (!readCheckpoint(a.resume, first, namedWeights, namedState, error))
@@ -848,10 +984,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
           << ", \"comm_share\": "
           << jsonNumber(stepSeconds > 0 ? commWait / stepSeconds : 0.0)
           << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
-    if (leader && !a.checkpointDir.empty() &&
+    if (!a.checkpointDir.empty() &&
         ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
          step + 1 == steps)) {
-      if (!detail::makeDirectories(a.checkpointDir, error) ||
+      if ((leader && !detail::makeDirectories(a.checkpointDir, error)) ||
           !writeCheckpoint(a.checkpointDir, step + 1, a, namedWeights,
                            namedState, error))
         return fail(a, "checkpoint at step " + std::to_string(step + 1) + ": " +

@@ -9,6 +9,13 @@
 // torch.nn.utils.clip_grad_norm_). The runtime feeds the updates back as the
 // next step's weights and state.
 //
+// ZeRO-1: a gradient marked dopt.zero_shard (distopt-sync-gradients) is
+// this data-parallel replica's chunk of the weight (ZeroSharding.h). The
+// replica then updates that chunk only -- its slice of the weight, its
+// optimizer state (inputs and outputs of the chunk's shape, split over the
+// data axis) -- and all-gathers the updated chunks into the whole weight.
+// The gradients' global norm adds the chunks' squares over the replicas.
+//
 // Hyperparameters are 0-d f32 inputs, so the runtime can change them per
 // step (schedules): opt.lr, opt.step (1, 2, ...: Adam's bias correction),
 // opt.weight_decay, opt.clip_norm (0: no clipping), and opt.momentum (SGD)
@@ -21,8 +28,12 @@
 #include "distopt/Transforms/Passes.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/GridAxes.h"
+#include "distopt/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -66,6 +77,7 @@ struct OptimizerPass
     struct Param {
       std::string name;
       Value weight, grad;
+      bool shard = false; ///< ZeRO-1: grad is this replica's chunk
     };
     SmallVector<Param> params;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
@@ -79,7 +91,8 @@ struct OptimizerPass
         return signalPassFailure();
       }
       params.push_back({of.getValue().str(), main.getArgument(it->second),
-                        ret.getOperand(i)});
+                        ret.getOperand(i),
+                        static_cast<bool>(main.getResultAttr(i, zero::kShardAttr))});
     }
     if (params.empty()) {
       main.emitError("distopt-optimizer: no gradients to apply (run "
@@ -87,23 +100,46 @@ struct OptimizerPass
       return signalPassFailure();
     }
     Value loss = ret.getOperand(0);
+    // ZeRO-1 chunks live on the data axis of the grid.
+    int64_t replicas = 1;
+    if (llvm::any_of(params, [](const Param &p) { return p.shard; })) {
+      auto grid = module.lookupSymbol<shard::GridOp>(grid::kName);
+      if (!grid || grid.getShape().size() <= size_t(grid::kDataAxis)) {
+        main.emitError("distopt-optimizer: ZeRO-1 gradient chunks without a "
+                       "data-parallel grid");
+        return signalPassFailure();
+      }
+      replicas = grid.getShape()[grid::kDataAxis];
+    }
+    auto gridRef = FlatSymbolRefAttr::get(ctx, grid::kName);
+    auto dataAxis = DenseI16ArrayAttr::get(ctx, {grid::kDataAxis});
 
     ImplicitLocOpBuilder b(ret.getLoc(), ret);
     auto f32 = b.getF32Type();
     auto scalarType = RankedTensorType::get({}, f32);
     // New inputs go after the model's inputs, before the weights: the
     // entry's buffers are inputs, then weights, then outputs.
-    auto addInput = [&](Type type, StringRef name, NamedAttribute role) {
+    auto addInput = [&](Type type, StringRef name, NamedAttribute role,
+                        ArrayRef<NamedAttribute> extra = {}) {
       unsigned index = 0;
       while (index < main.getNumArguments() &&
              !main.getArgAttr(index, "dopt.weight"))
         ++index;
-      (void)main.insertArgument(
-          index, type,
-          b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr(name)),
-                               role}),
-          main.getLoc());
+      SmallVector<NamedAttribute> attrs{
+          b.getNamedAttr("dopt.name", b.getStringAttr(name)), role};
+      attrs.append(extra.begin(), extra.end());
+      (void)main.insertArgument(index, type, b.getDictionaryAttr(attrs),
+                                main.getLoc());
       return main.getArgument(index);
+    };
+    // A chunk's tensors are split over the data axis: the manifest's blocks.
+    auto chunkAttrs = [&](RankedTensorType chunkType) {
+      auto whole = RankedTensorType::get(
+          {chunkType.getDimSize(0) * replicas}, chunkType.getElementType());
+      return SmallVector<NamedAttribute>{
+          b.getNamedAttr("dopt.split_axes",
+                         b.getArrayAttr({b.getI64ArrayAttr({grid::kDataAxis})})),
+          b.getNamedAttr("dopt.global_type", TypeAttr::get(whole))};
     };
     auto hyper = [&](StringRef name) {
       return addInput(scalarType, ("opt." + name).str(),
@@ -135,7 +171,8 @@ struct OptimizerPass
 
     // Global norm of all gradients, in f32; clipping as clip_grad_norm_:
     // g *= min(1, clip / (norm + 1e-6)) when clip > 0.
-    Value sumSquares = constant(0.0);
+    // Chunks are summed over the replicas: every element counted once.
+    Value sumSquares = constant(0.0), chunkSquares;
     for (Param &p : params) {
       auto t = cast<RankedTensorType>(p.grad.getType());
       SmallVector<int64_t> all(t.getRank());
@@ -145,8 +182,18 @@ struct OptimizerPass
                     : Value(dopt::CastOp::create(b, p.grad, TypeAttr::get(f32)));
       Value s = dopt::ReduceSumOp::create(b, mul(g, g), b.getDenseI64ArrayAttr(all),
                                           b.getBoolAttr(false));
-      sumSquares = add(sumSquares, s);
+      if (p.shard)
+        chunkSquares = chunkSquares ? add(chunkSquares, s) : s;
+      else
+        sumSquares = add(sumSquares, s);
     }
+    if (chunkSquares)
+      sumSquares = add(
+          sumSquares,
+          shard::AllReduceOp::create(
+              b, scalarType, gridRef, dataAxis, chunkSquares,
+              shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+              .getResult());
     Value norm = dopt::SqrtOp::create(b, sumSquares);
     Value coef = dopt::MinOp::create(
         b, constant(1.0), div(clip, add(norm, constant(1e-6))));
@@ -158,13 +205,31 @@ struct OptimizerPass
         b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr("loss"))}),
         b.getDictionaryAttr(
             {b.getNamedAttr("dopt.name", b.getStringAttr("grad_norm"))})};
-    auto update = [&](Value v, StringRef name, NamedAttribute role) {
+    auto update = [&](Value v, StringRef name, NamedAttribute role,
+                      ArrayRef<NamedAttribute> extra = {}) {
       results.push_back(v);
-      attrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("dopt.name", b.getStringAttr(name)), role}));
+      SmallVector<NamedAttribute> a{
+          b.getNamedAttr("dopt.name", b.getStringAttr(name)), role};
+      a.append(extra.begin(), extra.end());
+      attrs.push_back(b.getDictionaryAttr(a));
     };
     for (Param &p : params) {
       Value w = p.weight;
+      auto weightType = cast<RankedTensorType>(w.getType());
+      SmallVector<NamedAttribute> split;
+      if (p.shard) {
+        // This replica's chunk of the weight (ZeroSharding.h's layout).
+        Value rows = zero::toChunks(b, b.getLoc(), w, replicas);
+        auto rowsType = cast<RankedTensorType>(rows.getType());
+        Value mine = shard::AllSliceOp::create(
+            b,
+            RankedTensorType::get({1, rowsType.getDimSize(1)},
+                                  rowsType.getElementType()),
+            gridRef, dataAxis, rows, b.getIndexAttr(0));
+        w = dopt::ReshapeOp::create(
+            b, mine, b.getDenseI64ArrayAttr({rowsType.getDimSize(1)}));
+        split = chunkAttrs(cast<RankedTensorType>(w.getType()));
+      }
       Type type = w.getType();
       Value g = mul(p.grad, as(scale, w));
       auto stateOf = [&](StringRef which) {
@@ -172,7 +237,8 @@ struct OptimizerPass
                         b.getNamedAttr("dopt.optimizer_state",
                                        b.getDictionaryAttr(
                                            {b.getNamedAttr("weight", b.getStringAttr(p.name)),
-                                            b.getNamedAttr("kind", b.getStringAttr(which))})));
+                                            b.getNamedAttr("kind", b.getStringAttr(which))})),
+                        split);
       };
       auto updatesState = [&](StringRef which) {
         return b.getNamedAttr("dopt.updates",
@@ -188,7 +254,8 @@ struct OptimizerPass
         Value newBuf = add(mul(mu, buf), g);
         Value dir = nesterov ? add(g, mul(mu, newBuf)) : newBuf;
         newW = sub(w, mul(as(lr, w), dir));
-        update(newBuf, ("opt.momentum:" + p.name), updatesState("momentum"));
+        update(newBuf, ("opt.momentum:" + p.name), updatesState("momentum"),
+               split);
       } else {
         // torch.optim.Adam / AdamW: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
         // w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps);
@@ -206,8 +273,18 @@ struct OptimizerPass
         Value denom = add(div(dopt::SqrtOp::create(b, newV), dopt::SqrtOp::create(b, bc2)),
                           as(eps, w));
         newW = sub(w, mul(div(as(lr, w), bc1), div(newM, denom)));
-        update(newM, ("opt.m:" + p.name), updatesState("m"));
-        update(newV, ("opt.v:" + p.name), updatesState("v"));
+        update(newM, ("opt.m:" + p.name), updatesState("m"), split);
+        update(newV, ("opt.v:" + p.name), updatesState("v"), split);
+      }
+      if (p.shard) {
+        // The updated chunks of every replica, back into the weight.
+        auto chunkType = cast<RankedTensorType>(newW.getType());
+        Value all = shard::AllGatherOp::create(
+            b,
+            RankedTensorType::get({chunkType.getDimSize(0) * replicas},
+                                  chunkType.getElementType()),
+            gridRef, dataAxis, newW, b.getIndexAttr(0));
+        newW = zero::fromChunks(b, b.getLoc(), all, weightType);
       }
       update(newW, ("update:" + p.name),
              b.getNamedAttr("dopt.updates_weight", b.getStringAttr(p.name)));

@@ -27,6 +27,7 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/GridAxes.h"
+#include "distopt/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -61,10 +62,15 @@ struct SyncGradientsPass
       module.emitError("distopt-sync-gradients needs a single-block @main");
       return signalPassFailure();
     }
+    if (zeroStage != 0 && zeroStage != 1) {
+      main.emitError("distopt-sync-gradients: zero-stage must be 0 or 1, got ")
+          << static_cast<int>(zeroStage);
+      return signalPassFailure();
+    }
     if (bucketBytes < 1) {
       main.emitError("distopt-sync-gradients: bucket-bytes must be at least "
                      "1, got ")
-          << bucketBytes;
+          << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
     Type f32 = Float32Type::get(module.getContext());
@@ -173,6 +179,55 @@ struct SyncGradientsPass
                      double(replicas));
         return r;
       };
+      if (zeroStage == 1) {
+        // Each gradient as [replicas, chunk], joined along the chunks,
+        // reduce-scattered: row r of the sum is replica r's chunks.
+        SmallVector<Value> rows;
+        SmallVector<int64_t> chunks;
+        int64_t total = 0;
+        for (const Grad &g : bucket) {
+          rows.push_back(zero::toChunks(b, loc, g.value, replicas));
+          chunks.push_back(cast<RankedTensorType>(rows.back().getType())
+                               .getDimSize(1));
+          total += chunks.back();
+        }
+        Value joined = rows.size() == 1
+                           ? rows[0]
+                           : Value(dopt::ConcatOp::create(
+                                 b, loc, rows, b.getI64IntegerAttr(1)));
+        auto type = cast<RankedTensorType>(joined.getType());
+        bool narrow = type.getElementType() == f32 && wire != f32;
+        if (narrow)
+          joined = dopt::CastOp::create(
+              b, loc, scaled(joined, 1.0 / double(replicas)),
+              TypeAttr::get(wire));
+        auto rs = shard::ReduceScatterOp::create(
+            b, loc,
+            RankedTensorType::get(
+                {1, total},
+                cast<RankedTensorType>(joined.getType()).getElementType()),
+            gridRef, axes, joined, sum, b.getIndexAttr(0));
+        rs->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
+        Value mine = rs.getResult();
+        b.setInsertionPoint(ret);
+        if (narrow)
+          mine = scaled(dopt::CastOp::create(b, loc, mine, TypeAttr::get(f32)),
+                        double(replicas));
+        SmallVector<Value> pieces{mine};
+        if (bucket.size() > 1) {
+          auto split = dopt::SplitOp::create(b, loc, mine,
+                                             b.getI64IntegerAttr(1),
+                                             b.getDenseI64ArrayAttr(chunks));
+          pieces.assign(split.getResults().begin(), split.getResults().end());
+        }
+        for (auto [g, piece, c] : llvm::zip(bucket, pieces, chunks)) {
+          ret.setOperand(g.result,
+                         dopt::ReshapeOp::create(b, loc, piece,
+                                                 b.getDenseI64ArrayAttr({c})));
+          main.setResultAttr(g.result, zero::kShardAttr, b.getUnitAttr());
+        }
+        continue;
+      }
       if (bucket.size() == 1) {
         ret.setOperand(bucket[0].result, reduce(bucket[0].value));
         continue;
@@ -197,6 +252,9 @@ struct SyncGradientsPass
                            b.getDenseI64ArrayAttr(type.getShape())));
       }
     }
+    main.setType(FunctionType::get(module.getContext(),
+                                   main.getArgumentTypes(),
+                                   ret.getOperandTypes()));
   }
 };
 

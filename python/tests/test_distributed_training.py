@@ -157,6 +157,96 @@ def test_planner_prices_16_bit_gradients_and_buckets():
     assert "bf16 gradients in buckets of 25 MiB" in text
 
 
+@pytest.mark.parametrize("run_name,dp", [("sgd_clipped", 3), ("gpt_adamw", 4)])
+def test_zero_1_matches_pytorch(run_name, dp, torch_models, tmp_path):
+    """ZeRO-1: gradients reduce-scattered, each replica updating its chunk
+    of every weight with its chunk of the optimizer state, the chunks
+    all-gathered. 20 steps equal torch.optim's (3 replicas: chunks padded,
+    and clipping adds the chunks' squares over the replicas)."""
+    d = torch_models / REFERENCE_DIRS[run_name]
+    meta = json.loads((d / "meta.json").read_text())[run_name]
+    cfg = meta["config"]
+    bundle = compile_step(d / "model.onnx", tmp_path / "z.dx", cfg["kind"], "--cluster",
+                          f"local:{dp}", "--dp", str(dp), "--zero", "1")
+    m = json.loads((bundle / "manifest.json").read_text())
+    weights = {w["name"]: w["shape"] for w in m["weights"]}
+    for t in m["inputs"]:
+        if ":" in t["name"]:  # optimizer state: one chunk per replica
+            n = int(np.prod(weights[t["name"].split(":", 1)[1]]))
+            assert t["split_axes"] == [[1]] and t["shape"] == [-(-n // dp)], t
+    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
+                         "--no-shuffle", *train_flags(cfg))
+    losses = np.array([s["loss"] for s in steps])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= 1e-4, f"{run_name}, ZeRO-1 on {dp}: {name}: relative error {err:.3g}"
+
+
+def test_zero_1_checkpoints_are_written_in_blocks_and_move_between_plans(torch_models,
+                                                                        tmp_path):
+    """Each rank writes its chunks of the optimizer state (no rank gathers
+    it); the checkpoint resumes on one process, on another replica count
+    with ZeRO-1, and a one-process checkpoint resumes under ZeRO-1 -- the
+    run goes on as if never stopped."""
+    d = torch_models / "train"
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((48, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+            "--shuffle", "2", "--lr", "0.01"]
+    plans = {"one": (1, []), "z3": (3, ["--zero", "1"]), "z2": (2, ["--zero", "1"])}
+    bundles = {k: compile_step(d / "model.onnx", tmp_path / f"{k}.dx", "adam",
+                               *(["--cluster", f"local:{n}", "--dp", str(n)] if n > 1 else []),
+                               *extra)
+               for k, (n, extra) in plans.items()}
+    straight, straight_w = train(bundles["one"], 1, *data, "--steps", "12")
+    for first, second in [("z3", "one"), ("z3", "z2"), ("one", "z3")]:
+        ck = tmp_path / f"ck-{first}-{second}"
+        a, _ = train(bundles[first], plans[first][0], *data, "--steps", "6",
+                     "--checkpoint-dir", ck, tag=f"-{first}{second}a")
+        if first == "z3":
+            meta = json.loads((ck / "checkpoint" / "meta.json").read_text())
+            block = meta["state"]["opt.m:0.weight"]
+            assert block["shape"] == [32, 16]
+            assert [b["offset"] for b in block["blocks"]] == [0, 171, 342]
+            sizes = [np.load(ck / "checkpoint" / b["file"]).size for b in block["blocks"]]
+            assert sizes == [171, 171, 170]
+        b, w = train(bundles[second], plans[second][0], *data, "--steps", "12", "--resume", ck,
+                     tag=f"-{first}{second}b")
+        assert [s["step"] for s in a + b] == list(range(1, 13))
+        assert np.allclose([s["loss"] for s in a + b], [s["loss"] for s in straight],
+                           rtol=1e-5), (first, second)
+        for f in straight_w.iterdir():
+            assert rel_err(np.load(w / f.name), np.load(f)) <= 1e-5, (first, second, f.name)
+
+
+def test_planner_shards_the_optimizer_state_when_memory_needs_it(tmp_path):
+    """ResNet-18 on 8 replicas of a device with 150 MB: the replicated Adam
+    state does not fit, ZeRO-1 does; the planner turns it on by itself, the
+    report shows the optimizer state at 1/8. --zero 0 then fails with the
+    memory it needs."""
+    yaml = (ROOT / "clusters/dgx-h100x8.yaml").read_text()
+    yaml = yaml.replace("memory_capacity: 85520809984", "memory_capacity: 150000000")
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(yaml)
+    model = ROOT / "python/testmodels/zoo/resnet18.onnx"
+    args = [DISTOPT, "plan", model, "--cluster", cluster, "--dp", "8", "--tp", "1", "--pp", "1",
+            "--global-batch", "64"]
+    p = json.loads(run(*args, "--json", "-").stdout)
+    assert p["zero_stage"] == 1
+    forced = json.loads(run(*args, "--zero", "1", "--json", "-").stdout)
+    assert forced["stages"][0]["memory_bytes"] == p["stages"][0]["memory_bytes"]
+    mem = p["stages"][0]["memory_bytes"]
+    # Adam's 8 bytes per parameter, over 8 replicas; weights and gradients whole.
+    assert abs(mem["optimizer_state"] * 8 - 2 * mem["weights"]) <= 1e-6 * mem["weights"]
+    text = run(*args).stdout
+    assert "optimizer state" in text and "(ZeRO-1: 1/8 of it)" in text
+    q = run(*args, "--zero", "0", check=False)
+    assert q.returncode == 1 and "does not fit" in q.stderr
+
+
 def test_checkpoint_moves_between_plans(torch_models, tmp_path):
     """A checkpoint written on 2 replicas resumes on one process (and one
     written by one process on 3 replicas): the run goes on as if never
@@ -205,10 +295,18 @@ def test_distributed_training_errors(torch_models, tmp_path):
     assert p.returncode == 1 and "--bucket-mb must be positive" in p.stderr
     p = compile_("--cluster", "local:2", "--dp", "2", "--grad-dtype", "fp8")
     assert p.returncode == 1 and "--grad-dtype must be fp32, fp16 or bf16, got 'fp8'" in p.stderr
-    for flag in (["--bucket-mb", "4"], ["--grad-dtype", "bf16"]):
+    for flag in (["--bucket-mb", "4"], ["--grad-dtype", "bf16"], ["--zero", "0"]):
         p = run(DISTOPT, "compile", model, *flag, "-o", tmp_path / "f.dx", check=False)
         assert p.returncode == 1
-        assert "--bucket-mb and --grad-dtype apply to --gradients and --optimizer" in p.stderr
+        assert "--bucket-mb, --grad-dtype and --zero apply to --gradients and --optimizer" \
+            in p.stderr
+    p = compile_("--cluster", "local:2", "--dp", "2", "--zero", "2")
+    assert p.returncode == 1
+    assert "--zero must be 0 or 1 (ZeRO stages 2 and 3 are not built), got 2" in p.stderr
+    p = run(DISTOPT, "compile", model, "--loss", "cross-entropy:logits", "--gradients",
+            "--zero", "1", "--cluster", "local:2", "--dp", "2", "-o", tmp_path / "g.dx",
+            check=False)
+    assert p.returncode == 1 and "--zero 1 shards the optimizer state" in p.stderr
     # Batch norm in training form reduces over the batch: its statistics
     # would be per replica, which distopt does not do silently.
     bn = torch_models / "train_bn" / "model.onnx"

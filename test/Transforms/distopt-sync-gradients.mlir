@@ -2,6 +2,8 @@
 // RUN: distopt-opt %s --distopt-sync-gradients --split-input-file | FileCheck %s --check-prefix=ONE
 // RUN: distopt-opt %s --distopt-sync-gradients='grad-dtype=f16' --split-input-file | FileCheck %s --check-prefix=F16
 // RUN: not distopt-opt %s --distopt-sync-gradients='grad-dtype=f8' --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: distopt-opt %s --distopt-sync-gradients='zero-stage=1 bucket-bytes=64' --split-input-file | FileCheck %s --check-prefix=ZERO
+// RUN: not distopt-opt %s --distopt-sync-gradients='zero-stage=2' --split-input-file 2>&1 | FileCheck %s --check-prefix=ZERO2
 
 // Three gradients of a 2-replica program, produced b (16 bytes), w1 (48),
 // w2 (32). With 64-byte buckets, b and w1 travel together, flattened into
@@ -37,6 +39,18 @@
 // F16: %[[TWO:.*]] = dopt.constant {value = dense<2.000000e+00> : tensor<f32>}
 // F16: dopt.mul %[[F]], %[[TWO]]
 // BAD: distopt-sync-gradients: grad-dtype must be f32, f16 or bf16, got 'f8'
+// ZeRO-1: each gradient as [2 replicas, chunk] (b: 2 x 2, w1: 2 x 6),
+// joined along the chunks and reduce-scattered; each result is this
+// replica's chunk (dopt.zero_shard).
+// ZERO-LABEL: func.func @main
+// ZERO-SAME: tensor<4xf32> {dopt.grad_of = "w2", dopt.name = "grad:w2", dopt.zero_shard}
+// ZERO-SAME: tensor<6xf32> {dopt.grad_of = "w1", dopt.name = "grad:w1", dopt.zero_shard}
+// ZERO-SAME: tensor<2xf32> {dopt.grad_of = "b", dopt.name = "grad:b", dopt.zero_shard}
+// ZERO: %[[CAT:.*]] = dopt.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x6xf32>) -> tensor<2x8xf32>
+// ZERO: shard.reduce_scatter %[[CAT]] on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.bucket = 0 : i64} : tensor<2x8xf32> -> tensor<1x8xf32>
+// ZERO: shard.reduce_scatter %{{.*}} on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.bucket = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+// ZERO: dopt.split %{{.*}} {axis = 1 : i64, sizes = array<i64: 2, 6>}
+// ZERO2: distopt-sync-gradients: zero-stage must be 0 or 1, got 2
 module {
   shard.grid @dopt_grid(shape = 1x2x1)
   func.func @main(%b: tensor<4xf32>, %w1: tensor<3x4xf32>, %w2: tensor<8xf32>, %l: tensor<f32>)

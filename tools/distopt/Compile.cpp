@@ -234,8 +234,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       WithColor::error() << problem << "\n";
       return 1;
     }
+    if (gradientSync.zero == 1 && compileOptimizer.empty()) {
+      WithColor::error() << "--zero 1 shards the optimizer state: it applies "
+                            "to --optimizer\n";
+      return 1;
+    }
     if (gradientSync.given && !compileGradients && compileOptimizer.empty()) {
-      WithColor::error() << "--bucket-mb and --grad-dtype apply to "
+      WithColor::error() << "--bucket-mb, --grad-dtype and --zero apply to "
                             "--gradients and --optimizer\n";
       return 1;
     }
@@ -418,6 +423,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         sync.gradDtype = gradientSync.dtype == "fp16"   ? "f16"
                          : gradientSync.dtype == "bf16" ? "bf16"
                                                         : "f32";
+        // The plan's ZeRO stage (forced by --zero, or the planner's).
+        // Gradients alone (--gradients) are whole: no optimizer state to
+        // shard.
+        if (auto plan = (*program)->getAttrOfType<DictionaryAttr>("dopt.plan"))
+          if (auto z = plan.getAs<IntegerAttr>("zero_stage"))
+            if (!compileOptimizer.empty())
+              sync.zeroStage = static_cast<int>(z.getInt());
         pm.addPass(createSyncGradientsPass(sync));
       }
       if (!compileOptimizer.empty()) {

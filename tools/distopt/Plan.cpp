@@ -103,6 +103,15 @@ cl::opt<std::string> gradDtype(
     cl::init("fp32"), cl::value_desc("fp32|fp16|bf16"),
     cl::sub(distopt::tool::planCommand()),
     cl::sub(distopt::tool::compileCommand()));
+cl::opt<int> zeroFlag(
+    "zero",
+    cl::desc("Data-parallel training: 1 shards the optimizer state over the "
+             "replicas (ZeRO-1: gradients reduce-scattered, weights "
+             "all-gathered), 0 keeps it on every replica; default: 0 unless "
+             "no plan fits without it"),
+    cl::init(-1), cl::value_desc("0|1"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> profileFile(
     "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
     cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
@@ -133,6 +142,8 @@ bool applyGradientSync(PlanOptions &options, std::string &error) {
   options.bucketBytes = flags.bucketBytes;
   if (flags.dtype != "fp32")
     options.gradDtype = parseDType(flags.dtype);
+  if (flags.zero >= 0)
+    options.zeroStage = flags.zero;
   return true;
 }
 
@@ -461,7 +472,14 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
 
 bool distopt::tool::gradientSyncFlags(GradientSyncFlags &out,
                                       std::string &error) {
-  out.given = bucketMB.getNumOccurrences() || gradDtype.getNumOccurrences();
+  out.given = bucketMB.getNumOccurrences() || gradDtype.getNumOccurrences() ||
+              zeroFlag.getNumOccurrences();
+  if (zeroFlag.getNumOccurrences() && zeroFlag != 0 && zeroFlag != 1) {
+    error = "--zero must be 0 or 1 (ZeRO stages 2 and 3 are not built), "
+            "got " + std::to_string(zeroFlag);
+    return false;
+  }
+  out.zero = zeroFlag.getNumOccurrences() ? int(zeroFlag) : -1;
   if (!(bucketMB > 0)) {
     error = "--bucket-mb must be positive";
     return false;

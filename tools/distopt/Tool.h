@@ -33,13 +33,16 @@ int runBundle();
 /// without --cluster. Prints its errors; returns false on failure.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          std::vector<int64_t> &grid, bool training = false);
-/// --bucket-mb and --grad-dtype, shared by `plan` and `compile`: how a
-/// data-parallel training step sends its gradients.
+/// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
+/// how a data-parallel training step sends its gradients and keeps its
+/// optimizer state.
 struct GradientSyncFlags {
   double bucketBytes = 0;
   /// "fp32", "fp16" or "bf16".
   std::string dtype;
-  bool given = false; ///< either flag was given
+  /// --zero: -1 when not given (the planner decides).
+  int zero = -1;
+  bool given = false; ///< any of the flags was given
 };
 /// Reads the flags; false with `error` when a value is not allowed.
 bool gradientSyncFlags(GradientSyncFlags &out, std::string &error);

@@ -52,6 +52,10 @@ struct PlanOptions {
   /// The largest bucket of gradients one all-reduce carries (PyTorch DDP's
   /// default bucket_cap_mb = 25).
   double bucketBytes = 25.0 * 1024 * 1024;
+  /// ZeRO stage of data-parallel training (0: replicated optimizer state;
+  /// 1: each replica keeps its shard). Unset: 0, or 1 when no plan fits
+  /// without it.
+  std::optional<int> zeroStage;
   std::optional<int64_t> dp, tp, pp, microbatches;
   std::optional<Recompute> recompute;
   EfficiencyProfile efficiency;
@@ -79,6 +83,8 @@ struct StagePlan {
 
 struct Plan {
   int64_t dp = 1, tp = 1, pp = 1;
+  /// ZeRO stage the memory was counted with (PlanOptions::zeroStage).
+  int zeroStage = 0;
   int64_t microbatches = 1, microbatchSize = 1;
   Recompute recompute = Recompute::Off;
   double stepTime = 0, compute = 0, communication = 0, bubble = 0;

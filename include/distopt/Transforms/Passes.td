@@ -365,8 +365,12 @@ def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
     after its last gradient. With `grad-dtype` f16 or bf16 a bucket is
     multiplied by 1/replicas, cast to 16 bits, summed, cast back and
     multiplied by the replica count: half the bytes on the links, the
-    update still in f32. A program without a grid, or with one replica, is
-    left alone.
+    update still in f32. With `zero-stage=1` (ZeRO-1) each gradient is
+    flattened, padded and viewed as [replicas, chunk]; the bucket joins them
+    along the chunks and is reduce-scattered (synchronously), so each
+    replica gets the chunk of every gradient it updates: the result becomes
+    that chunk (`dopt.zero_shard`), which distopt-optimizer updates. A
+    program without a grid, or with one replica, is left alone.
 
     ```mlir
     %g1 = ... // grad:b2 (produced first)
@@ -385,6 +389,10 @@ def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
            "f32, f16 or bf16: the dtype the buckets travel in (16-bit: "
            "scaled by 1/replicas before the sum, so f16 cannot overflow, and "
            "back to f32 after it)">,
+    Option<"zeroStage", "zero-stage", "int", /*default=*/"0",
+           "1: reduce-scatter instead of all-reduce, so each replica gets "
+           "the chunk of every gradient it updates (ZeRO-1, "
+           "ZeroSharding.h); 0: all-reduce">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
@@ -439,7 +447,7 @@ def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
            "SGD: Nesterov momentum">,
   ];
-  let dependentDialects = ["distopt::dopt::DoptDialect"];
+  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
 
 #endif // DISTOPT_TRANSFORMS_PASSES_TD
