@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,14 @@ namespace {
 bool gInitialized = false;
 bool gWeInitializedMPI = false;
 bool gThreadMultiple = false;
+/// What the program is doing (dort_set_context), for failure messages;
+/// set by the main thread, read by whichever thread fails.
+std::mutex gContextMutex;
+std::string gContext;
+std::string contextPrefix() {
+  std::lock_guard<std::mutex> lock(gContextMutex);
+  return gContext.empty() ? std::string() : gContext + ": ";
+}
 dort_comm gWorld;
 MPI_Op gHalfOps[2][4]; // [f16, bf16][sum, max, min, prod]
 
@@ -258,11 +267,11 @@ int waitWithTimeout(MPI_Request &request, const char *what) {
       return 0;
     if (spins > 1000) {
       if (clock::now() > deadline) {
-        char msg[256];
+        char msg[384];
         std::snprintf(msg, sizeof msg,
-                      "%s did not complete within %.0f s (a peer rank died "
+                      "%s%s did not complete within %.0f s (a peer rank died "
                       "or hangs; set DISTOPT_COMM_TIMEOUT to wait longer)",
-                      what, timeoutSeconds());
+                      contextPrefix().c_str(), what, timeoutSeconds());
         dort_comm_abort(3, msg);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -418,6 +427,11 @@ int dort_comm_init(int *argc, char ***argv) {
 int dort_comm_initialized(void) { return gInitialized ? 1 : 0; }
 
 int dort_comm_thread_multiple(void) { return gThreadMultiple ? 1 : 0; }
+
+void dort_set_context(const char *context) {
+  std::lock_guard<std::mutex> lock(gContextMutex);
+  gContext = context ? context : "";
+}
 
 int dort_comm_finalize(void) {
   if (!gInitialized)

@@ -17,6 +17,12 @@
 // waiting for communication. --trace writes a Chrome-trace timeline of
 // every rank (steps, collectives with their bytes, waits).
 //
+// Failures end the job naming the rank and the step: a collective that
+// times out says which step it was in; a rank the launcher terminates
+// because another died says which step it was in. For tests and
+// experiments, DISTOPT_FAULT=die:RANK:STEP or hang:RANK:STEP makes rank
+// RANK kill itself (SIGKILL) or stop responding at the start of step STEP.
+//
 // A bundle compiled with `distopt compile --loss ... --optimizer ...` runs
 // one training step per call of its entry (lib/Transforms/Optimizer.cpp).
 // Its manifest names the roles by convention: inputs `opt.<hyper>` are the
@@ -41,6 +47,7 @@
 #include "FileUtil.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,6 +222,41 @@ struct Job {
   int rank = 0;
 };
 Job gJob;
+
+/// The message a rank prints when the launcher terminates it (another rank
+/// failed): prepared before each step, written by the signal handler with
+/// write(2) alone.
+char gTerminatedMessage[256];
+size_t gTerminatedLength = 0;
+
+extern "C" void onTerminate(int) {
+  if (gTerminatedLength)
+    (void)!write(2, gTerminatedMessage, gTerminatedLength);
+  _exit(143);
+}
+
+/// DISTOPT_FAULT=die:RANK:STEP|hang:RANK:STEP (tests and experiments).
+struct Fault {
+  std::string kind;
+  int64_t rank = -1, step = -1;
+};
+
+bool parseFault(Fault &f, std::string &error) {
+  const char *env = std::getenv("DISTOPT_FAULT");
+  if (!env || !*env)
+    return true;
+  std::string v = env;
+  size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
+  f.kind = v.substr(0, a);
+  if ((f.kind != "die" && f.kind != "hang") || b == std::string::npos ||
+      !parseInt(v.substr(a + 1, b - a - 1), f.rank, 0) ||
+      !parseInt(v.substr(b + 1), f.step, 1)) {
+    error = "DISTOPT_FAULT must be die:RANK:STEP or hang:RANK:STEP, got '" + v +
+            "'";
+    return false;
+  }
+  return true;
+}
 
 /// Reports an error. In a distributed run every rank reads the same files
 /// and runs the same steps, so an error on one rank is an error of the job:
@@ -736,6 +778,11 @@ int runTraining(int argc, char **argv, EntryFn entry,
   }
   trace::resetOrigin();
   trace::setEnabled(!a.trace.empty());
+  Fault fault;
+  if (!parseFault(fault, error))
+    return fail(a, error);
+  if (gJob.distributed)
+    signal(SIGTERM, onTerminate);
   for (const WeightSpec &w : m.weights)
     if (!w.splitAxes.empty())
       return fail(a, "weight '" + w.name + "' is sharded across ranks; "
@@ -933,6 +980,25 @@ int runTraining(int argc, char **argv, EntryFn entry,
         v = h->second;
       }
       *static_cast<float *>(inputs[i].data()) = static_cast<float>(v);
+    }
+    std::string context = "step " + std::to_string(step + 1);
+    dort_set_context(context.c_str());
+    if (gJob.distributed) {
+      int n = std::snprintf(gTerminatedMessage, sizeof gTerminatedMessage,
+                            "%s: terminated during step %lld (another rank "
+                            "failed)\n",
+                            a.program.c_str(), static_cast<long long>(step + 1));
+      gTerminatedLength = n > 0 ? std::min<size_t>(size_t(n), sizeof gTerminatedMessage - 1) : 0;
+    }
+    if (fault.rank == gJob.rank && fault.step == step + 1) {
+      std::fprintf(stderr, "%s: DISTOPT_FAULT: %s at step %lld\n",
+                   a.program.c_str(), fault.kind == "die" ? "dying" : "hanging",
+                   static_cast<long long>(step + 1));
+      std::fflush(stderr);
+      if (fault.kind == "die")
+        raise(SIGKILL);
+      for (;;)
+        pause();
     }
     dort_clear_error();
     dort_clear_pending_error();

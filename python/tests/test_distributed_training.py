@@ -7,7 +7,10 @@ checkpoints move between plans; the errors say what is not supported."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -393,3 +396,65 @@ def test_log_and_trace_of_a_data_parallel_run(torch_models, tmp_path):
                 # where the update first reads the gradients.
                 assert wait["ts"] >= starts[-1]
                 assert reduce["ts"] + reduce["dur"] <= hi + 1
+
+
+def test_a_dying_or_hanging_rank_ends_the_job_naming_rank_and_step(torch_models, tmp_path):
+    """DISTOPT_FAULT makes rank 1 die (SIGKILL) or hang at step 5 of a
+    3-replica run checkpointing every 2 steps: the job ends well within 30
+    s, the launcher names the dead rank, the others name the step; the last
+    complete checkpoint (step 4) resumes and finishes the run as if nothing
+    had happened."""
+    d = torch_models / "train"
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((60, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+            "--lr", "0.05", "--steps", "10"]
+    bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:3",
+                          "--dp", "3")
+    straight, straight_w = train(bundle, 3, *data, tag="-straight")
+    for kind in ("die", "hang"):
+        ck = tmp_path / f"ck-{kind}"
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   DISTOPT_FAULT=f"{kind}:1:5", DISTOPT_COMM_TIMEOUT="3")
+        start = time.monotonic()
+        p = subprocess.run(["mpirun", "-x", "DISTOPT_FAULT", "-x", "DISTOPT_COMM_TIMEOUT",
+                            "-np", "3", "--oversubscribe", str(bundle / "f"), "train", *data,
+                            "--checkpoint-dir", str(ck), "--checkpoint-every", "2"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        elapsed = time.monotonic() - start
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and elapsed < 30, (kind, elapsed, out)
+        if kind == "die":
+            assert "rank 1" in out and "exited on signal 9" in out, out
+            assert "terminated during step 5 (another rank failed)" in out, out
+        else:
+            assert "step 5: dort_all_reduce did not complete within 3 s" in out, out
+        meta = json.loads((ck / "checkpoint" / "meta.json").read_text())
+        assert meta["step"] == 4
+        resumed, w = train(bundle, 3, *data, "--resume", ck, tag=f"-{kind}")
+        assert [s["step"] for s in resumed] == list(range(5, 11))
+        assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
+        for f in straight_w.iterdir():
+            assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)
+
+
+def test_a_run_is_bit_identical_for_a_fixed_seed_plan_and_rank_count(torch_models, tmp_path):
+    """Twice the same 3-replica run (shuffled, buckets on the communication
+    thread, 16-bit gradients): the same losses, norms and weights, bit for
+    bit."""
+    d = torch_models / "train"
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((60, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+            "--shuffle", "5", "--steps", "12", "--lr", "0.01"]
+    bundle = compile_step(d / "model.onnx", tmp_path / "b.dx", "adamw", "--cluster", "local:3",
+                          "--dp", "3", "--bucket-mb", "0.001", "--grad-dtype", "bf16")
+    a, wa = train(bundle, 3, *data, tag="-a")
+    b, wb = train(bundle, 3, *data, tag="-b")
+    assert [(s["loss"], s["grad_norm"]) for s in a] == [(s["loss"], s["grad_norm"]) for s in b]
+    for f in wa.iterdir():
+        assert np.array_equal(np.load(f), np.load(wb / f.name)), f.name

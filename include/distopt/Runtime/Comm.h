@@ -66,6 +66,9 @@ int dort_comm_local_size(const dort_comm *comm);
 
 /* Ranks with the same `color` form a communicator, ordered by `key`.
  * Collective over `parent`. */
+/* What this rank is doing ("step 12"), named in failure messages (a
+ * collective that times out); NULL or "" clears it. */
+void dort_set_context(const char *context);
 /* Whether MPI runs with MPI_THREAD_MULTIPLE (several threads may call it). */
 int dort_comm_thread_multiple(void);
 int dort_comm_split(dort_comm *parent, int color, int key, dort_comm **out);
