@@ -174,6 +174,9 @@ std::optional<double> elementwiseFlopsPerElement(mlir::Operation *op) {
             dopt::CastOp>([](auto) { return 1.0; })
       // x >= 0 ? x : alpha·x: a compare and a multiply.
       .Case<dopt::LeakyReluOp>([](auto) { return 2.0; })
+      // The mask's hash (an index, SplitMix64: ~12 integer ops), a compare,
+      // a multiply and a select, counted as FLOPs.
+      .Case<dopt::DropoutOp>([](auto) { return 15.0; })
       // 1 / (1 + exp(-x)): neg, exp, add, reciprocal.
       .Case<dopt::SigmoidOp>([](auto) { return 4.0; })
       .Case<dopt::GeluOp>([](dopt::GeluOp g) {
@@ -194,7 +197,7 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
       !llvm::isa<dopt::DoptDialect>(op->getDialect()))
     return cost;
   if (llvm::isa<dopt::WeightOp, dopt::ConstantOp, dopt::ReshapeOp,
-                dopt::ShapeOp>(op))
+                dopt::ShapeOp, dopt::RngKeyOp>(op))
     return cost; // no work: data already in place, or a view
 
   cost.dtype = computeDType(op, opts);

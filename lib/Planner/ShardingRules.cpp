@@ -526,7 +526,8 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
             dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
             dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::ReluOp,
             dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
-            dopt::ExpandOp>([](mlir::Operation *o) { return elementwiseRule(o); })
+            dopt::ExpandOp, dopt::DropoutOp>(
+          [](mlir::Operation *o) { return elementwiseRule(o); })
       .Case<dopt::SoftmaxOp>(
           [](dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
       .Case<dopt::LogSoftmaxOp>(

@@ -215,6 +215,21 @@ std::string baseNameOf(const std::string &path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+/// SplitMix64's output function (Steele, Lea, Flood 2014).
+uint64_t splitmix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// The random key of step `step` (1, 2, ...) of a run with `seed`: the
+/// input `rng.key` that dopt.dropout draws its masks from. The same on
+/// every rank, and on resume.
+uint64_t stepKey(uint64_t seed, int64_t step) {
+  return splitmix64(splitmix64(seed + 0x9E3779B97F4A7C15ull) +
+                    static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull);
+}
+
 /// The job a data-parallel training run belongs to (one process: rank 0
 /// of 1, not distributed).
 struct Job {
@@ -797,12 +812,14 @@ int runTraining(int argc, char **argv, EntryFn entry,
   if (!outputIndex.count("loss") || !outputIndex.count("grad_norm"))
     return fail(a, "this bundle is not a training step (compile it with "
                    "--loss KIND:OUTPUT --optimizer sgd|adam|adamw)");
-  std::vector<size_t> dataInputs;
+  std::vector<size_t> dataInputs, keyInputs;
   std::vector<std::pair<size_t, size_t>> stateIO; // input, output
   std::vector<std::pair<size_t, std::string>> hyperInputs;
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     const std::string &n = m.inputs[i].name;
-    if (n.rfind("opt.", 0) != 0) {
+    if (n == "rng.key") {
+      keyInputs.push_back(i);
+    } else if (n.rfind("opt.", 0) != 0) {
       dataInputs.push_back(i);
     } else if (n.find(':') != std::string::npos) {
       auto o = outputIndex.find(n);
@@ -969,6 +986,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
         extractBlock(whole.data(), inputs[i].data(), m.inputs[i], m.grid,
                      coords);
     }
+    // The step's random key (training-mode dropout masks).
+    for (size_t i : keyInputs)
+      *static_cast<int64_t *>(inputs[i].data()) =
+          static_cast<int64_t>(stepKey(a.seed, step + 1));
     double lr = scheduledLr(a, step, steps);
     for (auto &[i, name] : hyperInputs) {
       double v = name == "step" ? double(step + 1) : name == "lr" ? lr : 0.0;

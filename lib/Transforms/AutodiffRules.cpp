@@ -695,6 +695,17 @@ const llvm::StringMap<RuleFn> &rules() {
           b, gs[0], TypeAttr::get(typeOf(x).getElementType())));
       return success();
     };
+    // Dropout: the same mask (the same key, stream and positions) on the
+    // adjoint, scaled alike; the key and offsets carry no gradient.
+    t["dopt.dropout"] = [](ImplicitLocOpBuilder &b, Operation *op,
+                           ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto d = cast<dopt::DropoutOp>(op);
+      out.push_back(dopt::DropoutOp::create(b, gs[0], d.getKey(),
+                                            d.getOffsets(), d.getRatioAttr(),
+                                            d.getStreamAttr(),
+                                            d.getGlobalShapeAttr()));
+      return success();
+    };
     // A sum over the replicas of a data-parallel program (the loss's sums,
     // distopt-append-loss): the result, and so its adjoint, is the same on
     // every replica, and each replica's share contributed to it with

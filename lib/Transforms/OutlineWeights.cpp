@@ -63,6 +63,27 @@ struct OutlineWeightsPass
       w.getResult().replaceAllUsesWith(it->second);
       w.erase();
     }
+    // The run's random key: one input, `rng.key`, after the model's inputs
+    // (the entry's buffers are inputs, then weights, then outputs).
+    SmallVector<dopt::RngKeyOp> keys;
+    main.walk([&](dopt::RngKeyOp k) { keys.push_back(k); });
+    if (keys.empty())
+      return;
+    unsigned index = 0;
+    while (index < main.getNumArguments() &&
+           !main.getArgAttr(index, "dopt.weight"))
+      ++index;
+    if (failed(main.insertArgument(
+            index, keys.front().getType(),
+            b.getDictionaryAttr(
+                {b.getNamedAttr("dopt.name", b.getStringAttr("rng.key")),
+                 b.getNamedAttr("dopt.rng_key", b.getUnitAttr())}),
+            keys.front().getLoc())))
+      return signalPassFailure();
+    for (dopt::RngKeyOp k : keys) {
+      k.getResult().replaceAllUsesWith(main.getArgument(index));
+      k.erase();
+    }
   }
 };
 } // namespace

@@ -197,6 +197,7 @@ private:
   llvm::DenseMap<Operation *, planner::OpShardingRule> rules;
   LogicalResult outlineStages();
   LogicalResult splitVocabularyGather(dopt::GatherOp g);
+  void placeDropoutBlock(dopt::DropoutOp d);
   FailureOr<Value> reshard(Value v, const Sharding &from, const Sharding &to,
                            Location loc);
 };
@@ -413,6 +414,8 @@ LogicalResult Partitioner::retypeOp(Operation *op) {
     if (it != produced.end() && it->second.partial)
       return splitVocabularyGather(g);
   }
+  if (auto d = dyn_cast<dopt::DropoutOp>(op))
+    placeDropoutBlock(d);
   // Padded samples must stay apart from real ones: an op that reads a padded
   // batch must keep the batch split (it works per sample).
   if (llvm::any_of(op->getOperands(),
@@ -785,6 +788,47 @@ LogicalResult Partitioner::splitVocabularyGather(dopt::GatherOp g) {
   if (Type gt = globalTypes.lookup(g.getResult()))
     globalTypes[masked.getResult()] = gt;
   return success();
+}
+
+/// A dropout's mask is drawn by position in the whole tensor: a split
+/// dropout gets the whole shape and its block's first element per
+/// dimension (the rank's block index on the dimension's grid axes times the
+/// local size), so every rank draws its part of the one-process mask.
+void Partitioner::placeDropoutBlock(dopt::DropoutOp d) {
+  auto it = produced.find(d.getResult());
+  Type whole = globalTypes.lookup(d.getResult());
+  if (it == produced.end() || !whole)
+    return;
+  const Sharding &s = it->second;
+  if (llvm::all_of(s.axes, [](const auto &a) { return a.empty(); }))
+    return;
+  Location loc = d.getLoc();
+  builder.setInsertionPoint(d);
+  auto local = cast<RankedTensorType>(d.getResult().getType());
+  Type i64 = builder.getI64Type();
+  SmallVector<Value> offsets;
+  for (auto [dim, axes] : llvm::enumerate(s.axes)) {
+    Value block = arith::ConstantOp::create(builder, loc,
+                                            builder.getIntegerAttr(i64, 0));
+    for (int16_t a : axes) {
+      auto coord = shard::ProcessMultiIndexOp::create(
+          builder, loc, kGridName, ArrayRef<shard::GridAxis>{a});
+      Value c = arith::IndexCastOp::create(builder, loc, i64,
+                                           coord.getResult()[0]);
+      Value n = arith::ConstantOp::create(
+          builder, loc, builder.getIntegerAttr(i64, gridShape[a]));
+      block = arith::AddIOp::create(
+          builder, loc, arith::MulIOp::create(builder, loc, block, n), c);
+    }
+    Value size = arith::ConstantOp::create(
+        builder, loc, builder.getIntegerAttr(i64, local.getDimSize(dim)));
+    offsets.push_back(arith::MulIOp::create(builder, loc, block, size));
+  }
+  Value offsetTensor = tensor::FromElementsOp::create(
+      builder, loc, RankedTensorType::get({local.getRank()}, i64), offsets);
+  d.getOffsetsMutable().assign(offsetTensor);
+  d.setGlobalShapeAttr(builder.getDenseI64ArrayAttr(
+      cast<RankedTensorType>(whole).getShape()));
 }
 
 /// Pipelined plans: @main becomes one function per stage,

@@ -31,6 +31,10 @@ def OutlineWeightsPass : Pass<"distopt-outline-weights", "mlir::ModuleOp"> {
       return %y : tensor<2x8xf32>
     }
     ```
+  
+    A `dopt.rng_key` (the random key of training-mode dropout) becomes one
+    more input, `rng.key` (`dopt.rng_key`), after the model's inputs: the
+    train loop feeds it each step.
   }];
 }
 

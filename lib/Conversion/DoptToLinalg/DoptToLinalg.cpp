@@ -645,6 +645,85 @@ struct WherePattern : DoptPattern<dopt::WhereOp> {
   }
 };
 
+/// dopt.dropout: each element's mask bit from SplitMix64 at its counter
+/// (the op's description); the row-major index in the whole tensor comes
+/// from linalg.index plus the block's offsets.
+struct DropoutPattern : DoptPattern<dopt::DropoutOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::DropoutOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Location loc = op.getLoc();
+    int64_t rank = rt.getRank();
+    auto i64 = rewriter.getI64Type();
+    Value key = tensor::ExtractOp::create(rewriter, loc, adaptor.getKey(),
+                                          ValueRange{});
+    SmallVector<Value> offsets;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!adaptor.getOffsets()) {
+        offsets.push_back(Value());
+        continue;
+      }
+      Value at = arith::ConstantIndexOp::create(rewriter, loc, d);
+      offsets.push_back(tensor::ExtractOp::create(
+          rewriter, loc, adaptor.getOffsets(), ValueRange{at}));
+    }
+    SmallVector<int64_t> whole(rt.getShape());
+    if (auto g = op.getGlobalShapeAttr())
+      whole.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    float ratio = op.getRatio().convertToFloat();
+    double scale = 1.0 / (1.0 - double(ratio));
+    int64_t stream = op.getStream();
+    Type elt = rt.getElementType();
+    Value r = elementwise(
+        rewriter, loc, rt.getShape(), elt, {adaptor.getInput()},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          auto c64 = [&](uint64_t v) -> Value {
+            return arith::ConstantOp::create(
+                b, l, b.getIntegerAttr(i64, static_cast<int64_t>(v)));
+          };
+          Value g = c64(0);
+          for (int64_t d = 0; d < rank; ++d) {
+            Value i = arith::IndexCastOp::create(
+                b, l, i64, linalg::IndexOp::create(b, l, d));
+            if (offsets[d])
+              i = arith::AddIOp::create(b, l, i, offsets[d]);
+            g = arith::AddIOp::create(
+                b, l, arith::MulIOp::create(b, l, g, c64(whole[d])), i);
+          }
+          Value counter = arith::AddIOp::create(
+              b, l, g, c64((uint64_t(stream) << 40) + 1));
+          Value z = arith::AddIOp::create(
+              b, l, key,
+              arith::MulIOp::create(b, l, counter, c64(0x9E3779B97F4A7C15ull)));
+          auto mix = [&](Value v, int64_t shift, uint64_t mul) -> Value {
+            Value x = arith::XOrIOp::create(
+                b, l, v, arith::ShRUIOp::create(b, l, v, c64(shift)));
+            return mul ? Value(arith::MulIOp::create(b, l, x, c64(mul))) : x;
+          };
+          z = mix(z, 30, 0xBF58476D1CE4E5B9ull);
+          z = mix(z, 27, 0x94D049BB133111EBull);
+          z = mix(z, 31, 0);
+          Value bits = arith::ShRUIOp::create(b, l, z, c64(40));
+          Value u = arith::MulFOp::create(
+              b, l, arith::UIToFPOp::create(b, l, b.getF32Type(), bits),
+              arith::ConstantOp::create(b, l, b.getF32FloatAttr(0x1p-24f)));
+          Value keep = arith::CmpFOp::create(
+              b, l, arith::CmpFPredicate::OGE, u,
+              arith::ConstantOp::create(b, l, b.getF32FloatAttr(ratio)));
+          Value kept = arith::MulFOp::create(
+              b, l, a[0],
+              arith::ConstantOp::create(b, l, b.getFloatAttr(elt, scale)));
+          Value zero =
+              arith::ConstantOp::create(b, l, b.getFloatAttr(elt, 0.0));
+          return arith::SelectOp::create(b, l, keep, kept, zero);
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
 struct CastPattern : DoptPattern<dopt::CastOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -1955,6 +2034,7 @@ struct ConvertDoptToLinalgPass
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
     patterns.add<
+        DropoutPattern,
         BinaryPattern<dopt::AddOp, BinKind::Add>,
         BinaryPattern<dopt::SubOp, BinKind::Sub>,
         BinaryPattern<dopt::MulOp, BinKind::Mul>,

@@ -84,11 +84,25 @@ LogicalResult importDropout(NodeContext &nc) {
       TRY(r, nc.constantScalar(1, "ratio"));
       ratio = r;
     }
-    if (training != 0 && ratio != 0)
-      return nc.error("training_mode = true with ratio " +
-                      std::to_string(ratio) +
-                      " is not supported yet: distopt imports Dropout for "
-                      "inference (identity)");
+    if (training != 0 && ratio != 0) {
+      if (!(ratio > 0 && ratio < 1))
+        return nc.error("ratio must be in [0, 1), got " +
+                        std::to_string(ratio));
+      if (nc.outputUsed(1))
+        return nc.error("the mask output of a training-mode Dropout is not "
+                        "supported (the mask is drawn inside the op)");
+      // The mask: counter-based, keyed by the step's random key; each
+      // Dropout of the model its own stream.
+      OpBuilder &b = nc.builder();
+      Value key = dopt::RngKeyOp::create(b, nc.loc());
+      int64_t stream = 0;
+      if (auto f = b.getInsertionBlock()->getParentOp())
+        f->walk([&](dopt::DropoutOp) { ++stream; });
+      nc.setOutput(0, nc.create<dopt::DropoutOp>(
+                          x, key, Value(), b.getF32FloatAttr(float(ratio)),
+                          b.getI64IntegerAttr(stream), DenseI64ArrayAttr()));
+      return success();
+    }
   }
   nc.setOutput(0, x);
   if (nc.outputUsed(1)) {

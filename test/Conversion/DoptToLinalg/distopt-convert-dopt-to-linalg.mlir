@@ -312,3 +312,28 @@ func.func @avg_pool_2x2(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {
   %0 = dopt.avg_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode = false, count_include_pad = false} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
   return %0 : tensor<2x3x4x4xf32>
 }
+
+// -----
+
+// A dropout block of a bigger tensor: each element's position in the whole
+// [8, 6] tensor (linalg.index plus the block's offsets) feeds SplitMix64 at
+// counter (stream << 40) + position + 1; kept elements are scaled by
+// 1 / (1 - ratio).
+// CHECK-LABEL: func.func @dropout
+// CHECK: %[[K:.*]] = tensor.extract %arg1[] : tensor<i64>
+// CHECK: %[[O0:.*]] = tensor.extract %arg2[%{{.*}}] : tensor<2xi64>
+// CHECK: linalg.generic
+// CHECK: linalg.index 0
+// CHECK: arith.addi %{{.*}}, %[[O0]]
+// CHECK: arith.muli %{{.*}}, %c6_i64
+// CHECK: %[[C:.*]] = arith.addi %{{.*}}, %c8796093022209_i64
+// CHECK: arith.muli %[[C]], %c-7046029254386353131_i64
+// CHECK: arith.shrui %{{.*}}, %c30_i64
+// CHECK: arith.uitofp
+// CHECK: arith.cmpf oge, %{{.*}}, %cst
+// CHECK: arith.mulf %{{.*}}, %cst_{{.*}} : f32
+// CHECK: arith.select
+func.func @dropout(%x: tensor<4x3xf32>, %k: tensor<i64>, %o: tensor<2xi64>) -> tensor<4x3xf32> {
+  %y = dopt.dropout %x, %k, %o {global_shape = array<i64: 8, 6>, ratio = 2.500000e-01 : f32, stream = 8 : i64} : (tensor<4x3xf32>, tensor<i64>, tensor<2xi64>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}

@@ -438,6 +438,48 @@ LogicalResult GeluOp::inferReturnTypes(MLIRContext *,
   return inferSameType(fail, adaptor.getInput(), out);
 }
 
+LogicalResult RngKeyOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location>, Adaptor,
+                                         SmallVectorImpl<Type> &out) {
+  out.push_back(RankedTensorType::get({}, IntegerType::get(context, 64)));
+  return success();
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(DropoutOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())))
+    return failure();
+  RankedTensorType in = tensorType(adaptor.getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return fail("input must hold floats, got " + typeStr(in));
+  RankedTensorType key = tensorType(adaptor.getKey());
+  if (key.getRank() != 0)
+    return fail("key must be a tensor<i64>, got " + typeStr(key));
+  float ratio = adaptor.getRatio().convertToFloat();
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return fail("ratio must be in [0, 1), got " + std::to_string(ratio));
+  if (adaptor.getStream() < 0 || adaptor.getStream() >= (int64_t(1) << 23))
+    return fail("stream must be in [0, 2^23)");
+  if (Value offsets = adaptor.getOffsets()) {
+    RankedTensorType o = tensorType(offsets);
+    if (o.getRank() != 1 || o.getDimSize(0) != in.getRank())
+      return fail("offsets must be a tensor<" + std::to_string(in.getRank()) +
+                  "xi64>, got " + typeStr(o));
+  }
+  if (auto whole = adaptor.getGlobalShapeAttr()) {
+    if (whole.size() != in.getRank())
+      return fail("global_shape must have one size per input dimension");
+    for (auto [g, l] : llvm::zip(whole.asArrayRef(), in.getShape()))
+      if (g < l)
+        return fail("global_shape is smaller than the input");
+  }
+  out.push_back(in);
+  return success();
+}
+
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> location,
                                         Adaptor adaptor,

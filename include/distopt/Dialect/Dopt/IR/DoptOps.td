@@ -255,6 +255,45 @@ def Dopt_WhereOp : Dopt_Op<"where"> {
   let hasFolder = 1;
 }
 
+def Dopt_RngKeyOp : Dopt_Op<"rng_key"> {
+  let summary = "the random key of this run (fed by the runtime)";
+  let description = [{
+    The 64-bit key random ops of a training step draw from
+    (`dopt.dropout`): the runtime computes it from the run's seed and the
+    step, so masks change every step and repeat for the same (seed, step).
+    `distopt-outline-weights` turns it into the input `rng.key`.
+
+    ```mlir
+    %k = dopt.rng_key : () -> tensor<i64>
+    ```
+  }];
+  let results = (outs TensorOf<[I64]>:$key);
+}
+
+def Dopt_DropoutOp : Dopt_Op<"dropout"> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    `output = keep ? input / (1 - ratio) : 0`, where `keep` is
+    `u >= ratio` for a uniform `u` in [0, 1) drawn by SplitMix64 at counter
+    `(stream << 40) + g + 1` of the stream seeded by `key` (a `tensor<i64>`,
+    `dopt.rng_key`), `g` the element's row-major index in the whole tensor
+    of shape `global_shape` (default: the input's shape) at `offsets` (the
+    block's first element per dimension, a `tensor<rank x i64>`; default 0):
+    a mask depends on (key, stream, position in the unsplit tensor) only,
+    never on how the work is split. `stream` tells a model's dropouts apart.
+    The same op on the output's adjoint is its gradient.
+
+    ```mlir
+    %y = dopt.dropout %x, %k {ratio = 1.000000e-01 : f32, stream = 3 : i64}
+           : (tensor<4x8xf32>, tensor<i64>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Dopt_Tensor:$input, TensorOf<[I64]>:$key,
+                   Optional<TensorOf<[I64]>>:$offsets, F32Attr:$ratio,
+                   I64Attr:$stream, OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  let results = (outs Dopt_Tensor:$output);
+}
+
 def Dopt_CastOp : Dopt_Op<"cast"> {
   let summary = "elementwise element-type conversion";
   let arguments = (ins Dopt_Tensor:$input, TypeAttr:$to);
