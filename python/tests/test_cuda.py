@@ -16,6 +16,8 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 import pytest
 
 from cli import BUILD, DISTOPT, ROOT, run
@@ -74,6 +76,36 @@ def test_gpt_plans_compile_for_cuda(plan, examples, tmp_path):
     run(DISTOPT, "compile", examples / "gpt.onnx", "--dim", "batch=4", *plan,
         "--target", "cuda", "-o", bundle)
     assert (bundle / "gpt").exists()
+
+
+@pytest.mark.parametrize("plan", [[], ["--cluster", "local:2", "--dp", "2"],
+                                  ["--cluster", "local:2", "--dp", "2", "--zero", "1",
+                                   "--grad-dtype", "bf16"]],
+                         ids=["one", "dp2", "dp2-zero1-bf16"])
+def test_training_steps_compile_for_cuda(plan, examples, tmp_path):
+    """Training steps (the GPT-style decoder; an MLP with a training-mode
+    Dropout) for the GPU: every kernel assembled by ptxas, the bundle
+    linked, under one process, data parallelism, and ZeRO-1 with bf16
+    gradients."""
+    inits = [numpy_helper.from_array(np.ones((16, 32), np.float32), "w1"),
+             numpy_helper.from_array(np.ones((32, 8), np.float32), "w2"),
+             numpy_helper.from_array(np.array(0.2, np.float32), "r"),
+             numpy_helper.from_array(np.array(True), "t")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Dropout", ["h", "r", "t"], ["d"]),
+             helper.make_node("MatMul", ["d", "w2"], ["logits"])]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 8])],
+                          inits)
+    mlp = tmp_path / "drop.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(mlp))
+    for name, model, dims in (("gpt", examples / "gpt.onnx", ["--dim", "batch=4"]),
+                              ("drop", mlp, [])):
+        bundle = tmp_path / f"{name}.dx"
+        run(DISTOPT, "compile", model, *dims, "--loss", "cross-entropy", "--optimizer",
+            "adamw", *plan, "--target", "cuda", "-o", bundle)
+        assert (bundle / name).exists()
 
 
 def test_ptx_for_requested_architectures(examples):

@@ -657,18 +657,10 @@ struct DropoutPattern : DoptPattern<dopt::DropoutOp> {
     Location loc = op.getLoc();
     int64_t rank = rt.getRank();
     auto i64 = rewriter.getI64Type();
-    Value key = tensor::ExtractOp::create(rewriter, loc, adaptor.getKey(),
-                                          ValueRange{});
-    SmallVector<Value> offsets;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!adaptor.getOffsets()) {
-        offsets.push_back(Value());
-        continue;
-      }
-      Value at = arith::ConstantIndexOp::create(rewriter, loc, d);
-      offsets.push_back(tensor::ExtractOp::create(
-          rewriter, loc, adaptor.getOffsets(), ValueRange{at}));
-    }
+    // The key enters as a broadcast 0-d operand and the offsets are read
+    // inside the body: no scalar reads on the host before the loop (a GPU
+    // kernel reads them itself).
+    Value offsetTensor = adaptor.getOffsets();
     SmallVector<int64_t> whole(rt.getShape());
     if (auto g = op.getGlobalShapeAttr())
       whole.assign(g.asArrayRef().begin(), g.asArrayRef().end());
@@ -677,18 +669,24 @@ struct DropoutPattern : DoptPattern<dopt::DropoutOp> {
     int64_t stream = op.getStream();
     Type elt = rt.getElementType();
     Value r = elementwise(
-        rewriter, loc, rt.getShape(), elt, {adaptor.getInput()},
+        rewriter, loc, rt.getShape(), elt,
+        {adaptor.getInput(), adaptor.getKey()},
         [&](OpBuilder &b, Location l, ValueRange a) -> Value {
           auto c64 = [&](uint64_t v) -> Value {
             return arith::ConstantOp::create(
                 b, l, b.getIntegerAttr(i64, static_cast<int64_t>(v)));
           };
+          Value key = a[1];
           Value g = c64(0);
           for (int64_t d = 0; d < rank; ++d) {
             Value i = arith::IndexCastOp::create(
                 b, l, i64, linalg::IndexOp::create(b, l, d));
-            if (offsets[d])
-              i = arith::AddIOp::create(b, l, i, offsets[d]);
+            if (offsetTensor)
+              i = arith::AddIOp::create(
+                  b, l, i,
+                  tensor::ExtractOp::create(
+                      b, l, offsetTensor,
+                      ValueRange{arith::ConstantIndexOp::create(b, l, d)}));
             g = arith::AddIOp::create(
                 b, l, arith::MulIOp::create(b, l, g, c64(whole[d])), i);
           }

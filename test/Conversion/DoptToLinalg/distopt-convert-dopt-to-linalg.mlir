@@ -320,10 +320,10 @@ func.func @avg_pool_2x2(%x: tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32> {
 // counter (stream << 40) + position + 1; kept elements are scaled by
 // 1 / (1 - ratio).
 // CHECK-LABEL: func.func @dropout
-// CHECK: %[[K:.*]] = tensor.extract %arg1[] : tensor<i64>
-// CHECK: %[[O0:.*]] = tensor.extract %arg2[%{{.*}}] : tensor<2xi64>
-// CHECK: linalg.generic
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<4x3xf32>, tensor<i64>)
+// CHECK: ^bb0(%{{.*}}: f32, %[[K:.*]]: i64,
 // CHECK: linalg.index 0
+// CHECK: %[[O0:.*]] = tensor.extract %arg2[%{{.*}}] : tensor<2xi64>
 // CHECK: arith.addi %{{.*}}, %[[O0]]
 // CHECK: arith.muli %{{.*}}, %c6_i64
 // CHECK: %[[C:.*]] = arith.addi %{{.*}}, %c8796093022209_i64
