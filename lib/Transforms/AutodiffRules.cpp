@@ -182,6 +182,79 @@ Value dilateSpatial(ImplicitLocOpBuilder &b, Value g, int64_t sh, int64_t sw) {
       b.getDenseI64ArrayAttr({1, 1, 1, 1}));
 }
 
+/// The input adjoint of y = conv(x, w; strides st, pads pd, dilations dl,
+/// groups G), x of shape `xs`, w [F, C/G, kh, kw]: a convolution of g
+/// dilated by the strides and padded to full, with w flipped and each
+/// group's [F/G, C/G] block transposed (weights [C, F/G, kh, kw], groups
+/// G, dilation dl); the end padded by what the strides skipped.
+Value convInputGrad(ImplicitLocOpBuilder &b, Value g, Value w,
+                    ArrayRef<int64_t> xs, ArrayRef<int64_t> st,
+                    ArrayRef<int64_t> pd, ArrayRef<int64_t> dl,
+                    int64_t groups) {
+  auto ws = typeOf(w).getShape(), gsz = typeOf(g).getShape();
+  Value gd = dilateSpatial(b, g, st[0], st[1]);
+  SmallVector<int64_t> begin{0, 0}, end{0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t extent = dl[i] * (ws[2 + i] - 1) + 1;
+    begin.push_back(extent - 1 - pd[i]);
+    end.push_back(xs[2 + i] - 1 + pd[i] - (gsz[2 + i] - 1) * st[i]);
+  }
+  gd = padOrCrop(b, gd, begin, end);
+  Value flipped = dopt::SliceOp::create(
+      b, w, b.getDenseI64ArrayAttr({0, 0, ws[2] - 1, ws[3] - 1}),
+      b.getDenseI64ArrayAttr({ws[0], ws[1], -1, -1}),
+      b.getDenseI64ArrayAttr({1, 1, -1, -1}));
+  Value wt;
+  if (groups == 1) {
+    wt = dopt::TransposeOp::create(b, flipped, b.getDenseI64ArrayAttr({1, 0, 2, 3}));
+  } else {
+    int64_t f = ws[0] / groups, c = ws[1];
+    Value v = reshape(b, flipped, {groups, f, c, ws[2], ws[3]});
+    v = dopt::TransposeOp::create(b, v, b.getDenseI64ArrayAttr({0, 2, 1, 3, 4}));
+    wt = reshape(b, v, {groups * c, f, ws[2], ws[3]});
+  }
+  return dopt::ConvOp::create(b, gd, wt, Value(), b.getDenseI64ArrayAttr({1, 1}),
+                              b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+                              b.getDenseI64ArrayAttr(dl),
+                              b.getI64IntegerAttr(groups));
+}
+
+/// The weight adjoint of the same convolution, w of shape `ws`: N becomes
+/// the contraction. Each group's input channels become the batch and its
+/// samples the channels, [C/G, G·N, H, W]; g per group [F, N, h, w]; a
+/// convolution with groups G, strides dl, dilations st, pads pd gives
+/// [C/G, F, ...], cut to the kernel and transposed to [F, C/G, kh, kw].
+Value convWeightGrad(ImplicitLocOpBuilder &b, Value x, Value g,
+                     ArrayRef<int64_t> ws, ArrayRef<int64_t> st,
+                     ArrayRef<int64_t> pd, ArrayRef<int64_t> dl,
+                     int64_t groups) {
+  auto xs = typeOf(x).getShape(), gsz = typeOf(g).getShape();
+  auto swap = b.getDenseI64ArrayAttr({1, 0, 2, 3});
+  Value xt, gt;
+  if (groups == 1) {
+    xt = dopt::TransposeOp::create(b, x, swap);
+    gt = dopt::TransposeOp::create(b, g, swap);
+  } else {
+    int64_t n = xs[0], c = xs[1] / groups, f = gsz[1] / groups;
+    Value v = reshape(b, x, {n, groups, c, xs[2], xs[3]});
+    v = dopt::TransposeOp::create(b, v, b.getDenseI64ArrayAttr({2, 1, 0, 3, 4}));
+    xt = reshape(b, v, {c, groups * n, xs[2], xs[3]});
+    Value u = reshape(b, g, {n, groups, f, gsz[2], gsz[3]});
+    u = dopt::TransposeOp::create(b, u, b.getDenseI64ArrayAttr({1, 2, 0, 3, 4}));
+    gt = reshape(b, u, {groups * f, n, gsz[2], gsz[3]});
+  }
+  Value r = dopt::ConvOp::create(b, xt, gt, Value(), b.getDenseI64ArrayAttr(dl),
+                                 b.getDenseI64ArrayAttr(pd),
+                                 b.getDenseI64ArrayAttr(st),
+                                 b.getI64IntegerAttr(groups));
+  auto rs = typeOf(r).getShape();
+  if (rs[2] != ws[2] || rs[3] != ws[3])
+    r = dopt::SliceOp::create(b, r, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+                              b.getDenseI64ArrayAttr({rs[0], rs[1], ws[2], ws[3]}),
+                              b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+  return dopt::TransposeOp::create(b, r, swap);
+}
+
 /// The rules, by op name.
 const llvm::StringMap<RuleFn> &rules() {
   static const llvm::StringMap<RuleFn> table = [] {
@@ -214,6 +287,21 @@ const llvm::StringMap<RuleFn> &rules() {
     t["dopt.mul"] = binary([](B &b, Value x, Value y, Value, Value g) {
       return P{mul(b, g, y), mul(b, g, x)};
     });
+    // max/min (Clip, ReLU6): the adjoint goes to the operand selected, the
+    // first one on ties (as torch.clamp passes it to its input at the
+    // bounds). The mask and g broadcast to the result's shape; unbroadcast
+    // sums back.
+    auto selected = [](bool isMax) {
+      return [isMax](B &b, Value x, Value y, Value, Value g) {
+        Value first = isMax ? Value(dopt::GreaterEqualOp::create(b, x, y))
+                            : Value(dopt::LessEqualOp::create(b, x, y));
+        Value zero = scalar(b, g, 0.0);
+        return P{dopt::WhereOp::create(b, first, g, zero),
+                 dopt::WhereOp::create(b, first, zero, g)};
+      };
+    };
+    t["dopt.max"] = binary(selected(true));
+    t["dopt.min"] = binary(selected(false));
     t["dopt.div"] = binary([](B &b, Value, Value y, Value r, Value g) {
       Value gx = div(b, g, y);
       return P{gx, neg(b, mul(b, gx, r))}; // d(x/y)/dy = -(x/y)/y
@@ -396,63 +484,68 @@ const llvm::StringMap<RuleFn> &rules() {
                                           b.getDenseI64ArrayAttr(steps)));
       return success();
     };
-    // 2-D convolution (group 1). With stride s, dilation d, pads p:
-    //  dW = conv(x^T, g^T; stride d, dilation s, pads p) cut to the kernel,
-    //       transposed back (N is the contraction);
-    //  dx = conv(g dilated by s and padded to full, W flipped and
-    //       transposed; dilation d), the end padded by what the strides
-    //       skipped;
-    //  dbias = sum of g over N, H, W.
+    // 2-D convolution, any group count (convInputGrad, convWeightGrad);
+    // dbias = sum of g over N, H, W.
     t["dopt.conv"] = [](B &b, Operation *op, ArrayRef<Value> gs,
                         Adjoints &out) -> LogicalResult {
       auto cv = cast<dopt::ConvOp>(op);
-      if (cv.getGroup() != 1)
-        return op->emitError("no gradient rule for grouped convolutions "
-                             "(group ")
-               << cv.getGroup() << ") yet";
       Value x = cv.getInput(), w = cv.getWeight(), g = gs[0];
-      auto xs = typeOf(x).getShape(), ws = typeOf(w).getShape(),
-           gsz = typeOf(g).getShape();
       ArrayRef<int64_t> st = cv.getStrides(), pd = cv.getPads(),
                         dl = cv.getDilations();
-      SmallVector<int64_t> swap{1, 0, 2, 3};
-      auto perm = b.getDenseI64ArrayAttr(swap);
-      // Weight.
-      Value xt = dopt::TransposeOp::create(b, x, perm);
-      Value gt = dopt::TransposeOp::create(b, g, perm);
-      Value r = dopt::ConvOp::create(b, xt, gt, Value(), b.getDenseI64ArrayAttr(dl),
-                                     b.getDenseI64ArrayAttr(pd),
-                                     b.getDenseI64ArrayAttr(st),
-                                     b.getI64IntegerAttr(1));
-      auto rs = typeOf(r).getShape();
-      if (rs[2] != ws[2] || rs[3] != ws[3])
-        r = dopt::SliceOp::create(b, r, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
-                                  b.getDenseI64ArrayAttr({rs[0], rs[1], ws[2], ws[3]}),
-                                  b.getDenseI64ArrayAttr({1, 1, 1, 1}));
-      Value dw = dopt::TransposeOp::create(b, r, perm);
-      // Input.
-      Value gd = dilateSpatial(b, g, st[0], st[1]);
-      SmallVector<int64_t> begin{0, 0}, end{0, 0};
-      for (int i = 0; i < 2; ++i) {
-        int64_t extent = dl[i] * (ws[2 + i] - 1) + 1;
-        begin.push_back(extent - 1 - pd[i]);
-        end.push_back(xs[2 + i] - 1 + pd[i] - (gsz[2 + i] - 1) * st[i]);
-      }
-      gd = padOrCrop(b, gd, begin, end);
-      Value flipped = dopt::SliceOp::create(
-          b, w, b.getDenseI64ArrayAttr({0, 0, ws[2] - 1, ws[3] - 1}),
-          b.getDenseI64ArrayAttr({ws[0], ws[1], -1, -1}),
-          b.getDenseI64ArrayAttr({1, 1, -1, -1}));
-      Value wt = dopt::TransposeOp::create(b, flipped, perm);
-      Value dx = dopt::ConvOp::create(b, gd, wt, Value(),
-                                      b.getDenseI64ArrayAttr({1, 1}),
-                                      b.getDenseI64ArrayAttr({0, 0, 0, 0}),
-                                      b.getDenseI64ArrayAttr(dl),
-                                      b.getI64IntegerAttr(1));
-      out.push_back(dx);
-      out.push_back(dw);
+      int64_t groups = cv.getGroup();
+      out.push_back(convInputGrad(b, g, w, typeOf(x).getShape(), st, pd, dl,
+                                  groups));
+      out.push_back(convWeightGrad(b, x, g, typeOf(w).getShape(), st, pd, dl,
+                                   groups));
       if (Value bias = cv.getBias())
         out.push_back(reduceSum(b, g, {0, 2, 3}, false));
+      return success();
+    };
+    // 2-D average pooling: a depthwise convolution with a ones kernel,
+    // divided by each window's count (kh·kw, or its elements inside the
+    // input without count_include_pad); its adjoint is that convolution's
+    // input adjoint of g / count.
+    t["dopt.avg_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                            Adjoints &out) -> LogicalResult {
+      auto ap = cast<dopt::AvgPoolOp>(op);
+      auto xs = typeOf(ap.getInput()).getShape();
+      auto ys = typeOf(op->getResult(0)).getShape();
+      if (xs.size() != 4)
+        return op->emitError("no gradient rule for a ")
+               << xs.size() - 2 << "-D average pool yet (2-D only)";
+      ArrayRef<int64_t> k = ap.getKernelShape(), st = ap.getStrides(),
+                        pd = ap.getPads();
+      // Windows must lie within the padded input (ceil_mode may add a
+      // last, partial one).
+      for (int i = 0; i < 2; ++i)
+        if ((ys[2 + i] - 1) * st[i] + k[i] > xs[2 + i] + pd[i] + pd[2 + i])
+          return op->emitError("no gradient rule for an average pool whose "
+                               "last window passes the padded input "
+                               "(ceil_mode) yet");
+      Type elt = typeOf(gs[0]).getElementType();
+      SmallVector<float> counts(ys[2] * ys[3]);
+      for (int64_t i = 0; i < ys[2]; ++i)
+        for (int64_t j = 0; j < ys[3]; ++j) {
+          auto inside = [&](int64_t start, int64_t size, int64_t extent) {
+            return std::min(start + size, extent) - std::max<int64_t>(start, 0);
+          };
+          counts[i * ys[3] + j] =
+              ap.getCountIncludePad()
+                  ? float(k[0] * k[1])
+                  : float(inside(i * st[0] - pd[0], k[0], xs[2]) *
+                          inside(j * st[1] - pd[1], k[1], xs[3]));
+        }
+      Value count = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(
+                 RankedTensorType::get({1, 1, ys[2], ys[3]}, b.getF32Type()),
+                 ArrayRef<float>(counts)));
+      if (!elt.isF32())
+        count = dopt::CastOp::create(b, count, TypeAttr::get(elt));
+      Value g = div(b, gs[0], count);
+      Value ones = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(RankedTensorType::get({xs[1], 1, k[0], k[1]}, elt),
+                                    b.getFloatAttr(elt, 1.0)));
+      out.push_back(convInputGrad(b, g, ones, xs, st, pd, {1, 1}, xs[1]));
       return success();
     };
     t["dopt.global_avg_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,

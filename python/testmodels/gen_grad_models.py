@@ -107,6 +107,18 @@ def bare_models():
     yield ("regression_mse", nn.Sequential(nn.Linear(10, 20), nn.Tanh(), nn.Linear(20, 4)),
            torch.randn(5, 10), torch.randn(5, 4), lambda y, t: ((y - t) ** 2).mean(),
            "mse:logits")
+    # torchvision's MobileNetV2 building blocks (depthwise and grouped
+    # convolutions, ReLU6 as Clip, batch norm in training form): a stem and
+    # two inverted residuals, the second with its skip connection.
+    from torchvision.models.mobilenetv2 import InvertedResidual
+    from torchvision.ops.misc import Conv2dNormActivation
+    net = nn.Sequential(
+        Conv2dNormActivation(3, 16, stride=2, activation_layer=nn.ReLU6),
+        InvertedResidual(16, 24, 2, 6), InvertedResidual(24, 24, 1, 6),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+    net.train()
+    yield ("mobilenet_blocks", net, torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,)),
+           nn.functional.cross_entropy, "cross-entropy:logits")
 
 
 # Training runs: 20 steps of each optimizer on the same data, from the same

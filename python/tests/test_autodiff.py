@@ -72,6 +72,13 @@ CASES = {
                    {"w": rand(8, lo=0.1) * np.sign(rand(8))}),
     "gelu_erf": ([node("Gelu", ["w"])], {}, {"w": rand(10)}, 20),
     "gelu_tanh": ([node("Gelu", ["w"], approximate="tanh")], {}, {"w": rand(10)}, 20),
+    "max_broadcast": ([node("Max", ["w", "v"])], {}, {"w": rand(2, 3), "v": rand(3)}),
+    "min_broadcast": ([node("Min", ["x", "w"])], {"x": rand(2, 3)}, {"w": rand(2, 1)}),
+    "clip_relu6": ([helper.make_node("Constant", [], ["lo"],
+                                     value=numpy_helper.from_array(np.float32(0.0))),
+                    helper.make_node("Constant", [], ["hi"],
+                                     value=numpy_helper.from_array(np.float32(0.6))),
+                    node("Clip", ["w", "lo", "hi"])], {}, {"w": rand(12)}),
     "pow_const": ([helper.make_node("Constant", [], ["e"],
                                     value=numpy_helper.from_array(np.float32(3.0))),
                    node("Pow", ["w", "e"])], {}, {"w": rand(5)}),
@@ -125,6 +132,20 @@ CASES = {
                              {"x": rand(2, 2, 9, 8)}, {"w": rand(3, 2, 2, 3)}),
     "conv_input_grad": ([node("Conv", ["w", "k"], strides=[2, 2], pads=[0, 1, 1, 0])],
                         {"k": rand(2, 3, 3, 3)}, {"w": rand(1, 3, 6, 7)}),
+    "conv_grouped": ([node("Conv", ["x", "w", "b"], group=2, strides=[2, 1], pads=[1, 0, 0, 1],
+                           dilations=[1, 2])],
+                     {"x": rand(2, 4, 7, 6)}, {"w": rand(6, 2, 3, 2), "b": rand(6)}),
+    "conv_depthwise": ([node("Conv", ["w", "k"], group=3, strides=[2, 2], pads=[1, 1, 1, 1])],
+                       {"k": rand(3, 1, 3, 3)}, {"w": rand(2, 3, 6, 5)}),
+    "conv_depthwise_weight": ([node("Conv", ["x", "w"], group=4, pads=[1, 1, 1, 1])],
+                              {"x": rand(2, 4, 5, 5)}, {"w": rand(8, 1, 3, 3)}),
+    "avg_pool": ([node("AveragePool", ["w"], kernel_shape=[2, 3], strides=[2, 2])], {},
+                 {"w": rand(2, 3, 6, 7)}),
+    "avg_pool_padded": ([node("AveragePool", ["w"], kernel_shape=[3, 3], strides=[2, 1],
+                              pads=[1, 1, 1, 1])], {}, {"w": rand(1, 2, 5, 4)}),
+    "avg_pool_padded_counted": ([node("AveragePool", ["w"], kernel_shape=[3, 2], strides=[1, 2],
+                                      pads=[1, 0, 1, 1], count_include_pad=1)], {},
+                                {"w": rand(1, 2, 4, 5)}),
     "max_pool": ([node("MaxPool", ["w"], kernel_shape=[2, 2], strides=[2, 2])], {},
                  {"w": rand(2, 3, 6, 5)}),
     "max_pool_padded_overlapping": ([node("MaxPool", ["w"], kernel_shape=[3, 2],
@@ -174,7 +195,7 @@ def test_losses_match_finite_differences(tmp_path):
 
 def test_missing_rule_names_the_node(tmp_path):
     g = helper.make_graph(
-        [helper.make_node("AveragePool", ["w"], ["p"], kernel_shape=[2, 2], name="pool1"),
+        [helper.make_node("ReduceMax", ["w"], ["p"], axes=[3], keepdims=0, name="pool1"),
          helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)], "g", [],
         [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
         [numpy_helper.from_array(rand(1, 1, 4, 4), "w")])
@@ -182,7 +203,7 @@ def test_missing_rule_names_the_node(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     proc = run(DISTOPT, "compile", path, "--gradients", "-o", tmp_path / "m.dx", check=False)
     assert proc.returncode == 1
-    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.avg_pool" in proc.stderr
+    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.reduce_max" in proc.stderr
 
 
 def test_gradients_flag_errors(tmp_path):
@@ -209,7 +230,7 @@ def test_gradients_flag_errors(tmp_path):
 
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
-                "lm_cross_entropy", "regression_mse"]
+                "lm_cross_entropy", "regression_mse", "mobilenet_blocks"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
