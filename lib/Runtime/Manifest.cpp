@@ -160,6 +160,9 @@ public:
     if (const JsonValue *b = v.get("block_parts"))
       if (!getInteger(*b, child(path, "block_parts"), 1, spec.blockParts))
         return false;
+    if (const JsonValue *c = v.get("classes"))
+      if (!getInteger(*c, child(path, "classes"), 1, spec.classes))
+        return false;
     if (const JsonValue *b = v.get("batch_dim")) {
       if (!getInteger(*b, child(path, "batch_dim"), 0, spec.batchDim))
         return false;
@@ -479,6 +482,8 @@ tensorJson(const TensorSpec &spec) {
   }
   if (spec.blockParts != 1)
     members.emplace_back("block_parts", JsonValue::makeInteger(spec.blockParts));
+  if (spec.classes > 0)
+    members.emplace_back("classes", JsonValue::makeInteger(spec.classes));
   return members;
 }
 } // namespace

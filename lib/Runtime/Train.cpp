@@ -879,6 +879,25 @@ int runTraining(int argc, char **argv, EntryFn entry,
       return fail(a, "data '" + spec.name + "' has " + std::to_string(t.shape()[0]) +
                          " samples, but '" + samplesFrom + "' has " +
                          std::to_string(samples));
+    if (spec.classes > 0) {
+      // Class indices: in range or the ignore index, checked once here
+      // (out of range they would silently count as no class).
+      int64_t n = t.numElements();
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t label = t.dtype() == DType::Int64
+                            ? static_cast<const int64_t *>(t.data())[e]
+                            : static_cast<const int32_t *>(t.data())[e];
+        if (label != -100 && (label < 0 || label >= spec.classes)) {
+          int64_t row = e / std::max<int64_t>(1, n / t.shape()[0]);
+          return fail(a, "data '" + spec.name + "': sample " +
+                             std::to_string(row) + " has label " +
+                             std::to_string(label) + ", outside [0, " +
+                             std::to_string(spec.classes) +
+                             ") (the model's classes) and not the ignore "
+                             "index -100");
+        }
+      }
+    }
     samples = t.shape()[0];
     samplesFrom = spec.name;
     batch = wholeShape[0];

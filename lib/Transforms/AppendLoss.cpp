@@ -160,6 +160,10 @@ struct AppendLossPass
       // The labels are split as the output is (without the class axis).
       SmallVector<NamedAttribute> labelAttrs{
           b.getNamedAttr("dopt.name", b.getStringAttr(labels))};
+      // Class indices: the train loop checks them against the class count.
+      if (k != "mse")
+        labelAttrs.push_back(b.getNamedAttr(
+            "dopt.classes", b.getI64IntegerAttr(yt.getShape().back())));
       if (splitAxes && globalType) {
         auto whole = cast<RankedTensorType>(globalType.getValue());
         ArrayRef<Attribute> axes = splitAxes.getValue();

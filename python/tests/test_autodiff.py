@@ -475,6 +475,8 @@ def test_training_errors(torch_models, tmp_path):
     np.save(y5, np.zeros(5, np.int64))
     xbad = tmp_path / "xbad.npy"
     np.save(xbad, np.zeros((12, 15), np.float32))
+    yout = tmp_path / "yout.npy"
+    np.save(yout, np.array([0, 3, -100, 7, 8, 1, 0, 0, 0, 0, 0, 0], np.int64))
 
     def train(*args):
         return run(step, "train", *args, check=False)
@@ -487,6 +489,9 @@ def test_training_errors(torch_models, tmp_path):
          "has 5 samples, but 'x' has 12"),
         (["--data", f"x={xbad}", "--data", f"labels={y}", "--steps", "2"],
          "expected float32 [N, 16]"),
+        (["--data", f"x={x}", "--data", f"labels={yout}", "--steps", "2"],
+         "data 'labels': sample 4 has label 8, outside [0, 8) (the model's classes) and "
+         "not the ignore index -100"),
         (["--data", f"x={x}", "--data", f"labels={y}"], "exactly one of --steps N and --epochs E"),
         (["--data", f"x={x}", "--data", f"labels={y}", "--steps", "2", "--lr", "fast"],
          "--lr expects a number"),

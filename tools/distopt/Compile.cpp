@@ -505,6 +505,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (pipeline)
         if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
           in["batch_dim"] = b.getInt();
+      if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
+        in["classes"] = c.getInt();
       modelInputs[index] = std::move(in);
     }
     unsigned nextOutput = 0;

@@ -45,6 +45,9 @@ struct TensorSpec {
   int64_t blockParts = 1;
   /// Pipelined bundles: the dimension a micro-batch slices (-1: none).
   int64_t batchDim = -1;
+  /// A loss's class-index labels: the class count (0: not labels). Labels
+  /// are in [0, classes) or the ignore index -100.
+  int64_t classes = 0;
 
   int64_t numElements() const;
   size_t byteSize() const;
