@@ -11,7 +11,13 @@
 
 #include "FileUtil.h"
 
+#include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace distopt::runtime {
 
@@ -428,6 +434,79 @@ bool decodeNpy(const void *bytes, size_t length, Tensor &out,
   if (!finishData(t, bigEndian, fortranOrder, error))
     return false;
   out = std::move(t);
+  return true;
+}
+
+MappedNpy::~MappedNpy() {
+  if (base_)
+    munmap(base_, length_);
+}
+
+bool MappedNpy::open(const std::string &path, std::string &error,
+                     bool &mappable) {
+  mappable = true;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = std::string("cannot open: ") + std::strerror(errno);
+    mappable = false;
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+    ::close(fd);
+    error = "not a regular, non-empty file";
+    mappable = false;
+    return false;
+  }
+  length_ = static_cast<size_t>(st.st_size);
+  void *base = mmap(nullptr, length_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    error = std::string("cannot map: ") + std::strerror(errno);
+    return false;
+  }
+  base_ = base;
+  const auto *p = static_cast<const unsigned char *>(base);
+  size_t prefixLength, headerLength;
+  if (!parseNpyPrefix(p, length_, prefixLength, headerLength, error)) {
+    mappable = false;
+    return false;
+  }
+  if (length_ - prefixLength < headerLength) {
+    error = "truncated .npy header";
+    mappable = false;
+    return false;
+  }
+  bool bigEndian, fortranOrder;
+  if (!parseHeader(std::string_view(reinterpret_cast<const char *>(p) +
+                                        prefixLength,
+                                    headerLength),
+                   dtype_, bigEndian, fortranOrder, shape_, error)) {
+    mappable = false;
+    return false;
+  }
+  int64_t n;
+  if (!checkedNumElements(shape_, dtypeSize(dtype_), n)) {
+    error = "invalid .npy shape " + shapeToString(shape_) + " (size overflow)";
+    mappable = false;
+    return false;
+  }
+  size_t dataStart = prefixLength + headerLength;
+  size_t need = static_cast<size_t>(n) * dtypeSize(dtype_);
+  if (length_ - dataStart != need) {
+    error = length_ - dataStart < need
+                ? truncatedMessage(length_ - dataStart, need, shape_, dtype_)
+                : ".npy file has " + std::to_string(length_ - dataStart - need) +
+                      " unexpected bytes after the data of shape " +
+                      shapeToString(shape_) + " of " + dtypeName(dtype_);
+    mappable = false;
+    return false;
+  }
+  if ((bigEndian && dtypeSize(dtype_) > 1) || (fortranOrder && shape_.size() > 1)) {
+    error = "big-endian or Fortran-order data is converted, not mapped";
+    return false;
+  }
+  data_ = p + dataStart;
   return true;
 }
 

@@ -58,6 +58,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -214,6 +215,39 @@ std::string baseNameOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
+
+/// One --data file: a .npy mapped and used in place (a data set need not
+/// fit in memory; the pages a step touches are read then), or, for what
+/// cannot be mapped (TensorProto files, big-endian or Fortran-order .npy),
+/// read whole.
+struct DataFile {
+  MappedNpy mapped;
+  Tensor loaded;
+  bool isMapped = false;
+
+  bool open(const std::string &path, std::string &error) {
+    bool mappable = false;
+    std::string why;
+    if (mapped.open(path, why, mappable)) {
+      isMapped = true;
+      return true;
+    }
+    if (mappable) // a well-formed .npy that cannot be used in place
+      return readNpy(path, loaded, error);
+    return readTensorFile(path, loaded, error);
+  }
+  DType dtype() const { return isMapped ? mapped.dtype() : loaded.dtype(); }
+  const std::vector<int64_t> &shape() const {
+    return isMapped ? mapped.shape() : loaded.shape();
+  }
+  const void *data() const { return isMapped ? mapped.data() : loaded.data(); }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape())
+      n *= d;
+    return n;
+  }
+};
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014).
 uint64_t splitmix64(uint64_t z) {
@@ -850,7 +884,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!files.emplace(name, file).second)
       return fail(a, "--data " + name + " given more than once");
   }
-  std::vector<Tensor> data(m.inputs.size());
+  std::vector<std::unique_ptr<DataFile>> data(m.inputs.size());
   int64_t samples = -1;
   std::string samplesFrom;
   int64_t batch = -1;
@@ -863,9 +897,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
       return fail(a, "missing data for input '" + spec.name + "' (" +
                          dtypeName(spec.dtype) + " " + shapeToString(spec.shape) +
                          " per step; pass --data " + spec.name + "=FILE.npy)");
-    if (!readTensorFile(f->second, data[i], error))
+    data[i] = std::make_unique<DataFile>();
+    if (!data[i]->open(f->second, error))
       return fail(a, "data '" + spec.name + "': file '" + f->second + "': " + error);
-    const Tensor &t = data[i];
+    const DataFile &t = *data[i];
     std::vector<int64_t> rowShape(wholeShape.begin() + 1, wholeShape.end());
     if (wholeShape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
         std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) != rowShape)
@@ -998,7 +1033,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
       Tensor &whole = split ? wholeBatch[i] : inputs[i];
       size_t row = whole.byteSize() / static_cast<size_t>(batch);
       auto *dst = static_cast<char *>(whole.data());
-      const auto *src = static_cast<const char *>(data[i].data());
+      const auto *src = static_cast<const char *>(data[i]->data());
       for (int64_t b = 0; b < batch; ++b)
         std::memcpy(dst + b * row, src + order[within * batch + b] * row, row);
       if (split)

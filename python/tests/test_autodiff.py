@@ -464,6 +464,23 @@ def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):
     assert p.returncode == 1 and "no checkpoint in" in p.stderr
 
 
+def test_training_data_mapped_or_converted(torch_models, tmp_path):
+    """Data files are mapped in place (.npy, little-endian C order); big-endian
+    and Fortran-order .npy files are converted on reading: the same run."""
+    step = compile_step(torch_models, tmp_path, "sgd")
+    x, data = argmax_data(tmp_path, 36)
+    np.save(tmp_path / "xbe.npy", x.astype(">f4"))
+    np.save(tmp_path / "xf.npy", np.asfortranarray(x))
+    logs = []
+    for name in ("x.npy", "xbe.npy", "xf.npy"):
+        flags = list(data)
+        flags[1] = f"x={tmp_path / name}"
+        log = tmp_path / f"{name}.jsonl"
+        run(step, "train", *flags, "--steps", "6", "--lr", "0.1", "--log", log)
+        logs.append([json.loads(line)["loss"] for line in log.read_text().splitlines()])
+    assert logs[0] == logs[1] == logs[2]
+
+
 def test_training_errors(torch_models, tmp_path):
     d = torch_models / "train"
     step = compile_step(torch_models, tmp_path, "sgd")

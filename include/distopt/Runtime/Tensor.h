@@ -138,6 +138,31 @@ bool decodeNpy(const void *bytes, size_t length, Tensor &out,
                std::string &error);
 /// Reads a .npy file; the error does not repeat the path.
 bool readNpy(const std::string &path, Tensor &out, std::string &error);
+
+/// A .npy file mapped read-only, its data used in place: for data sets
+/// larger than memory (the train mode's --data). Only little-endian (or
+/// byte-order-free) C-order files map; open() says why not otherwise.
+class MappedNpy {
+public:
+  MappedNpy() = default;
+  MappedNpy(const MappedNpy &) = delete;
+  MappedNpy &operator=(const MappedNpy &) = delete;
+  ~MappedNpy();
+  /// Maps `path`; false with `error` (not repeating the path) when it is
+  /// not a well-formed .npy file or its data cannot be used in place
+  /// (`mappable` then says whether reading it whole would work).
+  bool open(const std::string &path, std::string &error, bool &mappable);
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  const void *data() const { return data_; }
+
+private:
+  void *base_ = nullptr;
+  size_t length_ = 0;
+  const void *data_ = nullptr;
+  DType dtype_ = DType::Float32;
+  std::vector<int64_t> shape_;
+};
 /// Encodes a tensor given by parts as a .npy image (version 1.0, or 2.0 when
 /// the header needs it; header padded so the data starts on a 64-byte
 /// boundary, as NumPy does).
