@@ -231,6 +231,8 @@ public:
     std::string error;
     if (argc > 1 && std::string(argv[1]) == "train" && stageEntries.empty())
       return runTraining(argc, argv, entry, defaultBundleDir());
+    if (argc > 1 && std::string(argv[1]) == "eval" && stageEntries.empty())
+      return runEvaluation(argc, argv, defaultBundleDir());
     if (!parseCommandLine(argc, argv, cl, error)) {
       std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),
                    error.c_str());

@@ -2,8 +2,9 @@
 //
 // Library `distopt_runtime_main`. The compiled model's object files define
 // dopt_entry, or for a pipelined bundle dopt_entry_<k> per stage plus the
-// table dopt_stage_entries / dopt_num_stages; everything else is dort_main
-// in `distopt_runtime`. Both are weak here: whichever the model defines.
+// table dopt_stage_entries / dopt_num_stages, and a training step also
+// dopt_eval_entry (its evaluation program); everything else is dort_main in
+// `distopt_runtime`. All are weak here: whichever the model defines.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 extern "C" {
 __attribute__((weak)) int32_t dopt_entry(void **buffers);
+__attribute__((weak)) int32_t dopt_eval_entry(void **buffers);
 __attribute__((weak)) extern int32_t (*const dopt_stage_entries[])(void **);
 __attribute__((weak)) extern const int32_t dopt_num_stages;
 }
@@ -18,5 +20,7 @@ __attribute__((weak)) extern const int32_t dopt_num_stages;
 int main(int argc, char **argv) {
   if (&dopt_num_stages != nullptr && dopt_num_stages > 0)
     return dort_main_pipeline(argc, argv, dopt_stage_entries, dopt_num_stages);
+  if (dopt_eval_entry)
+    dort_set_eval_entry(dopt_eval_entry);
   return dort_main(argc, argv, dopt_entry);
 }

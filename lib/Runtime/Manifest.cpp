@@ -401,6 +401,28 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
     if (!check.distribution(m.inputs[i], "inputs[" + std::to_string(i) + "]",
                             m.grid))
       return false;
+  if (const JsonValue *e = root.get("eval")) {
+    if (!e->isObject())
+      return check.wrongType("eval", "an object", *e);
+    EvalProgram ev;
+    if (!check.list(*e, "inputs", true, ev.inputs, &Validator::tensor) ||
+        !check.list(*e, "outputs", true, ev.outputs, &Validator::tensor))
+      return false;
+    const JsonValue *ws = e->get("weights");
+    if (!ws || !ws->isArray())
+      return check.fail("eval", "expected an array \"weights\"");
+    for (size_t i = 0; i < ws->elements().size(); ++i) {
+      int64_t w;
+      if (!check.getInteger(ws->elements()[i],
+                            "eval.weights[" + std::to_string(i) + "]", 0, w))
+        return false;
+      if (w >= static_cast<int64_t>(m.weights.size()))
+        return check.fail("eval.weights", "weight index " + std::to_string(w) +
+                                              " out of range");
+      ev.weights.push_back(w);
+    }
+    m.eval = std::move(ev);
+  }
   if (const JsonValue *p = root.get("pipeline")) {
     if (!check.pipeline(*p, m))
       return false;

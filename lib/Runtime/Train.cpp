@@ -82,6 +82,12 @@ struct TrainArgs {
   std::string schedule = "constant";
   int64_t warmup = 0;
   std::string log, trace, saveWeights, saveOnnx;
+  /// --eval-data NAME=FILE: evaluated every --eval-every steps and at the
+  /// end (`eval` mode: --data).
+  std::vector<std::pair<std::string, std::string>> evalData;
+  int64_t evalEvery = 0;
+  /// `eval` mode: weights from this checkpoint directory.
+  std::string checkpoint;
   std::string checkpointDir, resume;
   int64_t checkpointEvery = 0;
 };
@@ -100,9 +106,16 @@ bool parseInt(const std::string &s, int64_t &out, int64_t minimum = 1) {
   return !s.empty() && end && *end == '\0' && v >= minimum;
 }
 
-bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
+bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
+                    bool evalMode = false) {
   for (int i = 2; i < argc; ++i) {
     std::string opt = argv[i], value;
+    if (evalMode && opt.rfind("--data", 0) != 0 &&
+        opt.rfind("--checkpoint", 0) != 0 && opt.rfind("--bundle", 0) != 0) {
+      error = "unknown option '" + opt + "' for eval (it takes --data "
+              "NAME=FILE ..., --checkpoint DIR, --bundle DIR)";
+      return false;
+    }
     auto eq = opt.find('=');
     if (opt.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = opt.substr(eq + 1);
@@ -176,6 +189,18 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       }
     } else if (opt == "--no-shuffle") {
       a.shuffle = false;
+    } else if (opt == "--eval-data") {
+      auto e = value.find('=');
+      if (e == std::string::npos || e == 0) {
+        error = "--eval-data expects NAME=FILE, got '" + value + "'";
+        return false;
+      }
+      a.evalData.emplace_back(value.substr(0, e), value.substr(e + 1));
+    } else if (opt == "--eval-every") {
+      if (!parseInt(value, a.evalEvery)) {
+        error = "--eval-every expects a positive integer, got '" + value + "'";
+        return false;
+      }
     } else if (opt == "--log") {
       a.log = value;
     } else if (opt == "--trace") {
@@ -193,6 +218,8 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       }
     } else if (opt == "--resume") {
       a.resume = value;
+    } else if (opt == "--checkpoint" && evalMode) {
+      a.checkpoint = value;
     } else if (opt == "--bundle") {
       a.bundleDir = value;
     } else {
@@ -200,8 +227,19 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error) {
       return false;
     }
   }
+  if (evalMode) {
+    if (a.data.empty()) {
+      error = "eval needs --data NAME=FILE for its inputs";
+      return false;
+    }
+    return true;
+  }
   if (a.checkpointEvery > 0 && a.checkpointDir.empty()) {
     error = "--checkpoint-every needs --checkpoint-dir";
+    return false;
+  }
+  if (a.evalEvery > 0 && a.evalData.empty()) {
+    error = "--eval-every needs --eval-data";
     return false;
   }
   if ((a.steps > 0) == (a.epochs > 0)) {
@@ -249,6 +287,228 @@ struct DataFile {
   }
 };
 
+/// The --data files of a program's data inputs: opened, checked against
+/// the inputs (dtype, the shape of a sample, one sample count, class
+/// labels in range).
+struct DataSet {
+  std::vector<std::unique_ptr<DataFile>> files; ///< by input index
+  int64_t samples = -1, batch = -1;
+
+  bool open(const std::vector<TensorSpec> &inputs,
+            const std::vector<size_t> &dataInputs,
+            const std::vector<std::pair<std::string, std::string>> &given,
+            const std::string &what, std::string &error) {
+    std::map<std::string, std::string> byName;
+    for (auto &[name, file] : given) {
+      bool known = std::any_of(dataInputs.begin(), dataInputs.end(),
+                               [&](size_t i) { return inputs[i].name == name; });
+      if (!known) {
+        std::string expected;
+        for (size_t i : dataInputs)
+          expected += (expected.empty() ? "'" : ", '") + inputs[i].name + "'";
+        error = "unknown data '" + name + "' (" + what + " data inputs are " +
+                expected + ")";
+        return false;
+      }
+      if (!byName.emplace(name, file).second) {
+        error = "--data " + name + " given more than once";
+        return false;
+      }
+    }
+    files.resize(inputs.size());
+    std::string samplesFrom;
+    for (size_t i : dataInputs) {
+      const TensorSpec &spec = inputs[i];
+      // The file holds whole batches (a rank's share is cut from each).
+      const std::vector<int64_t> &wholeShape = spec.fileShape();
+      auto f = byName.find(spec.name);
+      if (f == byName.end()) {
+        error = "missing data for input '" + spec.name + "' (" +
+                dtypeName(spec.dtype) + " " + shapeToString(spec.shape) +
+                " per step; pass --data " + spec.name + "=FILE.npy)";
+        return false;
+      }
+      files[i] = std::make_unique<DataFile>();
+      if (!files[i]->open(f->second, error)) {
+        error = "data '" + spec.name + "': file '" + f->second + "': " + error;
+        return false;
+      }
+      const DataFile &t = *files[i];
+      std::vector<int64_t> rowShape(wholeShape.begin() + 1, wholeShape.end());
+      if (wholeShape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
+          std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) !=
+              rowShape) {
+        error = "data '" + spec.name + "': file '" + f->second + "' holds " +
+                dtypeName(t.dtype()) + " " + shapeToString(t.shape()) +
+                "; expected " + dtypeName(spec.dtype) + " [N" +
+                (rowShape.empty() ? "" : ", ") +
+                shapeToString(rowShape).substr(1) + " (samples along axis 0)";
+        return false;
+      }
+      if (samples >= 0 && t.shape()[0] != samples) {
+        error = "data '" + spec.name + "' has " + std::to_string(t.shape()[0]) +
+                " samples, but '" + samplesFrom + "' has " +
+                std::to_string(samples);
+        return false;
+      }
+      if (spec.classes > 0) {
+        // Class indices: in range or the ignore index, checked once here
+        // (out of range they would silently count as no class).
+        int64_t n = t.numElements();
+        for (int64_t e = 0; e < n; ++e) {
+          int64_t label = t.dtype() == DType::Int64
+                              ? static_cast<const int64_t *>(t.data())[e]
+                              : static_cast<const int32_t *>(t.data())[e];
+          if (label != -100 && (label < 0 || label >= spec.classes)) {
+            int64_t row = e / std::max<int64_t>(1, n / t.shape()[0]);
+            error = "data '" + spec.name + "': sample " + std::to_string(row) +
+                    " has label " + std::to_string(label) + ", outside [0, " +
+                    std::to_string(spec.classes) +
+                    ") (the model's classes) and not the ignore index -100";
+            return false;
+          }
+        }
+      }
+      samples = t.shape()[0];
+      samplesFrom = spec.name;
+      batch = wholeShape[0];
+    }
+    return true;
+  }
+
+  /// Copies samples `rows` (indices; -1: padding) of input `i` into
+  /// `whole` (the whole batch), then this rank's block into `local`.
+  /// Padding rows are zeros, or the ignore index for class labels.
+  void fill(size_t i, const TensorSpec &spec, const std::vector<int64_t> &rows,
+            Tensor &whole, Tensor &local, const std::vector<int64_t> &grid,
+            const std::vector<int64_t> &coords) const {
+    bool split = !spec.splitAxes.empty();
+    Tensor &dstT = split ? whole : local;
+    size_t row = dstT.byteSize() / rows.size();
+    auto *dst = static_cast<char *>(dstT.data());
+    const auto *src = static_cast<const char *>(files[i]->data());
+    for (size_t b = 0; b < rows.size(); ++b) {
+      if (rows[b] >= 0) {
+        std::memcpy(dst + b * row, src + rows[b] * row, row);
+      } else if (spec.classes > 0 && spec.dtype == DType::Int64) {
+        std::fill_n(reinterpret_cast<int64_t *>(dst + b * row), row / 8,
+                    int64_t(-100));
+      } else if (spec.classes > 0) {
+        std::fill_n(reinterpret_cast<int32_t *>(dst + b * row), row / 4,
+                    int32_t(-100));
+      } else {
+        std::memset(dst + b * row, 0, row);
+      }
+    }
+    if (split)
+      extractBlock(whole.data(), local.data(), spec, grid, coords);
+  }
+};
+
+/// The evaluation program over a data set: every sample once, in file
+/// order. With class labels (the program returns `correct` and `counted`)
+/// the last, incomplete batch is padded with ignored labels, and the loss
+/// is the mean over all counted labels; otherwise (mse) an incomplete last
+/// batch is dropped and the loss is the mean of the batches'.
+struct Evaluator {
+  const Manifest &m;
+  const EvalProgram &ev;
+  DataSet data;
+  std::vector<size_t> dataInputs;
+  std::vector<Tensor> inputs, whole, outputs;
+  int lossOut = -1, correctOut = -1, countedOut = -1;
+
+  Evaluator(const Manifest &m, const EvalProgram &ev) : m(m), ev(ev) {}
+
+  bool open(const std::vector<std::pair<std::string, std::string>> &files,
+            std::string &error) {
+    for (size_t i = 0; i < ev.inputs.size(); ++i)
+      dataInputs.push_back(i);
+    if (!data.open(ev.inputs, dataInputs, files, "the evaluation's", error))
+      return false;
+    inputs.resize(ev.inputs.size());
+    whole.resize(ev.inputs.size());
+    for (size_t i = 0; i < ev.inputs.size(); ++i) {
+      const TensorSpec &spec = ev.inputs[i];
+      if (!Tensor::create(spec.dtype, spec.shape, inputs[i], error) ||
+          (!spec.splitAxes.empty() &&
+           !Tensor::create(spec.dtype, spec.fileShape(), whole[i], error)))
+        return false;
+    }
+    outputs.resize(ev.outputs.size());
+    for (size_t i = 0; i < ev.outputs.size(); ++i) {
+      const std::string &n = ev.outputs[i].name;
+      if (n == "loss")
+        lossOut = int(i);
+      else if (n == "correct")
+        correctOut = int(i);
+      else if (n == "counted")
+        countedOut = int(i);
+      if (!Tensor::create(ev.outputs[i].dtype, ev.outputs[i].shape, outputs[i],
+                          error))
+        return false;
+    }
+    if (lossOut < 0) {
+      error = "the evaluation program has no 'loss' output";
+      return false;
+    }
+    if (data.samples < 1 || (countedOut < 0 && data.samples < data.batch)) {
+      error = "the evaluation data hold " + std::to_string(data.samples) +
+              " samples, fewer than one batch of " + std::to_string(data.batch);
+      return false;
+    }
+    return true;
+  }
+
+  /// Evaluates with `weights` (by the manifest's weight index).
+  bool run(EntryFn entry, std::vector<Tensor> &weights,
+           const std::vector<int64_t> &coords, double &loss, double &accuracy,
+           std::string &error) {
+    std::vector<void *> buffers;
+    for (Tensor &t : inputs)
+      buffers.push_back(t.data());
+    for (int64_t w : ev.weights)
+      buffers.push_back(weights[w].data());
+    for (Tensor &t : outputs)
+      buffers.push_back(t.data());
+    int64_t batch = data.batch;
+    int64_t batches = countedOut >= 0 ? (data.samples + batch - 1) / batch
+                                      : data.samples / batch;
+    double lossSum = 0, correct = 0, counted = 0;
+    std::vector<int64_t> rows(batch);
+    for (int64_t k = 0; k < batches; ++k) {
+      for (int64_t b = 0; b < batch; ++b)
+        rows[b] = k * batch + b < data.samples ? k * batch + b : -1;
+      for (size_t i : dataInputs)
+        data.fill(i, ev.inputs[i], rows, whole[i], inputs[i], m.grid, coords);
+      dort_clear_error();
+      dort_clear_pending_error();
+      std::string failure = entryFailure(entry(buffers.data()));
+      if (!failure.empty()) {
+        error = "evaluation batch " + std::to_string(k + 1) + " failed: " + failure;
+        return false;
+      }
+      auto scalar = [&](int out) {
+        return double(*static_cast<const float *>(outputs[out].data()));
+      };
+      if (countedOut >= 0) {
+        double n = scalar(countedOut);
+        if (n > 0)
+          lossSum += scalar(lossOut) * n;
+        counted += n;
+        if (correctOut >= 0)
+          correct += scalar(correctOut);
+      } else {
+        lossSum += scalar(lossOut);
+        counted += 1;
+      }
+    }
+    loss = counted > 0 ? lossSum / counted : 0.0;
+    accuracy = correctOut >= 0 && counted > 0 ? correct / counted : -1.0;
+    return true;
+  }
+};
+
 /// SplitMix64's output function (Steele, Lea, Flood 2014).
 uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -263,6 +523,9 @@ uint64_t stepKey(uint64_t seed, int64_t step) {
   return splitmix64(splitmix64(seed + 0x9E3779B97F4A7C15ull) +
                     static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull);
 }
+
+/// The evaluation program's entry (dort_set_eval_entry; null without one).
+EntryFn gEvalEntry = nullptr;
 
 /// The job a data-parallel training run belongs to (one process: rank 0
 /// of 1, not distributed).
@@ -872,73 +1135,21 @@ int runTraining(int argc, char **argv, EntryFn entry,
   }
 
   // Data: one file per data input, the same number of samples each.
-  std::map<std::string, std::string> files;
-  for (auto &[name, file] : a.data) {
-    if (!inputIndex.count(name) || name.rfind("opt.", 0) == 0) {
-      std::string expected;
-      for (size_t i : dataInputs)
-        expected += (expected.empty() ? "'" : ", '") + m.inputs[i].name + "'";
-      return fail(a, "unknown data '" + name + "' (the step's data inputs are " +
-                         expected + ")");
-    }
-    if (!files.emplace(name, file).second)
-      return fail(a, "--data " + name + " given more than once");
-  }
-  std::vector<std::unique_ptr<DataFile>> data(m.inputs.size());
-  int64_t samples = -1;
-  std::string samplesFrom;
-  int64_t batch = -1;
-  for (size_t i : dataInputs) {
-    const TensorSpec &spec = m.inputs[i];
-    // The file holds whole batches (a rank's share is cut from each).
-    const std::vector<int64_t> &wholeShape = spec.fileShape();
-    auto f = files.find(spec.name);
-    if (f == files.end())
-      return fail(a, "missing data for input '" + spec.name + "' (" +
-                         dtypeName(spec.dtype) + " " + shapeToString(spec.shape) +
-                         " per step; pass --data " + spec.name + "=FILE.npy)");
-    data[i] = std::make_unique<DataFile>();
-    if (!data[i]->open(f->second, error))
-      return fail(a, "data '" + spec.name + "': file '" + f->second + "': " + error);
-    const DataFile &t = *data[i];
-    std::vector<int64_t> rowShape(wholeShape.begin() + 1, wholeShape.end());
-    if (wholeShape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
-        std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) != rowShape)
-      return fail(a, "data '" + spec.name + "': file '" + f->second + "' holds " +
-                         dtypeName(t.dtype()) + " " + shapeToString(t.shape()) +
-                         "; expected " + dtypeName(spec.dtype) + " [N" +
-                         (rowShape.empty() ? "" : ", ") +
-                         shapeToString(rowShape).substr(1) +
-                         " (samples along axis 0)");
-    if (samples >= 0 && t.shape()[0] != samples)
-      return fail(a, "data '" + spec.name + "' has " + std::to_string(t.shape()[0]) +
-                         " samples, but '" + samplesFrom + "' has " +
-                         std::to_string(samples));
-    if (spec.classes > 0) {
-      // Class indices: in range or the ignore index, checked once here
-      // (out of range they would silently count as no class).
-      int64_t n = t.numElements();
-      for (int64_t e = 0; e < n; ++e) {
-        int64_t label = t.dtype() == DType::Int64
-                            ? static_cast<const int64_t *>(t.data())[e]
-                            : static_cast<const int32_t *>(t.data())[e];
-        if (label != -100 && (label < 0 || label >= spec.classes)) {
-          int64_t row = e / std::max<int64_t>(1, n / t.shape()[0]);
-          return fail(a, "data '" + spec.name + "': sample " +
-                             std::to_string(row) + " has label " +
-                             std::to_string(label) + ", outside [0, " +
-                             std::to_string(spec.classes) +
-                             ") (the model's classes) and not the ignore "
-                             "index -100");
-        }
-      }
-    }
-    samples = t.shape()[0];
-    samplesFrom = spec.name;
-    batch = wholeShape[0];
-  }
+  DataSet dataSet;
+  if (!dataSet.open(m.inputs, dataInputs, a.data, "the step's", error))
+    return fail(a, error);
+  int64_t samples = dataSet.samples, batch = dataSet.batch;
   if (dataInputs.empty())
     return fail(a, "the step has no data inputs");
+  std::unique_ptr<Evaluator> evaluator;
+  if (!a.evalData.empty()) {
+    if (!m.eval || !gEvalEntry)
+      return fail(a, "--eval-data: this bundle has no evaluation program "
+                     "(recompile it with --loss and --optimizer)");
+    evaluator = std::make_unique<Evaluator>(m, *m.eval);
+    if (!evaluator->open(a.evalData, error))
+      return fail(a, "--eval-data: " + error);
+  }
   int64_t perEpoch = samples / batch;
   if (perEpoch < 1)
     return fail(a, "the data hold " + std::to_string(samples) +
@@ -1028,18 +1239,11 @@ int runTraining(int argc, char **argv, EntryFn entry,
     }
     // The step's batch (the same samples on every rank: the order depends
     // on the seed alone), then this rank's share of it.
-    for (size_t i : dataInputs) {
-      bool split = !m.inputs[i].splitAxes.empty();
-      Tensor &whole = split ? wholeBatch[i] : inputs[i];
-      size_t row = whole.byteSize() / static_cast<size_t>(batch);
-      auto *dst = static_cast<char *>(whole.data());
-      const auto *src = static_cast<const char *>(data[i]->data());
-      for (int64_t b = 0; b < batch; ++b)
-        std::memcpy(dst + b * row, src + order[within * batch + b] * row, row);
-      if (split)
-        extractBlock(whole.data(), inputs[i].data(), m.inputs[i], m.grid,
-                     coords);
-    }
+    std::vector<int64_t> rows(order.begin() + within * batch,
+                              order.begin() + (within + 1) * batch);
+    for (size_t i : dataInputs)
+      dataSet.fill(i, m.inputs[i], rows, wholeBatch[i], inputs[i], m.grid,
+                   coords);
     // The step's random key (training-mode dropout masks).
     for (size_t i : keyInputs)
       *static_cast<int64_t *>(inputs[i].data()) =
@@ -1111,6 +1315,25 @@ int runTraining(int argc, char **argv, EntryFn entry,
                          std::chrono::steady_clock::now() - start)
                          .count();
     double rate = elapsed > 0 ? double((step + 1) * batch) / elapsed : 0.0;
+    // Evaluation with the updated weights, every --eval-every steps and
+    // after the last.
+    std::string evalFields;
+    if (evaluator && ((a.evalEvery > 0 && (step + 1) % a.evalEvery == 0) ||
+                      step + 1 == steps)) {
+      double evalLoss, accuracy;
+      if (!evaluator->run(gEvalEntry, weights, coords, evalLoss, accuracy, error))
+        return fail(a, error);
+      evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
+      if (accuracy >= 0)
+        evalFields += ", \"eval_accuracy\": " + jsonNumber(accuracy);
+      if (leader)
+        std::fprintf(stderr, "%s: step %lld: eval loss %.6g%s\n",
+                     a.program.c_str(), static_cast<long long>(step + 1),
+                     evalLoss,
+                     accuracy >= 0
+                         ? (", accuracy " + std::to_string(accuracy)).c_str()
+                         : "");
+    }
     if (log)
       log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss)
           << ", \"lr\": " << jsonNumber(lr)
@@ -1124,7 +1347,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
           << ", \"comm_wait_s\": " << jsonNumber(commWait)
           << ", \"comm_share\": "
           << jsonNumber(stepSeconds > 0 ? commWait / stepSeconds : 0.0)
-          << ", \"elapsed_s\": " << jsonNumber(elapsed) << "}\n";
+          << ", \"elapsed_s\": " << jsonNumber(elapsed) << evalFields
+          << "}\n";
     if (!a.checkpointDir.empty() &&
         ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
          step + 1 == steps)) {
@@ -1188,4 +1412,78 @@ int runTraining(int argc, char **argv, EntryFn entry,
   return 0;
 }
 
+int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
+  TrainArgs a;
+  a.program = baseNameOf(argv[0]);
+  std::string error;
+  if (!parseTrainArgs(argc, argv, a, error, /*evalMode=*/true)) {
+    std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());
+    return 2;
+  }
+  std::string bundleDir = a.bundleDir.empty() ? defaultBundle : a.bundleDir;
+  Manifest m;
+  if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
+    return fail(a, error);
+  if (!m.eval || !gEvalEntry)
+    return fail(a, "this bundle has no evaluation program (compile the model "
+                   "with --loss and --optimizer)");
+  int64_t launched = launchedRanks();
+  if (launched != m.ranks)
+    return fail(a, "this bundle was compiled for " + std::to_string(m.ranks) +
+                       " rank" + (m.ranks == 1 ? "" : "s") +
+                       ", but it was launched on " + std::to_string(launched));
+  std::vector<int64_t> coords(m.grid.size(), 0);
+  if (m.ranks > 1) {
+    if (dort_comm_init(&argc, &argv) != 0)
+      return fail(a, dort_last_error_message());
+    gJob.distributed = true;
+    gJob.rank = dort_comm_rank(dort_comm_world());
+    a.program += ": rank " + std::to_string(gJob.rank);
+    if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0)
+      return fail(a, dort_last_error_message());
+    coords = gridCoords(m.grid, gJob.rank);
+  }
+  // The bundle's weights, or a checkpoint's.
+  WeightStore store;
+  if (!store.load(m, bundleDir, error))
+    return fail(a, error);
+  std::vector<Tensor> weights(m.weights.size());
+  std::vector<Named> named;
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    if (!Tensor::create(m.weights[w].dtype, m.weights[w].shape, weights[w], error))
+      return fail(a, "weight '" + m.weights[w].name + "': " + error);
+    std::memcpy(weights[w].data(), store.data(w), weights[w].byteSize());
+    named.push_back({m.weights[w].name, &weights[w], {}, 0});
+  }
+  if (!a.checkpoint.empty()) {
+    int64_t step;
+    if (!readCheckpoint(a.checkpoint, step, named, {}, error))
+      return fail(a, "--checkpoint: " + error);
+  }
+  Evaluator evaluator(m, *m.eval);
+  if (!evaluator.open(a.data, error))
+    return fail(a, error);
+  dort_set_num_threads(0);
+  double loss, accuracy;
+  if (!evaluator.run(gEvalEntry, weights, coords, loss, accuracy, error))
+    return fail(a, error);
+  if (gJob.rank == 0) {
+    std::printf("{\"loss\": %s, %s\"samples\": %lld}\n", jsonNumber(loss).c_str(),
+                accuracy >= 0
+                    ? ("\"accuracy\": " + jsonNumber(accuracy) + ", ").c_str()
+                    : "",
+                static_cast<long long>(evaluator.data.samples));
+    std::fflush(stdout);
+  }
+  if (gJob.distributed) {
+    dort_grid_finalize();
+    dort_comm_finalize();
+  }
+  return 0;
+}
+
 } // namespace distopt::runtime
+
+extern "C" void dort_set_eval_entry(dort_entry_fn entry) {
+  distopt::runtime::gEvalEntry = entry;
+}

@@ -125,6 +125,7 @@ struct AppendLossPass
           .getResult();
     };
     Value loss;
+    SmallVector<std::pair<StringRef, Value>> extraResults;
     if (k == "output") {
       if (yt.getNumElements() != 1) {
         main.emitError("--loss output: output '")
@@ -229,12 +230,53 @@ struct AppendLossPass
           return signalPassFailure();
         }
         loss = *l;
+        if (accuracy) {
+          // A sample is correct when its label's score is the largest
+          // (ties count); ignored labels (-100) are neither.
+          Type elt = yt.getElementType();
+          auto sumAll = [&](Value v) -> Value {
+            Value f = dopt::CastOp::create(b, loc, v, TypeAttr::get(b.getF32Type()));
+            return acrossReplicas(dopt::ReduceSumOp::create(
+                b, loc, f, b.getDenseI64ArrayAttr({0}), b.getBoolAttr(false)));
+          };
+          SmallVector<int64_t> iota(classes);
+          std::iota(iota.begin(), iota.end(), 0);
+          Value classIds = dopt::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(RankedTensorType::get({1, classes}, b.getI64Type()),
+                                     ArrayRef<int64_t>(iota)));
+          Value onehot = dopt::EqualOp::create(
+              b, loc,
+              dopt::ReshapeOp::create(b, loc, flat, b.getDenseI64ArrayAttr({m, 1})),
+              classIds);
+          Value zero = dopt::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                                             b.getZeroAttr(elt)));
+          Value labelScore = dopt::ReduceSumOp::create(
+              b, loc, dopt::WhereOp::create(b, loc, onehot, scores, zero),
+              b.getDenseI64ArrayAttr({1}), b.getBoolAttr(false));
+          Value best = dopt::ReduceMaxOp::create(b, loc, scores,
+                                                 b.getDenseI64ArrayAttr({1}),
+                                                 b.getBoolAttr(false));
+          Value ignore = dopt::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                             ArrayRef<int64_t>{-100}));
+          Value counted =
+              dopt::NotOp::create(b, loc, dopt::EqualOp::create(b, loc, flat, ignore));
+          Value correct = dopt::AndOp::create(
+              b, loc, dopt::GreaterEqualOp::create(b, loc, labelScore, best), counted);
+          extraResults.push_back({"correct", sumAll(correct)});
+          extraResults.push_back({"counted", sumAll(counted)});
+        }
       }
     }
-    func::ReturnOp::create(b, loc, ValueRange{loss});
+    SmallVector<Value> results{loss};
+    for (auto &[name, v] : extraResults)
+      results.push_back(v);
+    func::ReturnOp::create(b, loc, results);
     ret.erase();
     main.setType(FunctionType::get(ctx, main.getArgumentTypes(),
-                                   {loss.getType()}));
+                                   ValueRange(results).getTypes()));
     SmallVector<NamedAttribute> lossAttrs{
         b.getNamedAttr("dopt.name", b.getStringAttr("loss"))};
     if (splitAxes)
@@ -244,6 +286,15 @@ struct AppendLossPass
       lossAttrs.push_back(
           b.getNamedAttr("dopt.global_type", TypeAttr::get(loss.getType())));
     SmallVector<DictionaryAttr> attrs{b.getDictionaryAttr(lossAttrs)};
+    for (auto &[name, v] : extraResults) {
+      SmallVector<NamedAttribute> a{
+          b.getNamedAttr("dopt.name", b.getStringAttr(name))};
+      if (splitAxes)
+        a.push_back(b.getNamedAttr("dopt.split_axes", b.getArrayAttr({})));
+      if (globalType)
+        a.push_back(b.getNamedAttr("dopt.global_type", TypeAttr::get(v.getType())));
+      attrs.push_back(b.getDictionaryAttr(a));
+    }
     main.setAllResultAttrs(attrs);
   }
 };

@@ -481,6 +481,96 @@ def test_training_data_mapped_or_converted(torch_models, tmp_path):
     assert logs[0] == logs[1] == logs[2]
 
 
+def test_eval_matches_onnx_runtime_and_pads_the_last_batch(torch_models, tmp_path):
+    """`eval` over 50 samples (batch 6: the last batch padded with ignored
+    labels) gives ONNX Runtime's mean cross-entropy and accuracy over all
+    50; after training, `train --eval-data` reports the same as `eval
+    --checkpoint` of the run."""
+    import onnxruntime as ort
+    d = torch_models / "train"
+    step = compile_step(torch_models, tmp_path, "adamw")
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((50, 16)).astype(np.float32)
+    y = x[:, :8].argmax(axis=1).astype(np.int64)
+    y[3] = -100
+    np.save(tmp_path / "ex.npy", x)
+    np.save(tmp_path / "ey.npy", y)
+    evald = ["--data", f"x={tmp_path / 'ex.npy'}", "--data", f"labels={tmp_path / 'ey.npy'}"]
+    got = json.loads(run(step, "eval", *evald).stdout)
+    sess = ort.InferenceSession(str(d / "model.onnx"), providers=["CPUExecutionProvider"])
+    logits = np.concatenate([sess.run(None, {"x": x[i:i + 6]})[0] if i + 6 <= 50 else
+                             sess.run(None, {"x": np.concatenate(
+                                 [x[i:], np.zeros((i + 6 - 50, 16), np.float32)])})[0][:50 - i]
+                             for i in range(0, 50, 6)])
+    keep = y != -100
+    logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) \
+        - logits.max(1, keepdims=True)
+    want_loss = float(-logp[keep, y[keep]].mean())
+    want_acc = float((logits[keep].argmax(1) == y[keep]).mean())
+    assert got["samples"] == 50
+    assert abs(got["loss"] - want_loss) <= 1e-5 * want_loss, (got, want_loss)
+    assert abs(got["accuracy"] - want_acc) < 1e-9, (got, want_acc)
+    _, data = argmax_data(tmp_path, 60)
+    log = tmp_path / "log.jsonl"
+    run(step, "train", *data, "--steps", "20", "--lr", "0.01", "--eval-data",
+        f"x={tmp_path / 'ex.npy'}", "--eval-data", f"labels={tmp_path / 'ey.npy'}",
+        "--eval-every", "10", "--log", log, "--checkpoint-dir", tmp_path / "ck")
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [s["step"] for s in steps if "eval_loss" in s] == [10, 20]
+    after = json.loads(run(step, "eval", *evald, "--checkpoint", tmp_path / "ck").stdout)
+    assert after["loss"] == steps[-1]["eval_loss"]
+    assert after["accuracy"] == steps[-1]["eval_accuracy"]
+    assert after["loss"] < got["loss"]
+
+
+def test_eval_uses_running_statistics_and_no_dropout(torch_models, tmp_path):
+    """Batch norm evaluates with its running statistics (so a sample's loss
+    does not depend on the batch it is in: two halves average to the
+    whole), dropout is off (no random key; twice the same)."""
+    d = torch_models / "train_bn"
+    bundle = tmp_path / "bn.dx"
+    run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits", "--optimizer",
+        "sgd", "-o", bundle)
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert [t["name"] for t in m["eval"]["inputs"]] == ["x", "labels"]
+    xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+    batch = xs.shape[1]
+    x = xs.reshape((-1,) + xs.shape[2:])[:4 * batch]
+    y = ys.reshape(-1)[:4 * batch]
+
+    def evaluate(lo, hi, tag):
+        np.save(tmp_path / f"x{tag}.npy", x[lo:hi])
+        np.save(tmp_path / f"y{tag}.npy", y[lo:hi])
+        return json.loads(run(bundle / "bn", "eval", "--data", f"x={tmp_path / f'x{tag}.npy'}",
+                              "--data", f"labels={tmp_path / f'y{tag}.npy'}").stdout)
+
+    whole = evaluate(0, 4 * batch, "w")
+    a, b = evaluate(0, 2 * batch, "a"), evaluate(2 * batch, 4 * batch, "b")
+    assert abs((a["loss"] + b["loss"]) / 2 - whole["loss"]) <= 1e-5 * whole["loss"]
+    assert evaluate(0, 4 * batch, "w2") == whole
+
+
+def test_eval_errors(torch_models, tmp_path):
+    step = compile_step(torch_models, tmp_path, "sgd")
+    p = run(step, "eval", check=False)
+    assert p.returncode == 2 and "eval needs --data NAME=FILE" in p.stderr
+    p = run(step, "eval", "--data", "x=a.npy", "--steps", "3", check=False)
+    assert p.returncode == 2 and "unknown option '--steps' for eval" in p.stderr
+    _, data = argmax_data(tmp_path, 12)
+    p = run(step, "train", *data, "--steps", "2", "--eval-every", "2", check=False)
+    assert p.returncode == 2 and "--eval-every needs --eval-data" in p.stderr
+    p = run(step, "train", *data, "--steps", "2", "--eval-data", f"x={tmp_path / 'x.npy'}",
+            check=False)
+    assert p.returncode == 1 and "--eval-data: missing data for input 'labels'" in p.stderr
+    p = run(step, "eval", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+            f"labels={tmp_path / 'y.npy'}", "--checkpoint", tmp_path / "none", check=False)
+    assert p.returncode == 1 and "--checkpoint: no checkpoint in" in p.stderr
+    run(DISTOPT, "compile", torch_models / "train" / "model.onnx", "-o", tmp_path / "inf.dx")
+    p = run(tmp_path / "inf.dx" / "inf", "eval", "--data", f"x={tmp_path / 'x.npy'}",
+            check=False)
+    assert p.returncode == 1 and "this bundle has no evaluation program" in p.stderr
+
+
 def test_training_errors(torch_models, tmp_path):
     d = torch_models / "train"
     step = compile_step(torch_models, tmp_path, "sgd")

@@ -458,3 +458,23 @@ def test_a_run_is_bit_identical_for_a_fixed_seed_plan_and_rank_count(torch_model
     assert [(s["loss"], s["grad_norm"]) for s in a] == [(s["loss"], s["grad_norm"]) for s in b]
     for f in wa.iterdir():
         assert np.array_equal(np.load(f), np.load(wb / f.name)), f.name
+
+
+def test_eval_on_replicas_equals_one_process(torch_models, tmp_path):
+    """The evaluation program is partitioned as the step is: on 2 and 3
+    replicas (the last batch padded, the sums and counts all-reduced) it
+    reports one process's loss and accuracy."""
+    d = torch_models / "train"
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((40, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}"]
+    results = []
+    for dp in (1, 2, 3):
+        cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []
+        bundle = compile_step(d / "model.onnx", tmp_path / f"e{dp}.dx", "sgd", *cluster)
+        results.append(json.loads(run(DISTOPT, "run", "-n", dp, bundle, "eval", *data).stdout))
+    for r in results[1:]:
+        assert r["samples"] == 40 and r["accuracy"] == results[0]["accuracy"]
+        assert abs(r["loss"] - results[0]["loss"]) <= 1e-6 * results[0]["loss"], results

@@ -1,10 +1,11 @@
 // RUN: distopt-opt %s --distopt-append-loss='kind=cross-entropy output=logits' --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: distopt-opt %s --distopt-append-loss='kind=mse output=logits' --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=MSE
+// RUN: distopt-opt %s --distopt-append-loss='kind=cross-entropy output=logits accuracy=true' --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=ACC
 
 // One process: the labels are a new input, the loss the mean over the
 // counted samples, nothing crosses ranks.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %arg1: tensor<4xi64> {dopt.name = "labels"}
+// CHECK-SAME: %arg1: tensor<4xi64> {dopt.classes = 10 : i64, dopt.name = "labels"}
 // CHECK-SAME: -> (tensor<f32> {dopt.name = "loss"})
 // CHECK-NOT: shard.all_reduce
 // CHECK: dopt.log_softmax
@@ -14,6 +15,13 @@
 // MSE-LABEL: func.func @main
 // MSE-SAME: %arg1: tensor<4x10xf32> {dopt.name = "labels"}
 // MSE: dopt.reduce_mean
+// With accuracy (the evaluation program): the samples whose label scores
+// the maximum, and the counted labels, as f32 counts.
+// ACC-LABEL: func.func @main
+// ACC-SAME: -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "correct"}, tensor<f32> {dopt.name = "counted"})
+// ACC: %[[BEST:.*]] = dopt.reduce_max %{{.*}} {axes = array<i64: 1>, keepdims = false}
+// ACC: %[[GE:.*]] = dopt.greater_equal %{{.*}}, %[[BEST]]
+// ACC: dopt.and %[[GE]], %{{.*}}
 func.func @main(%x: tensor<4x10xf32>) -> (tensor<4x10xf32> {dopt.name = "logits"}) {
   return %x : tensor<4x10xf32>
 }
@@ -24,7 +32,7 @@ func.func @main(%x: tensor<4x10xf32>) -> (tensor<4x10xf32> {dopt.name = "logits"
 // axis 1): the labels are split like the logits, and the loss's sum and
 // count are summed over the replicas, so the mean is the whole batch's.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %arg1: tensor<2xi64> {dopt.batch_dim = 0 : i64, dopt.global_type = tensor<4xi64>, dopt.name = "labels", dopt.split_axes = {{\[}}[1]]}
+// CHECK-SAME: %arg1: tensor<2xi64> {dopt.batch_dim = 0 : i64, dopt.classes = 10 : i64, dopt.global_type = tensor<4xi64>, dopt.name = "labels", dopt.split_axes = {{\[}}[1]]}
 // CHECK-SAME: -> (tensor<f32> {dopt.global_type = tensor<f32>, dopt.name = "loss", dopt.split_axes = []})
 // CHECK: %[[S:.*]] = dopt.reduce_sum {{.*}} -> tensor<f32>
 // CHECK: %[[SA:.*]] = shard.all_reduce %[[S]] on @dopt_grid grid_axes = [1] : tensor<f32> -> tensor<f32>

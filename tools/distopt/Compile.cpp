@@ -265,7 +265,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   // --emit=ir`, possibly edited by hand), whose weights come from the ONNX
   // model it names in `dopt.source`.
   std::string modelPath = input.str();
-  OwningOpRef<ModuleOp> module;
+  OwningOpRef<ModuleOp> module, evalModule;
   std::vector<int64_t> grid;
   if (input.ends_with(".mlir")) {
     if (clusterGiven()) {
@@ -317,6 +317,34 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (failed(pm.run(*module)))
         return 1;
     }
+    // A training step's bundle also holds its evaluation program: the
+    // model with training-mode ops in their evaluation form (dropout off,
+    // batch norm on running statistics), partitioned as the step is, and
+    // its loss (with accuracy counts for class labels), for
+    // `train --eval-data` and `eval`.
+    if (!compileOptimizer.empty() && !compileLoss.empty()) {
+      ONNXImportOptions evalOptions;
+      if (!importOptionsFromFlags(evalOptions))
+        return 1;
+      evalOptions.evalForm = true;
+      evalModule = importONNXFile(context, input, evalOptions);
+      if (!evalModule)
+        return 1;
+      std::vector<int64_t> evalGrid;
+      if (!grid.empty() &&
+          !partitionForCluster(context, *evalModule, evalGrid, true, &grid))
+        return 1;
+      auto [kind, out] = StringRef(compileLoss).split(':');
+      AppendLossPassOptions lo;
+      lo.kind = kind.str();
+      lo.output = out.empty() ? "0" : out.str();
+      lo.labels = compileLabels;
+      lo.accuracy = kind == "cross-entropy" || kind == "nll";
+      PassManager pm(&context);
+      pm.addPass(createAppendLossPass(lo));
+      if (failed(pm.run(*evalModule)))
+        return 1;
+    }
   }
   int64_t ranks = 1;
   for (int64_t g : grid)
@@ -341,6 +369,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       programNames.push_back("dopt_stage_" + std::to_string(k));
   else
     programNames.push_back("main");
+  if (evalModule && !pipeline)
+    programNames.push_back("eval");
 
   SmallString<256> modelDir(modelPath);
   llvm::sys::path::remove_filename(modelDir);
@@ -381,6 +411,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   };
 
   std::map<int64_t, llvm::json::Object> modelInputs, modelOutputs;
+  // The evaluation program's own inputs and outputs (its weights are the
+  // step's, by name).
+  std::map<int64_t, llvm::json::Object> evalInputs, evalOutputs;
+  StageBuffers evalBuffers;
+  llvm::StringSet<> evalOutputNames;
   llvm::StringMap<WeightEntry> weightTable;
   std::vector<std::string> weightOrder;
   int64_t weightsBinSize = 0;
@@ -392,14 +427,16 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   llvm::raw_string_ostream printedOS(printed);
   cpu::CPUOptions cpuOptions;
   cpuOptions.cpu = cpuName.str();
-  llvm::StringSet<> outputNames;
+  llvm::StringSet<> outerOutputNames;
 
   for (auto [k, programName] : llvm::enumerate(programNames)) {
+    bool isEval = programName == "eval";
     // Each stage is compiled as a module of its own, its function as @main.
     OwningOpRef<ModuleOp> program =
-        pipeline ? OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()))
-                 : std::move(module);
-    if (pipeline) {
+        isEval ? std::move(evalModule)
+        : pipeline ? OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()))
+                   : std::move(module);
+    if (pipeline && !isEval) {
       SmallVector<func::FuncOp> others;
       for (auto f : program->getOps<func::FuncOp>())
         if (f.getName() != programName)
@@ -411,12 +448,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     {
       PassManager pm(&context);
       pm.addPass(createOutlineWeightsPass());
-      if (compileGradients || !compileOptimizer.empty()) {
+      if (!isEval && (compileGradients || !compileOptimizer.empty())) {
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
         pm.addPass(createAutodiffPass(ad));
       }
-      if (compileGradients || !compileOptimizer.empty()) {
+      if (!isEval && (compileGradients || !compileOptimizer.empty())) {
         SyncGradientsPassOptions sync;
         sync.bucketBytes = std::max<int64_t>(
             1, static_cast<int64_t>(gradientSync.bucketBytes));
@@ -432,7 +469,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
               sync.zeroStage = static_cast<int>(z.getInt());
         pm.addPass(createSyncGradientsPass(sync));
       }
-      if (!compileOptimizer.empty()) {
+      if (!isEval && !compileOptimizer.empty()) {
         OptimizerPassOptions opt;
         opt.kind = compileOptimizer;
         opt.nesterov = compileNesterov;
@@ -445,7 +482,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // The FLOPs one rank's training step performs (forward, backward,
     // update), by the cost model's count: the train loop reports the
     // achieved FLOP/s.
-    if (!compileOptimizer.empty())
+    if (!isEval && !compileOptimizer.empty())
       for (auto &[op, cost] : planner::estimateCosts(main))
         stepFlops += cost.flops;
     StageBuffers buffers;
@@ -494,7 +531,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
         index = mi.getInt();
       buffers.inputs.push_back(llvm::json::Object{{"input", index}});
-      if (modelInputs.count(index))
+      auto &inputSpecs = isEval ? evalInputs : modelInputs;
+      if (inputSpecs.count(index))
         continue;
       auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
       llvm::json::Object in = tensorJson(
@@ -507,7 +545,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
           in["batch_dim"] = b.getInt();
       if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
         in["classes"] = c.getInt();
-      modelInputs[index] = std::move(in);
+      inputSpecs[index] = std::move(in);
     }
     unsigned nextOutput = 0;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
@@ -525,6 +563,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
           attr ? attr.getValue().str() : "output" + std::to_string(index);
       // A graph may list one output twice; the bundle's outputs need
       // distinct names (and files).
+      llvm::StringSet<> &outputNames =
+          isEval ? evalOutputNames : outerOutputNames;
       if (!outputNames.insert(name).second) {
         std::string unique = name + "_" + std::to_string(index);
         WithColor::warning() << "graph output '" << name
@@ -540,9 +580,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (pipeline)
         if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
           out["batch_dim"] = b.getInt();
-      modelOutputs[index] = std::move(out);
+      (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
     }
-    stageBuffers.push_back(std::move(buffers));
+    if (isEval)
+      evalBuffers = std::move(buffers);
+    else
+      stageBuffers.push_back(std::move(buffers));
 
     if (failed(cpu::lowerToLinalg(*program)))
       return 1;
@@ -573,10 +616,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     } else if (failed(cpu::lowerToLLVMDialect(*program))) {
       return 1;
     }
-    if (pipeline) {
-      // Stage k's symbols: dopt_main_k, dopt_entry_k (one executable).
+    if (pipeline || isEval) {
+      // Stage k's symbols: dopt_main_k, dopt_entry_k; the evaluation
+      // program's dopt_eval_main, dopt_eval_entry (one executable).
       for (StringRef base : {"dopt_main", "dopt_entry"}) {
-        std::string renamed = (base + "_" + Twine(k)).str();
+        std::string renamed =
+            isEval ? ("dopt_eval_" + base.drop_front(5)).str()
+                   : (base + "_" + Twine(k)).str();
         if (failed(SymbolTable::replaceAllSymbolUses(
                 StringAttr::get(&context, base),
                 StringAttr::get(&context, renamed), *program)))
@@ -696,6 +742,20 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     }
     manifest["pipeline"] = llvm::json::Object{
         {"microbatches", microbatches}, {"stages", std::move(stageList)}};
+  }
+  if (!evalInputs.empty() || !evalOutputs.empty()) {
+    // The evaluation program: its own inputs and outputs, the step's
+    // weights by index.
+    llvm::json::Array ins, outs, ws;
+    for (auto &[index, in] : evalInputs)
+      ins.push_back(std::move(in));
+    for (auto &[index, out] : evalOutputs)
+      outs.push_back(std::move(out));
+    for (const std::string &name : evalBuffers.weights)
+      ws.push_back(weightIndex[name]);
+    manifest["eval"] = llvm::json::Object{{"inputs", std::move(ins)},
+                                          {"weights", std::move(ws)},
+                                          {"outputs", std::move(outs)}};
   }
   if (failed(printTo(pathIn("manifest.json"), [&](llvm::raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))

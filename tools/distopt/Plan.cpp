@@ -389,7 +389,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
 bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                                         mlir::ModuleOp module,
                                         std::vector<int64_t> &grid,
-                                        bool training) {
+                                        bool training,
+                                        const std::vector<int64_t> *sameAs) {
   grid.clear();
   if (clusterSpec.empty()) {
     if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
@@ -410,6 +411,11 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     return compileError(error);
   if (!applyGradientSync(options, error))
     return compileError(error);
+  if (sameAs && sameAs->size() == 3) {
+    options.pp = (*sameAs)[0];
+    options.dp = (*sameAs)[1];
+    options.tp = (*sameAs)[2];
+  }
   if (training) {
     // Training steps are partitioned data-parallel only so far: the
     // backward of tensor- and pipeline-parallel programs is not built yet.
@@ -464,9 +470,10 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   if (Error e = checkPlannedCollectives(module, p))
     return compileError(toString(std::move(e)));
   grid = {p.pp, p.dp, p.tp};
-  outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
-         << " x pp " << p.pp << " = " << p.devices() << " ranks on "
-         << clusterSpec << "\n";
+  if (!sameAs)
+    outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
+           << " x pp " << p.pp << " = " << p.devices() << " ranks on "
+           << clusterSpec << "\n";
   return true;
 }
 

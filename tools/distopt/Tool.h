@@ -31,8 +31,11 @@ int runBundle();
 /// rewrites it into the program of one rank (distopt-partition). `grid`
 /// receives the device grid (stages x data x tensor); it stays empty
 /// without --cluster. Prints its errors; returns false on failure.
+/// `sameAs`: partition with exactly this grid (stages x data x tensor) --
+/// the evaluation program of a training step takes the step's plan.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
-                         std::vector<int64_t> &grid, bool training = false);
+                         std::vector<int64_t> &grid, bool training = false,
+                         const std::vector<int64_t> *sameAs = nullptr);
 /// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
 /// how a data-parallel training step sends its gradients and keeps its
 /// optimizer state.

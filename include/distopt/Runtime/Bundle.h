@@ -89,6 +89,10 @@ bool runEntry(EntryFn entry, const Manifest &manifest,
 /// (compiled with --loss and --optimizer) over data files for a number of
 /// steps or epochs, feeding the updated weights and optimizer state back.
 /// Returns the exit status (0, 1 error, 2 usage error).
+/// `model eval --data NAME=FILE ... [--checkpoint DIR]`: the training
+/// bundle's evaluation program over a data set; prints {"loss", "accuracy",
+/// "samples"} as JSON (Train.cpp).
+int runEvaluation(int argc, char **argv, const std::string &defaultBundle);
 int runTraining(int argc, char **argv, EntryFn entry,
                 const std::string &defaultBundleDir);
 

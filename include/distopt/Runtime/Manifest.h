@@ -24,6 +24,7 @@
 #include "distopt/Runtime/Tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +80,14 @@ struct PipelineStage {
   std::vector<StageBuffer> outputs;
 };
 
+/// A training step's evaluation program (`eval`, `train --eval-data`): its
+/// own inputs and outputs, the step's weights by index.
+struct EvalProgram {
+  std::vector<TensorSpec> inputs;
+  std::vector<int64_t> weights; ///< indices into Manifest::weights
+  std::vector<TensorSpec> outputs;
+};
+
 struct Manifest {
   static constexpr int64_t kFormat = 1;
 
@@ -92,6 +101,8 @@ struct Manifest {
   /// count; 0 when not recorded).
   double stepFlops = 0;
   int64_t ranks = 1;
+  /// Training steps compiled with a loss: the evaluation program.
+  std::optional<EvalProgram> eval;
   /// Multi-rank bundles: the device grid (stages x data x tensor), whose
   /// product is `ranks`; ranks are numbered row-major over it.
   std::vector<int64_t> grid;

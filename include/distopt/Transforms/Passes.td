@@ -427,6 +427,10 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
            "The model output the loss is taken of (name or position)">,
     Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
            "Name of the labels input">,
+    Option<"accuracy", "accuracy", "bool", /*default=*/"false",
+           "cross-entropy and nll: also return `correct` (samples whose "
+           "label scores the maximum) and `counted` (labels not -100), as "
+           "f32 counts over the whole batch (the evaluation program)">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }

@@ -142,6 +142,7 @@ public:
 
   OpBuilder &builder() { return builder_; }
   MLIRContext *context() { return &ctx_; }
+  const ONNXImportOptions &options() const { return options_; }
 
   /// The value named `name`: an imported node output, a graph input, or an
   /// initializer (materialised on first use). Null if undefined; failure if
@@ -920,6 +921,8 @@ FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
     out.push_back(x.getSExtValue());
   return out;
 }
+
+bool NodeContext::evalForm() const { return importer_.options().evalForm; }
 
 FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
   Value v = input(i);

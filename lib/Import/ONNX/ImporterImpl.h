@@ -108,6 +108,9 @@ public:
 
   /// Whether an op of this node failed to build (error already reported).
   bool hasFailed() const { return failed_; }
+  /// Training-mode ops import in their evaluation form
+  /// (ONNXImportOptions::evalForm).
+  bool evalForm() const;
 
   /// A tensor attribute or initializer as a Value (see
   /// GraphImporter::tensorValue): inline constant or weight reference.

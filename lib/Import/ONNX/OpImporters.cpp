@@ -84,7 +84,7 @@ LogicalResult importDropout(NodeContext &nc) {
       TRY(r, nc.constantScalar(1, "ratio"));
       ratio = r;
     }
-    if (training != 0 && ratio != 0) {
+    if (training != 0 && ratio != 0 && !nc.evalForm()) {
       if (!(ratio > 0 && ratio < 1))
         return nc.error("ratio must be in [0, 1), got " +
                         std::to_string(ratio));
@@ -290,6 +290,13 @@ LogicalResult importBatchNorm(NodeContext &nc) {
     return failure();
   if (!training) {
     nc.setOutput(0, inference);
+    return success();
+  }
+  if (nc.evalForm()) {
+    // Evaluation: the running statistics normalise, and stay as they are.
+    nc.setOutput(0, inference);
+    nc.setOutput(1, in[3]);
+    nc.setOutput(2, in[4]);
     return success();
   }
   if (inference.use_empty())

@@ -53,6 +53,10 @@ struct ONNXImportOptions {
   /// A value for the model's batch symbol (see `dopt.batch_symbol`) when
   /// symbolicDims does not name it: the planner's probe batch.
   std::optional<int64_t> batchSize;
+  /// Import training-mode ops in their evaluation form: Dropout is the
+  /// identity and BatchNormalization uses its running statistics (the
+  /// program `train --eval-data` and `eval` run).
+  bool evalForm = false;
   /// Read every weight (including external data) into `dense_resource`
   /// blobs instead of referencing it with `dopt.weight`.
   bool inlineWeights = false;
