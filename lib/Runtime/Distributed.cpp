@@ -345,6 +345,9 @@ class AsyncCollectives {
 public:
   struct Job {
     std::vector<char> buf;
+    /// A reduce-scatter's block of this rank (an all-reduce sums in `buf`).
+    std::vector<char> result;
+    bool scatter = false;
     /// The output memref's descriptor, copied (the caller's may not live
     /// until the wait).
     std::vector<int64_t> outWords;
@@ -381,8 +384,10 @@ public:
     comms_.clear();
   }
 
+  /// An all-reduce, or with `scatterDim` >= 0 a reduce-scatter along it.
   int64_t start(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
-                int64_t kind, dort_dtype d, int64_t tag) {
+                int64_t kind, dort_dtype d, int64_t tag,
+                int64_t scatterDim = -1) {
     if (axis < 0 || axis >= static_cast<int64_t>(comms_.size()))
       die("all_reduce: no communicator for grid axis " + std::to_string(axis) +
           " (dort_grid_init not called)");
@@ -391,6 +396,13 @@ public:
     View vi = viewOf(in, job->elem);
     job->buf = pack(vi);
     job->count = vi.count();
+    if (scatterDim >= 0) {
+      int64_t t = dort_comm_size(comms_[axis]);
+      job->scatter = true;
+      job->buf = toBlocks(job->buf, vi.sizes, scatterDim, t, job->elem);
+      job->result.resize(job->buf.size() / t);
+      job->count /= t;
+    }
     job->op = redop(kind, job->average);
     job->dtype = d;
     job->tag = tag;
@@ -434,22 +446,28 @@ public:
     }
     if (!job->error.empty())
       die(job->error);
-    unpack(job->buf, viewOf(&job->out, job->elem));
+    unpack(job->scatter ? job->result : job->buf, viewOf(&job->out, job->elem));
   }
 
 private:
   void run(Job &job, int thread) {
     std::string error;
+    const char *name = job.scatter ? "reduce_scatter" : "all_reduce";
     {
-      trace::Collective timed("all_reduce",
-                              static_cast<int64_t>(job.buf.size()), job.tag,
-                              /*blocking=*/thread == 0, thread);
-      if (dort_all_reduce(job.buf.data(), job.buf.data(), job.count,
-                          job.dtype, job.op, job.comm, nullptr) != 0)
-        error = std::string("all_reduce: ") + dort_last_error_message();
+      trace::Collective timed(name, static_cast<int64_t>(job.buf.size()),
+                              job.tag, /*blocking=*/thread == 0, thread);
+      int rc = job.scatter
+                   ? dort_reduce_scatter(job.buf.data(), job.result.data(),
+                                         job.count, job.dtype, job.op,
+                                         job.comm, nullptr)
+                   : dort_all_reduce(job.buf.data(), job.buf.data(), job.count,
+                                     job.dtype, job.op, job.comm, nullptr);
+      if (rc != 0)
+        error = std::string(name) + ": " + dort_last_error_message();
     }
     if (error.empty() && job.average)
-      divideBy(job.buf, job.dtype, dort_comm_size(job.comm));
+      divideBy(job.scatter ? job.result : job.buf, job.dtype,
+               dort_comm_size(job.comm));
     std::lock_guard<std::mutex> lock(mutex_);
     job.error = error;
     job.done = true;
@@ -616,6 +634,11 @@ void dort_shard_wait(int64_t handle) { async().wait(handle); }
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind, int64_t tag) {                                             \
     return async().start(in, out, axis, kind, DTYPE, tag);                     \
+  }                                                                            \
+  int64_t _mlir_ciface_dort_shard_start_reduce_scatter_##SUFFIX(               \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t kind, int64_t dim, int64_t tag) {                                \
+    return async().start(in, out, axis, kind, DTYPE, tag, dim);                \
   }                                                                            \
   void _mlir_ciface_dort_shard_all_gather_##SUFFIX(                            \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \

@@ -208,6 +208,7 @@ struct SyncGradientsPass
                 cast<RankedTensorType>(joined.getType()).getElementType()),
             gridRef, axes, joined, sum, b.getIndexAttr(0));
         rs->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
+        rs->setAttr("dopt.async", b.getUnitAttr());
         Value mine = rs.getResult();
         b.setInsertionPoint(ret);
         if (narrow)

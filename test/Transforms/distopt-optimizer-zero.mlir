@@ -10,7 +10,7 @@
 // CHECK-SAME: -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "grad_norm"},
 // CHECK-SAME: tensor<3xf32> {dopt.global_type = tensor<6xf32>, dopt.name = "opt.momentum:w", dopt.split_axes = {{\[}}[1]], dopt.updates = "opt.momentum:w"}
 // CHECK-SAME: tensor<5xf32> {dopt.name = "update:w", dopt.updates_weight = "w"})
-// CHECK: %[[RS:.*]] = shard.reduce_scatter %{{.*}} on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.bucket = 0 : i64} : tensor<2x3xf32> -> tensor<1x3xf32>
+// CHECK: %[[RS:.*]] = shard.reduce_scatter %{{.*}} on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.async, dopt.bucket = 0 : i64} : tensor<2x3xf32> -> tensor<1x3xf32>
 // CHECK: %[[G:.*]] = dopt.reshape %[[RS]] {shape = array<i64: 3>}
 // CHECK: %[[SQ:.*]] = dopt.reduce_sum
 // CHECK: %[[ALL:.*]] = shard.all_reduce %[[SQ]] on @dopt_grid grid_axes = [1]

@@ -47,8 +47,8 @@
 // ZERO-SAME: tensor<6xf32> {dopt.grad_of = "w1", dopt.name = "grad:w1", dopt.zero_shard}
 // ZERO-SAME: tensor<2xf32> {dopt.grad_of = "b", dopt.name = "grad:b", dopt.zero_shard}
 // ZERO: %[[CAT:.*]] = dopt.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x6xf32>) -> tensor<2x8xf32>
-// ZERO: shard.reduce_scatter %[[CAT]] on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.bucket = 0 : i64} : tensor<2x8xf32> -> tensor<1x8xf32>
-// ZERO: shard.reduce_scatter %{{.*}} on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.bucket = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+// ZERO: shard.reduce_scatter %[[CAT]] on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.async, dopt.bucket = 0 : i64} : tensor<2x8xf32> -> tensor<1x8xf32>
+// ZERO: shard.reduce_scatter %{{.*}} on @dopt_grid grid_axes = [1] scatter_axis = 0 {dopt.async, dopt.bucket = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
 // ZERO: dopt.split %{{.*}} {axis = 1 : i64, sizes = array<i64: 2, 6>}
 // ZERO2: distopt-sync-gradients: zero-stage must be 0 or 1, got 2
 module {

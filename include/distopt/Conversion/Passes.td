@@ -63,9 +63,10 @@ def ConvertShardToRuntimePass : Pass<"distopt-convert-shard-to-runtime", "mlir::
     Element types f32, f64, f16, bf16, i64, i32, i8 and i1; collectives over
     more than one grid axis, and other shard ops, are errors.
 
-    An all-reduce marked `dopt.async` (a data-parallel gradient bucket)
-    starts instead: `%h = dort_shard_start_all_reduce_<type>(in, out, axis,
-    kind, bucket) -> i64`, and `dort_shard_wait(%h)` followed by the
+    An all-reduce or reduce-scatter marked `dopt.async` (a data-parallel
+    gradient bucket) starts instead: `%h = dort_shard_start_all_reduce_<type>(in,
+    out, axis, kind, bucket) -> i64` (`..._reduce_scatter_<type>(in, out,
+    axis, kind, dim, bucket)`), and `dort_shard_wait(%h)` followed by the
     `to_tensor` of its result goes before the first op that reads it; the
     ops in between overlap the communication.
   }];

@@ -371,7 +371,8 @@ def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
     multiplied by the replica count: half the bytes on the links, the
     update still in f32. With `zero-stage=1` (ZeRO-1) each gradient is
     flattened, padded and viewed as [replicas, chunk]; the bucket joins them
-    along the chunks and is reduce-scattered (synchronously), so each
+    along the chunks and is reduce-scattered (started where it stands,
+    `dopt.async`, as the all-reduces are), so each
     replica gets the chunk of every gradient it updates: the result becomes
     that chunk (`dopt.zero_shard`), which distopt-optimizer updates. A
     program without a grid, or with one replica, is left alone.

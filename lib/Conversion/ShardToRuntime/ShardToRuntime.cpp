@@ -139,9 +139,14 @@ struct ConvertShardToRuntimePass
       name = "all_gather";
       ints.push_back(g.getGatherAxis().getSExtValue());
     } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
-      name = "reduce_scatter";
+      async = op->hasAttr("dopt.async");
+      name = async ? "start_reduce_scatter" : "reduce_scatter";
       ints.push_back(reductionCode(s.getReduction()));
       ints.push_back(s.getScatterAxis().getSExtValue());
+      if (async) {
+        auto bucket = op->getAttrOfType<IntegerAttr>("dopt.bucket");
+        ints.push_back(bucket ? bucket.getInt() : -1);
+      }
     } else if (auto a = dyn_cast<shard::AllToAllOp>(op)) {
       name = "all_to_all";
       ints.push_back(a.getSplitAxis().getSExtValue());

@@ -635,6 +635,13 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
       _mlir_ciface_dort_shard_reduce_scatter_##SUFFIX(i, o, axis, kind, dim);  \
     });                                                                        \
   }                                                                            \
+  int64_t _mlir_ciface_dort_cuda_shard_start_reduce_scatter_##SUFFIX(          \
+      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
+      int64_t kind, int64_t dim, int64_t) {                                    \
+    _mlir_ciface_dort_cuda_shard_reduce_scatter_##SUFFIX(in, out, axis, kind,  \
+                                                          dim);                \
+    return 0;                                                                  \
+  }                                                                            \
   void _mlir_ciface_dort_cuda_shard_all_to_all_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t splitDim, int64_t concatDim) {                                   \
