@@ -570,6 +570,40 @@ bool parseFault(Fault &f, std::string &error) {
   return true;
 }
 
+/// Joins the bundle's job: checks the launch has the bundle's rank count
+/// and, for several ranks, initialises communication and the grid (this
+/// rank's `coords` on it; zeros for one process).
+bool joinJob(const Manifest &m, TrainArgs &a, std::vector<int64_t> &coords,
+             std::string &error) {
+  coords.assign(m.grid.size(), 0);
+  int64_t launched = launchedRanks();
+  if (launched != m.ranks) {
+    error = "this bundle was compiled for " + std::to_string(m.ranks) +
+            " rank" + (m.ranks == 1 ? "" : "s") + ", but it was launched on " +
+            std::to_string(launched) +
+            (m.ranks == 1 ? " (compile it with --cluster, or run it without "
+                            "mpirun)"
+                          : "; run it with `mpirun -np " +
+                                std::to_string(m.ranks) + "`");
+    return false;
+  }
+  if (m.ranks == 1)
+    return true;
+  if (dort_comm_init(nullptr, nullptr) != 0) {
+    error = dort_last_error_message();
+    return false;
+  }
+  gJob.distributed = true;
+  gJob.rank = dort_comm_rank(dort_comm_world());
+  a.program += ": rank " + std::to_string(gJob.rank);
+  if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0) {
+    error = dort_last_error_message();
+    return false;
+  }
+  coords = gridCoords(m.grid, gJob.rank);
+  return true;
+}
+
 /// Reports an error. In a distributed run every rank reads the same files
 /// and runs the same steps, so an error on one rank is an error of the job:
 /// it is ended at once (peers may be waiting in a collective).
@@ -1064,26 +1098,10 @@ int runTraining(int argc, char **argv, EntryFn entry,
                    "(pipelined training is not supported yet)");
   // Ranks: a data-parallel step runs under mpirun with exactly its rank
   // count; each rank trains on its share of every batch.
-  int64_t launched = launchedRanks();
-  if (launched != m.ranks)
-    return fail(a, "this training step was compiled for " +
-                       std::to_string(m.ranks) + " rank" +
-                       (m.ranks == 1 ? "" : "s") + ", but it was launched on " +
-                       std::to_string(launched) +
-                       (m.ranks == 1 ? " (compile it with --cluster, or run it "
-                                       "without mpirun)"
-                                     : "; run it with `mpirun -np " +
-                                           std::to_string(m.ranks) + "`"));
-  std::vector<int64_t> coords(m.grid.size(), 0);
-  if (m.ranks > 1) {
-    if (dort_comm_init(&argc, &argv) != 0)
-      return fail(a, dort_last_error_message());
-    gJob.distributed = true;
-    gJob.rank = dort_comm_rank(dort_comm_world());
-    a.program += ": rank " + std::to_string(gJob.rank);
-    if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0)
-      return fail(a, dort_last_error_message());
-    coords = gridCoords(m.grid, gJob.rank);
+  std::vector<int64_t> coords;
+  if (!joinJob(m, a, coords, error))
+    return fail(a, error);
+  if (gJob.distributed) {
     // The ranks' clocks start together (one node: one monotonic clock).
     if (dort_barrier(dort_comm_world()) != 0)
       return fail(a, dort_last_error_message());
@@ -1427,22 +1445,9 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   if (!m.eval || !gEvalEntry)
     return fail(a, "this bundle has no evaluation program (compile the model "
                    "with --loss and --optimizer)");
-  int64_t launched = launchedRanks();
-  if (launched != m.ranks)
-    return fail(a, "this bundle was compiled for " + std::to_string(m.ranks) +
-                       " rank" + (m.ranks == 1 ? "" : "s") +
-                       ", but it was launched on " + std::to_string(launched));
-  std::vector<int64_t> coords(m.grid.size(), 0);
-  if (m.ranks > 1) {
-    if (dort_comm_init(&argc, &argv) != 0)
-      return fail(a, dort_last_error_message());
-    gJob.distributed = true;
-    gJob.rank = dort_comm_rank(dort_comm_world());
-    a.program += ": rank " + std::to_string(gJob.rank);
-    if (dort_grid_init(static_cast<int>(m.grid.size()), m.grid.data()) != 0)
-      return fail(a, dort_last_error_message());
-    coords = gridCoords(m.grid, gJob.rank);
-  }
+  std::vector<int64_t> coords;
+  if (!joinJob(m, a, coords, error))
+    return fail(a, error);
   // The bundle's weights, or a checkpoint's.
   WeightStore store;
   if (!store.load(m, bundleDir, error))

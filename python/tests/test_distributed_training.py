@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 from cli import DISTOPT, ROOT, run
-from training import batches_as_data, train_flags
+from training import batches_as_data, learnable_data, train_flags
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -85,11 +85,7 @@ def test_data_parallel_equals_one_process_and_buckets_do_not_matter(torch_models
     gradient: the same losses and weights within float rounding (the sums
     are added in another order), with shuffling by seed."""
     d = torch_models / "train"
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((60, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+    data = [*learnable_data(tmp_path, 60, 5),
             "--shuffle", "11", "--steps", "15", "--lr", "0.01", "--weight-decay", "0.01"]
     runs = {}
     for name, dp, extra in [("one", 1, []), ("dp2", 2, []), ("dp3", 3, []),
@@ -193,11 +189,7 @@ def test_zero_1_checkpoints_are_written_in_blocks_and_move_between_plans(torch_m
     with ZeRO-1, and a one-process checkpoint resumes under ZeRO-1 -- the
     run goes on as if never stopped."""
     d = torch_models / "train"
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((48, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+    data = [*learnable_data(tmp_path, 48, 3),
             "--shuffle", "2", "--lr", "0.01"]
     plans = {"one": (1, []), "z3": (3, ["--zero", "1"]), "z2": (2, ["--zero", "1"])}
     bundles = {k: compile_step(d / "model.onnx", tmp_path / f"{k}.dx", "adam",
@@ -255,11 +247,7 @@ def test_checkpoint_moves_between_plans(torch_models, tmp_path):
     written by one process on 3 replicas): the run goes on as if never
     stopped."""
     d = torch_models / "train"
-    rng = np.random.default_rng(9)
-    x = rng.standard_normal((48, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+    data = [*learnable_data(tmp_path, 48, 9),
             "--shuffle", "4", "--lr", "0.05", "--momentum", "0.9"]
     bundles = {dp: compile_step(d / "model.onnx", tmp_path / f"s{dp}.dx", "sgd",
                                 *(["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1
@@ -405,11 +393,7 @@ def test_a_dying_or_hanging_rank_ends_the_job_naming_rank_and_step(torch_models,
     complete checkpoint (step 4) resumes and finishes the run as if nothing
     had happened."""
     d = torch_models / "train"
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((60, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+    data = [*learnable_data(tmp_path, 60, 6),
             "--lr", "0.05", "--steps", "10"]
     bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:3",
                           "--dp", "3")
@@ -445,11 +429,7 @@ def test_a_run_is_bit_identical_for_a_fixed_seed_plan_and_rank_count(torch_model
     thread, 16-bit gradients): the same losses, norms and weights, bit for
     bit."""
     d = torch_models / "train"
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((60, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+    data = [*learnable_data(tmp_path, 60, 8),
             "--shuffle", "5", "--steps", "12", "--lr", "0.01"]
     bundle = compile_step(d / "model.onnx", tmp_path / "b.dx", "adamw", "--cluster", "local:3",
                           "--dp", "3", "--bucket-mb", "0.001", "--grad-dtype", "bf16")
@@ -465,11 +445,7 @@ def test_eval_on_replicas_equals_one_process(torch_models, tmp_path):
     replicas (the last batch padded, the sums and counts all-reduced) it
     reports one process's loss and accuracy."""
     d = torch_models / "train"
-    rng = np.random.default_rng(13)
-    x = rng.standard_normal((40, 16)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
-    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}"]
+    data = learnable_data(tmp_path, 40, 13)
     results = []
     for dp in (1, 2, 3):
         cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []

@@ -28,3 +28,14 @@ def batches_as_data(d: Path, out: Path) -> list[str]:
     np.save(out / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
     np.save(out / "y.npy", ys.reshape((-1,) + ys.shape[2:]))
     return ["--data", f"x={out / 'x.npy'}", "--data", f"labels={out / 'y.npy'}"]
+
+
+def learnable_data(out: Path, samples: int, seed: int) -> list[str]:
+    """A learnable task for the 16-feature MLP of the torch.optim runs (the
+    label is the argmax of the first 8 features), as x.npy and y.npy in
+    `out`: the --data flags of both."""
+    x = np.random.default_rng(seed).standard_normal((samples, 16)).astype(np.float32)
+    np.save(out / "x.npy", x)
+    np.save(out / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    return ["--data", f"x={out / 'x.npy'}", "--data", f"labels={out / 'y.npy'}"]
+
