@@ -1248,6 +1248,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
   const Tensor &lossT = outputs[outputIndex["loss"]];
   const Tensor &normT = outputs[outputIndex["grad_norm"]];
   double lastLoss = 0;
+  int64_t lastCheckpoint = 0; // written by this run
   for (int64_t step = first; step < steps; ++step) {
     int64_t epoch = step / perEpoch, within = step % perEpoch;
     if ((within == 0 || step == first) && a.shuffle) {
@@ -1314,7 +1315,12 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!std::isfinite(loss))
       return fail(a, "the loss is " + jsonNumber(loss) + " at step " +
                          std::to_string(step + 1) + " (last finite loss " +
-                         jsonNumber(lastLoss) + "); stopped");
+                         jsonNumber(lastLoss) + "); stopped" +
+                         (lastCheckpoint > 0
+                              ? "; the last good checkpoint is step " +
+                                    std::to_string(lastCheckpoint) + " in '" +
+                                    a.checkpointDir + "' (--resume it)"
+                              : std::string()));
     lastLoss = loss;
     // The updates become the next step's weights and state by swapping
     // buffers (the entry overwrites its outputs whole on every step).
@@ -1375,6 +1381,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
                            namedState, error))
         return fail(a, "checkpoint at step " + std::to_string(step + 1) + ": " +
                            error);
+      lastCheckpoint = step + 1;
     }
     if (leader && (step + 1 == steps ||
                    (step + 1) % std::max<int64_t>(1, steps / 10) == 0))

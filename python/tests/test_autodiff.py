@@ -604,6 +604,9 @@ def test_training_errors(torch_models, tmp_path):
          "--lr expects a number"),
         (["--data", f"x={x}", "--data", f"labels={y}", "--steps", "3", "--lr", "1e30"],
          "at step"),
+        (["--data", f"x={x}", "--data", f"labels={y}", "--steps", "4", "--lr", "1e30",
+          "--checkpoint-dir", str(tmp_path / "nanck"), "--checkpoint-every", "1"],
+         "; stopped; the last good checkpoint is step "),
     ]
     for args, message in cases:
         p = train(*args)
