@@ -210,6 +210,18 @@ struct AppendLossPass
                   b.getFloatAttr(elt, double(whole.getNumElements()))));
           loss = dopt::DivOp::create(b, loc, sum, count);
         }
+        if (counted) {
+          int64_t n = globalType
+                          ? cast<RankedTensorType>(globalType.getValue())
+                                .getNumElements()
+                          : yt.getNumElements();
+          extraResults.push_back(
+              {"counted", dopt::ConstantOp::create(
+                              b, loc,
+                              DenseElementsAttr::get(
+                                  RankedTensorType::get({}, b.getF32Type()),
+                                  b.getF32FloatAttr(float(n))))});
+        }
       } else {
         // Flattened: [M, C] scores, [M] labels.
         int64_t classes = yt.getShape().back();
@@ -267,6 +279,17 @@ struct AppendLossPass
               b, loc, dopt::GreaterEqualOp::create(b, loc, labelScore, best), counted);
           extraResults.push_back({"correct", sumAll(correct)});
           extraResults.push_back({"counted", sumAll(counted)});
+        } else if (counted) {
+          Value ignore = dopt::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                             ArrayRef<int64_t>{-100}));
+          Value kept =
+              dopt::NotOp::create(b, loc, dopt::EqualOp::create(b, loc, flat, ignore));
+          Value f = dopt::CastOp::create(b, loc, kept, TypeAttr::get(b.getF32Type()));
+          extraResults.push_back(
+              {"counted", acrossReplicas(dopt::ReduceSumOp::create(
+                              b, loc, f, b.getDenseI64ArrayAttr({0}),
+                              b.getBoolAttr(false)))});
         }
       }
     }

@@ -454,3 +454,40 @@ def test_eval_on_replicas_equals_one_process(torch_models, tmp_path):
     for r in results[1:]:
         assert r["samples"] == 40 and r["accuracy"] == results[0]["accuracy"]
         assert abs(r["loss"] - results[0]["loss"]) <= 1e-6 * results[0]["loss"], results
+
+
+def test_accumulated_micro_batches_equal_one_big_batch(torch_models, tmp_path):
+    """--accumulate 2 on the 6-sample MLP step is the 12-sample step: the
+    same losses and weights (ignored labels included: each micro-batch
+    weighs by its counted labels), in one process and on 2 replicas
+    (gradients communicated once per step)."""
+    d = torch_models / "train"
+    model = onnx.load(str(d / "model.onnx"))
+    for v in list(model.graph.input) + list(model.graph.output):
+        v.type.tensor_type.shape.dim[0].dim_value = 12
+    del model.graph.value_info[:]
+    big = tmp_path / "big.onnx"
+    onnx.save(model, str(big))
+    data = learnable_data(tmp_path, 60, 21)
+    y = np.load(tmp_path / "y.npy")
+    y[::7] = -100
+    np.save(tmp_path / "y.npy", y)
+    data += ["--steps", "10", "--lr", "0.1", "--momentum", "0.9", "--no-shuffle"]
+    ref, ref_w = train(compile_step(big, tmp_path / "big.dx", "sgd"), 1, *data)
+    for dp in (1, 2):
+        cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []
+        bundle = compile_step(d / "model.onnx", tmp_path / f"acc{dp}.dx", "sgd",
+                              "--accumulate", "2", *cluster)
+        m = json.loads((bundle / "manifest.json").read_text())
+        x_in = next(t for t in m["inputs"] if t["name"] == "x")
+        assert x_in.get("global_shape", x_in["shape"]) == [12, 16]
+        steps, w = train(bundle, dp, *data)
+        assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in ref], rtol=1e-5)
+        for f in ref_w.iterdir():
+            assert rel_err(np.load(w / f.name), np.load(f)) <= 1e-5, (dp, f.name)
+    p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+            "--accumulate", "2", "-o", tmp_path / "e.dx", check=False)
+    assert p.returncode == 1 and "--accumulate applies to a training step" in p.stderr
+    p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+            "--optimizer", "sgd", "--accumulate", "0", "-o", tmp_path / "e.dx", check=False)
+    assert p.returncode == 1 and "--accumulate must be at least 1" in p.stderr

@@ -198,6 +198,41 @@ def test_training_with_dropout_is_reproducible_and_plan_independent(tmp_path):
     assert d != e
 
 
+def test_accumulated_micro_batches_draw_the_big_batch_masks(tmp_path):
+    """Dropout on the 4-sample step with --accumulate 2 draws the masks of
+    the 8-sample step (micro-batch k's positions follow the k before it):
+    the same losses."""
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((16, 8)) * 0.3).astype(np.float32)
+
+    def model(batch):
+        inits = [numpy_helper.from_array(w, "w"),
+                 numpy_helper.from_array(np.array(0.3, np.float32), "r"),
+                 numpy_helper.from_array(np.array(True), "t")]
+        nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["d"], name="drop"),
+                 helper.make_node("MatMul", ["d", "w"], ["logits"], name="fc")]
+        g = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 8])], inits)
+        path = tmp_path / f"m{batch}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    x = rng.standard_normal((40, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    losses = []
+    for batch, extra in ((8, []), (4, ["--accumulate", "2"])):
+        bundle = tmp_path / f"b{batch}.dx"
+        run(DISTOPT, "compile", model(batch), "--loss", "cross-entropy:logits", "--optimizer",
+            "sgd", *extra, "-o", bundle)
+        log = tmp_path / f"{batch}.jsonl"
+        run(bundle / f"b{batch}", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+            f"labels={tmp_path / 'y.npy'}", "--steps", "5", "--lr", "0.1", "--log", log)
+        losses.append([json.loads(line)["loss"] for line in log.read_text().splitlines()])
+    assert np.allclose(losses[0], losses[1], rtol=1e-5), losses
+
+
 def test_dropout_errors(tmp_path):
     """A ratio of 1 and a used mask output of a training-mode Dropout are
     errors naming the node."""

@@ -90,6 +90,13 @@ static cl::opt<std::string> compileOptimizer(
 static cl::opt<bool> compileNesterov(
     "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
     cl::sub(tool::compileCommand()));
+static cl::opt<int64_t> accumulateSteps(
+    "accumulate",
+    cl::desc("With --optimizer: one step sums the gradients of K "
+             "micro-batches of the model's batch (K times the samples per "
+             "update, one micro-batch's activations in memory; data-parallel "
+             "gradients communicated once per step)"),
+    cl::value_desc("K"), cl::init(1), cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -245,6 +252,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       return 1;
     }
   }
+  if (accumulateSteps.getNumOccurrences() &&
+      (accumulateSteps < 1 || compileOptimizer.empty() || compileLoss.empty())) {
+    WithColor::error() << (accumulateSteps < 1
+                               ? "--accumulate must be at least 1"
+                               : "--accumulate applies to a training step "
+                                 "(--loss and --optimizer)")
+                       << "\n";
+    return 1;
+  }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
     WithColor::error() << "--labels applies to --loss\n";
     return 1;
@@ -312,6 +328,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       lo.kind = kind.str();
       lo.output = out.empty() ? "0" : out.str();
       lo.labels = compileLabels;
+      lo.counted = accumulateSteps > 1;
       PassManager pm(&context);
       pm.addPass(createAppendLossPass(lo));
       if (failed(pm.run(*module)))
@@ -452,6 +469,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
         pm.addPass(createAutodiffPass(ad));
+      }
+      if (!isEval && accumulateSteps > 1) {
+        AccumulateGradientsPassOptions acc;
+        acc.steps = accumulateSteps;
+        pm.addPass(createAccumulateGradientsPass(acc));
       }
       if (!isEval && (compileGradients || !compileOptimizer.empty())) {
         SyncGradientsPassOptions sync;

@@ -356,6 +356,30 @@ def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["distopt::dopt::DoptDialect"];
 }
 
+def AccumulateGradientsPass : Pass<"distopt-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "One training step over K micro-batches, gradients summed";
+  let description = [{
+    After `distopt-autodiff` on a program returning (loss, counted,
+    grad:<w>...) for one micro-batch: the data inputs (not weights, not the
+    random key) hold `steps` times the samples along dimension 0, and the
+    micro-batch program runs on each slice in turn (one micro-batch's
+    activations alive at a time); loss and gradients are the micro-batches'
+    weighted by their `counted` over the total, as one batch of all the
+    samples. Dropout positions continue across the micro-batches. Run
+    `distopt-sync-gradients` after it: the sums are communicated once.
+
+    ```mlir
+    // steps=2: %x: tensor<4x8xf32> becomes tensor<8x8xf32>; the body runs on
+    // %x[0:4] and %x[4:8]; grad:w = (g0 * c0 + g1 * c1) / (c0 + c1)
+    ```
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", /*default=*/"1",
+           "Micro-batches per step (1: leave the program alone)">,
+  ];
+  let dependentDialects = ["distopt::dopt::DoptDialect"];
+}
+
 def SyncGradientsPass : Pass<"distopt-sync-gradients", "mlir::ModuleOp"> {
   let summary = "All-reduce a data-parallel replica's gradients, in buckets";
   let description = [{
@@ -428,6 +452,10 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
            "The model output the loss is taken of (name or position)">,
     Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
            "Name of the labels input">,
+    Option<"counted", "counted", "bool", /*default=*/"false",
+           "Also return `counted`, the f32 count the loss's mean divides by "
+           "(labels not -100; mse: the output's elements), over the whole "
+           "batch (distopt-accumulate-gradients weights micro-batches by it)">,
     Option<"accuracy", "accuracy", "bool", /*default=*/"false",
            "cross-entropy and nll: also return `correct` (samples whose "
            "label scores the maximum) and `counted` (labels not -100), as "
