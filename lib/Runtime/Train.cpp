@@ -1338,7 +1338,8 @@ int runTraining(int argc, char **argv, EntryFn entry,
     double elapsed = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    double rate = elapsed > 0 ? double((step + 1) * batch) / elapsed : 0.0;
+    double rate =
+        elapsed > 0 ? double((step + 1 - first) * batch) / elapsed : 0.0;
     // Evaluation with the updated weights, every --eval-every steps and
     // after the last.
     std::string evalFields;
@@ -1384,10 +1385,14 @@ int runTraining(int argc, char **argv, EntryFn entry,
       lastCheckpoint = step + 1;
     }
     if (leader && (step + 1 == steps ||
-                   (step + 1) % std::max<int64_t>(1, steps / 10) == 0))
-      std::fprintf(stderr, "%s: step %lld/%lld loss %.6g (%.0f samples/s)\n",
+                   (step + 1) % std::max<int64_t>(1, steps / 10) == 0)) {
+      // Time left at this run's average step so far.
+      double eta = elapsed / double(step + 1 - first) * double(steps - step - 1);
+      std::fprintf(stderr,
+                   "%s: step %lld/%lld loss %.6g (%.0f samples/s, ETA %.0f s)\n",
                    a.program.c_str(), static_cast<long long>(step + 1),
-                   static_cast<long long>(steps), loss, rate);
+                   static_cast<long long>(steps), loss, rate, eta);
+    }
   }
   if (log) {
     log.close();
