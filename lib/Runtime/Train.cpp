@@ -57,6 +57,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -82,6 +83,7 @@ struct TrainArgs {
   std::string schedule = "constant";
   int64_t warmup = 0;
   std::string log, trace, saveWeights, saveOnnx;
+  bool saveOnnxExternal = false;
   /// --eval-data NAME=FILE: evaluated every --eval-every steps and at the
   /// end (`eval` mode: --data).
   std::vector<std::pair<std::string, std::string>> evalData;
@@ -120,7 +122,7 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
     if (opt.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = opt.substr(eq + 1);
       opt = opt.substr(0, eq);
-    } else if (opt != "--no-shuffle") {
+    } else if (opt != "--no-shuffle" && opt != "--save-onnx-external-data") {
       if (i + 1 >= argc) {
         error = opt + " needs a value";
         return false;
@@ -209,6 +211,8 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
       a.saveWeights = value;
     } else if (opt == "--save-onnx") {
       a.saveOnnx = value;
+    } else if (opt == "--save-onnx-external-data") {
+      a.saveOnnxExternal = true;
     } else if (opt == "--checkpoint-dir") {
       a.checkpointDir = value;
     } else if (opt == "--checkpoint-every") {
@@ -236,6 +240,10 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
   }
   if (a.checkpointEvery > 0 && a.checkpointDir.empty()) {
     error = "--checkpoint-every needs --checkpoint-dir";
+    return false;
+  }
+  if (a.saveOnnxExternal && a.saveOnnx.empty()) {
+    error = "--save-onnx-external-data needs --save-onnx";
     return false;
   }
   if (a.evalEvery > 0 && a.evalData.empty()) {
@@ -690,9 +698,44 @@ void appendField(std::string &out, uint64_t number, const std::string &payload) 
 /// by their values (raw data, so external-data references of those go).
 /// ModelProto.graph is field 7, GraphProto.initializer field 5,
 /// TensorProto.name field 8.
+/// Writes a tensor's bytes to the external-data file, returning where
+/// (location relative to the model, offset); false on error.
+using ExternalWriter = std::function<bool(const Tensor &, int64_t &offset)>;
+
+/// A TensorProto whose data lives in an external file (ONNX's
+/// external-data convention: data_location EXTERNAL, external_data entries
+/// location, offset, length).
+std::string externalTensorProto(const Tensor &t, const std::string &name,
+                                const std::string &location, int64_t offset) {
+  std::string s;
+  for (int64_t d : t.shape()) {
+    writeVarint(s, (1 << 3) | 0);
+    writeVarint(s, static_cast<uint64_t>(d));
+  }
+  writeVarint(s, (2 << 3) | 0);
+  writeVarint(s, static_cast<uint64_t>(onnxDataType(t.dtype())));
+  appendField(s, 8, name);
+  auto entry = [&](const std::string &key, const std::string &value) {
+    std::string e;
+    appendField(e, 1, key);
+    appendField(e, 2, value);
+    appendField(s, 13, e);
+  };
+  entry("location", location);
+  entry("offset", std::to_string(offset));
+  entry("length", std::to_string(t.byteSize()));
+  writeVarint(s, (14 << 3) | 0);
+  writeVarint(s, 1); // EXTERNAL
+  return s;
+}
+
+/// The model with each `trained` initializer replaced by its value: inline
+/// (raw_data), or with `external` in the external-data file at `location`.
 bool replaceInitializers(const std::string &model,
                          const std::map<std::string, const Tensor *> &trained,
-                         std::string &out, std::string &error) {
+                         std::string &out, std::string &error,
+                         const ExternalWriter *external = nullptr,
+                         const std::string &location = "") {
   std::map<std::string, bool> done;
   auto rewriteGraph = [&](const uint8_t *p, const uint8_t *end,
                           std::string &graph) {
@@ -713,9 +756,19 @@ bool replaceInitializers(const std::string &model,
         graph.append(reinterpret_cast<const char *>(f.begin), f.end - f.begin);
         continue;
       }
-      appendField(graph, 5,
-                  encodeTensorProto(t->second->dtype(), t->second->shape(),
-                                    t->second->data(), name));
+      if (external) {
+        int64_t offset;
+        if (!(*external)(*t->second, offset)) {
+          error = "writing the external data of '" + name + "' failed";
+          return false;
+        }
+        appendField(graph, 5,
+                    externalTensorProto(*t->second, name, location, offset));
+      } else {
+        appendField(graph, 5,
+                    encodeTensorProto(t->second->dtype(), t->second->shape(),
+                                      t->second->data(), name));
+      }
       done[name] = true;
     }
     return true;
@@ -1414,12 +1467,43 @@ int runTraining(int argc, char **argv, EntryFn entry,
     std::map<std::string, const Tensor *> trained;
     for (size_t w = 0; w < m.weights.size(); ++w)
       trained[m.weights[w].name] = &weights[w];
+    // One protobuf holds under 2 GB: past that (or with
+    // --save-onnx-external-data) the weights go to OUT.data beside it, as
+    // ONNX's external data, 64-byte aligned.
+    size_t weightBytes = 0;
+    for (const Tensor &t : weights)
+      weightBytes += t.byteSize();
+    bool external = a.saveOnnxExternal ||
+                    model.size() + weightBytes > (size_t(2) << 30) - (1 << 20);
     std::string rewritten;
-    if (!replaceInitializers(model, trained, rewritten, error))
-      return fail(a, "--save-onnx: " + m.source + ": " + error);
-    if (rewritten.size() > (size_t(2) << 30) - 1)
-      return fail(a, "--save-onnx: the trained model is over 2 GB, which one "
-                     "ONNX file cannot hold (external data is not written yet)");
+    if (!external) {
+      if (!replaceInitializers(model, trained, rewritten, error))
+        return fail(a, "--save-onnx: " + m.source + ": " + error);
+    } else {
+      std::string dataPath = a.saveOnnx + ".data";
+      std::string location = baseNameOf(dataPath);
+      std::string tmpData = dataPath + ".tmp";
+      std::ofstream data(tmpData, std::ios::binary | std::ios::trunc);
+      if (!data)
+        return fail(a, "--save-onnx: cannot write '" + tmpData + "'");
+      int64_t written = 0;
+      ExternalWriter writer = [&](const Tensor &t, int64_t &offset) {
+        int64_t pad = (64 - written % 64) % 64;
+        static const char zeros[64] = {};
+        data.write(zeros, pad);
+        offset = written + pad;
+        data.write(static_cast<const char *>(t.data()),
+                   static_cast<std::streamsize>(t.byteSize()));
+        written = offset + static_cast<int64_t>(t.byteSize());
+        return static_cast<bool>(data);
+      };
+      if (!replaceInitializers(model, trained, rewritten, error, &writer,
+                               location))
+        return fail(a, "--save-onnx: " + m.source + ": " + error);
+      data.close();
+      if (!data || std::rename(tmpData.c_str(), dataPath.c_str()) != 0)
+        return fail(a, "--save-onnx: writing '" + dataPath + "' failed");
+    }
     std::string_view parts[] = {rewritten};
     if (!detail::writeFileAtomically(a.saveOnnx, parts, 1, error))
       return fail(a, "--save-onnx: " + error);

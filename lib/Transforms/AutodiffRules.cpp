@@ -722,6 +722,26 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(spread(b, g, x, r.getAxes()));
       return success();
     };
+    // reduce_max: the adjoint to the positions holding the maximum, shared
+    // evenly among ties (as torch.amax).
+    t["dopt.reduce_max"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                              Adjoints &out) -> LogicalResult {
+      auto r = cast<dopt::ReduceMaxOp>(op);
+      RankedTensorType x = typeOf(r.getInput());
+      if (!isa<FloatType>(x.getElementType()))
+        return success();
+      Value best = spread(b, r.getResult(), x, r.getAxes());
+      Value at = dopt::EqualOp::create(b, r.getInput(), best);
+      Value ties = spread(
+          b,
+          reduceSum(b, dopt::CastOp::create(b, at, TypeAttr::get(x.getElementType())),
+                    r.getAxes(), false),
+          x, r.getAxes());
+      Value g = spread(b, gs[0], x, r.getAxes());
+      out.push_back(dopt::WhereOp::create(b, at, div(b, g, ties),
+                                          scalar(b, gs[0], 0.0)));
+      return success();
+    };
     t["dopt.reshape"] = [](B &b, Operation *op, ArrayRef<Value> gs,
                            Adjoints &out) -> LogicalResult {
       out.push_back(reshape(b, gs[0], typeOf(op->getOperand(0)).getShape()));

@@ -95,6 +95,7 @@ CASES = {
     "reduce_sum_keep": ([helper.make_node("Constant", [], ["ax"],
                                           value=numpy_helper.from_array(np.array([1], np.int64))),
                          node("ReduceSum", ["w", "ax"], keepdims=1)], {}, {"w": rand(2, 3, 4)}),
+    "reduce_max": ([node("ReduceMax", ["w"], axes=[1], keepdims=1)], {}, {"w": rand(2, 5, 3)}),
     "reduce_mean": ([node("ReduceMean", ["w"], axes=[0, 2], keepdims=0)], {}, {"w": rand(2, 3, 4)}),
     "reshape_transpose": ([helper.make_node("Constant", [], ["s"],
                                             value=numpy_helper.from_array(np.array([3, 8], np.int64))),
@@ -195,7 +196,15 @@ def test_losses_match_finite_differences(tmp_path):
 
 def test_missing_rule_names_the_node(tmp_path):
     g = helper.make_graph(
-        [helper.make_node("ReduceMax", ["w"], ["p"], axes=[3], keepdims=0, name="pool1"),
+        [helper.make_node("Constant", [], ["st"],
+                          value=numpy_helper.from_array(np.array([0], np.int64))),
+         helper.make_node("Constant", [], ["en"],
+                          value=numpy_helper.from_array(np.array([4], np.int64))),
+         helper.make_node("Constant", [], ["ax"],
+                          value=numpy_helper.from_array(np.array([3], np.int64))),
+         helper.make_node("Constant", [], ["sp"],
+                          value=numpy_helper.from_array(np.array([2], np.int64))),
+         helper.make_node("Slice", ["w", "st", "en", "ax", "sp"], ["p"], name="pool1"),
          helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)], "g", [],
         [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
         [numpy_helper.from_array(rand(1, 1, 4, 4), "w")])
@@ -203,7 +212,7 @@ def test_missing_rule_names_the_node(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     proc = run(DISTOPT, "compile", path, "--gradients", "-o", tmp_path / "m.dx", check=False)
     assert proc.returncode == 1
-    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.reduce_max" in proc.stderr
+    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.slice with steps" in proc.stderr
 
 
 def test_gradients_flag_errors(tmp_path):
@@ -431,6 +440,21 @@ def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path
     got = sess.run(None, {"x": probe})[0]
     want = np.maximum(probe @ w["0.weight"].T + w["0.bias"], 0) @ w["2.weight"].T + w["2.bias"]
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+    # The same with the weights as ONNX external data (what a model past
+    # 2 GB gets): trained.onnx.data beside the model, loadable by ORT.
+    out = tmp_path / "ext"
+    out.mkdir()
+    run(step, "train", *data, "--steps", "10", "--lr", "0.1", "--save-onnx",
+        out / "trained.onnx", "--save-onnx-external-data")
+    model = onnx.load(str(out / "trained.onnx"), load_external_data=False)
+    stored = {i.name: i for i in model.graph.initializer}
+    assert all(stored[n].data_location == onnx.TensorProto.EXTERNAL for n in w)
+    assert (out / "trained.onnx.data").stat().st_size >= sum(a.nbytes for a in w.values())
+    sess = ort.InferenceSession(str(out / "trained.onnx"), providers=["CPUExecutionProvider"])
+    assert np.abs(sess.run(None, {"x": probe})[0] - want).max() <= \
+        1e-5 * max(1.0, float(np.abs(want).max()))
+    p = run(step, "train", *data, "--steps", "1", "--save-onnx-external-data", check=False)
+    assert p.returncode == 2 and "--save-onnx-external-data needs --save-onnx" in p.stderr
 
 
 def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):
