@@ -371,6 +371,9 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       return check.wrongType("step_flops", "a number >= 0", *flops);
     m.stepFlops = flops->asDouble();
   }
+  if (const JsonValue *acc = root.get("accumulate"))
+    if (!check.getInteger(*acc, "accumulate", 1, m.accumulate))
+      return false;
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;

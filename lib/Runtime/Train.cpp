@@ -84,6 +84,8 @@ struct TrainArgs {
   int64_t warmup = 0;
   std::string log, trace, saveWeights, saveOnnx;
   bool saveOnnxExternal = false;
+  /// --accumulate K: must be what the step was compiled for.
+  int64_t accumulate = 0;
   /// --eval-data NAME=FILE: evaluated every --eval-every steps and at the
   /// end (`eval` mode: --data).
   std::vector<std::pair<std::string, std::string>> evalData;
@@ -201,6 +203,11 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
     } else if (opt == "--eval-every") {
       if (!parseInt(value, a.evalEvery)) {
         error = "--eval-every expects a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (opt == "--accumulate") {
+      if (!parseInt(value, a.accumulate)) {
+        error = "--accumulate expects a positive integer, got '" + value + "'";
         return false;
       }
     } else if (opt == "--log") {
@@ -1149,6 +1156,15 @@ int runTraining(int argc, char **argv, EntryFn entry,
   if (!m.stages.empty())
     return fail(a, "train runs single-process and data-parallel bundles "
                    "(pipelined training is not supported yet)");
+  // Accumulation is compiled into the step (its micro-batches run inside
+  // one call): --accumulate may only restate it.
+  if (a.accumulate > 0 && a.accumulate != m.accumulate)
+    return fail(a, "--accumulate " + std::to_string(a.accumulate) +
+                       ": this step was compiled for " +
+                       std::to_string(m.accumulate) +
+                       " micro-batch(es) per update; accumulation is compiled "
+                       "in (distopt compile ... --accumulate " +
+                       std::to_string(a.accumulate) + ")");
   // Ranks: a data-parallel step runs under mpirun with exactly its rank
   // count; each rank trains on its share of every batch.
   std::vector<int64_t> coords;

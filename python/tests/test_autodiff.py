@@ -643,6 +643,17 @@ def test_training_errors(torch_models, tmp_path):
     assert p.returncode == 1 and "is not a training step" in p.stderr
 
 
+def test_train_flag(torch_models, tmp_path):
+    """`distopt compile --train --loss ... --optimizer ...` (the issue's
+    spelling) compiles the step; --train alone says what it needs."""
+    model = torch_models / "train" / "model.onnx"
+    run(DISTOPT, "compile", model, "--train", "--loss", "cross-entropy:logits", "--optimizer",
+        "sgd", "-o", tmp_path / "t.dx")
+    assert json.loads((tmp_path / "t.dx" / "manifest.json").read_text())["accumulate"] == 1
+    p = run(DISTOPT, "compile", model, "--train", "-o", tmp_path / "u.dx", check=False)
+    assert p.returncode == 1 and "--train compiles a training step: it needs --loss" in p.stderr
+
+
 def test_optimizer_flag_errors(tmp_path):
     path = linear_model(tmp_path, "x")
 

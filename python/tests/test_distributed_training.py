@@ -485,6 +485,11 @@ def test_accumulated_micro_batches_equal_one_big_batch(torch_models, tmp_path):
         assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in ref], rtol=1e-5)
         for f in ref_w.iterdir():
             assert rel_err(np.load(w / f.name), np.load(f)) <= 1e-5, (dp, f.name)
+    # `train --accumulate` restates what the step was compiled for.
+    run(bundle / "acc2", "train", *data, "--accumulate", "2", check=False)
+    p = run(DISTOPT, "run", "-n", "2", bundle, "train", *data, "--accumulate", "4",
+            check=False)
+    assert p.returncode != 0 and "this step was compiled for 2 micro-batch(es)" in p.stderr
     p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
             "--accumulate", "2", "-o", tmp_path / "e.dx", check=False)
     assert p.returncode == 1 and "--accumulate applies to a training step" in p.stderr

@@ -90,6 +90,11 @@ static cl::opt<std::string> compileOptimizer(
 static cl::opt<bool> compileNesterov(
     "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
     cl::sub(tool::compileCommand()));
+static cl::opt<bool> compileTrain(
+    "train",
+    cl::desc("Compile a training step (what --loss with --optimizer compile; "
+             "this flag only says so)"),
+    cl::sub(tool::compileCommand()));
 static cl::opt<int64_t> accumulateSteps(
     "accumulate",
     cl::desc("With --optimizer: one step sums the gradients of K "
@@ -251,6 +256,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                             "--gradients and --optimizer\n";
       return 1;
     }
+  }
+  if (compileTrain && (compileOptimizer.empty() || compileLoss.empty())) {
+    WithColor::error() << "--train compiles a training step: it needs --loss "
+                          "KIND[:OUTPUT] and --optimizer sgd|adam|adamw\n";
+    return 1;
   }
   if (accumulateSteps.getNumOccurrences() &&
       (accumulateSteps < 1 || compileOptimizer.empty() || compileLoss.empty())) {
@@ -746,6 +756,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     manifest["target"] = "cuda";
   if (stepFlops > 0)
     manifest["step_flops"] = stepFlops;
+  if (!compileOptimizer.empty())
+    manifest["accumulate"] = accumulateSteps.getValue();
   if (!grid.empty()) {
     llvm::json::Array g;
     for (int64_t n : grid)

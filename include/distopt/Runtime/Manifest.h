@@ -100,6 +100,8 @@ struct Manifest {
   /// Training steps: the FLOPs one rank's step performs (the compiler's
   /// count; 0 when not recorded).
   double stepFlops = 0;
+  /// Training steps: the micro-batches one step accumulates (--accumulate).
+  int64_t accumulate = 1;
   int64_t ranks = 1;
   /// Training steps compiled with a loss: the evaluation program.
   std::optional<EvalProgram> eval;
