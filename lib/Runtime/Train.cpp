@@ -110,6 +110,19 @@ bool parseInt(const std::string &s, int64_t &out, int64_t minimum = 1) {
   return !s.empty() && end && *end == '\0' && v >= minimum;
 }
 
+/// NAME=FILE of --data and --eval-data.
+bool parseNamedFile(const std::string &opt, const std::string &value,
+                    std::vector<std::pair<std::string, std::string>> &out,
+                    std::string &error) {
+  auto e = value.find('=');
+  if (e == std::string::npos || e == 0 || e + 1 == value.size()) {
+    error = opt + " expects NAME=FILE, got '" + value + "'";
+    return false;
+  }
+  out.emplace_back(value.substr(0, e), value.substr(e + 1));
+  return true;
+}
+
 bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
                     bool evalMode = false) {
   for (int i = 2; i < argc; ++i) {
@@ -132,13 +145,10 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
       value = argv[++i];
     }
     double d;
-    if (opt == "--data") {
-      auto e = value.find('=');
-      if (e == std::string::npos || e == 0 || e + 1 == value.size()) {
-        error = "--data expects NAME=FILE, got '" + value + "'";
+    if (opt == "--data" || opt == "--eval-data") {
+      if (!parseNamedFile(opt, value, opt == "--data" ? a.data : a.evalData,
+                          error))
         return false;
-      }
-      a.data.emplace_back(value.substr(0, e), value.substr(e + 1));
     } else if (opt == "--steps") {
       if (!parseInt(value, a.steps)) {
         error = "--steps expects a positive integer, got '" + value + "'";
@@ -193,13 +203,6 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
       }
     } else if (opt == "--no-shuffle") {
       a.shuffle = false;
-    } else if (opt == "--eval-data") {
-      auto e = value.find('=');
-      if (e == std::string::npos || e == 0) {
-        error = "--eval-data expects NAME=FILE, got '" + value + "'";
-        return false;
-      }
-      a.evalData.emplace_back(value.substr(0, e), value.substr(e + 1));
     } else if (opt == "--eval-every") {
       if (!parseInt(value, a.evalEvery)) {
         error = "--eval-every expects a positive integer, got '" + value + "'";

@@ -242,54 +242,46 @@ struct AppendLossPass
           return signalPassFailure();
         }
         loss = *l;
-        if (accuracy) {
-          // A sample is correct when its label's score is the largest
-          // (ties count); ignored labels (-100) are neither.
-          Type elt = yt.getElementType();
+        if (accuracy || counted) {
+          // The counted labels (not -100) over the whole batch; with
+          // accuracy also the samples whose label's score is the largest
+          // (ties count).
           auto sumAll = [&](Value v) -> Value {
             Value f = dopt::CastOp::create(b, loc, v, TypeAttr::get(b.getF32Type()));
             return acrossReplicas(dopt::ReduceSumOp::create(
                 b, loc, f, b.getDenseI64ArrayAttr({0}), b.getBoolAttr(false)));
           };
-          SmallVector<int64_t> iota(classes);
-          std::iota(iota.begin(), iota.end(), 0);
-          Value classIds = dopt::ConstantOp::create(
-              b, loc,
-              DenseElementsAttr::get(RankedTensorType::get({1, classes}, b.getI64Type()),
-                                     ArrayRef<int64_t>(iota)));
-          Value onehot = dopt::EqualOp::create(
-              b, loc,
-              dopt::ReshapeOp::create(b, loc, flat, b.getDenseI64ArrayAttr({m, 1})),
-              classIds);
-          Value zero = dopt::ConstantOp::create(
-              b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elt),
-                                             b.getZeroAttr(elt)));
-          Value labelScore = dopt::ReduceSumOp::create(
-              b, loc, dopt::WhereOp::create(b, loc, onehot, scores, zero),
-              b.getDenseI64ArrayAttr({1}), b.getBoolAttr(false));
-          Value best = dopt::ReduceMaxOp::create(b, loc, scores,
-                                                 b.getDenseI64ArrayAttr({1}),
-                                                 b.getBoolAttr(false));
-          Value ignore = dopt::ConstantOp::create(
-              b, loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                                             ArrayRef<int64_t>{-100}));
-          Value counted =
-              dopt::NotOp::create(b, loc, dopt::EqualOp::create(b, loc, flat, ignore));
-          Value correct = dopt::AndOp::create(
-              b, loc, dopt::GreaterEqualOp::create(b, loc, labelScore, best), counted);
-          extraResults.push_back({"correct", sumAll(correct)});
-          extraResults.push_back({"counted", sumAll(counted)});
-        } else if (counted) {
           Value ignore = dopt::ConstantOp::create(
               b, loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
                                              ArrayRef<int64_t>{-100}));
           Value kept =
               dopt::NotOp::create(b, loc, dopt::EqualOp::create(b, loc, flat, ignore));
-          Value f = dopt::CastOp::create(b, loc, kept, TypeAttr::get(b.getF32Type()));
-          extraResults.push_back(
-              {"counted", acrossReplicas(dopt::ReduceSumOp::create(
-                              b, loc, f, b.getDenseI64ArrayAttr({0}),
-                              b.getBoolAttr(false)))});
+          if (accuracy) {
+            Type elt = yt.getElementType();
+            SmallVector<int64_t> iota(classes);
+            std::iota(iota.begin(), iota.end(), 0);
+            Value classIds = dopt::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(RankedTensorType::get({1, classes}, b.getI64Type()),
+                                       ArrayRef<int64_t>(iota)));
+            Value onehot = dopt::EqualOp::create(
+                b, loc,
+                dopt::ReshapeOp::create(b, loc, flat, b.getDenseI64ArrayAttr({m, 1})),
+                classIds);
+            Value zero = dopt::ConstantOp::create(
+                b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                                               b.getZeroAttr(elt)));
+            Value labelScore = dopt::ReduceSumOp::create(
+                b, loc, dopt::WhereOp::create(b, loc, onehot, scores, zero),
+                b.getDenseI64ArrayAttr({1}), b.getBoolAttr(false));
+            Value best = dopt::ReduceMaxOp::create(b, loc, scores,
+                                                   b.getDenseI64ArrayAttr({1}),
+                                                   b.getBoolAttr(false));
+            Value correct = dopt::AndOp::create(
+                b, loc, dopt::GreaterEqualOp::create(b, loc, labelScore, best), kept);
+            extraResults.push_back({"correct", sumAll(correct)});
+          }
+          extraResults.push_back({"counted", sumAll(kept)});
         }
       }
     }

@@ -112,11 +112,8 @@ struct SyncGradientsPass
     }
     if (grads.empty())
       return;
-    auto position = [&](Value v) -> Operation * {
-      return v.getDefiningOp();
-    };
     llvm::stable_sort(grads, [&](const Grad &a, const Grad &b) {
-      Operation *x = position(a.value), *y = position(b.value);
+      Operation *x = a.value.getDefiningOp(), *y = b.value.getDefiningOp();
       if (!x || !y)
         return !x && y;
       return x->isBeforeInBlock(y);
@@ -145,7 +142,7 @@ struct SyncGradientsPass
     auto sum = shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum);
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
       // After the bucket's last gradient.
-      Operation *last = position(bucket.back().value);
+      Operation *last = bucket.back().value.getDefiningOp();
       if (last)
         b.setInsertionPointAfter(last);
       else

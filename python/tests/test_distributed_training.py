@@ -51,6 +51,19 @@ def rel_err(got, want) -> float:
         1e-3, float(np.abs(np.asarray(want)).max()))
 
 
+def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_path: Path,
+                             what: str):
+    """20 steps on dp replicas over the reference run's batches: its loss at
+    every step and its final weights, within 1e-4."""
+    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
+                         "--no-shuffle", *train_flags(meta["config"]))
+    losses = np.array([s["loss"] for s in steps])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= 1e-4, f"{what}: {name}: relative error {err:.3g}"
+
+
 # run name (a torch.optim reference of gen_grad_models.py), replicas, bucket
 # size in MiB (small ones force several buckets).
 CASES = [("sgd_clipped", 2, "0.0005"), ("adamw", 3, "25"), ("cnn_sgd", 2, "0.001"),
@@ -71,13 +84,7 @@ def test_data_parallel_training_matches_pytorch(run_name, dp, bucket_mb, torch_m
                           f"local:{dp}", "--dp", str(dp), "--bucket-mb", bucket_mb, *flags)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["ranks"] == dp and manifest["grid"] == [1, dp, 1]
-    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
-                         "--no-shuffle", *train_flags(cfg))
-    losses = np.array([s["loss"] for s in steps])
-    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
-    for name, f in meta["weights"].items():
-        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
-        assert err <= 1e-4, f"{run_name} on {dp} replicas: {name}: relative error {err:.3g}"
+    assert_follows_reference(bundle, dp, d, meta, tmp_path, f"{run_name} on {dp} replicas")
 
 
 def test_data_parallel_equals_one_process_and_buckets_do_not_matter(torch_models, tmp_path):
@@ -173,13 +180,7 @@ def test_zero_1_matches_pytorch(run_name, dp, torch_models, tmp_path):
         if ":" in t["name"]:  # optimizer state: one chunk per replica
             n = int(np.prod(weights[t["name"].split(":", 1)[1]]))
             assert t["split_axes"] == [[1]] and t["shape"] == [-(-n // dp)], t
-    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
-                         "--no-shuffle", *train_flags(cfg))
-    losses = np.array([s["loss"] for s in steps])
-    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
-    for name, f in meta["weights"].items():
-        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
-        assert err <= 1e-4, f"{run_name}, ZeRO-1 on {dp}: {name}: relative error {err:.3g}"
+    assert_follows_reference(bundle, dp, d, meta, tmp_path, f"{run_name}, ZeRO-1 on {dp}")
 
 
 def test_zero_1_checkpoints_are_written_in_blocks_and_move_between_plans(torch_models,
