@@ -550,6 +550,9 @@ EntryFn gEvalEntry = nullptr;
 struct Job {
   bool distributed = false;
   int rank = 0;
+  /// The bundle's grid (stages x data x tensor) and this rank's place on it
+  /// (zeros for one process).
+  std::vector<int64_t> grid, coords;
 };
 Job gJob;
 
@@ -594,6 +597,8 @@ bool parseFault(Fault &f, std::string &error) {
 bool joinJob(const Manifest &m, TrainArgs &a, std::vector<int64_t> &coords,
              std::string &error) {
   coords.assign(m.grid.size(), 0);
+  gJob.grid = m.grid;
+  gJob.coords = coords;
   int64_t launched = launchedRanks();
   if (launched != m.ranks) {
     error = "this bundle was compiled for " + std::to_string(m.ranks) +
@@ -619,6 +624,7 @@ bool joinJob(const Manifest &m, TrainArgs &a, std::vector<int64_t> &coords,
     return false;
   }
   coords = gridCoords(m.grid, gJob.rank);
+  gJob.coords = coords;
   return true;
 }
 
@@ -864,7 +870,15 @@ struct Named {
   /// the last chunk runs past the end, zero-padded). Empty: whole.
   std::vector<int64_t> wholeShape;
   int64_t offset = 0;
+  /// Tensor parallelism: the tensor (or what a chunk is cut from) is this
+  /// rank's block of a weight split as `split` says (split->fileShape() is
+  /// the whole weight). Null: the whole.
+  const TensorSpec *split = nullptr;
   bool chunk() const { return !wholeShape.empty(); }
+  /// The shape of the whole tensor, as checkpoints hold it.
+  std::vector<int64_t> fileShape() const {
+    return split ? split->fileShape() : chunk() ? wholeShape : tensor->shape();
+  }
   int64_t wholeElements() const {
     int64_t n = 1;
     for (int64_t d : wholeShape)
@@ -899,13 +913,53 @@ bool allAgree(bool ok) {
   return anyBad == 0;
 }
 
+/// The rank holding the part of `t` that `coords` names writes it: the one
+/// whole copy rank 0; of a tensor-parallel block, the first data-parallel
+/// replica; of a ZeRO-1 chunk, the first rank of the tensor axis; of a
+/// chunk of a block, each rank.
+bool writesPart(const Named &t, const std::vector<int64_t> &coords) {
+  auto at = [&](int16_t axis) {
+    return size_t(axis) < coords.size() ? coords[axis] : 0;
+  };
+  if (at(0) != 0)
+    return false;
+  bool data = at(1) == 0, tensor = at(2) == 0;
+  if (t.split && t.chunk())
+    return true;
+  if (t.split)
+    return data;
+  if (t.chunk())
+    return tensor;
+  return data && tensor;
+}
+
+/// A part's place as meta.json says it: the elements [offset, offset + n)
+/// of the flattened block that the rank at `coords` holds of a tensor split
+/// as `split` (no split: the whole tensor).
+std::string partJson(const std::string &file, int64_t offset,
+                     const TensorSpec *split,
+                     const std::vector<int64_t> &coords) {
+  std::string out = "{\"file\": " + jsonString(file) +
+                    ", \"offset\": " + std::to_string(offset);
+  if (split) {
+    out += ", \"split_axes\": [";
+    for (size_t d = 0; d < split->splitAxes.size(); ++d)
+      out += (d ? ", " : "") + shapeToString(split->splitAxes[d]);
+    out += "], \"grid\": " + shapeToString(gJob.grid) +
+           ", \"coords\": " + shapeToString(coords) +
+           ", \"block_parts\": " + std::to_string(split->blockParts);
+  }
+  return out + "}";
+}
+
 /// Writes a checkpoint: DIR/checkpoint/{meta.json, tensors}, through
 /// DIR/checkpoint.tmp and renames (the last good one survives a crash).
-/// Collective in a distributed run: rank 0 writes the weights and whole
-/// state (replicated on every rank); each rank writes its own chunks of
-/// ZeRO-sharded state, so no rank ever holds the whole of it. meta.json
-/// names, per state tensor, its file, or its shape and the blocks of its
-/// flattened elements -- independent of the plan that wrote it.
+/// Collective in a distributed run: rank 0 writes what is replicated on
+/// every rank; each tensor-parallel block and ZeRO-1 chunk is written by
+/// one rank holding it (writesPart), so no rank ever holds a whole split
+/// tensor. meta.json names, per tensor, its file, or its whole shape and
+/// its parts (each a run of the flattened elements of a block, and where
+/// the block lies in the whole) -- independent of the plan that wrote it.
 bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
                      const std::vector<Named> &weights,
                      const std::vector<Named> &state, std::string &error) {
@@ -924,21 +978,30 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
     return false;
   }
   int64_t ranks = gJob.distributed ? dort_comm_size(dort_comm_world()) : 1;
-  auto blockFile = [](size_t i, int64_t r) {
-    return "s." + std::to_string(i) + ".r" + std::to_string(r) + ".npy";
+  struct Group {
+    const char *key, *prefix;
+    const std::vector<Named> &tensors;
   };
-  // This rank's chunks.
-  for (size_t i = 0; ok && i < state.size(); ++i) {
-    const Named &t = state[i];
-    if (!t.chunk())
-      continue;
-    Tensor block;
-    ok = Tensor::create(t.tensor->dtype(), {t.valid()}, block, error);
-    if (ok) {
-      std::memcpy(block.data(), t.tensor->data(), block.byteSize());
-      ok = writeNpy(detail::joinPath(tmp, blockFile(i, gJob.rank)), block, error);
+  const Group groups[] = {{"weights", "w.", weights}, {"state", "s.", state}};
+  auto partFile = [](const char *prefix, size_t i, int64_t r) {
+    return prefix + std::to_string(i) + ".r" + std::to_string(r) + ".npy";
+  };
+  auto parted = [](const Named &t) { return t.split || t.chunk(); };
+  // This rank's parts.
+  for (const Group &g : groups)
+    for (size_t i = 0; ok && i < g.tensors.size(); ++i) {
+      const Named &t = g.tensors[i];
+      if (!parted(t) || !writesPart(t, gJob.coords))
+        continue;
+      Tensor part;
+      int64_t n = t.chunk() ? t.valid() : t.tensor->numElements();
+      ok = Tensor::create(t.tensor->dtype(), {n}, part, error);
+      if (ok) {
+        std::memcpy(part.data(), t.tensor->data(), part.byteSize());
+        ok = writeNpy(detail::joinPath(tmp, partFile(g.prefix, i, gJob.rank)),
+                      part, error);
+      }
     }
-  }
   if (!allAgree(ok)) {
     if (ok)
       error = "another rank could not write its part of the checkpoint";
@@ -948,35 +1011,41 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
     return true;
   std::string meta = "{\n  \"step\": " + std::to_string(step) +
                      ",\n  \"seed\": " + std::to_string(a.seed) +
-                     ",\n  \"shuffle\": " + (a.shuffle ? "true" : "false") +
-                     ",\n  \"weights\": {";
-  for (size_t i = 0; i < weights.size(); ++i) {
-    std::string f = "w." + std::to_string(i) + ".npy";
-    if (!writeNpy(detail::joinPath(tmp, f), *weights[i].tensor, error))
-      return false;
-    meta += (i ? ", " : "") + jsonString(weights[i].name) + ": " + jsonString(f);
-  }
-  meta += "},\n  \"state\": {";
-  for (size_t i = 0; i < state.size(); ++i) {
-    const Named &t = state[i];
-    meta += (i ? ",\n    " : "") + jsonString(t.name) + ": ";
-    if (!t.chunk()) {
-      std::string f = "s." + std::to_string(i) + ".npy";
-      if (!writeNpy(detail::joinPath(tmp, f), *t.tensor, error))
-        return false;
-      meta += jsonString(f);
-      continue;
+                     ",\n  \"shuffle\": " + (a.shuffle ? "true" : "false");
+  for (const Group &g : groups) {
+    meta += ",\n  \"" + std::string(g.key) + "\": {";
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const Named &t = g.tensors[i];
+      meta += (i ? ",\n    " : "") + jsonString(t.name) + ": ";
+      if (!parted(t)) {
+        std::string f = g.prefix + std::to_string(i) + ".npy";
+        if (!writeNpy(detail::joinPath(tmp, f), *t.tensor, error))
+          return false;
+        meta += jsonString(f);
+        continue;
+      }
+      // Every rank's part (the same chunk size everywhere).
+      meta += "{\"shape\": " + shapeToString(t.fileShape()) + ", \"blocks\": [";
+      bool first = true;
+      for (int64_t r = 0; r < ranks; ++r) {
+        std::vector<int64_t> c = gridCoords(gJob.grid, r);
+        if (!writesPart(t, c))
+          continue;
+        int64_t offset = 0;
+        if (t.chunk()) {
+          offset = c[1] * t.tensor->numElements();
+          if (offset >= t.wholeElements())
+            continue;
+        }
+        meta += std::string(first ? "" : ", ") +
+                partJson(partFile(g.prefix, i, r), offset, t.split, c);
+        first = false;
+      }
+      meta += "]}";
     }
-    // Chunk r of every rank r (the same chunk size everywhere).
-    int64_t c = t.tensor->numElements(), n = t.wholeElements();
-    meta += "{\"shape\": " + shapeToString(t.wholeShape) + ", \"blocks\": [";
-    for (int64_t r = 0; r < ranks && r * c < n; ++r)
-      meta += std::string(r ? ", " : "") + "{\"file\": " +
-              jsonString(blockFile(i, r)) + ", \"offset\": " +
-              std::to_string(r * c) + "}";
-    meta += "]}";
+    meta += "}";
   }
-  meta += "}\n}\n";
+  meta += "\n}\n";
   std::string_view parts[] = {meta};
   if (!detail::writeFileAtomically(detail::joinPath(tmp, "meta.json"), parts, 1,
                                    error))
@@ -991,6 +1060,131 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
     return false;
   }
   removeFlatDirectory(old);
+  return true;
+}
+
+/// Reads an integer array of meta.json (an empty vector if it is none).
+std::vector<int64_t> jsonInts(const JsonValue *v) {
+  std::vector<int64_t> out;
+  if (v && v->isArray())
+    for (const JsonValue &e : v->elements())
+      out.push_back(e.isInteger() ? e.asInteger() : -1);
+  return out;
+}
+
+/// The whole tensor `t` stands for, put together from a checkpoint entry
+/// `f` (a file, or parts: runs of the flattened elements of blocks of the
+/// whole, each block as a split of it places it). One whole tensor is in
+/// memory at a time.
+bool readWhole(const std::string &root, const Named &t, const JsonValue &f,
+               Tensor &whole, std::string &error) {
+  std::vector<int64_t> shape = t.fileShape();
+  DType dtype = t.tensor->dtype();
+  size_t elem = static_cast<size_t>(dtypeSize(dtype));
+  auto readFile = [&](const std::string &file, Tensor &read) {
+    std::string path = detail::joinPath(root, file);
+    if (!readNpy(path, read, error)) {
+      error = "checkpoint '" + path + "': " + error;
+      return false;
+    }
+    if (read.dtype() != dtype) {
+      error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) +
+              ", the bundle's " + dtypeName(dtype);
+      return false;
+    }
+    return true;
+  };
+  if (f.isString()) {
+    if (!readFile(f.asString(), whole))
+      return false;
+    if (whole.shape() != shape) {
+      error = "checkpoint '" + t.name + "' is " + shapeToString(whole.shape()) +
+              ", the bundle's " + shapeToString(shape);
+      return false;
+    }
+    return true;
+  }
+  std::vector<int64_t> saved = jsonInts(f.get("shape"));
+  const JsonValue *blocks = f.get("blocks");
+  if (saved != shape || !blocks || !blocks->isArray()) {
+    error = "checkpoint '" + t.name + "' has shape " + shapeToString(saved) +
+            ", the bundle's " + shapeToString(shape);
+    return false;
+  }
+  if (!Tensor::create(dtype, shape, whole, error))
+    return false;
+  std::memset(whole.data(), 0, whole.byteSize());
+  // The blocks, each put together from its parts first.
+  struct Block {
+    TensorSpec spec;
+    std::vector<int64_t> grid, coords;
+    Tensor data;
+  };
+  std::map<std::string, Block> byPlace;
+  for (const JsonValue &part : blocks->elements()) {
+    const JsonValue *file = part.get("file"), *at = part.get("offset");
+    if (!file || !file->isString() || !at || !at->isInteger()) {
+      error = "checkpoint '" + t.name + "': a part without file and offset";
+      return false;
+    }
+    Block b;
+    b.spec.dtype = dtype;
+    b.spec.shape = shape;
+    std::string place;
+    if (const JsonValue *axes = part.get("split_axes")) {
+      b.grid = jsonInts(part.get("grid"));
+      b.coords = jsonInts(part.get("coords"));
+      b.spec.globalShape = shape;
+      if (axes->isArray())
+        for (const JsonValue &d : axes->elements())
+          b.spec.splitAxes.push_back(jsonInts(&d));
+      const JsonValue *k = part.get("block_parts");
+      b.spec.blockParts = k && k->isInteger() ? k->asInteger() : 1;
+      bool valid = b.coords.size() == b.grid.size() &&
+                   b.spec.splitAxes.size() <= shape.size() &&
+                   b.spec.blockParts >= 1;
+      for (size_t d = 0; valid && d < b.spec.splitAxes.size(); ++d) {
+        int64_t n = 1;
+        for (int64_t axis : b.spec.splitAxes[d]) {
+          valid &= axis >= 0 && size_t(axis) < b.grid.size() && b.grid[axis] > 0;
+          n *= valid ? b.grid[axis] : 1;
+        }
+        valid &= valid && shape[d] % n == 0;
+        if (valid)
+          b.spec.shape[d] = shape[d] / n;
+      }
+      if (!valid) {
+        error = "checkpoint '" + t.name + "': a part's split does not fit " +
+                shapeToString(shape);
+        return false;
+      }
+      place = shapeToString(b.coords);
+    }
+    auto [it, fresh] = byPlace.try_emplace(place, std::move(b));
+    Block &block = it->second;
+    if (fresh) {
+      if (!Tensor::create(dtype, block.spec.shape, block.data, error))
+        return false;
+      std::memset(block.data.data(), 0, block.data.byteSize());
+    }
+    Tensor read;
+    if (!readFile(file->asString(), read))
+      return false;
+    int64_t from = std::max<int64_t>(0, at->asInteger());
+    int64_t to = std::min(block.data.numElements(),
+                          at->asInteger() + read.numElements());
+    if (from < to)
+      std::memcpy(static_cast<char *>(block.data.data()) + from * elem,
+                  static_cast<const char *>(read.data()) +
+                      (from - at->asInteger()) * elem,
+                  static_cast<size_t>(to - from) * elem);
+  }
+  for (auto &[place, b] : byPlace) {
+    if (place.empty())
+      std::memcpy(whole.data(), b.data.data(), whole.byteSize());
+    else
+      insertBlock(b.data.data(), whole.data(), b.spec, b.grid, b.coords);
+  }
   return true;
 }
 
@@ -1027,62 +1221,26 @@ bool readCheckpoint(const std::string &dir, int64_t &step,
                 "' (it belongs to another model or optimizer)";
         return false;
       }
-      // The flat elements [lo, lo + count) this rank needs, from the whole
-      // tensor or from the blocks that hold them (zeros past the end).
-      std::vector<int64_t> shape = t.chunk() ? t.wholeShape : t.tensor->shape();
-      int64_t lo = t.chunk() ? t.offset : 0;
-      int64_t count = t.tensor->numElements();
+      Tensor whole, block;
+      if (!readWhole(root, t, *f, whole, error))
+        return false;
+      // This rank's block of the whole, then its chunk of the block.
+      const Tensor *mine = &whole;
+      if (t.split) {
+        if (!Tensor::create(t.tensor->dtype(), t.split->shape, block, error))
+          return false;
+        extractBlock(whole.data(), block.data(), *t.split, gJob.grid,
+                     gJob.coords);
+        mine = &block;
+      }
       size_t elem = static_cast<size_t>(dtypeSize(t.tensor->dtype()));
+      int64_t lo = t.chunk() ? t.offset : 0, count = t.tensor->numElements();
       auto *dst = static_cast<char *>(t.tensor->data());
       std::memset(dst, 0, t.tensor->byteSize());
-      auto readPart = [&](const std::string &file, int64_t at,
-                          bool whole) -> bool {
-        Tensor read;
-        std::string path = detail::joinPath(root, file);
-        if (!readNpy(path, read, error)) {
-          error = "checkpoint '" + path + "': " + error;
-          return false;
-        }
-        if (read.dtype() != t.tensor->dtype() ||
-            (whole && read.shape() != shape)) {
-          error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) +
-                  " " + shapeToString(read.shape()) + ", the bundle's " +
-                  dtypeName(t.tensor->dtype()) + " " + shapeToString(shape);
-          return false;
-        }
-        int64_t from = std::max(lo, at),
-                to = std::min(lo + count, at + read.numElements());
-        if (from < to)
-          std::memcpy(dst + (from - lo) * elem,
-                      static_cast<const char *>(read.data()) + (from - at) * elem,
-                      static_cast<size_t>(to - from) * elem);
-        return true;
-      };
-      if (f->isString()) {
-        if (!readPart(f->asString(), 0, true))
-          return false;
-        continue;
-      }
-      const JsonValue *savedShape = f->get("shape");
-      const JsonValue *blocks = f->get("blocks");
-      std::vector<int64_t> saved;
-      if (savedShape && savedShape->isArray())
-        for (const JsonValue &d : savedShape->elements())
-          saved.push_back(d.isInteger() ? d.asInteger() : -1);
-      if (saved != shape || !blocks || !blocks->isArray()) {
-        error = "checkpoint '" + t.name + "' has shape " + shapeToString(saved) +
-                ", the bundle's " + shapeToString(shape);
-        return false;
-      }
-      for (const JsonValue &block : blocks->elements()) {
-        const JsonValue *file = block.get("file"), *at = block.get("offset");
-        if (!file || !file->isString() || !at || !at->isInteger()) {
-          error = "checkpoint '" + t.name + "': a block without file and offset";
-          return false;
-        }
-        if (!readPart(file->asString(), at->asInteger(), false))
-          return false;
-      }
+      int64_t to = std::min(lo + count, mine->numElements());
+      if (lo < to)
+        std::memcpy(dst, static_cast<const char *>(mine->data()) + lo * elem,
+                    static_cast<size_t>(to - lo) * elem);
     }
     return true;
   };
@@ -1093,6 +1251,60 @@ std::string jsonNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+} // namespace
+
+namespace {
+
+/// This rank's copy of every weight (its block of a tensor-parallel one),
+/// which the training updates overwrite.
+bool loadWeightBlocks(const Manifest &m, const WeightStore &store,
+                      std::vector<Tensor> &weights, std::string &error) {
+  weights.resize(m.weights.size());
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    const WeightSpec &spec = m.weights[w];
+    if (!Tensor::create(spec.dtype, spec.shape, weights[w], error)) {
+      error = "weight '" + spec.name + "': " + error;
+      return false;
+    }
+    if (spec.splitAxes.empty())
+      std::memcpy(weights[w].data(), store.data(w), weights[w].byteSize());
+    else
+      extractBlock(store.data(w), weights[w].data(), spec, gJob.grid,
+                   gJob.coords);
+  }
+  return true;
+}
+
+Named namedWeight(const Manifest &m, size_t w, Tensor &tensor) {
+  Named n{m.weights[w].name, &tensor, {}, 0};
+  if (!m.weights[w].splitAxes.empty())
+    n.split = &m.weights[w];
+  return n;
+}
+
+/// The whole of a tensor-parallel weight on rank 0, put together from the
+/// blocks of every rank (collective; one weight at a time, so rank 0 holds
+/// one whole weight beyond its blocks). Other ranks get an empty tensor.
+bool gatherWeight(const WeightSpec &spec, const Tensor &block, Tensor &whole,
+                  std::string &error) {
+  dort_comm *world = dort_comm_world();
+  int64_t ranks = dort_comm_size(world);
+  int64_t bytes = static_cast<int64_t>(block.byteSize());
+  std::vector<char> all(gJob.rank == 0 ? bytes * ranks : 0);
+  if (dort_gather(block.data(), all.data(), bytes, DORT_U8, 0, world) != 0) {
+    error = dort_last_error_message();
+    return false;
+  }
+  if (gJob.rank != 0)
+    return true;
+  if (!Tensor::create(spec.dtype, spec.fileShape(), whole, error))
+    return false;
+  for (int64_t r = 0; r < ranks; ++r)
+    insertBlock(all.data() + r * bytes, whole.data(), spec, gJob.grid,
+                gridCoords(gJob.grid, r));
+  return true;
 }
 
 } // namespace
@@ -1185,10 +1397,6 @@ int runTraining(int argc, char **argv, EntryFn entry,
     return fail(a, error);
   if (gJob.distributed)
     signal(SIGTERM, onTerminate);
-  for (const WeightSpec &w : m.weights)
-    if (!w.splitAxes.empty())
-      return fail(a, "weight '" + w.name + "' is sharded across ranks; "
-                     "training runs data-parallel steps only so far");
   bool leader = gJob.rank == 0;
   // Roles of the inputs and outputs.
   std::map<std::string, size_t> inputIndex, outputIndex;
@@ -1261,12 +1469,9 @@ int runTraining(int argc, char **argv, EntryFn entry,
   WeightStore store;
   if (!store.load(m, bundleDir, error))
     return fail(a, error);
-  std::vector<Tensor> weights(m.weights.size());
-  for (size_t w = 0; w < m.weights.size(); ++w) {
-    if (!Tensor::create(m.weights[w].dtype, m.weights[w].shape, weights[w], error))
-      return fail(a, "weight '" + m.weights[w].name + "': " + error);
-    std::memcpy(weights[w].data(), store.data(w), weights[w].byteSize());
-  }
+  std::vector<Tensor> weights;
+  if (!loadWeightBlocks(m, store, weights, error))
+    return fail(a, error);
   std::vector<Tensor> outputs(m.outputs.size());
   for (size_t i = 0; i < m.outputs.size(); ++i)
     if (!Tensor::create(m.outputs[i].dtype, m.outputs[i].shape, outputs[i], error))
@@ -1288,15 +1493,18 @@ int runTraining(int argc, char **argv, EntryFn entry,
   dort_set_num_threads(0);
   std::vector<Named> namedWeights, namedState;
   for (auto &[o, w] : weightUpdates)
-    namedWeights.push_back({m.weights[w].name, &weights[w], {}, 0});
+    namedWeights.push_back(namedWeight(m, w, weights[w]));
   for (auto &[i, o] : stateIO) {
+    // The state of weight <w> ("opt.<kind>:<w>") is cut as the weight is
+    // (a tensor-parallel block), and a ZeRO-1 chunk of that: this rank's
+    // replica index on the data axis says which.
     Named state{m.inputs[i].name, &inputs[i], {}, 0};
+    std::string weight = state.name.substr(state.name.find(':') + 1);
+    auto w = std::find_if(m.weights.begin(), m.weights.end(),
+                          [&](const WeightSpec &s) { return s.name == weight; });
+    if (w != m.weights.end() && !w->splitAxes.empty())
+      state.split = &*w;
     if (!m.inputs[i].splitAxes.empty()) {
-      // A ZeRO-1 chunk of the state of weight <w> ("opt.<kind>:<w>"): this
-      // rank's replica index on the data axis says which.
-      std::string weight = state.name.substr(state.name.find(':') + 1);
-      auto w = std::find_if(m.weights.begin(), m.weights.end(),
-                            [&](const WeightSpec &s) { return s.name == weight; });
       if (w == m.weights.end() || m.grid.size() < 2)
         return fail(a, "optimizer state '" + state.name +
                            "' is split, but not as a chunk of a weight");
@@ -1471,8 +1679,17 @@ int runTraining(int argc, char **argv, EntryFn entry,
     if (!log)
       return fail(a, "writing the log '" + a.log + "' failed");
   }
-  // The weights are the same on every rank (replicated over the data
-  // axis): rank 0 writes them.
+  // Rank 0 writes the weights: the replicated ones as they are, the
+  // tensor-parallel ones gathered from their blocks.
+  std::vector<Tensor> gathered(m.weights.size());
+  if (!a.saveOnnx.empty() || !a.saveWeights.empty())
+    for (size_t w = 0; w < m.weights.size(); ++w)
+      if (!m.weights[w].splitAxes.empty() &&
+          !gatherWeight(m.weights[w], weights[w], gathered[w], error))
+        return fail(a, "gathering weight '" + m.weights[w].name + "': " + error);
+  auto wholeOf = [&](size_t w) -> const Tensor & {
+    return m.weights[w].splitAxes.empty() ? weights[w] : gathered[w];
+  };
   if (!a.saveOnnx.empty() && leader) {
     if (m.source.empty())
       return fail(a, "--save-onnx: the bundle does not name the ONNX model it "
@@ -1485,13 +1702,13 @@ int runTraining(int argc, char **argv, EntryFn entry,
     // file stands alone (no external data relative to the old one).
     std::map<std::string, const Tensor *> trained;
     for (size_t w = 0; w < m.weights.size(); ++w)
-      trained[m.weights[w].name] = &weights[w];
+      trained[m.weights[w].name] = &wholeOf(w);
     // One protobuf holds under 2 GB: past that (or with
     // --save-onnx-external-data) the weights go to OUT.data beside it, as
     // ONNX's external data, 64-byte aligned.
     size_t weightBytes = 0;
-    for (const Tensor &t : weights)
-      weightBytes += t.byteSize();
+    for (size_t w = 0; w < m.weights.size(); ++w)
+      weightBytes += wholeOf(w).byteSize();
     bool external = a.saveOnnxExternal ||
                     model.size() + weightBytes > (size_t(2) << 30) - (1 << 20);
     std::string rewritten;
@@ -1533,7 +1750,7 @@ int runTraining(int argc, char **argv, EntryFn entry,
     std::vector<TensorSpec> specs(m.weights.begin(), m.weights.end());
     std::vector<std::string> names = outputFileNames(specs);
     for (size_t w = 0; w < m.weights.size(); ++w)
-      if (!writeNpy(detail::joinPath(a.saveWeights, names[w]), weights[w], error))
+      if (!writeNpy(detail::joinPath(a.saveWeights, names[w]), wholeOf(w), error))
         return fail(a, "--save-weights: weight '" + m.weights[w].name + "': " + error);
   }
   if (!a.trace.empty() && !writeTrace(a, error))
@@ -1567,14 +1784,12 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   WeightStore store;
   if (!store.load(m, bundleDir, error))
     return fail(a, error);
-  std::vector<Tensor> weights(m.weights.size());
+  std::vector<Tensor> weights;
+  if (!loadWeightBlocks(m, store, weights, error))
+    return fail(a, error);
   std::vector<Named> named;
-  for (size_t w = 0; w < m.weights.size(); ++w) {
-    if (!Tensor::create(m.weights[w].dtype, m.weights[w].shape, weights[w], error))
-      return fail(a, "weight '" + m.weights[w].name + "': " + error);
-    std::memcpy(weights[w].data(), store.data(w), weights[w].byteSize());
-    named.push_back({m.weights[w].name, &weights[w], {}, 0});
-  }
+  for (size_t w = 0; w < m.weights.size(); ++w)
+    named.push_back(namedWeight(m, w, weights[w]));
   if (!a.checkpoint.empty()) {
     int64_t step;
     if (!readCheckpoint(a.checkpoint, step, named, {}, error))

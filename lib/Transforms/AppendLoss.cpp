@@ -85,10 +85,9 @@ struct AppendLossPass
     }
     auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
     Value y = ret.getOperand(index);
-    auto yt = cast<RankedTensorType>(y.getType());
-    if (!isa<FloatType>(yt.getElementType())) {
+    if (!isa<FloatType>(cast<RankedTensorType>(y.getType()).getElementType())) {
       main.emitError("--loss: output '")
-          << names[index] << "' is " << yt << ", not floats";
+          << names[index] << "' is " << y.getType() << ", not floats";
       return signalPassFailure();
     }
     MLIRContext *ctx = module.getContext();
@@ -98,6 +97,39 @@ struct AppendLossPass
     // over (dopt.split_axes), and its whole type.
     auto splitAxes = main.getResultAttrOfType<ArrayAttr>(index, "dopt.split_axes");
     auto globalType = main.getResultAttrOfType<TypeAttr>(index, "dopt.global_type");
+    // An output split over the tensor axis (a column-parallel head's
+    // logits, split along the vocabulary) is gathered first: the loss is
+    // taken of whole rows, the same on every rank of the axis. (Megatron's
+    // vocabulary-parallel cross-entropy, which all-reduces the rows' maxima
+    // and sums instead, is not built.)
+    if (splitAxes) {
+      SmallVector<Attribute> kept;
+      for (auto [d, axes] : llvm::enumerate(splitAxes)) {
+        auto list = cast<ArrayAttr>(axes);
+        SmallVector<Attribute> dimAxes(list.begin(), list.end());
+        if (!dimAxes.empty() &&
+            cast<IntegerAttr>(dimAxes.back()).getInt() == grid::kTensorAxis) {
+          auto t = cast<RankedTensorType>(y.getType());
+          SmallVector<int64_t> shape(t.getShape());
+          auto grid = module.lookupSymbol<shard::GridOp>(grid::kName);
+          if (!grid) {
+            main.emitError("--loss: a split output without a shard.grid");
+            return signalPassFailure();
+          }
+          shape[d] *= grid.getShape()[grid::kTensorAxis];
+          y = shard::AllGatherOp::create(
+                  b, loc, RankedTensorType::get(shape, t.getElementType()),
+                  FlatSymbolRefAttr::get(module.getContext(), grid::kName),
+                  b.getDenseI16ArrayAttr({grid::kTensorAxis}), y,
+                  b.getIndexAttr(d))
+                  .getResult();
+          dimAxes.pop_back();
+        }
+        kept.push_back(b.getArrayAttr(dimAxes));
+      }
+      splitAxes = b.getArrayAttr(kept);
+    }
+    auto yt = cast<RankedTensorType>(y.getType());
     SmallVector<int16_t> replicaAxes;
     if (splitAxes)
       for (auto [d, axes] : llvm::enumerate(splitAxes))

@@ -8,12 +8,30 @@
 // memory plan frees the rest). Integer and boolean values carry no
 // gradient; a weight that does not reach the loss gets none.
 //
+// Tensor parallelism (a partitioned program whose grid has a tensor axis of
+// t > 1 ranks): the program is one rank's, and its values either differ
+// between the ranks of the tensor axis (split, or partial sums: "varying")
+// or are the same on all of them ("replicated"). The adjoint of a varying
+// value is its rank's own. The adjoint of a replicated value is kept
+// complete -- the whole adjoint, the same on every rank -- so the rules of
+// replicated ops run on whole adjoints as in one process. A varying op that
+// reads a replicated value (a column-parallel matmul reading its input)
+// contributes only its rank's share of that value's adjoint: such
+// contributions are summed per value and all-reduced over the tensor axis
+// once, when the value's own producer is differentiated (Megatron's "f"
+// operator: identity forward, all-reduce backward). The collectives the
+// partitioner placed are transposed by their rules (AutodiffRules.cpp).
+//
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Transforms/Passes.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/Autodiff.h"
+#include "distopt/Transforms/GridAxes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -32,6 +50,51 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType());
+}
+
+bool hasAxis(ArrayRef<int16_t> axes, int16_t axis) {
+  return llvm::is_contained(axes, axis);
+}
+
+
+/// The values of `main` that differ between the ranks of the tensor axis:
+/// split arguments (weight blocks), the results of collectives that split
+/// over it, this rank's coordinate on it, and what is computed from them --
+/// except what an all-reduce or all-gather over the axis makes whole again.
+llvm::DenseSet<Value> tensorVarying(func::FuncOp main) {
+  using grid::kTensorAxis;
+  llvm::DenseSet<Value> varying;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    Attribute split = main.getArgAttr(i, "dopt.split_axes");
+    if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+      split = ref.get("split_axes");
+    if (grid::splitsOver(split, kTensorAxis))
+      varying.insert(main.getArgument(i));
+  }
+  main.getBody().front().walk([&](Operation *op) {
+    bool source = false, whole = false;
+    if (auto c = dyn_cast<shard::AllReduceOp>(op))
+      whole = hasAxis(c.getGridAxes(), kTensorAxis);
+    else if (auto c = dyn_cast<shard::AllGatherOp>(op))
+      whole = hasAxis(c.getGridAxes(), kTensorAxis);
+    else if (auto c = dyn_cast<shard::AllSliceOp>(op))
+      source = hasAxis(c.getGridAxes(), kTensorAxis);
+    else if (auto c = dyn_cast<shard::ReduceScatterOp>(op))
+      source = hasAxis(c.getGridAxes(), kTensorAxis);
+    else if (auto c = dyn_cast<shard::AllToAllOp>(op))
+      source = hasAxis(c.getGridAxes(), kTensorAxis);
+    else if (auto c = dyn_cast<shard::ProcessMultiIndexOp>(op))
+      source = c.getAxes().empty() || hasAxis(c.getAxes(), kTensorAxis);
+    else if (isa<shard::ProcessLinearIndexOp>(op))
+      source = true;
+    if (whole)
+      return;
+    if (source || llvm::any_of(op->getOperands(),
+                               [&](Value v) { return varying.count(v); }))
+      for (Value r : op->getResults())
+        varying.insert(r);
+  });
+  return varying;
 }
 
 struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
@@ -106,6 +169,45 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
       if (!inserted)
         it->second = dopt::AddOp::create(b, g.getLoc(), it->second, g);
     };
+    // Tensor parallelism: the varying values, and the per-rank shares of
+    // replicated values' adjoints, to be all-reduced once each.
+    int64_t tensorRanks = 1;
+    if (auto grid = module.lookupSymbol<shard::GridOp>(grid::kName))
+      if (grid.getShape().size() > size_t(grid::kTensorAxis))
+        tensorRanks = grid.getShape()[grid::kTensorAxis];
+    llvm::DenseSet<Value> tvary;
+    if (tensorRanks > 1)
+      tvary = tensorVarying(main);
+    if (tvary.count(lossValue)) {
+      main.emitError("the loss differs between the tensor-parallel ranks "
+                     "(internal error: it must be all-reduced or gathered "
+                     "over the tensor axis)");
+      return signalPassFailure();
+    }
+    llvm::DenseMap<Value, Value> shares;
+    auto accumulateShare = [&](Value v, Value g) {
+      auto [it, inserted] = shares.try_emplace(v, g);
+      if (!inserted)
+        it->second = dopt::AddOp::create(b, g.getLoc(), it->second, g);
+    };
+    // The complete adjoint of `v`: the whole contributions plus the
+    // all-reduced shares.
+    auto complete = [&](Value v) -> Value {
+      auto share = shares.find(v);
+      if (share == shares.end())
+        return adjoint.lookup(v);
+      Value s = share->second;
+      shares.erase(share);
+      MLIRContext *ctx = module.getContext();
+      Value summed =
+          shard::AllReduceOp::create(
+              b, s.getLoc(), s.getType(), FlatSymbolRefAttr::get(ctx, grid::kName),
+              b.getDenseI16ArrayAttr({grid::kTensorAxis}), s,
+              shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+              .getResult();
+      accumulate(v, summed);
+      return adjoint.lookup(v);
+    };
     Value one = dopt::ConstantOp::create(
         b, main.getLoc(),
         DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
@@ -116,24 +218,33 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     for (Operation *op : llvm::reverse(ops)) {
       if (isa<dopt::ConstantOp>(op) || op == one.getDefiningOp())
         continue;
-      SmallVector<Value> gs;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        auto it = adjoint.find(r);
-        gs.push_back(it == adjoint.end() ? Value() : it->second);
-        any |= it != adjoint.end();
-      }
       bool active = llvm::any_of(op->getOperands(),
                                  [&](Value v) { return varying.count(v); });
+      bool any = llvm::any_of(op->getResults(), [&](Value r) {
+        return adjoint.count(r) || shares.count(r);
+      });
       if (!any || !active)
         continue;
       b.setInsertionPoint(ret);
+      SmallVector<Value> gs;
+      for (Value r : op->getResults())
+        gs.push_back(complete(r));
       SmallVector<Value> operandGs;
       if (failed(autodiff::applyRule(b, op, gs, operandGs)))
         return signalPassFailure();
-      for (auto [v, g] : llvm::zip(op->getOperands(), operandGs))
-        if (g && varying.count(v))
+      // A varying op's contribution to a replicated operand is this rank's
+      // share; a collective's rule gives the whole adjoint already.
+      bool sharesOnly = !isa<shard::ShardDialect>(op->getDialect()) &&
+                        llvm::any_of(op->getResults(),
+                                     [&](Value r) { return tvary.count(r); });
+      for (auto [v, g] : llvm::zip(op->getOperands(), operandGs)) {
+        if (!g || !varying.count(v))
+          continue;
+        if (sharesOnly && !tvary.count(v))
+          accumulateShare(v, g);
+        else
           accumulate(v, g);
+      }
     }
 
     // The gradients become results, after the model's own.
@@ -149,7 +260,7 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
       // A weight the loss does not depend on (a batch norm's running
       // statistics, an unused head) gets no gradient, as PyTorch leaves its
       // .grad None: optimizers then leave it alone.
-      Value g = adjoint.lookup(w);
+      Value g = complete(w);
       if (!g)
         continue;
       results.push_back(g);

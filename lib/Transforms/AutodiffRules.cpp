@@ -9,6 +9,7 @@
 #include "distopt/Transforms/Autodiff.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/GridAxes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
@@ -833,6 +834,73 @@ const llvm::StringMap<RuleFn> &rules() {
                << shard::stringifyReductionKind(ar.getReduction())
                << " all-reduce (only sums over replicas are differentiated)";
       out.push_back(gs[0]);
+      return success();
+    };
+    // The collectives the partitioner puts between tensor-parallel ops, each
+    // transposed into its dual over the same axes. The adjoint a rule gets
+    // is complete (the same whole adjoint on every rank of the axis, as
+    // distopt-autodiff keeps the adjoints of values replicated over it), so:
+    //   all_gather  -> all_slice   (each rank keeps its block of the adjoint)
+    //   all_slice   -> all_gather  (the blocks' adjoints, put together, are
+    //                               the whole operand's: complete)
+    //   reduce_scatter -> all_gather (every partial sum's adjoint is the
+    //                               whole sum's)
+    //   all_to_all  -> all_to_all with the split and concat axes swapped.
+    // Over the data axis the replicas' adjoints are partial sums instead
+    // (distopt-sync-gradients adds the weights' up); no partitioned step
+    // moves data-parallel values through these collectives.
+    auto tensorAxisOnly = [](Operation *op, ArrayRef<int16_t> axes) {
+      if (llvm::is_contained(axes, grid::kDataAxis) ||
+          llvm::is_contained(axes, grid::kStageAxis))
+        return LogicalResult(op->emitError("no gradient rule for ")
+                             << op->getName()
+                             << " over the data or stage axis (only "
+                                "tensor-parallel collectives are "
+                                "differentiated)");
+      return success();
+    };
+    t["shard.all_gather"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto c = cast<shard::AllGatherOp>(op);
+      if (failed(tensorAxisOnly(op, c.getGridAxes())))
+        return failure();
+      out.push_back(shard::AllSliceOp::create(
+          b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
+          gs[0], c.getGatherAxisAttr()));
+      return success();
+    };
+    t["shard.all_slice"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+                               ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto c = cast<shard::AllSliceOp>(op);
+      if (failed(tensorAxisOnly(op, c.getGridAxes())))
+        return failure();
+      out.push_back(shard::AllGatherOp::create(
+          b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
+          gs[0], c.getSliceAxisAttr()));
+      return success();
+    };
+    t["shard.reduce_scatter"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+                                    ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto c = cast<shard::ReduceScatterOp>(op);
+      if (failed(tensorAxisOnly(op, c.getGridAxes())))
+        return failure();
+      if (c.getReduction() != shard::ReductionKind::Sum)
+        return op->emitError("no gradient rule for a ")
+               << shard::stringifyReductionKind(c.getReduction())
+               << " reduce-scatter";
+      out.push_back(shard::AllGatherOp::create(
+          b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
+          gs[0], c.getScatterAxisAttr()));
+      return success();
+    };
+    t["shard.all_to_all"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+      auto c = cast<shard::AllToAllOp>(op);
+      if (failed(tensorAxisOnly(op, c.getGridAxes())))
+        return failure();
+      out.push_back(shard::AllToAllOp::create(
+          b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
+          gs[0], c.getConcatAxisAttr(), c.getSplitAxisAttr()));
       return success();
     };
     return t;

@@ -49,6 +49,7 @@ using namespace distopt;
 
 namespace {
 
+
 struct OptimizerPass
     : public distopt::impl::OptimizerPassBase<OptimizerPass> {
   using OptimizerPassBase::OptimizerPassBase;
@@ -78,6 +79,7 @@ struct OptimizerPass
       std::string name;
       Value weight, grad;
       bool shard = false; ///< ZeRO-1: grad is this replica's chunk
+      bool split = false; ///< tensor parallelism: the weight is a block
     };
     SmallVector<Param> params;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
@@ -90,9 +92,11 @@ struct OptimizerPass
             << of.getValue() << "', which is not a weight argument";
         return signalPassFailure();
       }
+      auto ref = main.getArgAttrOfType<DictionaryAttr>(it->second, "dopt.weight");
       params.push_back({of.getValue().str(), main.getArgument(it->second),
                         ret.getOperand(i),
-                        static_cast<bool>(main.getResultAttr(i, zero::kShardAttr))});
+                        static_cast<bool>(main.getResultAttr(i, zero::kShardAttr)),
+                        grid::splitsOver(ref.get("split_axes"), grid::kTensorAxis)});
     }
     if (params.empty()) {
       main.emitError("distopt-optimizer: no gradients to apply (run "
@@ -113,6 +117,7 @@ struct OptimizerPass
     }
     auto gridRef = FlatSymbolRefAttr::get(ctx, grid::kName);
     auto dataAxis = DenseI16ArrayAttr::get(ctx, {grid::kDataAxis});
+    auto tensorAxis = DenseI16ArrayAttr::get(ctx, {grid::kTensorAxis});
 
     ImplicitLocOpBuilder b(ret.getLoc(), ret);
     auto f32 = b.getF32Type();
@@ -171,8 +176,11 @@ struct OptimizerPass
 
     // Global norm of all gradients, in f32; clipping as clip_grad_norm_:
     // g *= min(1, clip / (norm + 1e-6)) when clip > 0.
-    // Chunks are summed over the replicas: every element counted once.
-    Value sumSquares = constant(0.0), chunkSquares;
+    // Every element is counted once: ZeRO-1 chunks are summed over the
+    // data-parallel replicas, tensor-parallel blocks over the tensor axis
+    // (a replicated gradient is the same on every rank: counted as it is).
+    Value sumSquares = constant(0.0);
+    Value partSquares[2][2] = {}; // [chunk][block]
     for (Param &p : params) {
       auto t = cast<RankedTensorType>(p.grad.getType());
       SmallVector<int64_t> all(t.getRank());
@@ -182,18 +190,24 @@ struct OptimizerPass
                     : Value(dopt::CastOp::create(b, p.grad, TypeAttr::get(f32)));
       Value s = dopt::ReduceSumOp::create(b, mul(g, g), b.getDenseI64ArrayAttr(all),
                                           b.getBoolAttr(false));
-      if (p.shard)
-        chunkSquares = chunkSquares ? add(chunkSquares, s) : s;
-      else
-        sumSquares = add(sumSquares, s);
+      Value &part = partSquares[p.shard][p.split];
+      part = part ? add(part, s) : s;
     }
-    if (chunkSquares)
-      sumSquares = add(
-          sumSquares,
-          shard::AllReduceOp::create(
-              b, scalarType, gridRef, dataAxis, chunkSquares,
-              shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
-              .getResult());
+    auto sumOver = [&](DenseI16ArrayAttr axis, Value v) -> Value {
+      return shard::AllReduceOp::create(
+                 b, scalarType, gridRef, axis, v,
+                 shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+          .getResult();
+    };
+    for (int chunk = 0; chunk < 2; ++chunk)
+      for (int block = 0; block < 2; ++block)
+        if (Value v = partSquares[chunk][block]) {
+          if (chunk)
+            v = sumOver(dataAxis, v);
+          if (block)
+            v = sumOver(tensorAxis, v);
+          sumSquares = add(sumSquares, v);
+        }
     Value norm = dopt::SqrtOp::create(b, sumSquares);
     Value coef = dopt::MinOp::create(
         b, constant(1.0), div(clip, add(norm, constant(1e-6))));

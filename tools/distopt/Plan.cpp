@@ -417,13 +417,12 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     options.tp = (*sameAs)[2];
   }
   if (training) {
-    // Training steps are partitioned data-parallel only so far: the
-    // backward of tensor- and pipeline-parallel programs is not built yet.
-    if ((options.tp && *options.tp > 1) || (options.pp && *options.pp > 1))
-      return compileError("a training step runs data-parallel only (--dp); "
-                          "tensor- and pipeline-parallel training (--tp, "
-                          "--pp) are not supported yet");
-    options.tp = 1;
+    // Training steps are partitioned data- and tensor-parallel so far: the
+    // pipelined backward (GPipe, 1F1B schedules) is not built yet.
+    if (options.pp && *options.pp > 1)
+      return compileError("a training step runs data- and tensor-parallel "
+                          "(--dp, --tp); pipeline-parallel training (--pp) "
+                          "is not supported yet");
     options.pp = 1;
   }
 

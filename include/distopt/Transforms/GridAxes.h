@@ -10,6 +10,7 @@
 #ifndef DISTOPT_TRANSFORMS_GRIDAXES_H
 #define DISTOPT_TRANSFORMS_GRIDAXES_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -20,6 +21,20 @@ namespace distopt::grid {
 constexpr llvm::StringLiteral kName = "dopt_grid";
 /// Pipeline stages, data-parallel replicas, tensor-parallel shards.
 constexpr int16_t kStageAxis = 0, kDataAxis = 1, kTensorAxis = 2;
+
+/// Whether a split (a `dopt.split_axes` array: per dimension, the grid axes
+/// splitting it) uses grid axis `axis`; false for none.
+inline bool splitsOver(mlir::Attribute splitAxes, int16_t axis) {
+  auto dims = llvm::dyn_cast_or_null<mlir::ArrayAttr>(splitAxes);
+  if (!dims)
+    return false;
+  for (mlir::Attribute d : dims)
+    if (auto axes = llvm::dyn_cast<mlir::ArrayAttr>(d))
+      for (mlir::Attribute a : axes)
+        if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(a); i && i.getInt() == axis)
+          return true;
+  return false;
+}
 
 } // namespace distopt::grid
 
