@@ -1158,7 +1158,13 @@ bool readWhole(const std::string &root, const Named &t, const JsonValue &f,
                 shapeToString(shape);
         return false;
       }
-      place = shapeToString(b.coords);
+      // The block is named by the coordinates on the axes that split it
+      // (the ZeRO-1 chunks of one block come from several data replicas).
+      std::vector<int64_t> key(b.grid.size(), 0);
+      for (const std::vector<int64_t> &axes : b.spec.splitAxes)
+        for (int64_t axis : axes)
+          key[axis] = b.coords[axis];
+      place = shapeToString(key);
     }
     auto [it, fresh] = byPlace.try_emplace(place, std::move(b));
     Block &block = it->second;
