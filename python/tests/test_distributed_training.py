@@ -18,51 +18,13 @@ import onnx
 import pytest
 
 from cli import DISTOPT, ROOT, run
-from training import batches_as_data, learnable_data, train_flags
+from training import (REFERENCE_DIRS, assert_follows_reference, batches_as_data,
+                      compile_step, learnable_data, rel_err, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
     pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun"),
 ]
-
-# The directory of gen_grad_models.py holding each reference run.
-REFERENCE_DIRS = {"sgd_clipped": "train", "adamw": "train", "cnn_sgd": "train_cnn",
-                  "encoder_adamw": "train_encoder", "gpt_adamw": "train_gpt"}
-
-
-def compile_step(model: Path, out: Path, optimizer: str, *flags) -> Path:
-    run(DISTOPT, "compile", model, "--loss", "cross-entropy:logits", "--optimizer",
-        optimizer, *flags, "-o", out)
-    return out
-
-
-def train(bundle: Path, ranks: int, *args, tag: str = "") -> tuple[list[dict], Path]:
-    """`distopt run -n RANKS BUNDLE train ARGS`: the per-step log and the
-    directory of the saved weights (named after the bundle and `tag`)."""
-    name = bundle.stem + tag
-    log, saved = bundle.parent / f"{name}.jsonl", bundle.parent / f"{name}.w"
-    run(DISTOPT, "run", "-n", ranks, bundle, "train", *args, "--log", log,
-        "--save-weights", saved)
-    return [json.loads(line) for line in log.read_text().splitlines()], saved
-
-
-def rel_err(got, want) -> float:
-    return float(np.abs(np.asarray(got) - np.asarray(want)).max()) / max(
-        1e-3, float(np.abs(np.asarray(want)).max()))
-
-
-def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_path: Path,
-                             what: str):
-    """20 steps on dp replicas over the reference run's batches: its loss at
-    every step and its final weights, within 1e-4."""
-    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
-                         "--no-shuffle", *train_flags(meta["config"]))
-    losses = np.array([s["loss"] for s in steps])
-    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
-    for name, f in meta["weights"].items():
-        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
-        assert err <= 1e-4, f"{what}: {name}: relative error {err:.3g}"
-
 
 # run name (a torch.optim reference of gen_grad_models.py), replicas, bucket
 # size in MiB (small ones force several buckets).
