@@ -56,11 +56,29 @@ module {
 
 // -----
 
-// Classes split across tensor-parallel ranks: not a loss distopt takes.
+// Classes split across tensor-parallel ranks (a column-parallel head): the
+// logits are gathered over the tensor axis first, and the loss taken of
+// whole rows, the same on every rank.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[G:.*]] = shard.all_gather %arg0 on @dopt_grid grid_axes = [2] gather_axis = 1 : tensor<4x5xf32> -> tensor<4x10xf32>
+// CHECK: %[[R:.*]] = dopt.reshape %[[G]]
+// CHECK: dopt.log_softmax %[[R]]
+// CHECK-NOT: shard.all_reduce
 module {
   shard.grid @dopt_grid(shape = 1x1x2)
-  // expected-error @+1 {{--loss: output 'logits' is split over grid axis 2 along its dimension 1; a loss is taken of outputs split along their samples only (data parallelism)}}
   func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32> {dopt.global_type = tensor<4x10xf32>, dopt.name = "logits", dopt.split_axes = [[], [2]]}) {
     return %x : tensor<4x5xf32>
+  }
+}
+
+// -----
+
+// A tensor-axis split that is not the innermost of its dimension cannot be
+// gathered into the samples' blocks.
+module {
+  shard.grid @dopt_grid(shape = 1x2x2)
+  // expected-error @+1 {{--loss: output 'logits' is split over grid axis 2 along its dimension 0; a loss is taken of outputs split along their samples only (data parallelism)}}
+  func.func @main(%x: tensor<1x10xf32>) -> (tensor<1x10xf32> {dopt.batch_dim = 0 : i64, dopt.global_type = tensor<4x10xf32>, dopt.name = "logits", dopt.split_axes = [[2, 1], []]}) {
+    return %x : tensor<1x10xf32>
   }
 }
