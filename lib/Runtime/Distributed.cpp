@@ -573,9 +573,73 @@ void allSlice(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   unpack(mine, vo);
 }
 
+/// Pipeline point-to-point messages (shard.send / shard.recv between
+/// neighbouring stages). A send copies its tensor and returns at once
+/// (MPI_Isend on the copy): a stage never waits for its neighbour to post
+/// the receive. Receives block. Sends still in flight are completed by the
+/// next send or receive that finds them done, and all of them by
+/// dort_p2p_flush (the train loop calls it after every step).
+struct PendingSend {
+  std::vector<char> data;
+  dort_request *request = nullptr;
+};
+std::deque<PendingSend> &pendingSends() {
+  static std::deque<PendingSend> sends;
+  return sends;
+}
+
+void reapSends() {
+  auto &sends = pendingSends();
+  while (!sends.empty()) {
+    int done = 0;
+    check(dort_test(sends.front().request, &done), "send");
+    if (!done)
+      return;
+    sends.pop_front();
+  }
+}
+
+void sendTo(DortUnrankedMemRef *in, int64_t axis, int64_t peer, dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View v = viewOf(in, elem);
+  dort_comm *c = axisComm(axis, "send");
+  reapSends();
+  PendingSend s;
+  s.data = pack(v);
+  trace::Collective timed("send", static_cast<int64_t>(s.data.size()));
+  check(dort_isend(s.data.data(), v.count(), d, static_cast<int>(peer), c,
+                   &s.request),
+        "send");
+  pendingSends().push_back(std::move(s));
+}
+
+void recvFrom(DortUnrankedMemRef *out, int64_t axis, int64_t peer,
+              dort_dtype d) {
+  size_t elem = dort_dtype_size(d);
+  View v = viewOf(out, elem);
+  dort_comm *c = axisComm(axis, "recv");
+  reapSends();
+  std::vector<char> flat(v.count() * elem);
+  {
+    trace::Collective timed("recv", static_cast<int64_t>(flat.size()));
+    check(dort_recv(flat.data(), v.count(), d, static_cast<int>(peer), c,
+                    nullptr),
+          "recv");
+  }
+  unpack(flat, v);
+}
+
 } // namespace
 
 extern "C" {
+
+void dort_p2p_flush(void) {
+  auto &sends = pendingSends();
+  while (!sends.empty()) {
+    check(dort_wait(sends.front().request), "send");
+    sends.pop_front();
+  }
+}
 
 int dort_grid_init(int ndims, const int64_t *shape) {
   dort_grid_finalize();
@@ -659,6 +723,14 @@ void dort_shard_wait(int64_t handle) { async().wait(handle); }
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t dim) {                                                           \
     allSlice(in, out, axis, dim, DTYPE);                                       \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_send_##SUFFIX(DortUnrankedMemRef *in,           \
+                                             int64_t axis, int64_t peer) {     \
+    sendTo(in, axis, peer, DTYPE);                                             \
+  }                                                                            \
+  void _mlir_ciface_dort_shard_recv_##SUFFIX(DortUnrankedMemRef *out,          \
+                                             int64_t axis, int64_t peer) {     \
+    recvFrom(out, axis, peer, DTYPE);                                          \
   }
 
 DORT_SHARD_COLLECTIVES(f32, DORT_F32)

@@ -50,7 +50,11 @@ def ConvertShardToRuntimePass : Pass<"distopt-convert-shard-to-runtime", "mlir::
     (`dort_shard_<op>_<type>`, MLIR C interface, unranked memrefs) between
     `bufferization.to_buffer` of its input and `bufferization.to_tensor` of a
     fresh result buffer; grid axes, dimensions and the reduction kind are
-    passed as integers. The `shard.grid` symbol is removed afterwards.
+    passed as integers. A pipeline's `shard.send` / `shard.recv` to one peer
+    on one axis become `dort_shard_send_<type>(in, axis, peer)` (the runtime
+    copies the tensor and sends it without waiting for the receive; the
+    send's result is its input) and `dort_shard_recv_<type>(out, axis,
+    peer)`. The `shard.grid` symbol is removed afterwards.
 
     ```mlir
     %y = shard.all_reduce %x on @dopt_grid grid_axes = [2] : tensor<4x8xf32> -> tensor<4x8xf32>

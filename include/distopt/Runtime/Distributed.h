@@ -53,6 +53,9 @@ int64_t dort_grid_coord(int axis);
 /// Waits for the asynchronous collective `handle`
 /// (_mlir_ciface_dort_shard_start_all_reduce_*) and writes its result.
 void dort_shard_wait(int64_t handle);
+/// Completes every pipeline send still in flight
+/// (_mlir_ciface_dort_shard_send_*); a no-op when there are none.
+void dort_p2p_flush(void);
 }
 
 #endif // DISTOPT_RUNTIME_DISTRIBUTED_H

@@ -10,9 +10,11 @@
 #ifndef DISTOPT_TRANSFORMS_AUTODIFF_H
 #define DISTOPT_TRANSFORMS_AUTODIFF_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace distopt::autodiff {
 
@@ -28,6 +30,31 @@ mlir::LogicalResult
 applyRule(mlir::OpBuilder &b, mlir::Operation *op,
           mlir::ArrayRef<mlir::Value> resultAdjoints,
           llvm::SmallVectorImpl<mlir::Value> &operandAdjoints);
+
+/// Reverse mode over `ops` (one block's ops in program order): the adjoint
+/// of each seed value starts as given, each op's rule is applied in reverse
+/// order, and the adjoints of `wrt` are returned (null where the seeds do
+/// not depend on one). New ops go at `b`'s insertion point.
+/// `tensorVarying` (tensorVarying below; empty without tensor parallelism)
+/// says which values differ between the ranks of the tensor axis: the
+/// shares of replicated values' adjoints that varying ops contribute are
+/// all-reduced over the axis once per value (Differentiate.cpp).
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+differentiate(mlir::OpBuilder &b, mlir::ArrayRef<mlir::Operation *> ops,
+              mlir::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds,
+              mlir::ArrayRef<mlir::Value> wrt,
+              const llvm::DenseSet<mlir::Value> &tensorVarying);
+
+/// The values of `func` (its arguments and the results of `ops`, nested ops
+/// included) that differ between the ranks of the tensor axis of its
+/// module's grid: weights split over it (arguments or dopt.weight ops),
+/// arguments and received activations marked dopt.tensor_varying, the
+/// results of collectives that split over it, this rank's coordinate on it,
+/// and what is computed from them -- except what an all-reduce or
+/// all-gather over the axis makes whole again. Empty when the grid has no
+/// tensor axis of more than one rank.
+llvm::DenseSet<mlir::Value> tensorVarying(mlir::func::FuncOp func,
+                                          mlir::ArrayRef<mlir::Operation *> ops);
 
 /// Sums `grad` (the adjoint of a broadcast result) over the dimensions that
 /// NumPy broadcasting added or stretched, back to `type`'s shape.

@@ -57,8 +57,8 @@ struct ConvertShardToRuntimePass
     bool ok = true;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-              shard::AllToAllOp, shard::AllSliceOp,
-              shard::ProcessMultiIndexOp>(op))
+              shard::AllToAllOp, shard::AllSliceOp, shard::SendOp,
+              shard::RecvOp, shard::ProcessMultiIndexOp>(op))
         collectives.push_back(op);
       else if (isa<shard::ShardOp, shard::ShardingOp>(op) ||
                (op->getDialect() &&
@@ -105,9 +105,74 @@ struct ConvertShardToRuntimePass
     return success();
   }
 
+  /// A pipeline's shard.send / shard.recv to or from one peer on one grid
+  /// axis: dort_shard_send_<type>(in, axis, peer) (the send's result is its
+  /// input: the runtime copies what it sends), dort_shard_recv_<type>(out,
+  /// axis, peer) into a new buffer.
+  LogicalResult lowerPointToPoint(ModuleOp module, Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    bool send = isa<shard::SendOp>(op);
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    std::optional<std::string> suffix = suffixOf(type.getElementType());
+    if (!suffix)
+      return op->emitError("messages of ")
+             << type.getElementType() << " are not supported";
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    ArrayRef<int64_t> peer;
+    if (auto s = dyn_cast<shard::SendOp>(op))
+      peer = s.getDestination();
+    else if (auto source = cast<shard::RecvOp>(op).getSource())
+      peer = *source;
+    if (!axes || axes.size() != 1 || peer.size() != 1 ||
+        !op->getOperands().drop_front().empty())
+      return op->emitError("a send or receive needs one grid axis and a "
+                           "static peer on it");
+    std::string callee =
+        std::string("dort_shard_") + (send ? "send_" : "recv_") + *suffix;
+    Type elt = type.getElementType();
+    auto unranked = UnrankedMemRefType::get(elt, 0);
+    auto fnType = b.getFunctionType(
+        {unranked, b.getI64Type(), b.getI64Type()}, {});
+    auto fn = module.lookupSymbol<func::FuncOp>(callee);
+    if (!fn) {
+      OpBuilder mb(module.getBodyRegion());
+      mb.setInsertionPointToEnd(module.getBody());
+      fn = func::FuncOp::create(mb, loc, callee, fnType);
+      fn.setPrivate();
+      fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
+    }
+    Value buf;
+    if (send) {
+      SmallVector<int64_t> dynStrides(type.getRank(), ShapedType::kDynamic);
+      auto bufType = MemRefType::get(
+          type.getShape(), elt,
+          StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                                 dynStrides));
+      buf = bufferization::ToBufferOp::create(b, loc, bufType,
+                                              op->getOperand(0),
+                                              /*read_only=*/true);
+    } else {
+      buf = memref::AllocOp::create(b, loc, MemRefType::get(type.getShape(), elt));
+    }
+    Value u = memref::CastOp::create(b, loc, unranked, buf);
+    Value axis = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(axes[0]));
+    Value to = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(peer[0]));
+    func::CallOp::create(b, loc, fn, ValueRange{u, axis, to});
+    Value result = send ? op->getOperand(0)
+                        : Value(bufferization::ToTensorOp::create(
+                              b, loc, type, buf, /*restrict=*/true,
+                              /*writable=*/true));
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+    return success();
+  }
+
   LogicalResult lower(ModuleOp module, Operation *op) {
     if (auto index = dyn_cast<shard::ProcessMultiIndexOp>(op))
       return lowerIndex(module, index);
+    if (isa<shard::SendOp, shard::RecvOp>(op))
+      return lowerPointToPoint(module, op);
     OpBuilder b(op);
     Location loc = op->getLoc();
     Value input = op->getOperand(0);

@@ -1,0 +1,184 @@
+//===- Differentiate.cpp - reverse mode over a list of dopt ops -----------===//
+//
+// The walk distopt-autodiff and distopt-pipeline-training share: seeded
+// adjoints, each op's rule (AutodiffRules.cpp) applied in reverse program
+// order, contributions summed per value.
+//
+// Tensor parallelism (a partitioned program whose grid has a tensor axis of
+// t > 1 ranks): the program is one rank's, and its values either differ
+// between the ranks of the tensor axis (split, or partial sums: "varying")
+// or are the same on all of them ("replicated"). The adjoint of a varying
+// value is its rank's own. The adjoint of a replicated value is kept
+// complete -- the whole adjoint, the same on every rank -- so the rules of
+// replicated ops run on whole adjoints as in one process. A varying op that
+// reads a replicated value (a column-parallel matmul reading its input)
+// contributes only its rank's share of that value's adjoint: such
+// contributions are summed per value and all-reduced over the tensor axis
+// once, when the value's own producer is differentiated (Megatron's "f"
+// operator: identity forward, all-reduce backward). The collectives the
+// partitioner placed are transposed by their rules (AutodiffRules.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Transforms/Autodiff.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/GridAxes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+bool hasAxis(ArrayRef<int16_t> axes, int16_t axis) {
+  return llvm::is_contained(axes, axis);
+}
+
+int64_t tensorRanksOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (auto grid = module.lookupSymbol<shard::GridOp>(grid::kName))
+    if (grid.getShape().size() > size_t(grid::kTensorAxis))
+      return grid.getShape()[grid::kTensorAxis];
+  return 1;
+}
+
+} // namespace
+
+llvm::DenseSet<Value> autodiff::tensorVarying(func::FuncOp func,
+                                              ArrayRef<Operation *> ops) {
+  using grid::kTensorAxis;
+  llvm::DenseSet<Value> varying;
+  if (tensorRanksOf(func) <= 1)
+    return varying;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    Attribute split = func.getArgAttr(i, "dopt.split_axes");
+    if (auto ref = func.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+      split = ref.get("split_axes");
+    if (grid::splitsOver(split, kTensorAxis) ||
+        func.getArgAttr(i, "dopt.tensor_varying"))
+      varying.insert(func.getArgument(i));
+  }
+  for (Operation *top : ops)
+    top->walk([&](Operation *op) {
+      bool source = false, whole = false;
+      if (auto c = dyn_cast<shard::AllReduceOp>(op))
+        whole = hasAxis(c.getGridAxes(), kTensorAxis);
+      else if (auto c = dyn_cast<shard::AllGatherOp>(op))
+        whole = hasAxis(c.getGridAxes(), kTensorAxis);
+      else if (auto c = dyn_cast<shard::AllSliceOp>(op))
+        source = hasAxis(c.getGridAxes(), kTensorAxis);
+      else if (auto c = dyn_cast<shard::ReduceScatterOp>(op))
+        source = hasAxis(c.getGridAxes(), kTensorAxis);
+      else if (auto c = dyn_cast<shard::AllToAllOp>(op))
+        source = hasAxis(c.getGridAxes(), kTensorAxis);
+      else if (auto c = dyn_cast<shard::ProcessMultiIndexOp>(op))
+        source = c.getAxes().empty() || hasAxis(c.getAxes(), kTensorAxis);
+      else if (isa<shard::ProcessLinearIndexOp>(op))
+        source = true;
+      else if (auto w = dyn_cast<dopt::WeightOp>(op))
+        source = grid::splitsOver(w->getAttr("dopt.split_axes"), kTensorAxis);
+      else if (auto r = dyn_cast<shard::RecvOp>(op))
+        source = static_cast<bool>(op->getAttr("dopt.tensor_varying"));
+      if (whole)
+        return;
+      if (source || llvm::any_of(op->getOperands(),
+                                 [&](Value v) { return varying.count(v); }))
+        for (Value r : op->getResults())
+          varying.insert(r);
+    });
+  return varying;
+}
+
+FailureOr<SmallVector<Value>>
+autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
+                        ArrayRef<std::pair<Value, Value>> seeds,
+                        ArrayRef<Value> wrt,
+                        const llvm::DenseSet<Value> &tensorVarying) {
+  // Values that depend on what we differentiate with respect to (forward)
+  // ...
+  llvm::DenseSet<Value> active(wrt.begin(), wrt.end());
+  for (Operation *op : ops) {
+    bool depends = llvm::any_of(op->getOperands(),
+                                [&](Value v) { return active.count(v); });
+    if (depends)
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          active.insert(r);
+  }
+  // ... walked backwards from the seeds.
+  llvm::DenseMap<Value, Value> adjoint, shares;
+  auto accumulate = [&](llvm::DenseMap<Value, Value> &into, Value v, Value g) {
+    auto [it, inserted] = into.try_emplace(v, g);
+    if (!inserted)
+      it->second = dopt::AddOp::create(b, g.getLoc(), it->second, g);
+  };
+  // The complete adjoint of `v`: the whole contributions plus the shares,
+  // all-reduced over the tensor axis.
+  auto complete = [&](Value v) -> Value {
+    auto share = shares.find(v);
+    if (share == shares.end())
+      return adjoint.lookup(v);
+    Value s = share->second;
+    shares.erase(share);
+    MLIRContext *ctx = b.getContext();
+    Value summed =
+        shard::AllReduceOp::create(
+            b, s.getLoc(), s.getType(), FlatSymbolRefAttr::get(ctx, grid::kName),
+            b.getDenseI16ArrayAttr({grid::kTensorAxis}), s,
+            shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+            .getResult();
+    accumulate(adjoint, v, summed);
+    return adjoint.lookup(v);
+  };
+  for (auto [v, g] : seeds)
+    if (g)
+      accumulate(adjoint, v, g);
+  llvm::DenseSet<Operation *> seedOps;
+  for (auto [v, g] : seeds)
+    if (g)
+      seedOps.insert(g.getDefiningOp());
+  for (Operation *op : llvm::reverse(ops)) {
+    if (isa<dopt::ConstantOp>(op) || seedOps.count(op))
+      continue;
+    bool depends = llvm::any_of(op->getOperands(),
+                                [&](Value v) { return active.count(v); });
+    bool any = llvm::any_of(op->getResults(), [&](Value r) {
+      return adjoint.count(r) || shares.count(r);
+    });
+    if (!any || !depends)
+      continue;
+    SmallVector<Value> gs;
+    for (Value r : op->getResults())
+      gs.push_back(complete(r));
+    SmallVector<Value> operandGs;
+    if (failed(applyRule(b, op, gs, operandGs)))
+      return failure();
+    // A varying op's contribution to a replicated operand is this rank's
+    // share; a collective's rule gives the whole adjoint already.
+    bool sharesOnly = !isa<shard::ShardDialect>(op->getDialect()) &&
+                      llvm::any_of(op->getResults(), [&](Value r) {
+                        return tensorVarying.count(r);
+                      });
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGs)) {
+      if (!g || !active.count(v))
+        continue;
+      if (sharesOnly && !tensorVarying.count(v))
+        accumulate(shares, v, g);
+      else
+        accumulate(adjoint, v, g);
+    }
+  }
+  SmallVector<Value> out;
+  for (Value v : wrt)
+    out.push_back(complete(v));
+  return out;
+}
