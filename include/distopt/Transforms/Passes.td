@@ -318,9 +318,32 @@ def PartitionPass : Pass<"distopt-partition", "mlir::ModuleOp"> {
     position on the tensor axis (`shard.process_multi_index`), and yields
     zeros elsewhere: partial sums.
   }];
+  let options = [
+    Option<"outlineStages", "outline-stages", "bool", /*default=*/"true",
+           "Pipelined plans: outline @main into one function per stage "
+           "(false: keep @main with its ops' dopt.stage, for a training "
+           "step's loss; distopt-outline-stages does it later)">,
+  ];
   let dependentDialects = ["mlir::shard::ShardDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::tensor::TensorDialect"];
+}
+
+def OutlineStagesPass : Pass<"distopt-outline-stages", "mlir::ModuleOp"> {
+  let summary = "Outline a partitioned pipelined @main into one function per stage";
+  let description = [{
+    After `distopt-partition outline-stages=false` (and, for a training
+    step, `distopt-append-loss`): @main, whose ops carry their pipeline
+    stage (`dopt.stage`; unmarked ops take their first user's, else the
+    last stage), becomes `@dopt_stage_<k>(model inputs it reads...,
+    activations from earlier stages...) -> (activations for later
+    stages..., model outputs)`: arguments and results say what they carry
+    (`dopt.model_input = i`, `dopt.model_output = i` with @main's
+    attributes, `dopt.activation = id`); an activation needed beyond the
+    next stage passes through the stages between. Activations that differ
+    between the ranks of the tensor axis are marked `dopt.tensor_varying`.
+    Error: a stage reading a value of a later stage.
+  }];
 }
 
 def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
