@@ -149,7 +149,9 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
      << p.microbatchSize;
   if (train)
     os << "; recompute " << recomputeName(p.recompute) << "; "
-       << (p.pp > 1 ? "1F1B schedule" : "no pipeline");
+       << (p.pp > 1 ? (p.schedule == PipelineSchedule::GPipe ? "GPipe schedule"
+                                                             : "1F1B schedule")
+                    : "no pipeline");
   os << "\n";
   os << "predicted step time " << seconds(p.stepTime) << " = compute "
      << seconds(p.compute) << " + communication " << seconds(p.communication)
@@ -303,6 +305,7 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"microbatches", p.microbatches},
         {"microbatch_size", p.microbatchSize},
         {"recompute", recomputeName(p.recompute)},
+        {"schedule", pipelineScheduleName(p.schedule)},
         {"predicted_step_time_s", p.stepTime},
         {"compute_s", p.compute},
         {"communication_s", p.communication},

@@ -117,6 +117,8 @@ llvm::Error Annotator::run() {
               "recompute", builder.getStringAttr(recomputeName(plan.recompute))),
           builder.getNamedAttr("zero_stage",
                                builder.getI64IntegerAttr(plan.zeroStage)),
+          builder.getNamedAttr("schedule", builder.getStringAttr(
+                                               pipelineScheduleName(plan.schedule))),
       }));
 
   // Map each segment's shared solution onto its own nodes.

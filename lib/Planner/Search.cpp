@@ -364,8 +364,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
                          opts.zeroStage.value_or(0), dp);
     double acts;
     if (train()) {
-      int64_t inflight = microbatchesInFlight(PipelineSchedule::OneFOneB, pp,
-                                              k, m);
+      int64_t inflight = microbatchesInFlight(opts.schedule, pp, k, m);
       acts = inflight * (prefixStash[j] - prefixStash[i]) +
              maxWorkspace.query(i, j);
     } else {
@@ -405,6 +404,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   plan.microbatchSize = b;
   plan.microbatches = m;
   plan.recompute = rc;
+  plan.schedule = opts.schedule;
   if (bound < 0) {
     // Does not fit: record the memory of the time-balanced partition.
     plan.fits = false;

@@ -229,9 +229,14 @@ public:
 
   int run() {
     std::string error;
-    if (argc > 1 && std::string(argv[1]) == "train" && stageEntries.empty())
-      return runTraining(argc, argv, entry, defaultBundleDir());
-    if (argc > 1 && std::string(argv[1]) == "eval" && stageEntries.empty())
+    if (argc > 1 && std::string(argv[1]) == "train")
+      return runTraining(argc, argv,
+                         stageEntries.empty() ? std::vector<EntryFn>{entry}
+                                              : std::vector<EntryFn>(
+                                                    stageEntries.begin(),
+                                                    stageEntries.end()),
+                         defaultBundleDir());
+    if (argc > 1 && std::string(argv[1]) == "eval")
       return runEvaluation(argc, argv, defaultBundleDir());
     if (!parseCommandLine(argc, argv, cl, error)) {
       std::fprintf(stderr, "%s: error: %s\n", cl.program.c_str(),

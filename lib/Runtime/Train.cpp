@@ -913,16 +913,45 @@ bool allAgree(bool ok) {
   return anyBad == 0;
 }
 
-/// The rank holding the part of `t` that `coords` names writes it: the one
-/// whole copy rank 0; of a tensor-parallel block, the first data-parallel
-/// replica; of a ZeRO-1 chunk, the first rank of the tensor axis; of a
-/// chunk of a block, each rank.
+/// Every rank's `mine` on rank 0, in rank order (others get nothing).
+bool gatherStrings(const std::string &mine, std::vector<std::string> &all,
+                   std::string &error) {
+  dort_comm *world = dort_comm_world();
+  int64_t n = dort_comm_size(world);
+  int64_t length = static_cast<int64_t>(mine.size()), longest = 0;
+  if (dort_all_reduce(&length, &longest, 1, DORT_I64, DORT_MAX, world,
+                      nullptr) != 0) {
+    error = dort_last_error_message();
+    return false;
+  }
+  std::string padded = mine;
+  padded.resize(static_cast<size_t>(longest), ' ');
+  std::vector<char> buffer(gJob.rank == 0 ? longest * n : 0);
+  if (longest > 0 && dort_gather(padded.data(), buffer.data(), longest,
+                                 DORT_U8, 0, world) != 0) {
+    error = dort_last_error_message();
+    return false;
+  }
+  all.clear();
+  if (gJob.rank != 0)
+    return true;
+  for (int64_t r = 0; r < n; ++r) {
+    std::string p(buffer.data() + r * longest, static_cast<size_t>(longest));
+    p.erase(p.find_last_not_of(' ') + 1);
+    all.push_back(std::move(p));
+  }
+  return true;
+}
+
+/// Which rank of the pipeline stage holding `t` writes the part of it that
+/// `coords` names: of a whole tensor, the stage's first rank; of a
+/// tensor-parallel block, the first data-parallel replica; of a ZeRO-1
+/// chunk, the first rank of the tensor axis; of a chunk of a block, each
+/// rank.
 bool writesPart(const Named &t, const std::vector<int64_t> &coords) {
   auto at = [&](int16_t axis) {
     return size_t(axis) < coords.size() ? coords[axis] : 0;
   };
-  if (at(0) != 0)
-    return false;
   bool data = at(1) == 0, tensor = at(2) == 0;
   if (t.split && t.chunk())
     return true;
@@ -954,12 +983,15 @@ std::string partJson(const std::string &file, int64_t offset,
 
 /// Writes a checkpoint: DIR/checkpoint/{meta.json, tensors}, through
 /// DIR/checkpoint.tmp and renames (the last good one survives a crash).
-/// Collective in a distributed run: rank 0 writes what is replicated on
-/// every rank; each tensor-parallel block and ZeRO-1 chunk is written by
-/// one rank holding it (writesPart), so no rank ever holds a whole split
-/// tensor. meta.json names, per tensor, its file, or its whole shape and
-/// its parts (each a run of the flattened elements of a block, and where
-/// the block lies in the whole) -- independent of the plan that wrote it.
+/// Collective in a distributed run: each rank passes the tensors of its
+/// pipeline stage; a whole tensor is written by the stage's first rank,
+/// each tensor-parallel block and ZeRO-1 chunk by one rank holding it
+/// (writesPart), so no rank ever holds a whole split tensor or another
+/// stage's. The stages' first ranks describe their tensors and rank 0
+/// gathers the descriptions into meta.json, which names, per tensor, its
+/// file, or its whole shape and its parts (each a run of the flattened
+/// elements of a block, and where the block lies in the whole) --
+/// independent of the plan that wrote it.
 bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
                      const std::vector<Named> &weights,
                      const std::vector<Named> &state, std::string &error) {
@@ -983,16 +1015,24 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
     const std::vector<Named> &tensors;
   };
   const Group groups[] = {{"weights", "w.", weights}, {"state", "s.", state}};
+  // File names carry the writing rank: the stages' lists differ.
   auto partFile = [](const char *prefix, size_t i, int64_t r) {
     return prefix + std::to_string(i) + ".r" + std::to_string(r) + ".npy";
   };
   auto parted = [](const Named &t) { return t.split || t.chunk(); };
-  // This rank's parts.
+  std::vector<int64_t> me = gJob.coords.empty() ? std::vector<int64_t>{0, 0, 0}
+                                                : gJob.coords;
+  // This rank's parts and whole tensors.
   for (const Group &g : groups)
     for (size_t i = 0; ok && i < g.tensors.size(); ++i) {
       const Named &t = g.tensors[i];
-      if (!parted(t) || !writesPart(t, gJob.coords))
+      if (!writesPart(t, me))
         continue;
+      if (!parted(t)) {
+        ok = writeNpy(detail::joinPath(tmp, partFile(g.prefix, i, gJob.rank)),
+                      *t.tensor, error);
+        continue;
+      }
       Tensor part;
       int64_t n = t.chunk() ? t.valid() : t.tensor->numElements();
       ok = Tensor::create(t.tensor->dtype(), {n}, part, error);
@@ -1007,44 +1047,59 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
       error = "another rank could not write its part of the checkpoint";
     return false;
   }
+  // The description of this stage's tensors (its first rank's).
+  std::string described[2];
+  bool lister = me.size() < 3 || (me[1] == 0 && me[2] == 0);
+  for (size_t k = 0; lister && k < 2; ++k) {
+    const Group &g = groups[k];
+    for (size_t i = 0; i < g.tensors.size(); ++i) {
+      const Named &t = g.tensors[i];
+      std::string entry = jsonString(t.name) + ": ";
+      if (!parted(t)) {
+        entry += jsonString(partFile(g.prefix, i, gJob.rank));
+      } else {
+        // Every part the stage's ranks wrote (the same chunk size
+        // everywhere).
+        entry += "{\"shape\": " + shapeToString(t.fileShape()) + ", \"blocks\": [";
+        bool first = true;
+        for (int64_t r = 0; r < ranks; ++r) {
+          std::vector<int64_t> c =
+              gJob.grid.empty() ? std::vector<int64_t>{0, 0, 0}
+                                : gridCoords(gJob.grid, r);
+          if (c[0] != me[0] || !writesPart(t, c))
+            continue;
+          int64_t offset = 0;
+          if (t.chunk()) {
+            offset = c[1] * t.tensor->numElements();
+            if (offset >= t.wholeElements())
+              continue;
+          }
+          entry += std::string(first ? "" : ", ") +
+                   partJson(partFile(g.prefix, i, r), offset, t.split, c);
+          first = false;
+        }
+        entry += "]}";
+      }
+      described[k] += (described[k].empty() ? "" : ",\n    ") + entry;
+    }
+  }
+  // Rank 0 gathers the stages' descriptions.
+  for (size_t k = 0; k < 2 && gJob.distributed; ++k) {
+    std::vector<std::string> all;
+    if (!gatherStrings(described[k], all, error))
+      return false;
+    described[k].clear();
+    for (const std::string &d : all)
+      if (!d.empty())
+        described[k] += (described[k].empty() ? "" : ",\n    ") + d;
+  }
   if (!leader)
     return true;
   std::string meta = "{\n  \"step\": " + std::to_string(step) +
                      ",\n  \"seed\": " + std::to_string(a.seed) +
                      ",\n  \"shuffle\": " + (a.shuffle ? "true" : "false");
-  for (const Group &g : groups) {
-    meta += ",\n  \"" + std::string(g.key) + "\": {";
-    for (size_t i = 0; i < g.tensors.size(); ++i) {
-      const Named &t = g.tensors[i];
-      meta += (i ? ",\n    " : "") + jsonString(t.name) + ": ";
-      if (!parted(t)) {
-        std::string f = g.prefix + std::to_string(i) + ".npy";
-        if (!writeNpy(detail::joinPath(tmp, f), *t.tensor, error))
-          return false;
-        meta += jsonString(f);
-        continue;
-      }
-      // Every rank's part (the same chunk size everywhere).
-      meta += "{\"shape\": " + shapeToString(t.fileShape()) + ", \"blocks\": [";
-      bool first = true;
-      for (int64_t r = 0; r < ranks; ++r) {
-        std::vector<int64_t> c = gridCoords(gJob.grid, r);
-        if (!writesPart(t, c))
-          continue;
-        int64_t offset = 0;
-        if (t.chunk()) {
-          offset = c[1] * t.tensor->numElements();
-          if (offset >= t.wholeElements())
-            continue;
-        }
-        meta += std::string(first ? "" : ", ") +
-                partJson(partFile(g.prefix, i, r), offset, t.split, c);
-        first = false;
-      }
-      meta += "]}";
-    }
-    meta += "}";
-  }
+  for (size_t k = 0; k < 2; ++k)
+    meta += ",\n  \"" + std::string(groups[k].key) + "\": {" + described[k] + "}";
   meta += "\n}\n";
   std::string_view parts[] = {meta};
   if (!detail::writeFileAtomically(detail::joinPath(tmp, "meta.json"), parts, 1,
@@ -1266,10 +1321,13 @@ namespace {
 /// This rank's copy of every weight (its block of a tensor-parallel one),
 /// which the training updates overwrite.
 bool loadWeightBlocks(const Manifest &m, const WeightStore &store,
-                      std::vector<Tensor> &weights, std::string &error) {
+                      std::vector<Tensor> &weights, std::string &error,
+                      const std::vector<bool> *used = nullptr) {
   weights.resize(m.weights.size());
   for (size_t w = 0; w < m.weights.size(); ++w) {
     const WeightSpec &spec = m.weights[w];
+    if (used && !(*used)[w])
+      continue; // another pipeline stage's
     if (!Tensor::create(spec.dtype, spec.shape, weights[w], error)) {
       error = "weight '" + spec.name + "': " + error;
       return false;
@@ -1290,16 +1348,21 @@ Named namedWeight(const Manifest &m, size_t w, Tensor &tensor) {
   return n;
 }
 
-/// The whole of a tensor-parallel weight on rank 0, put together from the
-/// blocks of every rank (collective; one weight at a time, so rank 0 holds
-/// one whole weight beyond its blocks). Other ranks get an empty tensor.
-bool gatherWeight(const WeightSpec &spec, const Tensor &block, Tensor &whole,
-                  std::string &error) {
+/// The whole of a weight on rank 0, put together from the blocks the ranks
+/// of its pipeline stage hold (a tensor-parallel block each, or the whole;
+/// collective: the other stages' ranks send zeros). One weight at a time,
+/// so rank 0 holds one whole weight beyond its own. Other ranks get an
+/// empty tensor.
+bool gatherWeight(const WeightSpec &spec, int64_t stage, const Tensor &block,
+                  Tensor &whole, std::string &error) {
   dort_comm *world = dort_comm_world();
   int64_t ranks = dort_comm_size(world);
-  int64_t bytes = static_cast<int64_t>(block.byteSize());
+  int64_t bytes = static_cast<int64_t>(spec.byteSize());
+  bool holds = gJob.coords.empty() || gJob.coords[0] == stage;
+  std::vector<char> zeros(holds ? 0 : bytes);
   std::vector<char> all(gJob.rank == 0 ? bytes * ranks : 0);
-  if (dort_gather(block.data(), all.data(), bytes, DORT_U8, 0, world) != 0) {
+  if (dort_gather(holds ? block.data() : zeros.data(), all.data(), bytes,
+                  DORT_U8, 0, world) != 0) {
     error = dort_last_error_message();
     return false;
   }
@@ -1307,9 +1370,11 @@ bool gatherWeight(const WeightSpec &spec, const Tensor &block, Tensor &whole,
     return true;
   if (!Tensor::create(spec.dtype, spec.fileShape(), whole, error))
     return false;
-  for (int64_t r = 0; r < ranks; ++r)
-    insertBlock(all.data() + r * bytes, whole.data(), spec, gJob.grid,
-                gridCoords(gJob.grid, r));
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<int64_t> c = gridCoords(gJob.grid, r);
+    if (c[0] == stage)
+      insertBlock(all.data() + r * bytes, whole.data(), spec, gJob.grid, c);
+  }
   return true;
 }
 
@@ -1361,7 +1426,7 @@ bool writeTrace(const TrainArgs &a, std::string &error) {
   return detail::writeFileAtomically(a.trace, view, 1, error);
 }
 
-int runTraining(int argc, char **argv, EntryFn entry,
+int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                 const std::string &defaultBundle) {
   TrainArgs a;
   a.program = baseNameOf(argv[0]);
@@ -1374,9 +1439,20 @@ int runTraining(int argc, char **argv, EntryFn entry,
   Manifest m;
   if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
     return fail(a, error);
-  if (!m.stages.empty())
-    return fail(a, "train runs single-process and data-parallel bundles "
-                   "(pipelined training is not supported yet)");
+  // A pipelined step: one program per stage, each with its own inputs,
+  // weights and outputs (the manifest's lists are their union); its
+  // activations travel inside the programs.
+  bool pipelined = !m.stages.empty();
+  for (const PipelineStage &st : m.stages)
+    for (const auto *list : {&st.inputs, &st.outputs})
+      for (const StageBuffer &b : *list)
+        if (b.kind == StageBuffer::Kind::Activation)
+          return fail(a, "this is a pipelined inference bundle: compile the "
+                         "model with --loss and --optimizer to train it");
+  if (entries.size() != std::max<size_t>(1, m.stages.size()))
+    return fail(a, "the manifest has " + std::to_string(m.stages.size()) +
+                       " pipeline stages, but the executable has " +
+                       std::to_string(entries.size()) + " programs");
   // Accumulation is compiled into the step (its micro-batches run inside
   // one call): --accumulate may only restate it.
   if (a.accumulate > 0 && a.accumulate != m.accumulate)
@@ -1413,6 +1489,37 @@ int runTraining(int argc, char **argv, EntryFn entry,
   if (!outputIndex.count("loss") || !outputIndex.count("grad_norm"))
     return fail(a, "this bundle is not a training step (compile it with "
                    "--loss KIND:OUTPUT --optimizer sgd|adam|adamw)");
+  // What this rank's program takes and returns: every input, weight and
+  // output, or its pipeline stage's (in the order of its buffers).
+  EntryFn entry = entries[pipelined ? coords[0] : 0];
+  std::vector<int64_t> inputSlot(m.inputs.size(), -1),
+      weightSlot(m.weights.size(), -1), outputSlot(m.outputs.size(), -1);
+  std::vector<int64_t> weightStage(m.weights.size(), 0);
+  if (pipelined) {
+    const PipelineStage &st = m.stages[coords[0]];
+    int64_t slot = 0;
+    for (const StageBuffer &b : st.inputs)
+      inputSlot[b.index] = slot++;
+    for (int64_t w : st.weights)
+      weightSlot[w] = slot++;
+    for (const StageBuffer &b : st.outputs)
+      outputSlot[b.index] = slot++;
+    for (size_t s = 0; s < m.stages.size(); ++s)
+      for (int64_t w : m.stages[s].weights)
+        weightStage[w] = static_cast<int64_t>(s);
+  } else {
+    int64_t slot = 0;
+    for (auto *slots : {&inputSlot, &weightSlot, &outputSlot})
+      for (int64_t &x : *slots)
+        x = slot++;
+  }
+  auto mineIn = [&](size_t i) { return inputSlot[i] >= 0; };
+  auto mineOut = [&](size_t o) { return outputSlot[o] >= 0; };
+  auto mineW = [&](size_t w) { return weightSlot[w] >= 0; };
+  if (pipelined && !a.evalData.empty())
+    return fail(a, "--eval-data: a pipelined step has no evaluation program "
+                   "yet (evaluate the saved weights with a bundle compiled "
+                   "without --pp)");
   std::vector<size_t> dataInputs, keyInputs;
   std::vector<std::pair<size_t, size_t>> stateIO; // input, output
   std::vector<std::pair<size_t, std::string>> hyperInputs;
@@ -1434,9 +1541,22 @@ int runTraining(int argc, char **argv, EntryFn entry,
   std::vector<std::pair<size_t, size_t>> weightUpdates; // output, weight
   for (size_t w = 0; w < m.weights.size(); ++w) {
     auto o = outputIndex.find("update:" + m.weights[w].name);
-    if (o != outputIndex.end())
+    if (o != outputIndex.end() && mineOut(o->second))
       weightUpdates.emplace_back(o->second, w);
   }
+  // Only this rank's inputs are filled.
+  auto keepMine = [&](std::vector<size_t> &list) {
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](size_t i) { return !mineIn(i); }),
+               list.end());
+  };
+  keepMine(keyInputs);
+  stateIO.erase(std::remove_if(stateIO.begin(), stateIO.end(),
+                               [&](const auto &io) { return !mineIn(io.first); }),
+                stateIO.end());
+  hyperInputs.erase(std::remove_if(hyperInputs.begin(), hyperInputs.end(),
+                                   [&](const auto &h) { return !mineIn(h.first); }),
+                    hyperInputs.end());
 
   // Data: one file per data input, the same number of samples each.
   DataSet dataSet;
@@ -1463,9 +1583,11 @@ int runTraining(int argc, char **argv, EntryFn entry,
 
   // Buffers: step inputs, weights (copies that the updates overwrite),
   // outputs.
+  keepMine(dataInputs);
   std::vector<Tensor> inputs(m.inputs.size()), wholeBatch(m.inputs.size());
   for (size_t i = 0; i < m.inputs.size(); ++i)
-    if (!Tensor::create(m.inputs[i].dtype, m.inputs[i].shape, inputs[i], error))
+    if (mineIn(i) &&
+        !Tensor::create(m.inputs[i].dtype, m.inputs[i].shape, inputs[i], error))
       return fail(a, "input '" + m.inputs[i].name + "': " + error);
   for (size_t i : dataInputs)
     if (!m.inputs[i].splitAxes.empty() &&
@@ -1476,19 +1598,30 @@ int runTraining(int argc, char **argv, EntryFn entry,
   if (!store.load(m, bundleDir, error))
     return fail(a, error);
   std::vector<Tensor> weights;
-  if (!loadWeightBlocks(m, store, weights, error))
+  std::vector<bool> usedWeights(m.weights.size());
+  for (size_t w = 0; w < m.weights.size(); ++w)
+    usedWeights[w] = mineW(w);
+  if (!loadWeightBlocks(m, store, weights, error, &usedWeights))
     return fail(a, error);
   std::vector<Tensor> outputs(m.outputs.size());
   for (size_t i = 0; i < m.outputs.size(); ++i)
-    if (!Tensor::create(m.outputs[i].dtype, m.outputs[i].shape, outputs[i], error))
+    if (mineOut(i) &&
+        !Tensor::create(m.outputs[i].dtype, m.outputs[i].shape, outputs[i], error))
       return fail(a, "output '" + m.outputs[i].name + "': " + error);
-  std::vector<void *> buffers;
-  for (Tensor &t : inputs)
-    buffers.push_back(t.data());
-  for (Tensor &t : weights)
-    buffers.push_back(t.data());
-  for (Tensor &t : outputs)
-    buffers.push_back(t.data());
+  int64_t slots = 0;
+  for (auto *list : {&inputSlot, &weightSlot, &outputSlot})
+    for (int64_t x : *list)
+      slots += x >= 0;
+  std::vector<void *> buffers(slots);
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    if (mineIn(i))
+      buffers[inputSlot[i]] = inputs[i].data();
+  for (size_t w = 0; w < m.weights.size(); ++w)
+    if (mineW(w))
+      buffers[weightSlot[w]] = weights[w].data();
+  for (size_t o = 0; o < m.outputs.size(); ++o)
+    if (mineOut(o))
+      buffers[outputSlot[o]] = outputs[o].data();
 
   std::ofstream log;
   if (!a.log.empty() && leader) {
@@ -1588,6 +1721,9 @@ int runTraining(int argc, char **argv, EntryFn entry,
     dort_clear_pending_error();
     double stepStart = trace::now(), waitBefore = trace::commWaitSeconds();
     int32_t rc = entry(buffers.data());
+    // A pipeline's sends still in flight complete before the next step.
+    if (pipelined && rc == 0)
+      dort_p2p_flush();
     double stepEnd = trace::now();
     double stepSeconds = stepEnd - stepStart;
     double commWait = trace::commWaitSeconds() - waitBefore;
@@ -1610,16 +1746,15 @@ int runTraining(int argc, char **argv, EntryFn entry,
     lastLoss = loss;
     // The updates become the next step's weights and state by swapping
     // buffers (the entry overwrites its outputs whole on every step).
-    size_t weightBase = inputs.size(), outputBase = inputs.size() + weights.size();
     for (auto &[o, w] : weightUpdates) {
       std::swap(weights[w], outputs[o]);
-      buffers[weightBase + w] = weights[w].data();
-      buffers[outputBase + o] = outputs[o].data();
+      buffers[weightSlot[w]] = weights[w].data();
+      buffers[outputSlot[o]] = outputs[o].data();
     }
     for (auto &[i, o] : stateIO) {
       std::swap(inputs[i], outputs[o]);
-      buffers[i] = inputs[i].data();
-      buffers[outputBase + o] = outputs[o].data();
+      buffers[inputSlot[i]] = inputs[i].data();
+      buffers[outputSlot[o]] = outputs[o].data();
     }
     double elapsed = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
@@ -1687,14 +1822,17 @@ int runTraining(int argc, char **argv, EntryFn entry,
   }
   // Rank 0 writes the weights: the replicated ones as they are, the
   // tensor-parallel ones gathered from their blocks.
+  auto gathers = [&](size_t w) {
+    return !m.weights[w].splitAxes.empty() || (pipelined && weightStage[w] != 0);
+  };
   std::vector<Tensor> gathered(m.weights.size());
   if (!a.saveOnnx.empty() || !a.saveWeights.empty())
     for (size_t w = 0; w < m.weights.size(); ++w)
-      if (!m.weights[w].splitAxes.empty() &&
-          !gatherWeight(m.weights[w], weights[w], gathered[w], error))
+      if (gathers(w) && !gatherWeight(m.weights[w], weightStage[w], weights[w],
+                                      gathered[w], error))
         return fail(a, "gathering weight '" + m.weights[w].name + "': " + error);
   auto wholeOf = [&](size_t w) -> const Tensor & {
-    return m.weights[w].splitAxes.empty() ? weights[w] : gathered[w];
+    return gathers(w) ? gathered[w] : weights[w];
   };
   if (!a.saveOnnx.empty() && leader) {
     if (m.source.empty())

@@ -102,13 +102,20 @@ FailureOr<SmallVector<Value>>
 autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
                         ArrayRef<std::pair<Value, Value>> seeds,
                         ArrayRef<Value> wrt,
-                        const llvm::DenseSet<Value> &tensorVarying) {
+                        const llvm::DenseSet<Value> &tensorVarying,
+                        const llvm::DenseMap<Value, Value> *aliases) {
+  auto resolve = [&](Value v) {
+    if (aliases)
+      if (Value a = aliases->lookup(v))
+        return a;
+    return v;
+  };
   // Values that depend on what we differentiate with respect to (forward)
   // ...
   llvm::DenseSet<Value> active(wrt.begin(), wrt.end());
   for (Operation *op : ops) {
-    bool depends = llvm::any_of(op->getOperands(),
-                                [&](Value v) { return active.count(v); });
+    bool depends = llvm::any_of(
+        op->getOperands(), [&](Value v) { return active.count(resolve(v)); });
     if (depends)
       for (Value r : op->getResults())
         if (isFloatTensor(r))
@@ -149,8 +156,8 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
   for (Operation *op : llvm::reverse(ops)) {
     if (isa<dopt::ConstantOp>(op) || seedOps.count(op))
       continue;
-    bool depends = llvm::any_of(op->getOperands(),
-                                [&](Value v) { return active.count(v); });
+    bool depends = llvm::any_of(
+        op->getOperands(), [&](Value v) { return active.count(resolve(v)); });
     bool any = llvm::any_of(op->getResults(), [&](Value r) {
       return adjoint.count(r) || shares.count(r);
     });
@@ -168,7 +175,8 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
                       llvm::any_of(op->getResults(), [&](Value r) {
                         return tensorVarying.count(r);
                       });
-    for (auto [v, g] : llvm::zip(op->getOperands(), operandGs)) {
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGs)) {
+      Value v = resolve(operand);
       if (!g || !active.count(v))
         continue;
       if (sharesOnly && !tensorVarying.count(v))

@@ -292,6 +292,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   // model it names in `dopt.source`.
   std::string modelPath = input.str();
   OwningOpRef<ModuleOp> module, evalModule;
+  // A training step on a pipelined plan: one step program per stage.
+  bool pipelinedStep = false;
   std::vector<int64_t> grid;
   if (input.ends_with(".mlir")) {
     if (clusterGiven()) {
@@ -330,17 +332,39 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
     if (!partitionForCluster(context, *module, grid, training))
       return 1;
+    pipelinedStep = training && grid.size() == 3 && grid[0] > 1;
+    if (pipelinedStep) {
+      std::string problem;
+      if (compileOptimizer.empty() || compileLoss.empty())
+        problem = "a pipelined plan trains whole steps: --pp needs --loss "
+                  "and --optimizer (not --gradients alone)";
+      else if (accumulateSteps > 1)
+        problem = "--accumulate does not combine with --pp: a pipelined "
+                  "step already runs its batch as micro-batches "
+                  "(--microbatches)";
+      else if (toCUDA)
+        problem = "pipelined training steps are built for the CPU only so "
+                  "far (--target cuda with --pp and --optimizer)";
+      if (!problem.empty()) {
+        WithColor::error() << problem << "\n";
+        return 1;
+      }
+    }
     // The loss after partitioning: a data-parallel replica's loss sums
-    // over its samples and all-reduces the sums (distopt-append-loss).
+    // over its samples and all-reduces the sums (distopt-append-loss). A
+    // pipelined step counts each micro-batch's labels (its weight in the
+    // whole batch's loss), then outlines its stages.
     if (!compileLoss.empty()) {
       auto [kind, out] = StringRef(compileLoss).split(':');
       AppendLossPassOptions lo;
       lo.kind = kind.str();
       lo.output = out.empty() ? "0" : out.str();
       lo.labels = compileLabels;
-      lo.counted = accumulateSteps > 1;
+      lo.counted = accumulateSteps > 1 || pipelinedStep;
       PassManager pm(&context);
       pm.addPass(createAppendLossPass(lo));
+      if (pipelinedStep)
+        pm.addPass(createOutlineStagesPass());
       if (failed(pm.run(*module)))
         return 1;
     }
@@ -349,7 +373,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // batch norm on running statistics), partitioned as the step is, and
     // its loss (with accuracy counts for class labels), for
     // `train --eval-data` and `eval`.
-    if (!compileOptimizer.empty() && !compileLoss.empty()) {
+    // (Not for a pipelined step yet: its weights live on their stages.)
+    if (!compileOptimizer.empty() && !compileLoss.empty() && !pipelinedStep) {
       ONNXImportOptions evalOptions;
       if (!importOptionsFromFlags(evalOptions))
         return 1;
@@ -430,7 +455,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   // holds the per-replica tensor (micro-batch x count along the batch dim).
   auto perReplica = [&](RankedTensorType t, Attribute batchDim) {
     auto b = dyn_cast_or_null<IntegerAttr>(batchDim);
-    if (!pipeline || !b)
+    if (!pipeline || !b || pipelinedStep)
       return t;
     SmallVector<int64_t> shape(t.getShape());
     shape[b.getInt()] *= microbatches;
@@ -438,6 +463,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   };
 
   std::map<int64_t, llvm::json::Object> modelInputs, modelOutputs;
+  llvm::StringMap<int64_t> stepInputIndex, stepOutputIndex;
   // The evaluation program's own inputs and outputs (its weights are the
   // step's, by name).
   std::map<int64_t, llvm::json::Object> evalInputs, evalOutputs;
@@ -475,7 +501,20 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     {
       PassManager pm(&context);
       pm.addPass(createOutlineWeightsPass());
-      if (!isEval && (compileGradients || !compileOptimizer.empty())) {
+      if (pipelinedStep) {
+        // The stage's forward becomes its step over the micro-batches, in
+        // the plan's schedule, recomputing as the plan says.
+        PipelineTrainingPassOptions pt;
+        pt.stage = static_cast<int64_t>(k);
+        pt.freezeWeights = freezeWeights;
+        if (auto plan = (*program)->getAttrOfType<DictionaryAttr>("dopt.plan")) {
+          if (auto s = plan.getAs<StringAttr>("schedule"))
+            pt.schedule = s.getValue().str();
+          if (auto r = plan.getAs<StringAttr>("recompute"))
+            pt.recompute = r.getValue().str();
+        }
+        pm.addPass(createPipelineTrainingPass(pt));
+      } else if (!isEval && (compileGradients || !compileOptimizer.empty())) {
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
         pm.addPass(createAutodiffPass(ad));
@@ -516,7 +555,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // achieved FLOP/s.
     if (!isEval && !compileOptimizer.empty())
       for (auto &[op, cost] : planner::estimateCosts(main))
-        stepFlops += cost.flops;
+        stepFlops += cost.flops / (pipelinedStep ? stages : 1);
     StageBuffers buffers;
     unsigned nextInput = 0;
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -562,6 +601,14 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       int64_t index = nextInput++;
       if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
         index = mi.getInt();
+      // A pipelined step's stages take different inputs (their weights'
+      // optimizer state): the manifest lists them all, by name.
+      if (pipelinedStep)
+        index = stepInputIndex
+                    .try_emplace(main.getArgAttrOfType<StringAttr>(i, "dopt.name")
+                                     .getValue(),
+                                 stepInputIndex.size())
+                    .first->second;
       buffers.inputs.push_back(llvm::json::Object{{"input", index}});
       auto &inputSpecs = isEval ? evalInputs : modelInputs;
       if (inputSpecs.count(index))
@@ -589,6 +636,20 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       int64_t index = nextOutput++;
       if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
         index = mo.getInt();
+      if (pipelinedStep) {
+        auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+        auto [it, fresh] =
+            stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
+        index = it->second;
+        buffers.outputs.push_back(llvm::json::Object{{"output", index}});
+        if (!fresh)
+          continue; // loss and grad_norm: every stage's
+        llvm::json::Object out = tensorJson(n.getValue(), type);
+        distribute(out, main.getResultAttr(i, "dopt.split_axes"),
+                   main.getResultAttr(i, "dopt.global_type"), nullptr);
+        modelOutputs[index] = std::move(out);
+        continue;
+      }
       buffers.outputs.push_back(llvm::json::Object{{"output", index}});
       auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
       std::string name =

@@ -83,7 +83,15 @@ cl::opt<int64_t> forceMicro(
 cl::opt<std::string> forceRecompute(
     "recompute", cl::desc("Force activation recomputation"),
     cl::value_desc("off|selective|full"),
-    cl::sub(distopt::tool::planCommand()));
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> pipelineSchedule(
+    "schedule",
+    cl::desc("The pipeline schedule of a training step: 1f1b (default) or "
+             "gpipe"),
+    cl::value_desc("1f1b|gpipe"), cl::init("1f1b"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> optimizer("optimizer",
                                cl::desc("adam (default), momentum or sgd"),
                                cl::init("adam"), cl::value_desc("name"),
@@ -144,6 +152,38 @@ bool applyGradientSync(PlanOptions &options, std::string &error) {
     options.gradDtype = parseDType(flags.dtype);
   if (flags.zero >= 0)
     options.zeroStage = flags.zero;
+  return true;
+}
+
+/// --recompute and --schedule (plan and compile).
+bool applyPipelineFlags(PlanOptions &options, std::string &error) {
+  if (!forceRecompute.empty()) {
+    if (forceRecompute == "off")
+      options.recompute = Recompute::Off;
+    else if (forceRecompute == "selective")
+      options.recompute = Recompute::Selective;
+    else if (forceRecompute == "full")
+      options.recompute = Recompute::Full;
+    else {
+      error = "--recompute must be off, selective or full, got '" +
+              forceRecompute + "'";
+      return false;
+    }
+    if (options.mode == PlanMode::Infer && *options.recompute != Recompute::Off) {
+      error = "--recompute applies to training";
+      return false;
+    }
+  }
+  if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
+    error = "--schedule must be 1f1b or gpipe, got '" + pipelineSchedule + "'";
+    return false;
+  }
+  if (pipelineSchedule.getNumOccurrences() && options.mode == PlanMode::Infer) {
+    error = "--schedule applies to training";
+    return false;
+  }
+  options.schedule = pipelineSchedule == "gpipe" ? PipelineSchedule::GPipe
+                                                 : PipelineSchedule::OneFOneB;
   return true;
 }
 
@@ -229,19 +269,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
       !positive(forcePP, "pp", options.pp, error) ||
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return usage(error);
-  if (!forceRecompute.empty()) {
-    if (forceRecompute == "off")
-      options.recompute = Recompute::Off;
-    else if (forceRecompute == "selective")
-      options.recompute = Recompute::Selective;
-    else if (forceRecompute == "full")
-      options.recompute = Recompute::Full;
-    else
-      return usage("--recompute must be off, selective or full, got '" +
-                   forceRecompute + "'");
-    if (options.mode == PlanMode::Infer && *options.recompute != Recompute::Off)
-      return usage("--recompute applies to --mode train");
-  }
+  if (!applyPipelineFlags(options, error))
+    return usage(error);
   if (emit != "summary" && emit != "ir")
     return usage("--emit must be summary or ir, got '" + emit + "'");
   if (globalBatch.getNumOccurrences() && globalBatch < 1)
@@ -409,21 +438,13 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
       !positive(forcePP, "pp", options.pp, error) ||
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return compileError(error);
-  if (!applyGradientSync(options, error))
+  if (!applyGradientSync(options, error) ||
+      !applyPipelineFlags(options, error))
     return compileError(error);
   if (sameAs && sameAs->size() == 3) {
     options.pp = (*sameAs)[0];
     options.dp = (*sameAs)[1];
     options.tp = (*sameAs)[2];
-  }
-  if (training) {
-    // Training steps are partitioned data- and tensor-parallel so far: the
-    // pipelined backward (GPipe, 1F1B schedules) is not built yet.
-    if (options.pp && *options.pp > 1)
-      return compileError("a training step runs data- and tensor-parallel "
-                          "(--dp, --tp); pipeline-parallel training (--pp) "
-                          "is not supported yet");
-    options.pp = 1;
   }
 
   if (!profileFile.empty()) {
@@ -463,7 +484,11 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   if (Error e = annotatePlan(module, *graph, p))
     return compileError(toString(std::move(e)));
   mlir::PassManager pm(&context);
-  pm.addPass(distopt::createPartitionPass());
+  // A pipelined training step appends its loss to the partitioned @main
+  // before the stages are outlined (runCompile).
+  distopt::PartitionPassOptions partitionOptions;
+  partitionOptions.outlineStages = !training || p.pp == 1;
+  pm.addPass(distopt::createPartitionPass(partitionOptions));
   if (failed(pm.run(module)))
     return false;
   if (Error e = checkPlannedCollectives(module, p))

@@ -58,6 +58,9 @@ struct PlanOptions {
   std::optional<int> zeroStage;
   std::optional<int64_t> dp, tp, pp, microbatches;
   std::optional<Recompute> recompute;
+  /// The pipeline schedule of a training step (the activations it keeps
+  /// in flight: GPipe every micro-batch's, 1F1B at most the stages').
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   EfficiencyProfile efficiency;
   unsigned maxAlternatives = 5;
   /// The fraction of a device's memory a plan may fill: the rest is left to
@@ -87,6 +90,7 @@ struct Plan {
   int zeroStage = 0;
   int64_t microbatches = 1, microbatchSize = 1;
   Recompute recompute = Recompute::Off;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   double stepTime = 0, compute = 0, communication = 0, bubble = 0;
   /// Exposed data-parallel gradient all-reduce (after overlap with the
   /// last backward), and its full duration.

@@ -93,7 +93,8 @@ bool runEntry(EntryFn entry, const Manifest &manifest,
 /// bundle's evaluation program over a data set; prints {"loss", "accuracy",
 /// "samples"} as JSON (Train.cpp).
 int runEvaluation(int argc, char **argv, const std::string &defaultBundle);
-int runTraining(int argc, char **argv, EntryFn entry,
+/// `entries`: the step's program, or one per pipeline stage.
+int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                 const std::string &defaultBundleDir);
 
 } // namespace distopt::runtime

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace distopt::autodiff {
@@ -39,11 +40,16 @@ applyRule(mlir::OpBuilder &b, mlir::Operation *op,
 /// says which values differ between the ranks of the tensor axis: the
 /// shares of replicated values' adjoints that varying ops contribute are
 /// all-reduced over the axis once per value (Differentiate.cpp).
+/// `aliases`: operands of `ops` that stand for other values (an op kept from
+/// an earlier forward while its producers were recomputed: its operands are
+/// the forward's values, their twins in `ops` the recomputed ones, which
+/// get the adjoints).
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 differentiate(mlir::OpBuilder &b, mlir::ArrayRef<mlir::Operation *> ops,
               mlir::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds,
               mlir::ArrayRef<mlir::Value> wrt,
-              const llvm::DenseSet<mlir::Value> &tensorVarying);
+              const llvm::DenseSet<mlir::Value> &tensorVarying,
+              const llvm::DenseMap<mlir::Value, mlir::Value> *aliases = nullptr);
 
 /// The values of `func` (its arguments and the results of `ops`, nested ops
 /// included) that differ between the ranks of the tensor axis of its

@@ -346,6 +346,61 @@ def OutlineStagesPass : Pass<"distopt-outline-stages", "mlir::ModuleOp"> {
   }];
 }
 
+def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
+  let summary = "Make a pipeline stage's forward its training step over the micro-batches";
+  let description = [{
+    @main is stage `stage` of a pipelined plan (module attribute
+    `dopt.pipeline`: stages, micro-batches M) over one micro-batch, after
+    `distopt-outline-stages` and `distopt-outline-weights`: model inputs,
+    activations from the stage before (`dopt.activation`), weights; results:
+    activations for the stage after and, on the last stage, `loss` and
+    `counted` (`distopt-append-loss counted=true`). It becomes the stage's
+    whole training step: data inputs holding the replica's M micro-batches
+    along their batch dimension, results `loss` (the whole batch's, on every
+    stage: all-reduced over the stage axis, the others adding zeros) and
+    `grad:<w>` per trained weight, summed over the micro-batches -- exactly
+    the gradient of the whole batch (the last stage seeds micro-batch m's
+    backward with counted_m / sum counted, known from the labels before the
+    first backward). Then `distopt-sync-gradients` and `distopt-optimizer`
+    run as for any step.
+
+    The micro-batches' forwards (F) and backwards (B) run in the order of
+    `schedule`: `gpipe` (all F, then all B) or `1f1b` (PipeDream-Flush:
+    S - 1 - k warm-up F, then F and B in turn, then the remaining B).
+    Activations go to the next stage and their adjoints come back by
+    `shard.send` / `shard.recv` on the stage axis (sends do not wait for
+    the receive). A B reads the values of its F (kept until then: the stash
+    of in-flight micro-batches), or recomputes them from the stashed stage
+    inputs: `recompute=full` re-runs every forward op in B,
+    `recompute=selective` all but the matmuls and convolutions (their
+    results are kept); recomputed ops are marked `dopt.recomputed`.
+
+    ```mlir
+    // stage 0 of 2, M = 2, 1f1b: F0 F1 B0 B1
+    %x0 = dopt.slice %x ...            %h0 = ... ; shard.send %h0 ... destination = [1]
+    %x1 = dopt.slice %x ...            %h1 = ... ; shard.send %h1 ...
+    %g0 = shard.recv ... source = [1]  (backward of micro-batch 0)
+    ...
+    ```
+
+    Errors: a dropout in training form (its per-micro-batch mask positions
+    are not built), a model input without a batch dimension, a last stage
+    without `loss` and `counted`.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0",
+           "The pipeline stage this program is">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe or 1f1b">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"off\"",
+           "off, selective or full">,
+    Option<"freezeWeights", "freeze-weights", "std::string", /*default=*/"",
+           "Weights whose names match this regular expression get no gradient">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
   let summary = "Append the gradients of @main's scalar loss with respect to its weights";
   let description = [{
