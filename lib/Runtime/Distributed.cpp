@@ -633,6 +633,22 @@ void recvFrom(DortUnrankedMemRef *out, int64_t axis, int64_t peer,
 
 extern "C" {
 
+void dort_trace_pipeline(int64_t kind, int64_t microbatch) {
+  // The open span of this rank's stage: a forward or a backward.
+  static double start = 0;
+  if (kind == 0 || kind == 2) {
+    start = trace::now();
+    return;
+  }
+  if (!trace::enabled())
+    return;
+  int64_t stage = gCoords.empty() ? 0 : gCoords[0];
+  trace::record({std::string(kind == 1 ? "F" : "B") + std::to_string(microbatch),
+                 kind == 1 ? "forward" : "backward", start, trace::now(), 0,
+                 "\"stage\": " + std::to_string(stage) +
+                     ", \"microbatch\": " + std::to_string(microbatch)});
+}
+
 void dort_p2p_flush(void) {
   auto &sends = pendingSends();
   while (!sends.empty()) {

@@ -22,6 +22,7 @@
 #include "distopt/Transforms/Autodiff.h"
 #include "distopt/Transforms/GridAxes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -84,6 +85,59 @@ struct PipelineTrainingPass
   bool last = false;
   FlatSymbolRefAttr gridRef;
   DenseI16ArrayAttr stageAxis;
+
+  /// Marks the start or end of a micro-batch's forward or backward for the
+  /// timeline (dort_trace_pipeline(kind, micro-batch): 0/1 forward
+  /// start/end, 2/3 backward start/end).
+  void mark(OpBuilder &b, Location loc, int64_t kind, int64_t m) {
+    auto i64 = b.getI64Type();
+    auto fn = module.lookupSymbol<func::FuncOp>("dort_trace_pipeline");
+    if (!fn) {
+      OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+      fn = func::FuncOp::create(mb, loc, "dort_trace_pipeline",
+                                mb.getFunctionType({i64, i64}, {}));
+      fn.setPrivate();
+    }
+    Value k = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(kind));
+    Value mv = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(m));
+    func::CallOp::create(b, loc, fn, ValueRange{k, mv});
+  }
+
+  /// Micro-batch m's copy of a dropout: the replica's block of the whole
+  /// batch (the partitioner's offsets, for a micro-batch) holds M
+  /// micro-batches along dimension 0; micro-batch m's rows follow the m
+  /// before it.
+  void placeMicrobatch(OpBuilder &b, dopt::DropoutOp d, int64_t m) {
+    auto local = cast<RankedTensorType>(d.getInput().getType());
+    if (local.getRank() == 0)
+      return;
+    SmallVector<int64_t> whole(local.getShape());
+    bool placed = static_cast<bool>(d.getGlobalShapeAttr());
+    if (placed)
+      whole.assign(d.getGlobalShapeAttr().asArrayRef().begin(),
+                   d.getGlobalShapeAttr().asArrayRef().end());
+    else
+      whole[0] *= microbatches;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(d);
+    Location loc = d.getLoc();
+    auto offType = RankedTensorType::get({local.getRank()}, b.getI64Type());
+    SmallVector<int64_t> scale(local.getRank(), 1), shift(local.getRank(), 0);
+    scale[0] = microbatches;
+    shift[0] = m * local.getDimSize(0);
+    Value offsets = dopt::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(shift)));
+    if (Value old = d.getOffsets())
+      offsets = dopt::AddOp::create(
+          b, loc,
+          dopt::MulOp::create(
+              b, loc, old,
+              dopt::ConstantOp::create(
+                  b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(scale)))),
+          offsets);
+    d.getOffsetsMutable().assign(offsets);
+    d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(whole));
+  }
 
   /// A message to or from stage `peer` (0-d tensors travel as [1]).
   void send(OpBuilder &b, Location loc, Value v, int64_t peer) {
@@ -150,21 +204,16 @@ struct PipelineTrainingPass
     Block &body = stageFn.getBody().front();
     auto fret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Operation *> forwardOps;
-    for (Operation &op : body.without_terminator()) {
-      if (isa<dopt::DropoutOp>(op)) {
-        op.emitError("dropout in training form is not supported in a "
-                     "pipelined training step yet (its mask positions per "
-                     "micro-batch); train this model without --pp");
-        return signalPassFailure();
-      }
+    for (Operation &op : body.without_terminator())
       forwardOps.push_back(&op);
-    }
 
     // What the stage's arguments and results carry.
-    SmallVector<unsigned> dataArgs, activationArgs, weightArgs;
+    SmallVector<unsigned> dataArgs, activationArgs, weightArgs, keyArgs;
     for (unsigned i = 0; i < stageFn.getNumArguments(); ++i) {
       if (stageFn.getArgAttr(i, "dopt.weight"))
         weightArgs.push_back(i);
+      else if (stageFn.getArgAttr(i, "dopt.rng_key"))
+        keyArgs.push_back(i);
       else if (stageFn.getArgAttr(i, "dopt.activation"))
         activationArgs.push_back(i);
       else
@@ -225,6 +274,10 @@ struct PipelineTrainingPass
       argAttrs.push_back(stageFn.getArgAttrDict(i));
       batchDims.push_back(bd.getInt());
     }
+    for (unsigned i : keyArgs) {
+      argTypes.push_back(stageFn.getArgument(i).getType());
+      argAttrs.push_back(stageFn.getArgAttrDict(i));
+    }
     for (unsigned i : weightArgs) {
       argTypes.push_back(stageFn.getArgument(i).getType());
       argAttrs.push_back(stageFn.getArgAttrDict(i));
@@ -238,7 +291,8 @@ struct PipelineTrainingPass
     for (unsigned i = 0; i < dataArgs.size(); ++i)
       stepData.push_back(entry->getArgument(i));
     for (unsigned i = 0; i < weightArgs.size(); ++i)
-      stepWeights.push_back(entry->getArgument(dataArgs.size() + i));
+      stepWeights.push_back(
+          entry->getArgument(dataArgs.size() + keyArgs.size() + i));
     // The trained weights (float, not frozen).
     SmallVector<unsigned> params; // indices into weightArgs
     for (auto [j, i] : llvm::enumerate(weightArgs)) {
@@ -279,8 +333,20 @@ struct PipelineTrainingPass
     auto mapInputs = [&](IRMapping &map, int64_t m) {
       for (auto [j, i] : llvm::enumerate(dataArgs))
         map.map(stageFn.getArgument(i), sliceOf(j, m));
+      for (auto [j, i] : llvm::enumerate(keyArgs))
+        map.map(stageFn.getArgument(i), entry->getArgument(dataArgs.size() + j));
       for (auto [j, i] : llvm::enumerate(weightArgs))
         map.map(stageFn.getArgument(i), stepWeights[j]);
+    };
+    // Clones a forward op for micro-batch m: a dropout draws the mask of
+    // its rows of the whole batch (micro-batch m of the replica's block,
+    // stacked along dimension 0 as in one process), so masks do not depend
+    // on the plan.
+    auto cloneFor = [&](Operation *op, IRMapping &map, int64_t m) {
+      Operation *copy = b.clone(*op, map);
+      if (auto d = dyn_cast<dopt::DropoutOp>(copy))
+        placeMicrobatch(b, d, m);
+      return copy;
     };
 
     // The last stage weighs micro-batch m by its counted labels over all of
@@ -327,6 +393,7 @@ struct PipelineTrainingPass
          scheduleOf(schedule, stage, stages, microbatches)) {
       if (!isBackward) {
         // Forward of micro-batch m: receive, compute, send on.
+        mark(b, loc, 0, m);
         IRMapping &map = inputs[m];
         mapInputs(map, m);
         for (unsigned i : activationArgs) {
@@ -338,7 +405,7 @@ struct PipelineTrainingPass
         }
         forward[m] = map;
         for (Operation *op : forwardOps)
-          forwardClones[m].push_back(b.clone(*op, forward[m]));
+          forwardClones[m].push_back(cloneFor(op, forward[m], m));
         for (unsigned i : leaving)
           send(b, loc, forward[m].lookup(fret.getOperand(i)), stage + 1);
         if (last) {
@@ -347,9 +414,11 @@ struct PipelineTrainingPass
           lossSum = lossSum ? Value(dopt::AddOp::create(b, loc, lossSum, part))
                             : part;
         }
+        mark(b, loc, 1, m);
         continue;
       }
       // Backward of micro-batch m: the forward's values, or recomputed ones.
+      mark(b, loc, 2, m);
       IRMapping map = inputs[m];
       SmallVector<Operation *> ops;
       // A kept op reads the forward's values; the recomputed twins of those
@@ -365,7 +434,7 @@ struct PipelineTrainingPass
             map.map(o, n);
           ops.push_back(kept);
         } else {
-          Operation *again = b.clone(*op, map);
+          Operation *again = cloneFor(op, map, m);
           again->setAttr("dopt.recomputed", b.getUnitAttr());
           ops.push_back(again);
           for (auto [o, n] : llvm::zip(kept->getResults(), again->getResults()))
@@ -419,6 +488,7 @@ struct PipelineTrainingPass
                                    ArrayRef<Value>(*grads).drop_front(params.size())))
         send(b, loc, g ? g : constant(cast<RankedTensorType>(a.getType()), 0.0),
              stage - 1);
+      mark(b, loc, 3, m);
     }
 
     // The loss of the whole batch, on every stage (the others add zeros).

@@ -170,7 +170,8 @@ bool applyPipelineFlags(PlanOptions &options, std::string &error) {
       return false;
     }
     if (options.mode == PlanMode::Infer && *options.recompute != Recompute::Off) {
-      error = "--recompute applies to training";
+      error = "--recompute applies to training (plan --mode train, compile "
+              "--optimizer)";
       return false;
     }
   }
@@ -179,7 +180,8 @@ bool applyPipelineFlags(PlanOptions &options, std::string &error) {
     return false;
   }
   if (pipelineSchedule.getNumOccurrences() && options.mode == PlanMode::Infer) {
-    error = "--schedule applies to training";
+    error = "--schedule applies to training (plan --mode train, compile "
+            "--optimizer)";
     return false;
   }
   options.schedule = pipelineSchedule == "gpipe" ? PipelineSchedule::GPipe

@@ -56,6 +56,10 @@ void dort_shard_wait(int64_t handle);
 /// Completes every pipeline send still in flight
 /// (_mlir_ciface_dort_shard_send_*); a no-op when there are none.
 void dort_p2p_flush(void);
+/// A pipelined step's timeline marks (distopt-pipeline-training): kind 0/1
+/// starts/ends micro-batch `microbatch`'s forward, 2/3 its backward; the
+/// span is recorded (name "F<m>" or "B<m>") when tracing is on.
+void dort_trace_pipeline(int64_t kind, int64_t microbatch);
 }
 
 #endif // DISTOPT_RUNTIME_DISTRIBUTED_H

@@ -373,7 +373,9 @@ def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
     of in-flight micro-batches), or recomputes them from the stashed stage
     inputs: `recompute=full` re-runs every forward op in B,
     `recompute=selective` all but the matmuls and convolutions (their
-    results are kept); recomputed ops are marked `dopt.recomputed`.
+    results are kept); recomputed ops are marked `dopt.recomputed`. Each
+    forward and backward is bracketed by calls to
+    `dort_trace_pipeline(kind, micro-batch)` for the timeline.
 
     ```mlir
     // stage 0 of 2, M = 2, 1f1b: F0 F1 B0 B1
@@ -383,9 +385,10 @@ def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
     ...
     ```
 
-    Errors: a dropout in training form (its per-micro-batch mask positions
-    are not built), a model input without a batch dimension, a last stage
-    without `loss` and `counted`.
+    A dropout draws the mask of its micro-batch's rows of the whole batch
+    (the micro-batches stacked along dimension 0 of the replica's block),
+    so masks are the same under any plan. Errors: a model input without a
+    batch dimension, a last stage without `loss` and `counted`.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"0",
@@ -398,7 +401,8 @@ def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
            "Weights whose names match this regular expression get no gradient">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect",
-                           "mlir::tensor::TensorDialect"];
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect"];
 }
 
 def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {

@@ -1,0 +1,231 @@
+"""Pipeline-parallel training (issue 12): a training step compiled with --pp
+runs one program per stage over the replica's micro-batches in the GPipe or
+1F1B order, activations and their adjoints passed between neighbouring
+stages, with or without recomputation, combined with data and tensor
+parallelism and ZeRO-1. The trajectory is PyTorch's and the one
+process's; checkpoints move between plans; the timeline shows each stage's
+order; the errors say what is not built."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cli import DISTOPT, run
+from training import (REFERENCE_DIRS, assert_follows_reference, batches_as_data,
+                      compile_step, rel_err, train, train_flags)
+
+pytestmark = [
+    pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun"),
+]
+
+# run name of a torch.optim reference run, plan flags, ranks.
+CASES = [("gpt_adamw", ["--pp", "2", "--microbatches", "2"], 2),
+         ("gpt_adamw", ["--pp", "2", "--microbatches", "4", "--schedule", "gpipe"], 2),
+         ("gpt_adamw", ["--dp", "2", "--pp", "2", "--microbatches", "2"], 4),
+         ("gpt_adamw", ["--tp", "2", "--pp", "2", "--microbatches", "2"], 4),
+         ("encoder_adamw", ["--pp", "2", "--microbatches", "2", "--recompute", "full"], 2),
+         ("cnn_sgd", ["--pp", "2", "--microbatches", "2", "--recompute", "selective"], 2),
+         ("sgd_clipped", ["--pp", "2", "--microbatches", "3"], 2)]
+
+
+@pytest.mark.parametrize("run_name,flags,ranks", CASES,
+                         ids=[f"{c[0]}-{'-'.join(f.lstrip('-') for f in c[1])}" for c in CASES])
+def test_pipeline_training_matches_pytorch(run_name, flags, ranks, torch_models, tmp_path):
+    """20 steps under the pipelined plan equal torch.optim's 20 steps on the
+    whole batches (loss at every step and final weights within 1e-4):
+    micro-batches weigh by their counted labels, gradients accumulate over
+    them, the stages' squares add up in the clipping norm."""
+    d = torch_models / REFERENCE_DIRS[run_name]
+    meta = json.loads((d / "meta.json").read_text())[run_name]
+    cfg = meta["config"]
+    extra = ["--nesterov"] if cfg.get("nesterov") else []
+    bundle = compile_step(d / "model.onnx", tmp_path / "pp.dx", cfg["kind"], "--cluster",
+                          f"local:{ranks}", *flags, *extra)
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert len(m["pipeline"]["stages"]) == 2
+    # Each stage holds its own weights only.
+    stage_weights = [set(s["weights"]) for s in m["pipeline"]["stages"]]
+    assert stage_weights[0] and stage_weights[1] and not stage_weights[0] & stage_weights[1]
+    assert_follows_reference(bundle, ranks, d, meta, tmp_path, f"{run_name} {flags}")
+
+
+def test_pipeline_equals_one_process_under_every_schedule(torch_models, tmp_path):
+    """The GPT-style decoder with global-norm clipping: pp 2 under 1F1B and
+    GPipe, with selective and full recomputation, dp 2 x pp 2 with ZeRO-1
+    and dp 2 x tp 2 x pp 2 follow one process's losses, gradient norms and
+    weights within 1e-5; a plan's run repeats bit for bit."""
+    d = torch_models / "train_gpt"
+    cfg = json.loads((d / "meta.json").read_text())["gpt_adamw"]["config"]
+    data = [*batches_as_data(d, tmp_path), "--steps", "20", "--no-shuffle",
+            *train_flags(cfg), "--clip-grad-norm", "0.5"]
+    base = compile_step(d / "model.onnx", tmp_path / "one.dx", "adamw")
+    base_steps, base_w = train(base, 1, *data)
+    plans = {
+        "1f1b": (2, ["--pp", "2", "--microbatches", "4"]),
+        "gpipe-sel": (2, ["--pp", "2", "--microbatches", "4", "--schedule", "gpipe",
+                          "--recompute", "selective"]),
+        "full": (2, ["--pp", "2", "--microbatches", "2", "--recompute", "full"]),
+        "dp-zero": (4, ["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"]),
+        "3d": (8, ["--dp", "2", "--tp", "2", "--pp", "2", "--microbatches", "2"]),
+    }
+    for name, (ranks, flags) in plans.items():
+        bundle = compile_step(d / "model.onnx", tmp_path / f"{name}.dx", "adamw",
+                              "--cluster", f"local:{ranks}", *flags)
+        steps, saved = train(bundle, ranks, *data)
+        for a, b in zip(steps, base_steps):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (name, a, b)
+            assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * b["grad_norm"], (name, a, b)
+        for f in base_w.iterdir():
+            assert rel_err(np.load(saved / f.name), np.load(f)) <= 1e-5, (name, f.name)
+        if name == "1f1b":
+            again, saved2 = train(bundle, ranks, *data, tag="-again")
+            assert [s["loss"] for s in again] == [s["loss"] for s in steps]
+            for f in saved.iterdir():
+                assert np.array_equal(np.load(saved2 / f.name), np.load(f)), f.name
+
+
+def test_pipeline_checkpoints_move_between_plans(torch_models, tmp_path):
+    """dp 2 x pp 2 with ZeRO-1 writes a checkpoint (each stage's tensors by
+    its own ranks, described in one meta.json); tp 2 x pp 2 resumes from
+    it, one process from that one's: 18 steps as the straight run's."""
+    d = torch_models / "train_gpt"
+    cfg = json.loads((d / "meta.json").read_text())["gpt_adamw"]["config"]
+    data = [*batches_as_data(d, tmp_path), "--no-shuffle", *train_flags(cfg)]
+    one = compile_step(d / "model.onnx", tmp_path / "one.dx", "adamw")
+    a_b = compile_step(d / "model.onnx", tmp_path / "a.dx", "adamw", "--cluster", "local:4",
+                       "--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1")
+    b_b = compile_step(d / "model.onnx", tmp_path / "b.dx", "adamw", "--cluster", "local:4",
+                       "--tp", "2", "--pp", "2", "--microbatches", "2")
+    straight, straight_w = train(one, 1, *data, "--steps", "18")
+    ck1, ck2 = tmp_path / "ck1", tmp_path / "ck2"
+    a, _ = train(a_b, 4, *data, "--steps", "6", "--checkpoint-dir", ck1)
+    meta = json.loads((ck1 / "checkpoint" / "meta.json").read_text())
+    m = json.loads((a_b / "manifest.json").read_text())
+    assert set(meta["weights"]) == {w["name"] for w in m["weights"]}
+    # The last stage's weights were written by its first rank (rank 2).
+    last = [m["weights"][w]["name"] for w in m["pipeline"]["stages"][1]["weights"]]
+    assert all(meta["weights"][n].endswith(".r2.npy") for n in last), meta["weights"]
+    b, _ = train(b_b, 4, *data, "--steps", "12", "--resume", ck1, "--checkpoint-dir", ck2)
+    c, w = train(one, 1, *data, "--steps", "18", "--resume", ck2, tag="-resumed")
+    assert [s["step"] for s in a + b + c] == list(range(1, 19))
+    assert np.allclose([s["loss"] for s in a + b + c], [s["loss"] for s in straight],
+                       rtol=1e-5)
+    for f in straight_w.iterdir():
+        assert rel_err(np.load(w / f.name), np.load(f)) <= 1e-5, f.name
+
+
+def test_pipeline_timeline_shows_each_stage_order(torch_models, tmp_path):
+    """--trace: each stage's forwards and backwards per micro-batch in the
+    schedule's order -- 1F1B on 2 stages and 4 micro-batches: stage 0 runs
+    F0 F1 B0 F2 B1 F3 B2 B3, stage 1 F0 B0 F1 B1 ...; GPipe: every F, then
+    every B -- and the sends and receives between them."""
+    d = torch_models / "train_gpt"
+    data = [*batches_as_data(d, tmp_path), "--steps", "2", "--no-shuffle"]
+    want = {"1f1b": [["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"],
+                     ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]],
+            "gpipe": [["F0", "F1", "F2", "F3", "B0", "B1", "B2", "B3"]] * 2}
+    for schedule, orders in want.items():
+        bundle = compile_step(d / "model.onnx", tmp_path / f"{schedule}.dx", "sgd",
+                              "--cluster", "local:2", "--pp", "2", "--microbatches", "4",
+                              "--schedule", schedule)
+        trace = tmp_path / f"{schedule}.json"
+        train(bundle, 2, *data, "--trace", trace)
+        events = json.loads(trace.read_text())["traceEvents"]
+        for stage, order in enumerate(orders):
+            mine = sorted((e for e in events if e.get("pid") == stage and
+                           e.get("cat") in ("forward", "backward")), key=lambda e: e["ts"])
+            assert [e["name"] for e in mine] == order * 2, (schedule, stage)
+            assert all(e["args"]["stage"] == stage for e in mine)
+            names = {e["name"] for e in events if e.get("pid") == stage}
+            assert {"send", "recv"} <= names
+
+
+def dropout_mlp(path):
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 32)) * 0.3).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((32, 32)) * 0.3).astype(np.float32), "w2"),
+             numpy_helper.from_array((rng.standard_normal((32, 8)) * 0.3).astype(np.float32), "w3"),
+             numpy_helper.from_array(np.array(0.2, np.float32), "r"),
+             numpy_helper.from_array(np.array(True), "t")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+             helper.make_node("Relu", ["h"], ["a"], name="relu"),
+             helper.make_node("Dropout", ["a", "r", "t"], ["d"], name="drop"),
+             helper.make_node("MatMul", ["d", "w2"], ["h2"], name="fc2"),
+             helper.make_node("Relu", ["h2"], ["a2"], name="relu2"),
+             helper.make_node("Dropout", ["a2", "r", "t"], ["d2"], name="drop2"),
+             helper.make_node("MatMul", ["d2", "w3"], ["logits"], name="fc3")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 8])],
+                          inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal((80, 16)).astype(np.float32)
+    np.save(path.parent / "x.npy", x)
+    np.save(path.parent / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
+    return ["--data", f"x={path.parent / 'x.npy'}", "--data", f"labels={path.parent / 'y.npy'}"]
+
+
+def test_pipelined_dropout_draws_the_one_process_masks(tmp_path):
+    """Dropout in training form under pp 2 and dp 2 x pp 2 (recomputing
+    the forward in backward): each micro-batch draws the masks of its rows
+    of the whole batch, so the trajectory is the one process's."""
+    path = tmp_path / "mlp.onnx"
+    data = [*dropout_mlp(path), "--steps", "15", "--lr", "0.01"]
+    one = compile_step(path, tmp_path / "one.dx", "adam")
+    base, _ = train(one, 1, *data)
+    for ranks, flags in [(2, ["--pp", "2", "--microbatches", "2"]),
+                         (4, ["--dp", "2", "--pp", "2", "--microbatches", "2",
+                              "--recompute", "full"])]:
+        bundle = compile_step(path, tmp_path / f"p{ranks}.dx", "adam", "--cluster",
+                              f"local:{ranks}", *flags)
+        steps, _ = train(bundle, ranks, *data)
+        assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in base],
+                           rtol=1e-5), flags
+
+
+def test_pipeline_training_errors(torch_models, tmp_path):
+    d = torch_models / "train_gpt"
+    model = d / "model.onnx"
+
+    def compile_(*flags):
+        return run(DISTOPT, "compile", model, *flags, "-o", tmp_path / "e.dx", check=False)
+
+    pp = ["--cluster", "local:2", "--pp", "2", "--microbatches", "2"]
+    p = compile_("--loss", "cross-entropy:logits", "--gradients", *pp)
+    assert p.returncode == 1
+    assert "a pipelined plan trains whole steps: --pp needs --loss and --optimizer " \
+           "(not --gradients alone)" in p.stderr
+    p = compile_("--loss", "cross-entropy:logits", "--optimizer", "sgd", "--accumulate", "2",
+                 *pp)
+    assert p.returncode == 1
+    assert "--accumulate does not combine with --pp: a pipelined step already runs its " \
+           "batch as micro-batches (--microbatches)" in p.stderr
+    p = compile_("--loss", "cross-entropy:logits", "--optimizer", "sgd", "--schedule", "zigzag",
+                 *pp)
+    assert p.returncode == 1 and "--schedule must be 1f1b or gpipe, got 'zigzag'" in p.stderr
+    p = compile_("--loss", "cross-entropy:logits", "--optimizer", "sgd", "--recompute", "some",
+                 *pp)
+    assert p.returncode == 1
+    assert "--recompute must be off, selective or full, got 'some'" in p.stderr
+    p = compile_("--schedule", "gpipe", *pp)
+    assert p.returncode == 1
+    assert "--schedule applies to training (plan --mode train, compile --optimizer)" in p.stderr
+    # A pipelined step has no evaluation program yet; an inference pipeline
+    # does not train.
+    step = compile_step(model, tmp_path / "s.dx", "sgd", *pp)
+    data = batches_as_data(d, tmp_path)
+    p = run(DISTOPT, "run", "-n", "2", step, "train", *data, "--steps", "1", "--eval-data",
+            *[f for f in data if f != "--data"][:1], check=False)
+    assert p.returncode != 0
+    assert "--eval-data: a pipelined step has no evaluation program yet" in p.stderr
+    infer = tmp_path / "i.dx"
+    run(DISTOPT, "compile", model, *pp, "-o", infer)
+    p = run(DISTOPT, "run", "-n", "2", infer, "train", *data, "--steps", "1", check=False)
+    assert p.returncode != 0
+    assert "this is a pipelined inference bundle: compile the model with --loss and " \
+           "--optimizer to train it" in p.stderr
