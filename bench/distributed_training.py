@@ -1,17 +1,20 @@
 #!/usr/bin/python3
-"""Benchmark: data-parallel training throughput, distopt vs PyTorch DDP.
+"""Benchmark: distributed training throughput per plan kind, distopt vs PyTorch DDP.
 
 Runs with Debian's python3-torch (/usr/bin/python3). For a GPT-2-style
 decoder and a small CNN (bench/gpu_models.py's GPT; convolutions, pooling
 and a classifier, no batch norm), exports the inference graph with
-torch.onnx.export and, for each rank count N:
+torch.onnx.export and, for each rank count N and each plan kind on N ranks
+(data parallel dp N; tensor parallel tp N; pipelined pp N with 4
+micro-batches, 1F1B; and on 4 ranks dp 2 x tp 2, dp 2 x pp 2, tp 2 x pp 2):
 
 - distopt: `distopt compile --loss cross-entropy:logits --optimizer adamw
-  --cluster local:N --dp N` and `distopt run -n N BUNDLE train` (gradient
-  buckets all-reduced on a communication thread, overlapping backward);
+  --cluster local:N <degrees>` and `distopt run -n N BUNDLE train`;
 - PyTorch: DistributedDataParallel over the gloo backend, N processes, each
-  on its 1/N of the same global batch, AdamW, the same threads per process;
-- the planner: `distopt plan --cluster local:N --dp N`'s predicted step.
+  on its 1/N of the same global batch, AdamW, the same threads per process
+  (the data-parallel peer; the other plan kinds are compared with it on
+  the same ranks and batch);
+- the planner: `distopt plan --cluster local:N <degrees>`'s predicted step.
 
 Prints samples/s (global batch / median step time after warm-up) of each,
 the ratio, and the planner's prediction, as a Markdown table. Both peers
@@ -108,6 +111,19 @@ def ddp_worker(rank, world, port, name, state, shape, classes, steps, threads, o
     dist.destroy_process_group()
 
 
+def plan_kinds(n):
+    """(label, degree flags) of the plans on n ranks."""
+    if n == 1:
+        return [("one process", [])]
+    kinds = [(f"dp {n}", ["--dp", str(n)]), (f"tp {n}", ["--tp", str(n)]),
+             (f"pp {n}", ["--pp", str(n), "--microbatches", "4"])]
+    if n == 4:
+        kinds += [("dp 2 x tp 2", ["--dp", "2", "--tp", "2"]),
+                  ("dp 2 x pp 2", ["--dp", "2", "--pp", "2", "--microbatches", "4"]),
+                  ("tp 2 x pp 2", ["--tp", "2", "--pp", "2", "--microbatches", "4"])]
+    return kinds
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,46 +158,55 @@ def main() -> int:
                 if shape[0] % n:
                     continue
                 threads = max(1, cores // n)
-                cluster = ["--cluster", f"local:{n}", "--dp", str(n)] if n > 1 else []
-                bundle = tmp / f"{name}{n}.dx"
-                r = subprocess.run([str(distopt), "compile", str(path), "--loss",
-                                    "cross-entropy:logits", "--optimizer", "adamw", *cluster,
-                                    "-o", str(bundle)], capture_output=True, text=True)
-                if r.returncode:
-                    print(f"{name} x{n}: compile failed: {r.stderr[-800:]}")
-                    continue
-                log = tmp / f"{name}{n}.jsonl"
-                r = subprocess.run([str(distopt), "run", "-n", str(n), str(bundle), "train",
-                                    "--data", f"x={tmp / 'x.npy'}", "--data",
-                                    f"labels={tmp / 'y.npy'}", "--steps", str(args.steps),
-                                    "--no-shuffle", "--lr", "1e-3", "--log", str(log)],
-                                   capture_output=True, text=True,
-                                   env=dict(env, DISTOPT_NUM_THREADS=str(threads)))
-                if r.returncode:
-                    print(f"{name} x{n}: train failed: {r.stderr[-800:]}")
-                    continue
-                steps = [json.loads(line) for line in log.read_text().splitlines()]
-                ours = statistics.median(s["step_s"] for s in steps[5:])
-                share = statistics.median(s["comm_share"] for s in steps[5:])
                 out = tmp / f"ddp-{name}{n}.json"
                 mp.spawn(ddp_worker, args=(n, free_port(), name, state, shape, classes,
                                            args.steps, threads, str(out)), nprocs=n, join=True)
                 theirs = statistics.median(json.loads(out.read_text())[5:])
-                plan = subprocess.run([str(distopt), "plan", str(path), "--cluster",
-                                       f"local:{max(n, 1)}", "--dp", str(n), "--json", "-"],
-                                      capture_output=True, text=True)
-                predicted = (json.loads(plan.stdout)["predicted_step_time_s"]
-                             if plan.returncode == 0 else float("nan"))
-                rows.append((name, desc, n, threads, shape[0] / ours, shape[0] / theirs,
-                             share, shape[0] / predicted))
-                print(json.dumps(rows[-1]), flush=True)
-    print(f"\nData-parallel training (AdamW), {cores} cores, median of steps 6..{args.steps}, "
-          f"torch {torch.__version__} DDP over gloo\n")
-    print("| model | size | ranks | threads/rank | distopt samples/s | DDP samples/s | "
+                for kind, degrees in plan_kinds(n):
+                    cluster = ["--cluster", f"local:{n}", *degrees] if n > 1 else []
+                    bundle = tmp / f"{name}{n}.dx"
+                    r = subprocess.run([str(distopt), "compile", str(path), "--loss",
+                                        "cross-entropy:logits", "--optimizer", "adamw",
+                                        *cluster, "-o", str(bundle)],
+                                       capture_output=True, text=True)
+                    if r.returncode:
+                        print(f"{name} {kind}: compile failed: {r.stderr[-800:]}")
+                        rows.append((name, desc, n, kind, threads, None, shape[0] / theirs,
+                                     None, None, r.stderr.strip().splitlines()[-1]))
+                        continue
+                    log = tmp / f"{name}{n}.jsonl"
+                    r = subprocess.run([str(distopt), "run", "-n", str(n), str(bundle),
+                                        "train", "--data", f"x={tmp / 'x.npy'}", "--data",
+                                        f"labels={tmp / 'y.npy'}", "--steps",
+                                        str(args.steps), "--no-shuffle", "--lr", "1e-3",
+                                        "--log", str(log)],
+                                       capture_output=True, text=True,
+                                       env=dict(env, DISTOPT_NUM_THREADS=str(threads)))
+                    if r.returncode:
+                        print(f"{name} {kind}: train failed: {r.stderr[-800:]}")
+                        continue
+                    steps = [json.loads(line) for line in log.read_text().splitlines()]
+                    ours = statistics.median(s["step_s"] for s in steps[5:])
+                    share = statistics.median(s["comm_share"] for s in steps[5:])
+                    plan = subprocess.run([str(distopt), "plan", str(path), "--cluster",
+                                           f"local:{n}", *degrees, "--json", "-"],
+                                          capture_output=True, text=True)
+                    predicted = (json.loads(plan.stdout)["predicted_step_time_s"]
+                                 if plan.returncode == 0 else float("nan"))
+                    rows.append((name, desc, n, kind, threads, shape[0] / ours,
+                                 shape[0] / theirs, share, shape[0] / predicted, ""))
+                    print(json.dumps(rows[-1]), flush=True)
+    print(f"\nTraining (AdamW) per plan kind, {cores} cores, median of steps "
+          f"6..{args.steps}, torch {torch.__version__} DDP over gloo on the same ranks\n")
+    print("| model | size | ranks | plan | threads/rank | distopt samples/s | DDP samples/s | "
           "distopt / DDP | distopt comm wait share | planner's samples/s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, desc, n, threads, ours, theirs, share, predicted in rows:
-        print(f"| {name} | {desc} | {n} | {threads} | {ours:.0f} | {theirs:.0f} | "
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for name, desc, n, kind, threads, ours, theirs, share, predicted, why in rows:
+        if ours is None:
+            print(f"| {name} | {desc} | {n} | {kind} | {threads} | -- ({why}) | "
+                  f"{theirs:.0f} | -- | -- | -- |")
+            continue
+        print(f"| {name} | {desc} | {n} | {kind} | {threads} | {ours:.0f} | {theirs:.0f} | "
               f"{ours / theirs:.2f} | {share:.2f} | {predicted:.0f} |")
     return 0
 

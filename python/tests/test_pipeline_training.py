@@ -229,3 +229,20 @@ def test_pipeline_training_errors(torch_models, tmp_path):
     assert p.returncode != 0
     assert "this is a pipelined inference bundle: compile the model with --loss and " \
            "--optimizer to train it" in p.stderr
+
+
+def test_seeded_sample_of_the_training_sweep(torch_models, tmp_path):
+    """Four runs drawn (seeded by the date's day of the year, so CI covers
+    the whole matrix over time) from scripts/training-sweep's matrix of
+    every model kind x plan kind x recomputation/ZeRO-1: each that the
+    planner can make equals one process within 1e-5."""
+    import datetime
+    import random
+
+    from training_sweep import Sweep, all_runs
+
+    seed = datetime.date.today().timetuple().tm_yday
+    sweep = Sweep(torch_models, tmp_path)
+    for model, plan, variant in random.Random(seed).sample(all_runs(), 4):
+        result, worst = sweep.check(model, plan, variant)
+        assert result != "differs", (seed, model, plan, variant, worst)
