@@ -274,18 +274,16 @@ llvm::Error distopt::planner::annotatePlan(mlir::ModuleOp module,
   return Annotator(module, graph, plan).run();
 }
 
-llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
-                                                      const Plan &plan) {
-  // (kind, whole-tensor bytes) -> count, on both sides.
-  std::map<std::pair<std::string, int64_t>, int64_t> planned, program;
-  // A pipelined program runs one micro-batch per call; otherwise the
-  // program runs all micro-batches of its replica at once.
-  int64_t batches = plan.pp > 1 ? 1 : plan.microbatches;
-  for (const SegmentSolution *sol : plan.segmentSolutions)
-    for (const PlannedCollective &c : sol->collectives)
-      if (!c.backward)
-        ++planned[{collectiveKindName(c.kind).str(),
-                   static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+namespace {
+
+using CollectiveCounts = std::map<std::pair<std::string, int64_t>, int64_t>;
+
+/// The collectives of `module` by (kind, whole-tensor bytes), those `keep`
+/// accepts. all_slice is a local copy: not a collective.
+CollectiveCounts
+programCollectives(mlir::ModuleOp module, int64_t tp,
+                   llvm::function_ref<bool(mlir::Operation *)> keep) {
+  CollectiveCounts program;
   auto bytesOf = [](mlir::Type t) -> int64_t {
     auto type = llvm::cast<mlir::RankedTensorType>(t);
     return type.getNumElements() *
@@ -305,22 +303,100 @@ llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
       bytes = bytesOf(op->getResult(0).getType());
     } else if (llvm::isa<shard::AllToAllOp>(op)) {
       kind = "all_to_all";
-      bytes = bytesOf(op->getOperand(0).getType()) * plan.tp;
+      bytes = bytesOf(op->getOperand(0).getType()) * tp;
     } else {
-      return; // all_slice is a local copy: not a collective
+      return;
     }
-    ++program[{kind, bytes}];
+    if (keep(op))
+      ++program[{kind, bytes}];
   });
+  return program;
+}
+
+std::string listCounts(const CollectiveCounts &counts) {
+  std::string out;
+  for (auto &[k, n] : counts)
+    out += " " + std::to_string(n) + "x" + k.first + "(" +
+           std::to_string(k.second) + " B)";
+  return out;
+}
+
+} // namespace
+
+void distopt::planner::recordPlannedBackward(mlir::ModuleOp module,
+                                             const Plan &plan) {
+  mlir::Builder b(module.getContext());
+  int64_t batches = plan.pp > 1 ? 1 : plan.microbatches;
+  CollectiveCounts planned;
+  for (const SegmentSolution *sol : plan.segmentSolutions)
+    for (const PlannedCollective &c : sol->collectives)
+      if (c.backward)
+        ++planned[{collectiveKindName(c.kind).str(),
+                   static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+  llvm::SmallVector<mlir::Attribute> list;
+  for (auto &[k, n] : planned)
+    list.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("kind", b.getStringAttr(k.first)),
+         b.getNamedAttr("bytes", b.getI64IntegerAttr(k.second)),
+         b.getNamedAttr("count", b.getI64IntegerAttr(n))}));
+  module->setAttr("dopt.planned_backward", b.getArrayAttr(list));
+}
+
+llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
+  auto list = module->getAttrOfType<mlir::ArrayAttr>("dopt.planned_backward");
+  auto grid = module.lookupSymbol<shard::GridOp>("dopt_grid");
+  if (!list || !grid)
+    return llvm::Error::success(); // not a planned program
+  int64_t tp = grid.getShape()[distopt::grid::kTensorAxis];
+  // A pipelined step runs the backward of every micro-batch.
+  int64_t times = 1;
+  if (auto pipeline = module->getAttrOfType<mlir::DictionaryAttr>("dopt.pipeline"))
+    if (auto m = pipeline.getAs<mlir::IntegerAttr>("microbatches"))
+      times = m.getInt();
+  CollectiveCounts planned;
+  for (mlir::Attribute a : list) {
+    auto d = llvm::cast<mlir::DictionaryAttr>(a);
+    planned[{d.getAs<mlir::StringAttr>("kind").getValue().str(),
+             d.getAs<mlir::IntegerAttr>("bytes").getInt()}] +=
+        d.getAs<mlir::IntegerAttr>("count").getInt() * times;
+  }
+  CollectiveCounts program =
+      programCollectives(module, tp, [](mlir::Operation *op) {
+        auto axes = op->getAttrOfType<mlir::DenseI16ArrayAttr>("grid_axes");
+        return op->hasAttr("dopt.backward") && axes &&
+               llvm::is_contained(axes.asArrayRef(), distopt::grid::kTensorAxis);
+      });
+  bool within = true;
+  for (auto &[k, n] : program) {
+    auto it = planned.find(k);
+    within &= it != planned.end() && n <= it->second;
+  }
+  if (within)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      "the step's backward collectives are not among those the plan priced "
+      "(internal error)\n  planned:" +
+      listCounts(planned) + "\n  program:" + listCounts(program));
+}
+
+llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
+                                                      const Plan &plan) {
+  // (kind, whole-tensor bytes) -> count, on both sides.
+  CollectiveCounts planned;
+  // A pipelined program runs one micro-batch per call; otherwise the
+  // program runs all micro-batches of its replica at once.
+  int64_t batches = plan.pp > 1 ? 1 : plan.microbatches;
+  for (const SegmentSolution *sol : plan.segmentSolutions)
+    for (const PlannedCollective &c : sol->collectives)
+      if (!c.backward)
+        ++planned[{collectiveKindName(c.kind).str(),
+                   static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+  CollectiveCounts program =
+      programCollectives(module, plan.tp, [](mlir::Operation *) { return true; });
   if (planned == program)
     return llvm::Error::success();
-  std::string msg;
-  llvm::raw_string_ostream os(msg);
-  os << "the partitioned program's collectives differ from the plan's "
-        "(internal error)\n  planned:";
-  for (auto &[k, n] : planned)
-    os << " " << n << "x" << k.first << "(" << k.second << " B)";
-  os << "\n  program:";
-  for (auto &[k, n] : program)
-    os << " " << n << "x" << k.first << "(" << k.second << " B)";
-  return llvm::createStringError(msg);
+  return llvm::createStringError(
+      "the partitioned program's collectives differ from the plan's "
+      "(internal error)\n  planned:" +
+      listCounts(planned) + "\n  program:" + listCounts(program));
 }

@@ -258,10 +258,11 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
   // Chain DP over boundary states.
   std::vector<SmallVector<int64_t>> states(n);
   for (size_t s = 0; s < n; ++s) {
-    // The model's output: replicated for inference (it is written out);
-    // replicated or split for training (the loss reads it in place), never
-    // a partial sum left unreduced.
-    if (s + 1 == n && !train())
+    // The model's output: replicated -- for inference it is written out,
+    // for training the loss takes whole rows (distopt-append-loss; a
+    // vocabulary-parallel loss reading split logits in place is not built),
+    // so a split output's gather is priced where the program makes it.
+    if (s + 1 == n)
       states[s] = SmallVector<int64_t>{kReplicated};
     else
       states[s] = boundaryStates(g, g.segments[s].output, io);

@@ -73,7 +73,8 @@ std::vector<std::vector<int64_t>> indexMaps(const TensorSpec &spec,
 template <bool Extract>
 void copyBlock(const char *src, char *dst, const TensorSpec &spec,
                const std::vector<int64_t> &grid,
-               const std::vector<int64_t> &coords) {
+               const std::vector<int64_t> &coords,
+               const void *padValue = nullptr) {
   size_t elem = dtypeSize(spec.dtype);
   const std::vector<int64_t> &global = spec.fileShape();
   size_t rank = spec.shape.size();
@@ -112,8 +113,11 @@ void copyBlock(const char *src, char *dst, const TensorSpec &spec,
         int64_t run = 1;
         while (j + run < inner && (pad || m[j + run] < 0))
           ++run;
-        if (Extract)
+        if (Extract && !padValue)
           std::memset(dst + (lbase + j) * elem, 0, run * elem);
+        else if (Extract)
+          for (int64_t k = 0; k < run; ++k)
+            std::memcpy(dst + (lbase + j + k) * elem, padValue, elem);
         j += run;
         continue;
       }
@@ -144,9 +148,9 @@ void copyBlock(const char *src, char *dst, const TensorSpec &spec,
 
 void extractBlock(const void *global, void *local, const TensorSpec &spec,
                   const std::vector<int64_t> &grid,
-                  const std::vector<int64_t> &coords) {
+                  const std::vector<int64_t> &coords, const void *pad) {
   copyBlock<true>(static_cast<const char *>(global), static_cast<char *>(local),
-                  spec, grid, coords);
+                  spec, grid, coords, pad);
 }
 
 void insertBlock(const void *local, void *global, const TensorSpec &spec,

@@ -418,8 +418,15 @@ struct DataSet {
         std::memset(dst + b * row, 0, row);
       }
     }
+    // The rows past the batch on the last replicas of an uneven split are
+    // padding too: ignored labels, not class 0.
+    int64_t ignore64 = -100;
+    int32_t ignore32 = -100;
+    const void *pad = spec.classes <= 0              ? nullptr
+                      : spec.dtype == DType::Int64 ? static_cast<const void *>(&ignore64)
+                                                   : &ignore32;
     if (split)
-      extractBlock(whole.data(), local.data(), spec, grid, coords);
+      extractBlock(whole.data(), local.data(), spec, grid, coords, pad);
   }
 };
 

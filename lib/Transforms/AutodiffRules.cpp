@@ -849,6 +849,12 @@ const llvm::StringMap<RuleFn> &rules() {
     // Over the data axis the replicas' adjoints are partial sums instead
     // (distopt-sync-gradients adds the weights' up); no partitioned step
     // moves data-parallel values through these collectives.
+    // Backward collectives say so: the plan/program check counts them
+    // (planner::checkBackwardCollectives).
+    auto backward = [](ImplicitLocOpBuilder &b, Operation *op) -> Value {
+      op->setAttr("dopt.backward", b.getUnitAttr());
+      return op->getResult(0);
+    };
     auto tensorAxisOnly = [](Operation *op, ArrayRef<int16_t> axes) {
       if (llvm::is_contained(axes, grid::kDataAxis) ||
           llvm::is_contained(axes, grid::kStageAxis))
@@ -864,9 +870,9 @@ const llvm::StringMap<RuleFn> &rules() {
       auto c = cast<shard::AllGatherOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
-      out.push_back(shard::AllSliceOp::create(
+      out.push_back(backward(b, shard::AllSliceOp::create(
           b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
-          gs[0], c.getGatherAxisAttr()));
+          gs[0], c.getGatherAxisAttr())));
       return success();
     };
     t["shard.all_slice"] = [=](ImplicitLocOpBuilder &b, Operation *op,
@@ -874,9 +880,9 @@ const llvm::StringMap<RuleFn> &rules() {
       auto c = cast<shard::AllSliceOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
-      out.push_back(shard::AllGatherOp::create(
+      out.push_back(backward(b, shard::AllGatherOp::create(
           b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
-          gs[0], c.getSliceAxisAttr()));
+          gs[0], c.getSliceAxisAttr())));
       return success();
     };
     t["shard.reduce_scatter"] = [=](ImplicitLocOpBuilder &b, Operation *op,
@@ -888,9 +894,9 @@ const llvm::StringMap<RuleFn> &rules() {
         return op->emitError("no gradient rule for a ")
                << shard::stringifyReductionKind(c.getReduction())
                << " reduce-scatter";
-      out.push_back(shard::AllGatherOp::create(
+      out.push_back(backward(b, shard::AllGatherOp::create(
           b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
-          gs[0], c.getScatterAxisAttr()));
+          gs[0], c.getScatterAxisAttr())));
       return success();
     };
     t["shard.all_to_all"] = [=](ImplicitLocOpBuilder &b, Operation *op,
@@ -898,9 +904,9 @@ const llvm::StringMap<RuleFn> &rules() {
       auto c = cast<shard::AllToAllOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
-      out.push_back(shard::AllToAllOp::create(
+      out.push_back(backward(b, shard::AllToAllOp::create(
           b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
-          gs[0], c.getConcatAxisAttr(), c.getSplitAxisAttr()));
+          gs[0], c.getConcatAxisAttr(), c.getSplitAxisAttr())));
       return success();
     };
     return t;

@@ -143,6 +143,7 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
             b.getDenseI16ArrayAttr({grid::kTensorAxis}), s,
             shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
             .getResult();
+    summed.getDefiningOp()->setAttr("dopt.backward", b.getUnitAttr());
     accumulate(adjoint, v, summed);
     return adjoint.lookup(v);
   };
@@ -163,6 +164,35 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
     });
     if (!any || !depends)
       continue;
+    // An all-gather over the tensor axis whose result's adjoint has shares:
+    // the shares' sum, scattered -- a reduce-scatter, half an all-reduce's
+    // traffic (Megatron's sequence parallelism) -- plus this rank's block of
+    // the whole part.
+    if (auto gather = dyn_cast<shard::AllGatherOp>(op);
+        gather && hasAxis(gather.getGridAxes(), grid::kTensorAxis) &&
+        shares.count(gather.getResult())) {
+      Value r = gather.getResult();
+      Value share = shares.lookup(r);
+      shares.erase(r);
+      MLIRContext *ctx = b.getContext();
+      auto scattered = shard::ReduceScatterOp::create(
+          b, share.getLoc(), gather.getInput().getType(), gather.getGridAttr(),
+          gather.getGridAxesAttr(), share,
+          shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
+          gather.getGatherAxisAttr());
+      scattered->setAttr("dopt.backward", b.getUnitAttr());
+      Value g = scattered.getResult();
+      if (Value whole = adjoint.lookup(r)) {
+        SmallVector<Value> sliced;
+        if (failed(applyRule(b, op, {whole}, sliced)))
+          return failure();
+        g = dopt::AddOp::create(b, g.getLoc(), g, sliced[0]);
+      }
+      Value x = resolve(gather.getInput());
+      if (active.count(x))
+        accumulate(adjoint, x, g);
+      continue;
+    }
     SmallVector<Value> gs;
     for (Value r : op->getResults())
       gs.push_back(complete(r));

@@ -246,3 +246,43 @@ def test_seeded_sample_of_the_training_sweep(torch_models, tmp_path):
     for model, plan, variant in random.Random(seed).sample(all_runs(), 4):
         result, worst = sweep.check(model, plan, variant)
         assert result != "differs", (seed, model, plan, variant, worst)
+
+
+def test_a_dying_or_hanging_stage_ends_the_job_naming_rank_and_step(torch_models, tmp_path):
+    """DISTOPT_FAULT makes the last stage's rank die (SIGKILL) or hang at
+    step 5 of a pp 2 run checkpointing every 2 steps: the job ends well
+    within 30 s -- the launcher names the dead rank and the other stage the
+    step it was in; a hang is caught by the first stage's receive timing
+    out -- and the last complete checkpoint (step 4) resumes bit for bit."""
+    import os
+    import subprocess
+    import time
+
+    d = torch_models / "train_gpt"
+    data = [*batches_as_data(d, tmp_path), "--no-shuffle", "--lr", "0.01", "--steps", "10"]
+    bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:2",
+                          "--pp", "2", "--microbatches", "2")
+    straight, straight_w = train(bundle, 2, *data, tag="-straight")
+    for kind in ("die", "hang"):
+        ck = tmp_path / f"ck-{kind}"
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   DISTOPT_FAULT=f"{kind}:1:5", DISTOPT_COMM_TIMEOUT="3")
+        start = time.monotonic()
+        p = subprocess.run(["mpirun", "-x", "DISTOPT_FAULT", "-x", "DISTOPT_COMM_TIMEOUT",
+                            "-np", "2", "--oversubscribe", str(bundle / "f"), "train", *data,
+                            "--checkpoint-dir", str(ck), "--checkpoint-every", "2"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        elapsed = time.monotonic() - start
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and elapsed < 30, (kind, elapsed, out)
+        if kind == "die":
+            assert "rank 1" in out and "exited on signal 9" in out, out
+            assert "terminated during step 5 (another rank failed)" in out, out
+        else:
+            assert "step 5: dort_recv did not complete within 3 s" in out, out
+        assert json.loads((ck / "checkpoint" / "meta.json").read_text())["step"] == 4
+        resumed, w = train(bundle, 2, *data, "--resume", ck, tag=f"-{kind}")
+        assert [s["step"] for s in resumed] == list(range(5, 11))
+        assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
+        for f in straight_w.iterdir():
+            assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)

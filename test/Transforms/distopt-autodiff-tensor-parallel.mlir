@@ -13,7 +13,7 @@
 // CHECK: %[[DH:.*]] = dopt.where
 // CHECK: %[[SHARE:.*]] = dopt.gemm %[[DH]], %arg2 {trans_b = true}
 // CHECK: %[[DW1:.*]] = dopt.gemm %{{.*}}, %[[DH]] {trans_a = true}
-// CHECK: %[[SUM:.*]] = shard.all_reduce %[[SHARE]] on @dopt_grid grid_axes = [2]
+// CHECK: %[[SUM:.*]] = shard.all_reduce %[[SHARE]] on @dopt_grid grid_axes = [2] {dopt.backward}
 // CHECK: %[[DX:.*]] = dopt.add %[[DZ]], %[[SUM]]
 // CHECK-NOT: shard.
 // CHECK: return %{{.*}}, %{{.*}}, %[[DW1]], %[[DW2]]
@@ -41,9 +41,9 @@ module {
 // adjoints make the whole one: no further sum), all_gather becomes
 // all_slice.
 // CHECK-LABEL: func.func @main
-// CHECK: shard.all_to_all %{{.*}} on @dopt_grid grid_axes = [2] split_axis = 1 concat_axis = 0 : tensor<2x8xf32> -> tensor<4x4xf32>
-// CHECK: %[[DV:.*]] = shard.all_gather %{{.*}} on @dopt_grid grid_axes = [2] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
-// CHECK: shard.all_slice %{{.*}} on @dopt_grid grid_axes = [2] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+// CHECK: shard.all_to_all %{{.*}} on @dopt_grid grid_axes = [2] split_axis = 1 concat_axis = 0 {dopt.backward} : tensor<2x8xf32> -> tensor<4x4xf32>
+// CHECK: %[[DV:.*]] = shard.all_gather %{{.*}} on @dopt_grid grid_axes = [2] gather_axis = 0 {dopt.backward} : tensor<4xf32> -> tensor<8xf32>
+// CHECK: shard.all_slice %{{.*}} on @dopt_grid grid_axes = [2] slice_axis = 1 {dopt.backward} : tensor<4x8xf32> -> tensor<4x4xf32>
 // CHECK-NOT: shard.all_reduce
 // CHECK: return %{{.*}}, %{{.*}}, %[[DV]]
 module {
@@ -69,7 +69,7 @@ module {
 // sum's, gathered.
 // CHECK-LABEL: func.func @main
 // CHECK: shard.reduce_scatter
-// CHECK: shard.all_gather %{{.*}} on @dopt_grid grid_axes = [2] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+// CHECK: shard.all_gather %{{.*}} on @dopt_grid grid_axes = [2] gather_axis = 1 {dopt.backward} : tensor<4x4xf32> -> tensor<4x8xf32>
 module {
   shard.grid @dopt_grid(shape = 1x1x2)
   func.func @main(%x: tensor<4x4xf32>, %w: tensor<4x8xf32> {dopt.weight = {name = "w", split_axes = [[2], []]}}) -> tensor<f32> {

@@ -15,6 +15,7 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/CostModel.h"
+#include "distopt/Planner/PlanToIR.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 #include "distopt/Target/CUDA/CUDATarget.h"
 
@@ -548,6 +549,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       }
       if (failed(pm.run(*program)))
         return 1;
+      // The backward collectives are among those the plan priced.
+      if (!isEval)
+        if (llvm::Error e = planner::checkBackwardCollectives(*program)) {
+          WithColor::error() << toString(std::move(e)) << "\n";
+          return 1;
+        }
     }
     auto main = program->lookupSymbol<func::FuncOp>("main");
     // The FLOPs one rank's training step performs (forward, backward,

@@ -495,6 +495,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     return false;
   if (Error e = checkPlannedCollectives(module, p))
     return compileError(toString(std::move(e)));
+  if (training)
+    recordPlannedBackward(module, p);
   grid = {p.pp, p.dp, p.tp};
   if (!sameAs)
     outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp

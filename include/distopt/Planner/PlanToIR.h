@@ -37,6 +37,19 @@ llvm::Error annotatePlan(mlir::ModuleOp module, const PlanGraph &graph,
 llvm::Error checkPlannedCollectives(mlir::ModuleOp partitioned,
                                     const Plan &plan);
 
+/// Records on the module (`dopt.planned_backward`) the backward collectives
+/// the plan priced for one step of one rank: what the program's
+/// differentiation may execute over the tensor axis.
+void recordPlannedBackward(mlir::ModuleOp partitioned, const Plan &plan);
+
+/// After differentiation (distopt-autodiff or distopt-pipeline-training):
+/// every backward collective the program executes over the tensor axis
+/// (ops marked `dopt.backward`) must be one the plan priced -- the same
+/// kind and tensor size, no more of them than priced (the backward sums a
+/// replicated value's shares once, where the plan prices each consumer's
+/// edge, so the program may run fewer). The error lists both.
+llvm::Error checkBackwardCollectives(mlir::ModuleOp program);
+
 } // namespace distopt::planner
 
 #endif // DISTOPT_PLANNER_PLANTOIR_H

@@ -31,10 +31,13 @@ std::vector<int64_t> gridCoords(const std::vector<int64_t> &grid,
                                 int64_t rank);
 
 /// Copies this rank's block of a whole tensor (row-major, `spec.fileShape()`)
-/// into `local` (row-major, `spec.shape`).
+/// into `local` (row-major, `spec.shape`). Where the block runs past the
+/// end (an uneven split of the batch) it holds zeros, or the element at
+/// `pad` (one element of the dtype).
 void extractBlock(const void *global, void *local, const TensorSpec &spec,
                   const std::vector<int64_t> &grid,
-                  const std::vector<int64_t> &coords);
+                  const std::vector<int64_t> &coords,
+                  const void *pad = nullptr);
 /// The inverse: writes the block of the rank at `coords` into `global`.
 void insertBlock(const void *local, void *global, const TensorSpec &spec,
                  const std::vector<int64_t> &grid,
