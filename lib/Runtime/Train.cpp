@@ -1393,28 +1393,10 @@ bool writeTrace(const TrainArgs &a, std::string &error) {
   std::string mine = trace::takeChromeEvents(gJob.rank);
   std::vector<std::string> parts{mine};
   if (gJob.distributed) {
-    dort_comm *world = dort_comm_world();
-    int64_t n = dort_comm_size(world);
-    int64_t length = static_cast<int64_t>(mine.size()), longest = 0;
-    if (dort_all_reduce(&length, &longest, 1, DORT_I64, DORT_MAX, world,
-                        nullptr) != 0) {
-      error = dort_last_error_message();
+    if (!gatherStrings(mine, parts, error))
       return false;
-    }
-    mine.resize(static_cast<size_t>(longest), ' ');
-    std::vector<char> all(gJob.rank == 0 ? longest * n : 0);
-    if (dort_gather(mine.data(), all.data(), longest, DORT_U8, 0, world) != 0) {
-      error = dort_last_error_message();
-      return false;
-    }
     if (gJob.rank != 0)
       return true;
-    parts.clear();
-    for (int64_t r = 0; r < n; ++r) {
-      std::string p(all.data() + r * longest, static_cast<size_t>(longest));
-      p.erase(p.find_last_not_of(' ') + 1);
-      parts.push_back(std::move(p));
-    }
   }
   std::string text = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;

@@ -31,13 +31,9 @@ namespace distopt {
 
 using namespace mlir;
 using namespace distopt;
+using autodiff::isFloatTensor;
 
 namespace {
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
 
 struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;

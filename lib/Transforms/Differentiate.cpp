@@ -31,13 +31,9 @@
 
 using namespace mlir;
 using namespace distopt;
+using autodiff::isFloatTensor;
 
 namespace {
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
 
 bool hasAxis(ArrayRef<int16_t> axes, int16_t axis) {
   return llvm::is_contained(axes, axis);

@@ -39,13 +39,9 @@ namespace distopt {
 
 using namespace mlir;
 using namespace distopt;
+using autodiff::isFloatTensor;
 
 namespace {
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
 
 /// The events of stage `k` of `stages` over `m` micro-batches: (backward?,
 /// micro-batch) in the order the stage runs them.

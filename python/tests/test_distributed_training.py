@@ -7,11 +7,7 @@ checkpoints move between plans; the errors say what is not supported."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import time
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,7 +15,8 @@ import pytest
 
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_follows_reference, batches_as_data,
-                      compile_step, learnable_data, rel_err, train, train_flags)
+                      compile_step, learnable_data, rel_err, run_with_fault, train,
+                      train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -357,16 +354,8 @@ def test_a_dying_or_hanging_rank_ends_the_job_naming_rank_and_step(torch_models,
     straight, straight_w = train(bundle, 3, *data, tag="-straight")
     for kind in ("die", "hang"):
         ck = tmp_path / f"ck-{kind}"
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   DISTOPT_FAULT=f"{kind}:1:5", DISTOPT_COMM_TIMEOUT="3")
-        start = time.monotonic()
-        p = subprocess.run(["mpirun", "-x", "DISTOPT_FAULT", "-x", "DISTOPT_COMM_TIMEOUT",
-                            "-np", "3", "--oversubscribe", str(bundle / "f"), "train", *data,
-                            "--checkpoint-dir", str(ck), "--checkpoint-every", "2"],
-                           capture_output=True, text=True, env=env, timeout=60)
-        elapsed = time.monotonic() - start
-        out = p.stdout + p.stderr
-        assert p.returncode != 0 and elapsed < 30, (kind, elapsed, out)
+        rc, elapsed, out = run_with_fault(bundle, 3, data, kind, 5, ck)
+        assert rc != 0 and elapsed < 30, (kind, elapsed, out)
         if kind == "die":
             assert "rank 1" in out and "exited on signal 9" in out, out
             assert "terminated during step 5 (another rank failed)" in out, out

@@ -16,8 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cli import DISTOPT, run
-from training import (REFERENCE_DIRS, assert_follows_reference, batches_as_data,
-                      compile_step, rel_err, train, train_flags)
+from training import (REFERENCE_DIRS, assert_follows_reference,
+                      assert_plans_equal_one_process, batches_as_data, compile_step, rel_err,
+                      run_with_fault, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -64,8 +65,6 @@ def test_pipeline_equals_one_process_under_every_schedule(torch_models, tmp_path
     cfg = json.loads((d / "meta.json").read_text())["gpt_adamw"]["config"]
     data = [*batches_as_data(d, tmp_path), "--steps", "20", "--no-shuffle",
             *train_flags(cfg), "--clip-grad-norm", "0.5"]
-    base = compile_step(d / "model.onnx", tmp_path / "one.dx", "adamw")
-    base_steps, base_w = train(base, 1, *data)
     plans = {
         "1f1b": (2, ["--pp", "2", "--microbatches", "4"]),
         "gpipe-sel": (2, ["--pp", "2", "--microbatches", "4", "--schedule", "gpipe",
@@ -74,20 +73,8 @@ def test_pipeline_equals_one_process_under_every_schedule(torch_models, tmp_path
         "dp-zero": (4, ["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"]),
         "3d": (8, ["--dp", "2", "--tp", "2", "--pp", "2", "--microbatches", "2"]),
     }
-    for name, (ranks, flags) in plans.items():
-        bundle = compile_step(d / "model.onnx", tmp_path / f"{name}.dx", "adamw",
-                              "--cluster", f"local:{ranks}", *flags)
-        steps, saved = train(bundle, ranks, *data)
-        for a, b in zip(steps, base_steps):
-            assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (name, a, b)
-            assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * b["grad_norm"], (name, a, b)
-        for f in base_w.iterdir():
-            assert rel_err(np.load(saved / f.name), np.load(f)) <= 1e-5, (name, f.name)
-        if name == "1f1b":
-            again, saved2 = train(bundle, ranks, *data, tag="-again")
-            assert [s["loss"] for s in again] == [s["loss"] for s in steps]
-            for f in saved.iterdir():
-                assert np.array_equal(np.load(saved2 / f.name), np.load(f)), f.name
+    assert_plans_equal_one_process(d / "model.onnx", "adamw", data, plans, tmp_path,
+                                   repeat="1f1b")
 
 
 def test_pipeline_checkpoints_move_between_plans(torch_models, tmp_path):
@@ -254,10 +241,6 @@ def test_a_dying_or_hanging_stage_ends_the_job_naming_rank_and_step(torch_models
     within 30 s -- the launcher names the dead rank and the other stage the
     step it was in; a hang is caught by the first stage's receive timing
     out -- and the last complete checkpoint (step 4) resumes bit for bit."""
-    import os
-    import subprocess
-    import time
-
     d = torch_models / "train_gpt"
     data = [*batches_as_data(d, tmp_path), "--no-shuffle", "--lr", "0.01", "--steps", "10"]
     bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:2",
@@ -265,16 +248,8 @@ def test_a_dying_or_hanging_stage_ends_the_job_naming_rank_and_step(torch_models
     straight, straight_w = train(bundle, 2, *data, tag="-straight")
     for kind in ("die", "hang"):
         ck = tmp_path / f"ck-{kind}"
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   DISTOPT_FAULT=f"{kind}:1:5", DISTOPT_COMM_TIMEOUT="3")
-        start = time.monotonic()
-        p = subprocess.run(["mpirun", "-x", "DISTOPT_FAULT", "-x", "DISTOPT_COMM_TIMEOUT",
-                            "-np", "2", "--oversubscribe", str(bundle / "f"), "train", *data,
-                            "--checkpoint-dir", str(ck), "--checkpoint-every", "2"],
-                           capture_output=True, text=True, env=env, timeout=60)
-        elapsed = time.monotonic() - start
-        out = p.stdout + p.stderr
-        assert p.returncode != 0 and elapsed < 30, (kind, elapsed, out)
+        rc, elapsed, out = run_with_fault(bundle, 2, data, kind, 5, ck)
+        assert rc != 0 and elapsed < 30, (kind, elapsed, out)
         if kind == "die":
             assert "rank 1" in out and "exited on signal 9" in out, out
             assert "terminated during step 5 (another rank failed)" in out, out

@@ -80,3 +80,47 @@ def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_pat
     for name, f in meta["weights"].items():
         err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
         assert err <= 1e-4, f"{what}: {name}: relative error {err:.3g}"
+
+
+def assert_plans_equal_one_process(model: Path, optimizer: str, data: list, plans: dict,
+                                   tmp_path: Path, repeat: str = ""):
+    """Trains `model` in one process and under each plan ({name: (ranks,
+    flags)}); each run's losses, gradient norms and final weights equal one
+    process's within 1e-5. The plan named `repeat` runs twice and must
+    repeat bit for bit."""
+    base = compile_step(model, tmp_path / "one.dx", optimizer)
+    base_steps, base_w = train(base, 1, *data)
+    for name, (ranks, flags) in plans.items():
+        bundle = compile_step(model, tmp_path / f"{name}.dx", optimizer, "--cluster",
+                              f"local:{ranks}", *flags)
+        steps, saved = train(bundle, ranks, *data)
+        for a, b in zip(steps, base_steps):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (name, a, b)
+            assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * b["grad_norm"], (name, a, b)
+        for f in base_w.iterdir():
+            assert rel_err(np.load(saved / f.name), np.load(f)) <= 1e-5, (name, f.name)
+        if name == repeat:
+            again, saved2 = train(bundle, ranks, *data, tag="-again")
+            assert [s["loss"] for s in again] == [s["loss"] for s in steps]
+            for f in saved.iterdir():
+                assert np.array_equal(np.load(saved2 / f.name), np.load(f)), f.name
+    return base_steps
+
+
+def run_with_fault(bundle: Path, ranks: int, data: list, kind: str, step: int, ck: Path):
+    """`mpirun` of `bundle` training with DISTOPT_FAULT=KIND:1:STEP (rank 1
+    dies or hangs), a 3 s communication timeout and a checkpoint every 2
+    steps in `ck`: (exit status, seconds it took, its output)."""
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               DISTOPT_FAULT=f"{kind}:1:{step}", DISTOPT_COMM_TIMEOUT="3")
+    start = time.monotonic()
+    p = subprocess.run(["mpirun", "-x", "DISTOPT_FAULT", "-x", "DISTOPT_COMM_TIMEOUT",
+                        "-np", str(ranks), "--oversubscribe", str(bundle / bundle.stem),
+                        "train", *data, "--checkpoint-dir", str(ck),
+                        "--checkpoint-every", "2"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    return p.returncode, time.monotonic() - start, p.stdout + p.stderr

@@ -12,12 +12,19 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace distopt::autodiff {
+
+/// Whether `v` is a ranked tensor of floats: what carries a gradient.
+inline bool isFloatTensor(mlir::Value v) {
+  auto t = llvm::dyn_cast<mlir::RankedTensorType>(v.getType());
+  return t && llvm::isa<mlir::FloatType>(t.getElementType());
+}
 
 /// Whether dopt has a gradient rule for ops named `opName`.
 bool hasRule(llvm::StringRef opName);

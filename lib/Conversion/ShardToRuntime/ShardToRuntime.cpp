@@ -45,6 +45,24 @@ std::optional<std::string> suffixOf(Type t) {
   return std::nullopt;
 }
 
+/// The runtime's C-interface function `name` of `type`, declared once in
+/// the module; null (after an error at `op`) when declared otherwise.
+func::FuncOp runtimeFunction(ModuleOp module, Operation *op, StringRef name,
+                             FunctionType type) {
+  auto fn = module.lookupSymbol<func::FuncOp>(name);
+  if (!fn) {
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointToEnd(module.getBody());
+    fn = func::FuncOp::create(mb, op->getLoc(), name, type);
+    fn.setPrivate();
+    fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
+  } else if (fn.getFunctionType() != type) {
+    op->emitError("runtime function @") << name << " redeclared";
+    return nullptr;
+  }
+  return fn;
+}
+
 int64_t reductionCode(shard::ReductionKind k) {
   return static_cast<int64_t>(k); // Sum=1, Max=2, Min=3, Product=4, Average=5
 }
@@ -132,16 +150,11 @@ struct ConvertShardToRuntimePass
         std::string("dort_shard_") + (send ? "send_" : "recv_") + *suffix;
     Type elt = type.getElementType();
     auto unranked = UnrankedMemRefType::get(elt, 0);
-    auto fnType = b.getFunctionType(
-        {unranked, b.getI64Type(), b.getI64Type()}, {});
-    auto fn = module.lookupSymbol<func::FuncOp>(callee);
-    if (!fn) {
-      OpBuilder mb(module.getBodyRegion());
-      mb.setInsertionPointToEnd(module.getBody());
-      fn = func::FuncOp::create(mb, loc, callee, fnType);
-      fn.setPrivate();
-      fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
-    }
+    func::FuncOp fn = runtimeFunction(
+        module, op, callee,
+        b.getFunctionType({unranked, b.getI64Type(), b.getI64Type()}, {}));
+    if (!fn)
+      return failure();
     Value buf;
     if (send) {
       SmallVector<int64_t> dynStrides(type.getRank(), ShapedType::kDynamic);
@@ -225,18 +238,12 @@ struct ConvertShardToRuntimePass
     auto unranked = UnrankedMemRefType::get(elt, 0);
     SmallVector<Type> argTypes{unranked, unranked};
     argTypes.append(ints.size(), b.getI64Type());
-    auto fnType = b.getFunctionType(
-        argTypes, async ? TypeRange{b.getI64Type()} : TypeRange{});
-    auto fn = module.lookupSymbol<func::FuncOp>(callee);
-    if (!fn) {
-      OpBuilder mb(module.getBodyRegion());
-      mb.setInsertionPointToEnd(module.getBody());
-      fn = func::FuncOp::create(mb, loc, callee, fnType);
-      fn.setPrivate();
-      fn->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
-    } else if (fn.getFunctionType() != fnType) {
-      return op->emitError("runtime function @") << callee << " redeclared";
-    }
+    func::FuncOp fn = runtimeFunction(
+        module, op, callee,
+        b.getFunctionType(argTypes,
+                          async ? TypeRange{b.getI64Type()} : TypeRange{}));
+    if (!fn)
+      return failure();
     // Any layout for the input: the runtime reads strides.
     SmallVector<int64_t> dynStrides(inType.getRank(), ShapedType::kDynamic);
     auto inBufType = MemRefType::get(
