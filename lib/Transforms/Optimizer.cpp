@@ -98,7 +98,10 @@ struct OptimizerPass
                         static_cast<bool>(main.getResultAttr(i, zero::kShardAttr)),
                         grid::splitsOver(ref.get("split_axes"), grid::kTensorAxis)});
     }
-    if (params.empty()) {
+    // A pipeline stage may train nothing (all its weights frozen, or none):
+    // it still takes part in the step's loss and global norm.
+    bool stage = static_cast<bool>(module->getAttr("dopt.pipeline"));
+    if (params.empty() && !stage) {
       main.emitError("distopt-optimizer: no gradients to apply (run "
                      "distopt-autodiff first; are all weights frozen?)");
       return signalPassFailure();
