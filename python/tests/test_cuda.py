@@ -80,13 +80,15 @@ def test_gpt_plans_compile_for_cuda(plan, examples, tmp_path):
 
 @pytest.mark.parametrize("plan", [[], ["--cluster", "local:2", "--dp", "2"],
                                   ["--cluster", "local:2", "--dp", "2", "--zero", "1",
-                                   "--grad-dtype", "bf16"]],
-                         ids=["one", "dp2", "dp2-zero1-bf16"])
+                                   "--grad-dtype", "bf16"],
+                                  ["--cluster", "local:2", "--tp", "2"],
+                                  ["--cluster", "local:4", "--dp", "2", "--tp", "2"]],
+                         ids=["one", "dp2", "dp2-zero1-bf16", "tp2", "dp2-tp2"])
 def test_training_steps_compile_for_cuda(plan, examples, tmp_path):
     """Training steps (the GPT-style decoder; an MLP with a training-mode
     Dropout) for the GPU: every kernel assembled by ptxas, the bundle
-    linked, under one process, data parallelism, and ZeRO-1 with bf16
-    gradients."""
+    linked, under one process, data parallelism, ZeRO-1 with bf16
+    gradients, tensor parallelism (the backward's collectives) and both."""
     inits = [numpy_helper.from_array(np.ones((16, 32), np.float32), "w1"),
              numpy_helper.from_array(np.ones((32, 8), np.float32), "w2"),
              numpy_helper.from_array(np.array(0.2, np.float32), "r"),
@@ -138,3 +140,14 @@ def test_bundles_match_onnx_runtime_on_the_gpu(tmp_path):
     run(sys.executable, ROOT / "python/gpu/gpu_check.py", "prepare", kit)
     proc = run(sys.executable, ROOT / "python/gpu/gpu_check.py", "run", kit, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_pipelined_training_steps_are_refused_for_cuda(examples, tmp_path):
+    """The CUDA runtime has no point-to-point calls yet: a pipelined training
+    step for the GPU is a clear error, not a bundle that cannot run."""
+    p = run(DISTOPT, "compile", examples / "gpt.onnx", "--dim", "batch=4", "--loss",
+            "cross-entropy", "--optimizer", "adamw", "--cluster", "local:2", "--pp", "2",
+            "--target", "cuda", "-o", tmp_path / "p.dx", check=False)
+    assert p.returncode == 1
+    assert "pipelined training steps are built for the CPU only so far (--target cuda " \
+           "with --pp and --optimizer)" in p.stderr
