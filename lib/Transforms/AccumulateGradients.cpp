@@ -144,6 +144,12 @@ struct AccumulateGradientsPass
         outs.push_back(map.lookup(v));
       Value c = outs[countedAt];
       counts.push_back(c);
+      Value alive = dopt::GreaterOp::create(
+          b, loc, c,
+          dopt::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(cast<RankedTensorType>(c.getType()),
+                                     b.getF32FloatAttr(0.0))));
       total = total ? Value(dopt::AddOp::create(b, loc, total, c)) : c;
       // Weighted by the micro-batch's count (divided by the total below).
       for (unsigned r = 0; r < results; ++r) {
@@ -153,7 +159,14 @@ struct AccumulateGradientsPass
         Type elt = cast<RankedTensorType>(outs[r].getType()).getElementType();
         if (elt != b.getF32Type())
           w = dopt::CastOp::create(b, loc, w, TypeAttr::get(elt));
-        Value part = dopt::MulOp::create(b, loc, outs[r], w);
+        // A micro-batch without counted labels adds nothing (its mean, 0/0,
+        // and the gradients of it are NaN).
+        Value part = dopt::WhereOp::create(
+            b, loc, alive, dopt::MulOp::create(b, loc, outs[r], w),
+            dopt::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                                       b.getZeroAttr(elt))));
         sums[r] = sums[r] ? Value(dopt::AddOp::create(b, loc, sums[r], part)) : part;
       }
     }

@@ -381,6 +381,10 @@ struct PipelineTrainingPass
       }
     }
 
+    // Whether micro-batch m counts any label.
+    auto alive = [&](int64_t m) -> Value {
+      return dopt::GreaterOp::create(b, loc, counts[m], constant(scalar, 0.0));
+    };
     SmallVector<IRMapping> forward(microbatches);
     SmallVector<SmallVector<Operation *>> forwardClones(microbatches);
     SmallVector<Value> gradSums(params.size());
@@ -405,8 +409,14 @@ struct PipelineTrainingPass
         for (unsigned i : leaving)
           send(b, loc, forward[m].lookup(fret.getOperand(i)), stage + 1);
         if (last) {
-          Value part = dopt::MulOp::create(
-              b, loc, forward[m].lookup(fret.getOperand(lossAt)), counts[m]);
+          // A micro-batch without counted labels adds nothing (its mean is
+          // 0/0).
+          Value part = dopt::WhereOp::create(
+              b, loc, alive(m),
+              dopt::MulOp::create(b, loc,
+                                  forward[m].lookup(fret.getOperand(lossAt)),
+                                  counts[m]),
+              constant(scalar, 0.0));
           lossSum = lossSum ? Value(dopt::AddOp::create(b, loc, lossSum, part))
                             : part;
         }
@@ -472,9 +482,20 @@ struct PipelineTrainingPass
           autodiff::differentiate(b, ops, seeds, wrt, varying, &aliases);
       if (failed(grads))
         return signalPassFailure();
-      for (auto [j, g] : llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
-        if (!g)
+      // On the last stage a micro-batch without counted labels contributes
+      // nothing: its mean's backward divides 0 by 0.
+      auto masked = [&](Value g) -> Value {
+        if (!last)
+          return g;
+        auto t = cast<RankedTensorType>(g.getType());
+        return dopt::WhereOp::create(
+            b, loc, alive(m), g,
+            constant(RankedTensorType::get({}, t.getElementType()), 0.0));
+      };
+      for (auto [j, raw] : llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
+        if (!raw)
           continue;
+        Value g = masked(raw);
         gradSums[j] = gradSums[j] ? Value(dopt::AddOp::create(b, loc, gradSums[j], g))
                                   : g;
       }
@@ -482,7 +503,8 @@ struct PipelineTrainingPass
       // (zeros where the loss does not depend on one: it waits for them).
       for (auto [a, g] : llvm::zip(entering,
                                    ArrayRef<Value>(*grads).drop_front(params.size())))
-        send(b, loc, g ? g : constant(cast<RankedTensorType>(a.getType()), 0.0),
+        send(b, loc,
+             g ? masked(g) : constant(cast<RankedTensorType>(a.getType()), 0.0),
              stage - 1);
       mark(b, loc, 3, m);
     }

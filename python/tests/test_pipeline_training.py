@@ -261,3 +261,51 @@ def test_a_dying_or_hanging_stage_ends_the_job_naming_rank_and_step(torch_models
         assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
         for f in straight_w.iterdir():
             assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)
+
+
+def test_a_micro_batch_without_counted_labels_adds_nothing(torch_models, tmp_path):
+    """A micro-batch whose labels are all ignored (-100) has no mean (0/0):
+    it adds nothing to the step's loss and gradients -- under pp 2 with 2
+    micro-batches the run equals one process's, not NaN; so does
+    --accumulate 2 against the step compiled at twice the batch."""
+    d = torch_models / "train_gpt"
+    xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+    ys = ys.copy()
+    ys[0, :2] = -100  # step 1: the first micro-batch's two samples
+    x, y = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(x, xs.reshape((-1,) + xs.shape[2:]))
+    np.save(y, ys.reshape((-1,) + ys.shape[2:]))
+    data = ["--data", f"x={x}", "--data", f"labels={y}", "--steps", "5", "--no-shuffle",
+            "--lr", "0.01", "--eps", "1e-4"]
+    base, base_w = train(compile_step(d / "model.onnx", tmp_path / "one.dx", "adamw"), 1, *data)
+    steps, saved = train(compile_step(d / "model.onnx", tmp_path / "pp.dx", "adamw", "--cluster",
+                                      "local:2", "--pp", "2", "--microbatches", "2"), 2, *data)
+    assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in base], rtol=1e-5)
+    for f in base_w.iterdir():
+        assert rel_err(np.load(saved / f.name), np.load(f)) <= 1e-5, f.name
+
+    # --accumulate 2: a linear classifier at batch 4 (twice) against batch 8.
+    w = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
+
+    def linear(batch):
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["logits"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                             [batch, 8])],
+                              [numpy_helper.from_array(w, "w")])
+        path = tmp_path / f"linear{batch}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    lx = np.random.default_rng(4).standard_normal((40, 16)).astype(np.float32)
+    ly = lx[:, :8].argmax(axis=1).astype(np.int64)
+    ly[:4] = -100  # step 1's first micro-batch
+    np.save(tmp_path / "lx.npy", lx)
+    np.save(tmp_path / "ly.npy", ly)
+    ldata = ["--data", f"x={tmp_path / 'lx.npy'}", "--data", f"labels={tmp_path / 'ly.npy'}",
+             "--steps", "5", "--no-shuffle", "--lr", "0.05"]
+    whole, whole_w = train(compile_step(linear(8), tmp_path / "l8.dx", "sgd"), 1, *ldata)
+    acc, acc_w = train(compile_step(linear(4), tmp_path / "l4.dx", "sgd", "--accumulate", "2"),
+                       1, *ldata)
+    assert np.allclose([s["loss"] for s in acc], [s["loss"] for s in whole], rtol=1e-5)
+    assert rel_err(np.load(acc_w / "w.npy"), np.load(whole_w / "w.npy")) <= 1e-5
