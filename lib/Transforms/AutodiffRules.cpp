@@ -42,6 +42,19 @@ Value scalar(ImplicitLocOpBuilder &b, Value like, double v) {
       b, DenseElementsAttr::get(t, b.getFloatAttr(elt, v)));
 }
 
+/// The ranks a collective of `op` over grid `axes` of its module's grid
+/// spans.
+int64_t ranksOver(Operation *op, ArrayRef<int16_t> axes) {
+  auto grid = op->getParentOfType<ModuleOp>().lookupSymbol<shard::GridOp>(
+      grid::kName);
+  int64_t n = 1;
+  if (grid)
+    for (int16_t a : axes)
+      if (a >= 0 && static_cast<size_t>(a) < grid.getShape().size())
+        n *= grid.getShape()[a];
+  return n;
+}
+
 Value reduceSum(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> axes,
                 bool keepdims) {
   return dopt::ReduceSumOp::create(b, v, b.getDenseI64ArrayAttr(axes),
@@ -826,15 +839,25 @@ const llvm::StringMap<RuleFn> &rules() {
     // weight one, so the share's adjoint is the result's. The weights'
     // adjoints are then partial sums over the replicas, which
     // distopt-sync-gradients adds up.
+    // An average (the partial means of a split mean) passes 1/n of it to
+    // each of its n shares.
     t["shard.all_reduce"] = [](ImplicitLocOpBuilder &b, Operation *op,
                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto ar = cast<shard::AllReduceOp>(op);
-      if (ar.getReduction() != shard::ReductionKind::Sum)
+      switch (ar.getReduction()) {
+      case shard::ReductionKind::Sum:
+        out.push_back(gs[0]);
+        return success();
+      case shard::ReductionKind::Average:
+        out.push_back(
+            mul(b, gs[0], scalar(b, gs[0], 1.0 / ranksOver(op, ar.getGridAxes()))));
+        return success();
+      default:
         return op->emitError("no gradient rule for a ")
                << shard::stringifyReductionKind(ar.getReduction())
-               << " all-reduce (only sums over replicas are differentiated)";
-      out.push_back(gs[0]);
-      return success();
+               << " all-reduce (only sums and averages over ranks are "
+                  "differentiated)";
+      }
     };
     // The collectives the partitioner puts between tensor-parallel ops, each
     // transposed into its dual over the same axes. The adjoint a rule gets
@@ -890,13 +913,17 @@ const llvm::StringMap<RuleFn> &rules() {
       auto c = cast<shard::ReduceScatterOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
-      if (c.getReduction() != shard::ReductionKind::Sum)
+      bool average = c.getReduction() == shard::ReductionKind::Average;
+      if (c.getReduction() != shard::ReductionKind::Sum && !average)
         return op->emitError("no gradient rule for a ")
                << shard::stringifyReductionKind(c.getReduction())
-               << " reduce-scatter";
-      out.push_back(backward(b, shard::AllGatherOp::create(
+               << " reduce-scatter (only sums and averages are differentiated)";
+      Value g = backward(b, shard::AllGatherOp::create(
           b, c.getInput().getType(), c.getGridAttr(), c.getGridAxesAttr(),
-          gs[0], c.getScatterAxisAttr())));
+          gs[0], c.getScatterAxisAttr()));
+      if (average)
+        g = mul(b, g, scalar(b, g, 1.0 / ranksOver(op, c.getGridAxes())));
+      out.push_back(g);
       return success();
     };
     t["shard.all_to_all"] = [=](ImplicitLocOpBuilder &b, Operation *op,

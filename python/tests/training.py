@@ -48,9 +48,10 @@ REFERENCE_DIRS = {"sgd_clipped": "train", "adamw": "train", "cnn_sgd": "train_cn
                   "encoder_adamw": "train_encoder", "gpt_adamw": "train_gpt"}
 
 
-def compile_step(model: Path, out: Path, optimizer: str, *flags) -> Path:
-    run(DISTOPT, "compile", model, "--loss", "cross-entropy:logits", "--optimizer",
-        optimizer, *flags, "-o", out)
+def compile_step(model: Path, out: Path, optimizer: str, *flags,
+                 loss: str = "cross-entropy:logits") -> Path:
+    run(DISTOPT, "compile", model, "--loss", loss, "--optimizer", optimizer, *flags,
+        "-o", out)
     return out
 
 

@@ -85,7 +85,7 @@ module {
   func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}}) -> tensor<f32> {
     %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
     %s = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
-    // expected-error @+1 {{no gradient rule for a max all-reduce (only sums over replicas are differentiated)}}
+    // expected-error @+1 {{no gradient rule for a max all-reduce (only sums and averages over ranks are differentiated)}}
     %l = shard.all_reduce %s on @dopt_grid grid_axes = [1] reduction = max : tensor<f32> -> tensor<f32>
     return %l : tensor<f32>
   }
