@@ -269,9 +269,42 @@ FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
   if (padded.count(v) && from.dimOf(kDataAxis) != to.dimOf(kDataAxis))
     return emitError(loc) << "resharding an unevenly split batch along the "
                              "data axis is not supported";
-  if (change && blocks.count(v))
-    return emitError(loc) << "resharding a block-layout tensor (fused QKV) is "
-                             "not supported";
+  if (change && blocks.count(v)) {
+    // A whole tensor (a weight shared by two fused-QKV projections) sliced
+    // into its block layout: each of the k parts along the dimension gives
+    // this rank its block -- [.., k, n/k, ..] sliced along n/k.
+    BlockLayout layout = blocks.lookup(v);
+    auto type = cast<RankedTensorType>(v.getType());
+    bool whole = !from.partial && llvm::all_of(cur, [](const auto &a) {
+      return a.empty();
+    });
+    bool justTheBlocks = true;
+    for (size_t d = 0; d < rank; ++d)
+      justTheBlocks &= static_cast<int64_t>(d) == layout.dim
+                           ? want[d] == SmallVector<int16_t>{kTensorAxis}
+                           : want[d].empty();
+    if (!whole || !justTheBlocks || layout.dim < 0 ||
+        type.getDimSize(layout.dim) % layout.parts != 0)
+      return emitError(loc) << "resharding a block-layout tensor (fused QKV) "
+                               "is not supported";
+    int64_t d = layout.dim, k = layout.parts;
+    SmallVector<int64_t> parts(type.getShape());
+    parts[d] /= k;
+    parts.insert(parts.begin() + d, k);
+    Value x = dopt::ReshapeOp::create(builder, loc, v,
+                                      builder.getDenseI64ArrayAttr(parts));
+    SmallVector<int64_t> mine(parts);
+    mine[d + 1] /= gridShape[kTensorAxis];
+    x = shard::AllSliceOp::create(
+            builder, loc, RankedTensorType::get(mine, type.getElementType()),
+            gridRef(), axisAttr(kTensorAxis), x, builder.getIndexAttr(d + 1))
+            .getResult();
+    SmallVector<int64_t> local(type.getShape());
+    local[d] /= gridShape[kTensorAxis];
+    return dopt::ReshapeOp::create(builder, loc, x,
+                                   builder.getDenseI64ArrayAttr(local))
+        .getResult();
+  }
   auto isPrefix = [](ArrayRef<int16_t> a, ArrayRef<int16_t> b) {
     return a.size() <= b.size() && llvm::equal(a, b.take_front(a.size()));
   };

@@ -130,13 +130,13 @@ def test_tensor_parallel_saves_whole_weights(torch_models, tmp_path):
     assert np.isfinite(logits).all() and logits.shape[-1] == 30
 
 
-@pytest.mark.parametrize("name", ["hf_bert", "hf_llama"])
+@pytest.mark.parametrize("name", ["hf_bert", "hf_llama", "hf_gpt2"])
 def test_huggingface_models_train_tensor_parallel_like_one_process(name, tmp_path):
-    """HuggingFace BERT and LLaMA (the zoo's exports: their layer norms'
-    means split over the tensor axis are averaged, RoPE, SwiGLU, GQA) given
-    an MSE loss on their first output: 3 SGD steps under tp 2 equal one
-    process's losses within 1e-5 (the averages' gradient rule: 1/n to each
-    share)."""
+    """HuggingFace BERT, LLaMA and GPT-2 (the zoo's exports: layer norms'
+    means split over the tensor axis and averaged, RoPE, SwiGLU, GQA; GPT-2's
+    fused QKV with a bias the exporter shares between its layers, sliced
+    into its block layout) given an MSE loss on their first output: 3 SGD
+    steps under tp 2 equal one process's losses within 1e-5."""
     import sys
 
     from cli import ROOT
