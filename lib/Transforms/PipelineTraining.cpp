@@ -309,8 +309,13 @@ struct PipelineTrainingPass
       return dopt::ConstantOp::create(
           b, loc, DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), v)));
     };
-    // Micro-batch m of a data input.
+    // Micro-batch m of a data input, sliced once (the last stage's label
+    // counts read it before the forward does).
+    llvm::DenseMap<std::pair<unsigned, int64_t>, Value> slices;
     auto sliceOf = [&](unsigned j, int64_t m) -> Value {
+      Value &slice = slices[{j, m}];
+      if (slice)
+        return slice;
       Value arg = stepData[j];
       auto t = cast<RankedTensorType>(arg.getType());
       int64_t d = batchDims[j], rows = t.getDimSize(d) / microbatches;
@@ -318,12 +323,13 @@ struct PipelineTrainingPass
           strides(t.getRank(), 1);
       starts[d] = m * rows;
       ends[d] = (m + 1) * rows;
-      return dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
-                                   b.getDenseI64ArrayAttr(ends),
-                                   b.getDenseI64ArrayAttr(strides));
+      slice = dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
+                                    b.getDenseI64ArrayAttr(ends),
+                                    b.getDenseI64ArrayAttr(strides));
+      return slice;
     };
-    // The inputs of micro-batch m: data slices (made once, where first
-    // needed) and, past the first stage, the received activations.
+    // The inputs of micro-batch m: data slices and, past the first stage,
+    // the received activations.
     SmallVector<IRMapping> inputs(microbatches);
     SmallVector<SmallVector<Operation *>> received(microbatches);
     auto mapInputs = [&](IRMapping &map, int64_t m) {

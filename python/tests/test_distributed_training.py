@@ -14,9 +14,9 @@ import onnx
 import pytest
 
 from cli import DISTOPT, ROOT, run
-from training import (REFERENCE_DIRS, assert_follows_reference, batches_as_data,
-                      compile_step, learnable_data, rel_err, run_with_fault, train,
-                      train_flags)
+from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
+                      assert_follows_reference, batches_as_data, compile_step, learnable_data,
+                      rel_err, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -351,23 +351,7 @@ def test_a_dying_or_hanging_rank_ends_the_job_naming_rank_and_step(torch_models,
             "--lr", "0.05", "--steps", "10"]
     bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:3",
                           "--dp", "3")
-    straight, straight_w = train(bundle, 3, *data, tag="-straight")
-    for kind in ("die", "hang"):
-        ck = tmp_path / f"ck-{kind}"
-        rc, elapsed, out = run_with_fault(bundle, 3, data, kind, 5, ck)
-        assert rc != 0 and elapsed < 30, (kind, elapsed, out)
-        if kind == "die":
-            assert "rank 1" in out and "exited on signal 9" in out, out
-            assert "terminated during step 5 (another rank failed)" in out, out
-        else:
-            assert "step 5: dort_all_reduce did not complete within 3 s" in out, out
-        meta = json.loads((ck / "checkpoint" / "meta.json").read_text())
-        assert meta["step"] == 4
-        resumed, w = train(bundle, 3, *data, "--resume", ck, tag=f"-{kind}")
-        assert [s["step"] for s in resumed] == list(range(5, 11))
-        assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
-        for f in straight_w.iterdir():
-            assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)
+    assert_faults_end_the_job_and_resume(bundle, 3, data, "dort_all_reduce")
 
 
 def test_a_run_is_bit_identical_for_a_fixed_seed_plan_and_rank_count(torch_models, tmp_path):

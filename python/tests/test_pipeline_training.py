@@ -16,9 +16,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cli import DISTOPT, run
-from training import (REFERENCE_DIRS, assert_follows_reference,
-                      assert_plans_equal_one_process, batches_as_data, compile_step, rel_err,
-                      run_with_fault, train, train_flags)
+from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
+                      assert_follows_reference, assert_plans_equal_one_process,
+                      assert_resumed_runs_continue, batches_as_data, compile_step, rel_err,
+                      train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -100,11 +101,7 @@ def test_pipeline_checkpoints_move_between_plans(torch_models, tmp_path):
     assert all(meta["weights"][n].endswith(".r2.npy") for n in last), meta["weights"]
     b, _ = train(b_b, 4, *data, "--steps", "12", "--resume", ck1, "--checkpoint-dir", ck2)
     c, w = train(one, 1, *data, "--steps", "18", "--resume", ck2, tag="-resumed")
-    assert [s["step"] for s in a + b + c] == list(range(1, 19))
-    assert np.allclose([s["loss"] for s in a + b + c], [s["loss"] for s in straight],
-                       rtol=1e-5)
-    for f in straight_w.iterdir():
-        assert rel_err(np.load(w / f.name), np.load(f)) <= 1e-5, f.name
+    assert_resumed_runs_continue([a, b, c], w, straight, straight_w)
 
 
 def test_pipeline_timeline_shows_each_stage_order(torch_models, tmp_path):
@@ -245,22 +242,7 @@ def test_a_dying_or_hanging_stage_ends_the_job_naming_rank_and_step(torch_models
     data = [*batches_as_data(d, tmp_path), "--no-shuffle", "--lr", "0.01", "--steps", "10"]
     bundle = compile_step(d / "model.onnx", tmp_path / "f.dx", "sgd", "--cluster", "local:2",
                           "--pp", "2", "--microbatches", "2")
-    straight, straight_w = train(bundle, 2, *data, tag="-straight")
-    for kind in ("die", "hang"):
-        ck = tmp_path / f"ck-{kind}"
-        rc, elapsed, out = run_with_fault(bundle, 2, data, kind, 5, ck)
-        assert rc != 0 and elapsed < 30, (kind, elapsed, out)
-        if kind == "die":
-            assert "rank 1" in out and "exited on signal 9" in out, out
-            assert "terminated during step 5 (another rank failed)" in out, out
-        else:
-            assert "step 5: dort_recv did not complete within 3 s" in out, out
-        assert json.loads((ck / "checkpoint" / "meta.json").read_text())["step"] == 4
-        resumed, w = train(bundle, 2, *data, "--resume", ck, tag=f"-{kind}")
-        assert [s["step"] for s in resumed] == list(range(5, 11))
-        assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
-        for f in straight_w.iterdir():
-            assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)
+    assert_faults_end_the_job_and_resume(bundle, 2, data, "dort_recv")
 
 
 def test_a_micro_batch_without_counted_labels_adds_nothing(torch_models, tmp_path):

@@ -125,3 +125,38 @@ def run_with_fault(bundle: Path, ranks: int, data: list, kind: str, step: int, c
                         "--checkpoint-every", "2"],
                        capture_output=True, text=True, env=env, timeout=60)
     return p.returncode, time.monotonic() - start, p.stdout + p.stderr
+
+
+def assert_resumed_runs_continue(runs: list[list[dict]], final_weights: Path,
+                                 straight: list[dict], straight_w: Path):
+    """Runs resumed one from the other's checkpoint (each a log) continue
+    the straight run: its steps, its losses within 1e-5, its final weights."""
+    steps = [s for r in runs for s in r]
+    assert [s["step"] for s in steps] == list(range(1, len(straight) + 1))
+    assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in straight], rtol=1e-5)
+    for f in straight_w.iterdir():
+        assert rel_err(np.load(final_weights / f.name), np.load(f)) <= 1e-5, f.name
+
+
+def assert_faults_end_the_job_and_resume(bundle: Path, ranks: int, data: list,
+                                         timed_out: str):
+    """Rank 1 dies or hangs at step 5 of a 10-step run checkpointing every 2
+    steps: the job ends within 30 s -- the launcher names the dead rank and
+    the others the step they were in; a hang times out in `timed_out` (the
+    call a peer waits in) -- and the step-4 checkpoint resumes bit for bit."""
+    straight, straight_w = train(bundle, ranks, *data, tag="-straight")
+    for kind in ("die", "hang"):
+        ck = bundle.parent / f"ck-{kind}"
+        rc, elapsed, out = run_with_fault(bundle, ranks, data, kind, 5, ck)
+        assert rc != 0 and elapsed < 30, (kind, elapsed, out)
+        if kind == "die":
+            assert "rank 1" in out and "exited on signal 9" in out, out
+            assert "terminated during step 5 (another rank failed)" in out, out
+        else:
+            assert f"step 5: {timed_out} did not complete within 3 s" in out, out
+        assert json.loads((ck / "checkpoint" / "meta.json").read_text())["step"] == 4
+        resumed, w = train(bundle, ranks, *data, "--resume", ck, tag=f"-{kind}")
+        assert [s["step"] for s in resumed] == list(range(5, 11))
+        assert [s["loss"] for s in resumed] == [s["loss"] for s in straight[4:]]
+        for f in straight_w.iterdir():
+            assert np.array_equal(np.load(w / f.name), np.load(f)), (kind, f.name)
