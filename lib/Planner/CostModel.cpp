@@ -878,3 +878,29 @@ double distopt::planner::stageActivationBytes(
   return inFlight * stashedActivationBytes(layers, recompute) +
          recomputeWorkspaceBytes(layers, recompute);
 }
+
+double distopt::planner::parameterServerExchangeTime(
+    const Cluster &cluster, llvm::ArrayRef<double> shardBytes, int64_t workers,
+    const EfficiencyProfile &eff) {
+  int64_t servers = static_cast<int64_t>(shardBytes.size());
+  double slowest = 0;
+  // Each server: its shard to (and from) every worker, one after another.
+  for (int64_t s = 0; s < servers; ++s) {
+    double t = 0;
+    for (int64_t w = 0; w < workers; ++w)
+      t += pointToPointTime(cluster, servers + w, s,
+                            static_cast<int64_t>(std::llround(shardBytes[s])),
+                            1, eff);
+    slowest = std::max(slowest, t);
+  }
+  // Each worker: every server's piece out and back.
+  for (int64_t w = 0; w < workers; ++w) {
+    double t = 0;
+    for (int64_t s = 0; s < servers; ++s)
+      t += pointToPointTime(cluster, servers + w, s,
+                            static_cast<int64_t>(std::llround(shardBytes[s])),
+                            1, eff);
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}

@@ -50,6 +50,21 @@ std::string count(double v) {
   return out;
 }
 
+/// Bytes in B, KB, MB or GB (powers of 1000, as link rates are given).
+std::string bytesText(double b) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (b >= 1e9)
+    os << llvm::format("%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    os << llvm::format("%.2f MB", b / 1e6);
+  else if (b >= 1e3)
+    os << llvm::format("%.1f KB", b / 1e3);
+  else
+    os << llvm::format("%.0f B", b);
+  return out;
+}
+
 std::string shape(const Plan &p) {
   std::string s;
   llvm::raw_string_ostream(s) << "dp " << p.dp << " x tp " << p.tp << " x pp "
@@ -156,7 +171,28 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
   os << "predicted step time " << seconds(p.stepTime) << " = compute "
      << seconds(p.compute) << " + communication " << seconds(p.communication)
      << " + pipeline bubble " << seconds(p.bubble) << "\n";
-  if (train) {
+  if (train && p.sync != GradientSync::AllReduce) {
+    double busiest = 0;
+    for (double b : p.serverBytes)
+      busiest = std::max(busiest, b);
+    os << "  (" << (p.sync == GradientSync::Async ? "asynchronous" : "synchronous")
+       << " parameter servers: " << p.servers
+       << (p.servers == 1 ? " server (rank 0), " : " servers (ranks 0-" +
+                                                    std::to_string(p.servers - 1) +
+                                                    "), ")
+       << p.dp << (p.dp == 1 ? " worker" : " workers");
+    if (p.backupWorkers)
+      os << " (" << p.backupWorkers << " of them backups: a step applies the "
+         << "first " << p.dp - p.backupWorkers << " gradients)";
+    os << "; push and pull " << seconds(p.dataParallelSync)
+       << " per step, the busiest server's link carrying "
+       << bytesText(busiest) << " each way; optimizer update "
+       << seconds(p.optimizerUpdate) << ")\n";
+    os << "  bytes each server receives and sends per step:";
+    for (auto [s, b] : llvm::enumerate(p.serverBytes))
+      os << " [" << s << "] " << bytesText(b);
+    os << "\n";
+  } else if (train) {
     os << "  (data-parallel gradient all-reduce " << seconds(p.dataParallelSync)
        << " exposed of " << seconds(p.dataParallelSyncTotal);
     if (p.dp > 1)
@@ -187,6 +223,49 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
                                   " of it)"
                             : std::string())
        << " + activations " << gib(fullest->activationBytes) << "\n";
+  }
+  if (train && !result.serverAlternatives.empty()) {
+    // All-reduce against parameter servers on the same devices.
+    os << "\ngradient synchronisation on " << cluster.numDevices()
+       << " devices (step time):\n";
+    const Plan *fastestPS = nullptr;
+    for (const Plan &alt : result.serverAlternatives)
+      if (!fastestPS || alt.stepTime < fastestPS->stepTime)
+        fastestPS = &alt;
+    if (p.sync == GradientSync::AllReduce)
+      os << format("  %-34s %12s\n",
+                   ("ring all-reduce, " + std::to_string(p.dp) + " replicas")
+                       .c_str(),
+                   seconds(p.stepTime).c_str());
+    for (const Plan &alt : result.serverAlternatives) {
+      double busiest = 0;
+      for (double b : alt.serverBytes)
+        busiest = std::max(busiest, b);
+      os << format("  %-34s %12s   busiest server link %s each way\n",
+                   (std::to_string(alt.servers) +
+                    (alt.servers == 1 ? " server + " : " servers + ") +
+                    std::to_string(alt.dp) + " workers")
+                       .c_str(),
+                   seconds(alt.stepTime).c_str(), bytesText(busiest).c_str());
+    }
+    if (p.sync == GradientSync::AllReduce && fastestPS) {
+      if (fastestPS->stepTime >= p.stepTime)
+        os << "  all-reduce wins (" << format("%.2fx", fastestPS->stepTime / p.stepTime)
+           << " faster than the best parameter-server plan, "
+           << fastestPS->servers << " server(s)): a server's link carries its "
+              "shard to and from every worker each step, and servers take "
+              "devices from the workers; a ring spreads the same bytes over "
+              "every link\n";
+      else
+        os << "  parameter servers would be faster here ("
+           << fastestPS->servers << " server(s), "
+           << format("%.2fx", p.stepTime / fastestPS->stepTime)
+           << "): compile with --sync ps --servers " << fastestPS->servers
+           << "\n";
+    } else if (p.sync != GradientSync::AllReduce && !options.servers) {
+      os << "  chosen: " << p.servers
+         << " server(s), the fastest count priced\n";
+    }
   }
   os << "\n";
 
@@ -317,6 +396,15 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
          dtypeName(options.gradDtype.value_or(options.precision))},
         {"gradient_bucket_bytes", options.bucketBytes},
         {"zero_stage", p.zeroStage},
+        {"sync", gradientSyncName(p.sync)},
+        {"servers", p.servers},
+        {"backup_workers", p.backupWorkers},
+        {"server_bytes_per_step", [&] {
+           json::Array a;
+           for (double b : p.serverBytes)
+             a.push_back(b);
+           return a;
+         }()},
         {"peak_memory_bytes_per_device", p.peakMemory},
         {"fits", p.fits},
         {"stages", std::move(stages)},

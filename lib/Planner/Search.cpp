@@ -2,6 +2,8 @@
 
 #include "distopt/Planner/Search.h"
 
+#include "distopt/Runtime/ServerPlacement.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -717,9 +719,135 @@ llvm::Expected<PlanResult> Searcher::run() {
 
 } // namespace
 
-llvm::Expected<PlanResult>
-distopt::planner::searchPlan(const PlanGraph &graph, const Cluster &cluster,
-                             const PlanOptions &options) {
+llvm::StringRef distopt::planner::gradientSyncName(GradientSync s) {
+  switch (s) {
+  case GradientSync::AllReduce:
+    return "allreduce";
+  case GradientSync::ParameterServer:
+    return "ps";
+  case GradientSync::Async:
+    return "async";
+  }
+  return "?";
+}
+
+std::optional<GradientSync>
+distopt::planner::parseGradientSync(llvm::StringRef name) {
+  if (name == "allreduce")
+    return GradientSync::AllReduce;
+  if (name == "ps")
+    return GradientSync::ParameterServer;
+  if (name == "async")
+    return GradientSync::Async;
+  return std::nullopt;
+}
+
+namespace {
+
+/// The elements of each float weight of the graph (what servers hold).
+std::vector<int64_t> trainedWeightSizes(const PlanGraph &g) {
+  std::vector<int64_t> sizes;
+  for (const PlanNode &n : g.nodes)
+    if (n.kind == NodeKind::Weight && !n.results.empty()) {
+      const PlanTensor &t = g.tensors[n.results[0]];
+      if (t.isFloat)
+        sizes.push_back(static_cast<int64_t>(std::llround(t.elements())));
+    }
+  return sizes;
+}
+
+/// `p`, a pure data-parallel plan of `p.dp` workers, with its gradient
+/// all-reduce replaced by the exchange with `servers` parameter servers.
+Plan asParameterServerPlan(Plan p, const PlanGraph &g, const Cluster &cluster,
+                           const PlanOptions &opts, int64_t servers) {
+  distopt::ps::Placement placement = distopt::ps::placeOnServers(trainedWeightSizes(g), servers);
+  std::vector<double> shardBytes;
+  // Gradients and weights travel in fp32 (the servers keep fp32 masters).
+  for (int64_t load : placement.load)
+    shardBytes.push_back(4.0 * static_cast<double>(load));
+  double exchange = parameterServerExchangeTime(cluster, shardBytes, p.dp,
+                                                opts.efficiency);
+  p.stepTime += exchange - p.dataParallelSync;
+  p.communication += exchange - p.dataParallelSync;
+  p.dataParallelSync = p.dataParallelSyncTotal = exchange;
+  p.sync = opts.sync == GradientSync::AllReduce ? GradientSync::ParameterServer
+                                                : opts.sync;
+  p.servers = servers;
+  p.backupWorkers = opts.backupWorkers;
+  p.serverBytes.clear();
+  for (double b : shardBytes)
+    p.serverBytes.push_back(b * static_cast<double>(p.dp));
+  return p;
+}
+
+} // namespace
+
+namespace {
+
+llvm::Expected<PlanResult> searchAllReduce(const PlanGraph &graph,
+                                         const Cluster &cluster,
+                                         const PlanOptions &options);
+
+/// Parameter servers: K server ranks and dp = devices - K workers of pure
+/// data parallelism; the fastest K unless --servers says.
+llvm::Expected<PlanResult> searchServers(const PlanGraph &graph,
+                                       const Cluster &cluster,
+                                       const PlanOptions &options) {
+  int64_t devices = cluster.numDevices();
+  auto fail = [](const llvm::Twine &msg) -> llvm::Expected<PlanResult> {
+    return llvm::createStringError(msg.str());
+  };
+  if (options.tp.value_or(1) != 1 || options.pp.value_or(1) != 1)
+    return fail("parameter servers serve data-parallel workers: --tp and "
+                "--pp must be 1 with --sync " +
+                gradientSyncName(options.sync));
+  if (options.servers && (*options.servers < 1 ||
+                          *options.servers + 1 + options.backupWorkers > devices))
+    return fail("--servers " + llvm::Twine(*options.servers) + " with " +
+                llvm::Twine(options.backupWorkers) +
+                " backup worker(s) leaves no worker on the " +
+                llvm::Twine(devices) + " devices of the cluster");
+  if (devices < 2 + options.backupWorkers)
+    return fail("parameter servers need at least " +
+                llvm::Twine(2 + options.backupWorkers) +
+                " devices (a server and a worker" +
+                (options.backupWorkers ? " plus the backups" : "") +
+                "); the cluster has " + llvm::Twine(devices));
+  std::optional<PlanResult> best;
+  std::vector<Plan> alternatives;
+  for (int64_t k = 1; k + 1 + options.backupWorkers <= devices; ++k) {
+    // Without --servers: 1, 2, 4, ... servers (each count costs a search).
+    if (options.servers ? k != *options.servers : (k & (k - 1)) != 0)
+      continue;
+    PlanOptions o = options;
+    o.sync = GradientSync::AllReduce;
+    o.servers.reset();
+    o.dp = devices - k;
+    o.tp = o.pp = 1;
+    o.zeroStage = 0;
+    llvm::Expected<PlanResult> r = searchAllReduce(graph, cluster, o);
+    if (!r) {
+      if (options.servers || k + 2 + options.backupWorkers > devices)
+        return r.takeError();
+      llvm::consumeError(r.takeError());
+      continue;
+    }
+    r->best = asParameterServerPlan(r->best, graph, cluster, options, k);
+    alternatives.push_back(r->best);
+    if (!best || r->best.stepTime < best->best.stepTime)
+      best = std::move(*r);
+  }
+  if (!best)
+    return fail("no parameter-server plan: the batch splits over no "
+                "worker count the cluster leaves");
+  best->rejected.clear();
+  best->serverAlternatives = std::move(alternatives);
+  return std::move(*best);
+}
+
+llvm::Expected<PlanResult> searchAllReduce(const PlanGraph &graph,
+                                           const Cluster &cluster,
+                                           const PlanOptions &options) {
   auto search = [&](const PlanOptions &o) -> llvm::Expected<PlanResult> {
     Searcher s(graph, cluster, o);
     llvm::Expected<PlanResult> r = s.run();
@@ -746,4 +874,32 @@ distopt::planner::searchPlan(const PlanGraph &graph, const Cluster &cluster,
   }
   llvm::consumeError(first.takeError());
   return second;
+}
+
+} // namespace
+
+llvm::Expected<PlanResult>
+distopt::planner::searchPlan(const PlanGraph &graph, const Cluster &cluster,
+                             const PlanOptions &options) {
+  if (options.mode == PlanMode::Train &&
+      (options.sync != GradientSync::AllReduce || options.servers))
+    return searchServers(graph, cluster, options);
+  // What parameter servers would do with the same devices, for the
+  // summary's comparison (pure data-parallel training plans).
+  auto compareServers = [&](llvm::Expected<PlanResult> r)
+      -> llvm::Expected<PlanResult> {
+    if (!r || options.mode != PlanMode::Train || r->best.tp != 1 ||
+        r->best.pp != 1 || r->best.dp < 2 || cluster.numDevices() < 2)
+      return r;
+    PlanOptions o = options;
+    o.sync = GradientSync::ParameterServer;
+    o.dp.reset();
+    llvm::Expected<PlanResult> ps = searchServers(graph, cluster, o);
+    if (ps)
+      r->serverAlternatives = std::move(ps->serverAlternatives);
+    else
+      llvm::consumeError(ps.takeError());
+    return r;
+  };
+  return compareServers(searchAllReduce(graph, cluster, options));
 }

@@ -723,6 +723,58 @@ int dort_irecv(void *r, int64_t count, dort_dtype d, int peer, dort_comm *c,
   return start(out, req, rc, "dort_irecv");
 }
 
+int dort_recv_any(void *r, int64_t count, dort_dtype d, dort_comm *c,
+                  int *source) {
+  if (int rc = check("dort_recv_any", c, count, d, nullptr))
+    return rc;
+  MPI_Request req;
+  int rc = MPI_Irecv(r, static_cast<int>(count), mpiType(d), MPI_ANY_SOURCE, 0,
+                     c->comm, &req);
+  if (rc != MPI_SUCCESS)
+    return mpiError("dort_recv_any", rc);
+  // waitWithTimeout, keeping the status (the sender).
+  using clock = std::chrono::steady_clock;
+  auto deadline =
+      clock::now() + std::chrono::duration<double>(timeoutSeconds());
+  MPI_Status status;
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    rc = MPI_Test(&req, &done, &status);
+    if (rc != MPI_SUCCESS)
+      return mpiError("dort_recv_any", rc);
+    if (done)
+      break;
+    if (spins > 1000) {
+      if (clock::now() > deadline) {
+        char msg[384];
+        std::snprintf(msg, sizeof msg,
+                      "%sdort_recv_any did not complete within %.0f s (a peer "
+                      "rank died or hangs; set DISTOPT_COMM_TIMEOUT to wait "
+                      "longer)",
+                      contextPrefix().c_str(), timeoutSeconds());
+        dort_comm_abort(3, msg);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  if (source)
+    *source = status.MPI_SOURCE;
+  return 0;
+}
+
+int dort_iprobe(int peer, dort_comm *c, int *ready) {
+  if (int rc = check("dort_iprobe", c, 0, DORT_U8, nullptr))
+    return rc;
+  if (!ready)
+    return dort_set_error(1, "dort_iprobe: null output");
+  int flag = 0;
+  int rc = MPI_Iprobe(peer, 0, c->comm, &flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS)
+    return mpiError("dort_iprobe", rc);
+  *ready = flag;
+  return 0;
+}
+
 int dort_wait(dort_request *r) {
   if (!r)
     return dort_set_error(1, "dort_wait: null request");

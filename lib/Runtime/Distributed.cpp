@@ -662,10 +662,16 @@ void dort_p2p_flush(void) {
 }
 
 int dort_grid_init(int ndims, const int64_t *shape) {
-  dort_grid_finalize();
   dort_comm *world = dort_comm_world();
   if (!world)
     return dort_set_error(1, "dort_grid_init: communication not initialised");
+  return dort_grid_init_on(world, ndims, shape);
+}
+
+int dort_grid_init_on(dort_comm *world, int ndims, const int64_t *shape) {
+  dort_grid_finalize();
+  if (!world)
+    return dort_set_error(1, "dort_grid_init: no communicator");
   gGrid.assign(shape, shape + ndims);
   gCoords = gridCoords(gGrid, dort_comm_rank(world));
   for (int a = 0; a < ndims; ++a) {

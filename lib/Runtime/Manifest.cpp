@@ -377,6 +377,56 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
+  // Parameter servers take ranks of their own, before the workers' grid.
+  int64_t serverRanks = 0;
+  if (const JsonValue *ps = root.get("parameter_servers")) {
+    if (!ps->isObject())
+      return check.wrongType("parameter_servers", "an object", *ps);
+    ParameterServers p;
+    const std::string path = "parameter_servers";
+    if (!check.getString(*ps, path, "sync", p.sync))
+      return false;
+    if (p.sync != "ps" && p.sync != "async")
+      return check.fail(path + ".sync", "expected \"ps\" or \"async\", found \"" +
+                                            p.sync + "\"");
+    if (!check.getInteger(*ps, path, "servers", 1, p.servers) ||
+        !check.getInteger(*ps, path, "workers", 1, p.workers) ||
+        !check.getInteger(*ps, path, "backup_workers", 0, p.backupWorkers) ||
+        !check.getInteger(*ps, path, "shard_length", 1, p.shardLength))
+      return false;
+    if (p.backupWorkers >= p.workers)
+      return check.fail(path + ".backup_workers",
+                        "must be fewer than the workers");
+    const JsonValue *pieces = ps->get("pieces");
+    if (!pieces || !pieces->isArray())
+      return check.fail(path, "expected an array \"pieces\"");
+    for (size_t i = 0; i < pieces->elements().size(); ++i) {
+      const JsonValue &e = pieces->elements()[i];
+      std::string ep = path + ".pieces[" + std::to_string(i) + "]";
+      if (!e.isObject())
+        return check.wrongType(ep, "an object", e);
+      ServerPiece piece;
+      if (!check.getInteger(e, ep, "weight", 0, piece.weight) ||
+          !check.getInteger(e, ep, "offset", 0, piece.offset) ||
+          !check.getInteger(e, ep, "length", 1, piece.length) ||
+          !check.getInteger(e, ep, "server", 0, piece.server) ||
+          !check.getInteger(e, ep, "shard_offset", 0, piece.shardOffset))
+        return false;
+      if (piece.server >= p.servers ||
+          piece.shardOffset + piece.length > p.shardLength)
+        return check.fail(ep, "outside the servers' shards");
+      p.pieces.push_back(piece);
+    }
+    const JsonValue *update = ps->get("update");
+    if (!update || !update->isObject())
+      return check.fail(path, "expected an object \"update\"");
+    if (!check.list(*update, "inputs", true, p.updateInputs, &Validator::tensor) ||
+        !check.list(*update, "outputs", true, p.updateOutputs,
+                    &Validator::tensor))
+      return false;
+    serverRanks = p.servers;
+    m.parameterServers = std::move(p);
+  }
   if (const JsonValue *grid = root.get("grid")) {
     if (!grid->isArray() || grid->elements().empty())
       return check.fail("grid", "expected a non-empty array of axis sizes");
@@ -389,9 +439,14 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       m.grid.push_back(n);
       product *= n;
     }
-    if (product != m.ranks)
+    if (product + serverRanks != m.ranks)
       return check.fail("grid", "the grid holds " + std::to_string(product) +
-                                    " ranks, but \"ranks\" is " +
+                                    " ranks" +
+                                    (serverRanks ? " (and " +
+                                                       std::to_string(serverRanks) +
+                                                       " parameter servers)"
+                                                 : std::string()) +
+                                    ", but \"ranks\" is " +
                                     std::to_string(m.ranks));
   } else if (m.ranks != 1) {
     return check.fail("", "a multi-rank manifest needs a \"grid\"");
@@ -404,6 +459,13 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
     if (!check.distribution(m.inputs[i], "inputs[" + std::to_string(i) + "]",
                             m.grid))
       return false;
+  if (m.parameterServers)
+    for (const ServerPiece &piece : m.parameterServers->pieces)
+      if (piece.weight >= static_cast<int64_t>(m.weights.size()) ||
+          piece.offset + piece.length > m.weights[piece.weight].numElements())
+        return check.fail("parameter_servers.pieces",
+                          "a piece outside weight " +
+                              std::to_string(piece.weight));
   if (const JsonValue *e = root.get("eval")) {
     if (!e->isObject())
       return check.wrongType("eval", "an object", *e);

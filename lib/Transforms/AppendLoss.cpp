@@ -18,7 +18,8 @@
 // output holds this replica's share of the samples: the labels are split
 // the same way, and the loss's sums (the mean's count included) are
 // all-reduced over the grid axes the samples are split on, so every replica
-// holds the exact loss of the whole batch.
+// holds the exact loss of the whole batch. With `local` (a parameter-server
+// worker) it is the loss of the replica's own samples.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,13 +147,16 @@ struct AppendLossPass
           }
           replicaAxes.push_back(axis);
         }
-    auto acrossReplicas = [&](Value local) -> Value {
+    // A parameter-server worker's loss is its own samples' (`local`).
+    if (local)
+      replicaAxes.clear();
+    auto acrossReplicas = [&](Value part) -> Value {
       if (replicaAxes.empty())
-        return local;
+        return part;
       return shard::AllReduceOp::create(
-                 b, loc, local.getType(),
+                 b, loc, part.getType(),
                  FlatSymbolRefAttr::get(ctx, grid::kName),
-                 b.getDenseI16ArrayAttr(replicaAxes), local,
+                 b.getDenseI16ArrayAttr(replicaAxes), part,
                  shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
           .getResult();
     };
@@ -243,7 +247,7 @@ struct AppendLossPass
           loss = dopt::DivOp::create(b, loc, sum, count);
         }
         if (counted) {
-          int64_t n = globalType
+          int64_t n = globalType && !local
                           ? cast<RankedTensorType>(globalType.getValue())
                                 .getNumElements()
                           : yt.getNumElements();

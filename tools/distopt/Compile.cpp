@@ -29,6 +29,8 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "distopt/Transforms/Passes.h"
+#include "distopt/Transforms/ServerUpdate.h"
+#include "distopt/Runtime/ServerPlacement.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -292,7 +294,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   // --emit=ir`, possibly edited by hand), whose weights come from the ONNX
   // model it names in `dopt.source`.
   std::string modelPath = input.str();
-  OwningOpRef<ModuleOp> module, evalModule;
+  OwningOpRef<ModuleOp> module, evalModule, serverModule;
+  // Parameter servers (--sync ps|async): the step is split into the
+  // workers' program (its loss and gradients) and the servers' update.
+  ServerPlan servers;
   // A training step on a pipelined plan: one step program per stage.
   bool pipelinedStep = false;
   std::vector<int64_t> grid;
@@ -331,8 +336,29 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // --cluster: plan, then rewrite into the program of one rank.
     bool training =
         compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
-    if (!partitionForCluster(context, *module, grid, training))
+    if (!partitionForCluster(context, *module, grid, training, nullptr,
+                             &servers))
       return 1;
+    if (servers.servers > 0) {
+      std::string problem;
+      if (compileOptimizer.empty() || compileLoss.empty())
+        problem = "parameter servers apply gradients with an optimizer: "
+                  "--sync " + planner::gradientSyncName(servers.sync).str() +
+                  " needs --loss and --optimizer";
+      else if (accumulateSteps > 1)
+        problem = "--accumulate does not combine with parameter servers "
+                  "(a worker pushes each batch's gradient)";
+      else if (toCUDA)
+        problem = "parameter-server training is built for the CPU only so "
+                  "far (--target cuda with --sync ps|async)";
+      else if (gradientSync.given)
+        problem = "--bucket-mb, --grad-dtype and --zero shape the "
+                  "all-reduce; parameter servers take whole fp32 gradients";
+      if (!problem.empty()) {
+        WithColor::error() << problem << "\n";
+        return 1;
+      }
+    }
     pipelinedStep = training && grid.size() == 3 && grid[0] > 1;
     if (pipelinedStep) {
       std::string problem;
@@ -361,7 +387,9 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       lo.kind = kind.str();
       lo.output = out.empty() ? "0" : out.str();
       lo.labels = compileLabels;
-      lo.counted = accumulateSteps > 1 || pipelinedStep;
+      lo.counted = accumulateSteps > 1 || pipelinedStep || servers.servers > 0;
+      // A worker pushes the gradient of its own samples' loss.
+      lo.local = servers.servers > 0;
       PassManager pm(&context);
       pm.addPass(createAppendLossPass(lo));
       if (pipelinedStep)
@@ -383,8 +411,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       evalModule = importONNXFile(context, input, evalOptions);
       if (!evalModule)
         return 1;
+      // Parameter servers: server 0 evaluates the whole batch in one
+      // process (it gathers the shards), so the program is not split.
       std::vector<int64_t> evalGrid;
-      if (!grid.empty() &&
+      if (!grid.empty() && servers.servers == 0 &&
           !partitionForCluster(context, *evalModule, evalGrid, true, &grid))
         return 1;
       auto [kind, out] = StringRef(compileLoss).split(':');
@@ -399,9 +429,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         return 1;
     }
   }
+  // The servers' ranks come first, then the workers' grid.
   int64_t ranks = 1;
   for (int64_t g : grid)
     ranks *= g;
+  ranks += servers.servers;
   OpPrintingFlags flags;
   if (printGeneric)
     flags.printGenericOpForm();
@@ -424,6 +456,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     programNames.push_back("main");
   if (evalModule && !pipeline)
     programNames.push_back("eval");
+  if (servers.servers > 0)
+    programNames.push_back("ps_update");
+  // Parameter servers: the trained weights (the worker's gradients, in
+  // their order), their placement on the servers, and the update
+  // program's buffers.
+  std::vector<std::string> trainedWeights;
+  std::vector<int64_t> trainedSizes;
+  ps::Placement placement;
+  llvm::json::Array serverInputs, serverOutputs;
 
   SmallString<256> modelDir(modelPath);
   llvm::sys::path::remove_filename(modelDir);
@@ -485,9 +526,18 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
 
   for (auto [k, programName] : llvm::enumerate(programNames)) {
     bool isEval = programName == "eval";
+    bool isServer = programName == "ps_update";
+    if (isServer) {
+      placement = ps::placeOnServers(trainedSizes, servers.servers);
+      serverModule = buildServerUpdate(
+          context, std::max<int64_t>(1, placement.shardLength()),
+          servers.servers,
+          servers.sync == planner::GradientSync::ParameterServer);
+    }
     // Each stage is compiled as a module of its own, its function as @main.
     OwningOpRef<ModuleOp> program =
-        isEval ? std::move(evalModule)
+        isServer ? std::move(serverModule)
+        : isEval ? std::move(evalModule)
         : pipeline ? OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()))
                    : std::move(module);
     if (pipeline && !isEval) {
@@ -502,7 +552,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     {
       PassManager pm(&context);
       pm.addPass(createOutlineWeightsPass());
-      if (pipelinedStep) {
+      bool worker = servers.servers > 0 && !isServer;
+      if (isServer) {
+        OptimizerPassOptions opt;
+        opt.kind = compileOptimizer;
+        opt.nesterov = compileNesterov;
+        pm.addPass(createOptimizerPass(opt));
+      } else if (pipelinedStep) {
         // The stage's forward becomes its step over the micro-batches, in
         // the plan's schedule, recomputing as the plan says.
         PipelineTrainingPassOptions pt;
@@ -525,7 +581,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         acc.steps = accumulateSteps;
         pm.addPass(createAccumulateGradientsPass(acc));
       }
-      if (!isEval && (compileGradients || !compileOptimizer.empty())) {
+      if (!isEval && !isServer && !worker &&
+          (compileGradients || !compileOptimizer.empty())) {
         SyncGradientsPassOptions sync;
         sync.bucketBytes = std::max<int64_t>(
             1, static_cast<int64_t>(gradientSync.bucketBytes));
@@ -541,7 +598,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
               sync.zeroStage = static_cast<int>(z.getInt());
         pm.addPass(createSyncGradientsPass(sync));
       }
-      if (!isEval && !compileOptimizer.empty()) {
+      if (!isEval && !isServer && !worker && !compileOptimizer.empty()) {
         OptimizerPassOptions opt;
         opt.kind = compileOptimizer;
         opt.nesterov = compileNesterov;
@@ -550,142 +607,185 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (failed(pm.run(*program)))
         return 1;
       // The backward collectives are among those the plan priced.
-      if (!isEval)
+      if (!isEval && !isServer)
         if (llvm::Error e = planner::checkBackwardCollectives(*program)) {
           WithColor::error() << toString(std::move(e)) << "\n";
           return 1;
         }
     }
     auto main = program->lookupSymbol<func::FuncOp>("main");
+    if (isServer) {
+      // Its buffers: inputs, then the shard (its weight), then outputs.
+      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+        auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+        if (main.getArgAttr(i, "dopt.weight"))
+          continue;
+        auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
+        serverInputs.push_back(tensorJson(name.getValue(), type));
+      }
+      for (unsigned i = 0; i < main.getNumResults(); ++i) {
+        auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
+        auto name = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+        serverOutputs.push_back(tensorJson(name.getValue(), type));
+      }
+    } else if (servers.servers > 0 && !isEval) {
+      // The worker's gradients name the trained weights.
+      for (unsigned i = 0; i < main.getNumResults(); ++i)
+        if (auto of = main.getResultAttrOfType<StringAttr>(i, "dopt.grad_of")) {
+          auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
+          if (!type.getElementType().isF32()) {
+            WithColor::error()
+                << "parameter servers hold f32 weights; weight '"
+                << of.getValue() << "' is " << type.getElementType() << "\n";
+            return 1;
+          }
+          trainedWeights.push_back(of.getValue().str());
+          trainedSizes.push_back(type.getNumElements());
+        }
+      for (unsigned i = 0; i < main.getNumResults(); ++i)
+        if (auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name"))
+          if (n.getValue().starts_with("update:")) {
+            WithColor::error()
+                << "parameter servers keep only gradient-trained weights; '"
+                << n.getValue().drop_front(7)
+                << "' is updated by the model itself (batch norm's running "
+                   "statistics in training form): train it with --sync "
+                   "allreduce\n";
+            return 1;
+          }
+    }
     // The FLOPs one rank's training step performs (forward, backward,
     // update), by the cost model's count: the train loop reports the
     // achieved FLOP/s.
-    if (!isEval && !compileOptimizer.empty())
+    if (!isEval && !isServer && !compileOptimizer.empty())
       for (auto &[op, cost] : planner::estimateCosts(main))
         stepFlops += cost.flops / (pipelinedStep ? stages : 1);
-    StageBuffers buffers;
-    unsigned nextInput = 0;
-    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-      auto type = cast<RankedTensorType>(main.getArgument(i).getType());
-      if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
-        std::string name = cast<StringAttr>(ref.get("name")).getValue().str();
-        buffers.weights.push_back(name);
-        if (weightTable.count(name))
+    // The bundle's buffers (the server's are its own, above).
+    if (!isServer) {
+      StageBuffers buffers;
+      unsigned nextInput = 0;
+      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+        auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+        if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
+          std::string name = cast<StringAttr>(ref.get("name")).getValue().str();
+          buffers.weights.push_back(name);
+          if (weightTable.count(name))
+            continue;
+          WeightEntry w;
+          w.json = tensorJson(name, type);
+          distribute(w.json, ref.get("split_axes"), ref.get("global_type"),
+                     ref.get("block_parts"));
+          w.fileType = type;
+          if (auto global = ref.getAs<TypeAttr>("global_type"))
+            w.fileType = cast<RankedTensorType>(global.getValue());
+          int64_t bytes = w.fileType.getNumElements() *
+                          elementBytes(w.fileType.getElementType());
+          if (auto loc = ref.getAs<StringAttr>("location")) {
+            SmallString<256> path(modelDir);
+            llvm::sys::path::append(path, loc.getValue());
+            llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+            w.json["file"] = std::string(path);
+            w.json["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
+            w.json["length"] = ref.getAs<IntegerAttr>("length").getInt();
+          } else {
+            weightsBinSize = llvm::alignTo(weightsBinSize, 64);
+            w.embedded = true;
+            w.offset = weightsBinSize;
+            w.json["file"] = "weights.bin";
+            w.json["offset"] = weightsBinSize;
+            w.json["length"] = bytes;
+            weightsBinSize += bytes;
+          }
+          weightTable[name] = std::move(w);
+          weightOrder.push_back(name);
           continue;
-        WeightEntry w;
-        w.json = tensorJson(name, type);
-        distribute(w.json, ref.get("split_axes"), ref.get("global_type"),
-                   ref.get("block_parts"));
-        w.fileType = type;
-        if (auto global = ref.getAs<TypeAttr>("global_type"))
-          w.fileType = cast<RankedTensorType>(global.getValue());
-        int64_t bytes = w.fileType.getNumElements() *
-                        elementBytes(w.fileType.getElementType());
-        if (auto loc = ref.getAs<StringAttr>("location")) {
-          SmallString<256> path(modelDir);
-          llvm::sys::path::append(path, loc.getValue());
-          llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-          w.json["file"] = std::string(path);
-          w.json["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
-          w.json["length"] = ref.getAs<IntegerAttr>("length").getInt();
-        } else {
-          weightsBinSize = llvm::alignTo(weightsBinSize, 64);
-          w.embedded = true;
-          w.offset = weightsBinSize;
-          w.json["file"] = "weights.bin";
-          w.json["offset"] = weightsBinSize;
-          w.json["length"] = bytes;
-          weightsBinSize += bytes;
         }
-        weightTable[name] = std::move(w);
-        weightOrder.push_back(name);
-        continue;
+        if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
+          buffers.inputs.push_back(activationJson(act.getInt(), type));
+          continue;
+        }
+        int64_t index = nextInput++;
+        if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
+          index = mi.getInt();
+        // A pipelined step's stages take different inputs (their weights'
+        // optimizer state): the manifest lists them all, by name.
+        if (pipelinedStep)
+          index = stepInputIndex
+                      .try_emplace(main.getArgAttrOfType<StringAttr>(i, "dopt.name")
+                                       .getValue(),
+                                   stepInputIndex.size())
+                      .first->second;
+        buffers.inputs.push_back(llvm::json::Object{{"input", index}});
+        auto &inputSpecs = isEval ? evalInputs : modelInputs;
+        if (inputSpecs.count(index))
+          continue;
+        auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
+        llvm::json::Object in = tensorJson(
+            name ? name.getValue() : "",
+            perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
+        distribute(in, main.getArgAttr(i, "dopt.split_axes"),
+                   main.getArgAttr(i, "dopt.global_type"), nullptr);
+        if (pipeline)
+          if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+            in["batch_dim"] = b.getInt();
+        if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
+          in["classes"] = c.getInt();
+        inputSpecs[index] = std::move(in);
       }
-      if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-        buffers.inputs.push_back(activationJson(act.getInt(), type));
-        continue;
-      }
-      int64_t index = nextInput++;
-      if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
-        index = mi.getInt();
-      // A pipelined step's stages take different inputs (their weights'
-      // optimizer state): the manifest lists them all, by name.
-      if (pipelinedStep)
-        index = stepInputIndex
-                    .try_emplace(main.getArgAttrOfType<StringAttr>(i, "dopt.name")
-                                     .getValue(),
-                                 stepInputIndex.size())
-                    .first->second;
-      buffers.inputs.push_back(llvm::json::Object{{"input", index}});
-      auto &inputSpecs = isEval ? evalInputs : modelInputs;
-      if (inputSpecs.count(index))
-        continue;
-      auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-      llvm::json::Object in = tensorJson(
-          name ? name.getValue() : "",
-          perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
-      distribute(in, main.getArgAttr(i, "dopt.split_axes"),
-                 main.getArgAttr(i, "dopt.global_type"), nullptr);
-      if (pipeline)
-        if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-          in["batch_dim"] = b.getInt();
-      if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
-        in["classes"] = c.getInt();
-      inputSpecs[index] = std::move(in);
-    }
-    unsigned nextOutput = 0;
-    for (unsigned i = 0; i < main.getNumResults(); ++i) {
-      auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
-      if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-        buffers.outputs.push_back(activationJson(act.getInt(), type));
-        continue;
-      }
-      int64_t index = nextOutput++;
-      if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
-        index = mo.getInt();
-      if (pipelinedStep) {
-        auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-        auto [it, fresh] =
-            stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
-        index = it->second;
+      unsigned nextOutput = 0;
+      for (unsigned i = 0; i < main.getNumResults(); ++i) {
+        auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
+        if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
+          buffers.outputs.push_back(activationJson(act.getInt(), type));
+          continue;
+        }
+        int64_t index = nextOutput++;
+        if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
+          index = mo.getInt();
+        if (pipelinedStep) {
+          auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+          auto [it, fresh] =
+              stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
+          index = it->second;
+          buffers.outputs.push_back(llvm::json::Object{{"output", index}});
+          if (!fresh)
+            continue; // loss and grad_norm: every stage's
+          llvm::json::Object out = tensorJson(n.getValue(), type);
+          distribute(out, main.getResultAttr(i, "dopt.split_axes"),
+                     main.getResultAttr(i, "dopt.global_type"), nullptr);
+          modelOutputs[index] = std::move(out);
+          continue;
+        }
         buffers.outputs.push_back(llvm::json::Object{{"output", index}});
-        if (!fresh)
-          continue; // loss and grad_norm: every stage's
-        llvm::json::Object out = tensorJson(n.getValue(), type);
+        auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
+        std::string name =
+            attr ? attr.getValue().str() : "output" + std::to_string(index);
+        // A graph may list one output twice; the bundle's outputs need
+        // distinct names (and files).
+        llvm::StringSet<> &outputNames =
+            isEval ? evalOutputNames : outerOutputNames;
+        if (!outputNames.insert(name).second) {
+          std::string unique = name + "_" + std::to_string(index);
+          WithColor::warning() << "graph output '" << name
+                               << "' is listed more than once; output " << index
+                               << " is written as '" << unique << "'\n";
+          name = unique;
+          outputNames.insert(name);
+        }
+        llvm::json::Object out = tensorJson(
+            name, perReplica(type, main.getResultAttr(i, "dopt.batch_dim")));
         distribute(out, main.getResultAttr(i, "dopt.split_axes"),
                    main.getResultAttr(i, "dopt.global_type"), nullptr);
-        modelOutputs[index] = std::move(out);
-        continue;
+        if (pipeline)
+          if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+            out["batch_dim"] = b.getInt();
+        (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
       }
-      buffers.outputs.push_back(llvm::json::Object{{"output", index}});
-      auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-      std::string name =
-          attr ? attr.getValue().str() : "output" + std::to_string(index);
-      // A graph may list one output twice; the bundle's outputs need
-      // distinct names (and files).
-      llvm::StringSet<> &outputNames =
-          isEval ? evalOutputNames : outerOutputNames;
-      if (!outputNames.insert(name).second) {
-        std::string unique = name + "_" + std::to_string(index);
-        WithColor::warning() << "graph output '" << name
-                             << "' is listed more than once; output " << index
-                             << " is written as '" << unique << "'\n";
-        name = unique;
-        outputNames.insert(name);
-      }
-      llvm::json::Object out = tensorJson(
-          name, perReplica(type, main.getResultAttr(i, "dopt.batch_dim")));
-      distribute(out, main.getResultAttr(i, "dopt.split_axes"),
-                 main.getResultAttr(i, "dopt.global_type"), nullptr);
-      if (pipeline)
-        if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-          out["batch_dim"] = b.getInt();
-      (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
+      if (isEval)
+        evalBuffers = std::move(buffers);
+      else
+        stageBuffers.push_back(std::move(buffers));
     }
-    if (isEval)
-      evalBuffers = std::move(buffers);
-    else
-      stageBuffers.push_back(std::move(buffers));
 
     if (failed(cpu::lowerToLinalg(*program)))
       return 1;
@@ -716,13 +816,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     } else if (failed(cpu::lowerToLLVMDialect(*program))) {
       return 1;
     }
-    if (pipeline || isEval) {
+    if (pipeline || isEval || isServer) {
       // Stage k's symbols: dopt_main_k, dopt_entry_k; the evaluation
-      // program's dopt_eval_main, dopt_eval_entry (one executable).
+      // program's dopt_eval_main, dopt_eval_entry, the parameter server's
+      // dopt_ps_main, dopt_ps_entry (one executable).
       for (StringRef base : {"dopt_main", "dopt_entry"}) {
         std::string renamed =
-            isEval ? ("dopt_eval_" + base.drop_front(5)).str()
-                   : (base + "_" + Twine(k)).str();
+            isEval     ? ("dopt_eval_" + base.drop_front(5)).str()
+            : isServer ? ("dopt_ps_" + base.drop_front(5)).str()
+                       : (base + "_" + Twine(k)).str();
         if (failed(SymbolTable::replaceAllSymbolUses(
                 StringAttr::get(&context, base),
                 StringAttr::get(&context, renamed), *program)))
@@ -844,6 +946,27 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     }
     manifest["pipeline"] = llvm::json::Object{
         {"microbatches", microbatches}, {"stages", std::move(stageList)}};
+  }
+  if (servers.servers > 0) {
+    // Parameter servers: ranks [0, servers) hold the trained weights'
+    // pieces and run the update program; the workers follow.
+    llvm::json::Array pieces;
+    for (const ps::Piece &piece : placement.pieces)
+      pieces.push_back(llvm::json::Object{
+          {"weight", weightIndex[trainedWeights[piece.tensor]]},
+          {"offset", piece.offset},
+          {"length", piece.length},
+          {"server", piece.server},
+          {"shard_offset", piece.shardOffset}});
+    manifest["parameter_servers"] = llvm::json::Object{
+        {"sync", planner::gradientSyncName(servers.sync)},
+        {"servers", servers.servers},
+        {"workers", servers.workers},
+        {"backup_workers", servers.backupWorkers},
+        {"shard_length", std::max<int64_t>(1, placement.shardLength())},
+        {"pieces", std::move(pieces)},
+        {"update", llvm::json::Object{{"inputs", std::move(serverInputs)},
+                                      {"outputs", std::move(serverOutputs)}}}};
   }
   if (!evalInputs.empty() || !evalOutputs.empty()) {
     // The evaluation program: its own inputs and outputs, the step's

@@ -120,6 +120,26 @@ cl::opt<int> zeroFlag(
     cl::init(-1), cl::value_desc("0|1"),
     cl::sub(distopt::tool::planCommand()),
     cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> syncFlag(
+    "sync",
+    cl::desc("Data-parallel training: how replicas combine gradients: "
+             "allreduce (default; ring all-reduce), ps (synchronous parameter "
+             "servers) or async (asynchronous parameter servers)"),
+    cl::init("allreduce"), cl::value_desc("allreduce|ps|async"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> serversFlag(
+    "servers",
+    cl::desc("With --sync ps|async: the number of parameter-server ranks "
+             "(default: the fastest count the planner prices)"),
+    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> backupWorkersFlag(
+    "backup-workers",
+    cl::desc("With --sync ps: workers beyond those whose gradients a step "
+             "applies (each step takes the first to arrive)"),
+    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> profileFile(
     "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
     cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
@@ -152,6 +172,64 @@ bool applyGradientSync(PlanOptions &options, std::string &error) {
     options.gradDtype = parseDType(flags.dtype);
   if (flags.zero >= 0)
     options.zeroStage = flags.zero;
+  return true;
+}
+
+/// --sync, --servers and --backup-workers (plan and compile).
+bool applyServerFlags(PlanOptions &options, std::string &error) {
+  std::optional<GradientSync> sync = parseGradientSync(syncFlag);
+  if (!sync) {
+    error = "--sync must be allreduce, ps or async, got '" + syncFlag + "'";
+    return false;
+  }
+  options.sync = *sync;
+  bool servers = *sync != GradientSync::AllReduce;
+  if (!servers && (serversFlag.getNumOccurrences() ||
+                   backupWorkersFlag.getNumOccurrences())) {
+    error = std::string(serversFlag.getNumOccurrences() ? "--servers"
+                                                        : "--backup-workers") +
+            " applies to parameter servers (--sync ps or --sync async)";
+    return false;
+  }
+  if (servers && options.mode != PlanMode::Train) {
+    error = "--sync " + syncFlag + " applies to training (plan --mode train, "
+            "compile --loss and --optimizer)";
+    return false;
+  }
+  if (serversFlag.getNumOccurrences()) {
+    if (serversFlag < 1) {
+      error = "--servers must be at least 1, got " +
+              std::to_string(serversFlag);
+      return false;
+    }
+    options.servers = serversFlag;
+  }
+  if (backupWorkersFlag < 0) {
+    error = "--backup-workers must be at least 0, got " +
+            std::to_string(backupWorkersFlag);
+    return false;
+  }
+  if (backupWorkersFlag > 0 && *sync != GradientSync::ParameterServer) {
+    error = "--backup-workers applies to synchronous parameter servers "
+            "(--sync ps): an asynchronous server waits for no one";
+    return false;
+  }
+  options.backupWorkers = backupWorkersFlag;
+  if (servers && (forceTP > 1 || forcePP > 1)) {
+    error = "parameter servers serve data-parallel workers: --tp and --pp "
+            "must be 1 with --sync " + syncFlag;
+    return false;
+  }
+  if (servers && forceDP.getNumOccurrences()) {
+    error = "--dp: with parameter servers the workers are the devices the "
+            "servers leave (set --servers, or the cluster)";
+    return false;
+  }
+  if (servers && zeroFlag > 0) {
+    error = "--zero 1 shards the optimizer state over all-reduce replicas; "
+            "parameter servers already hold it, sharded over the servers";
+    return false;
+  }
   return true;
 }
 
@@ -271,7 +349,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
       !positive(forcePP, "pp", options.pp, error) ||
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return usage(error);
-  if (!applyPipelineFlags(options, error))
+  if (!applyPipelineFlags(options, error) ||
+      !applyServerFlags(options, error))
     return usage(error);
   if (emit != "summary" && emit != "ir")
     return usage("--emit must be summary or ir, got '" + emit + "'");
@@ -421,7 +500,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                                         mlir::ModuleOp module,
                                         std::vector<int64_t> &grid,
                                         bool training,
-                                        const std::vector<int64_t> *sameAs) {
+                                        const std::vector<int64_t> *sameAs,
+                                        ServerPlan *servers) {
   grid.clear();
   if (clusterSpec.empty()) {
     if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
@@ -441,7 +521,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
       !positive(forceMicro, "microbatches", options.microbatches, error))
     return compileError(error);
   if (!applyGradientSync(options, error) ||
-      !applyPipelineFlags(options, error))
+      !applyPipelineFlags(options, error) ||
+      !applyServerFlags(options, error))
     return compileError(error);
   if (sameAs && sameAs->size() == 3) {
     options.pp = (*sameAs)[0];
@@ -498,10 +579,27 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
   if (training)
     recordPlannedBackward(module, p);
   grid = {p.pp, p.dp, p.tp};
-  if (!sameAs)
-    outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
-           << " x pp " << p.pp << " = " << p.devices() << " ranks on "
-           << clusterSpec << "\n";
+  if (servers) {
+    servers->sync = p.sync;
+    servers->servers = p.servers;
+    servers->workers = p.dp;
+    servers->backupWorkers = p.backupWorkers;
+  }
+  if (!sameAs) {
+    if (p.sync != GradientSync::AllReduce)
+      outs() << "distopt compile: plan " << p.servers
+             << (p.servers == 1 ? " parameter server + " : " parameter servers + ")
+             << p.dp << " data-parallel workers"
+             << (p.backupWorkers ? " (" + std::to_string(p.backupWorkers) +
+                                       " backups)"
+                                 : std::string())
+             << " (" << gradientSyncName(p.sync) << ") = " << p.devices()
+             << " ranks on " << clusterSpec << "\n";
+    else
+      outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
+             << " x pp " << p.pp << " = " << p.devices() << " ranks on "
+             << clusterSpec << "\n";
+  }
   return true;
 }
 

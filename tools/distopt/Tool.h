@@ -3,6 +3,7 @@
 #define DISTOPT_TOOLS_DISTOPT_TOOL_H
 
 #include "distopt/Import/ONNX/Importer.h"
+#include "distopt/Planner/Search.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -33,9 +34,16 @@ int runBundle();
 /// without --cluster. Prints its errors; returns false on failure.
 /// `sameAs`: partition with exactly this grid (stages x data x tensor) --
 /// the evaluation program of a training step takes the step's plan.
+/// `servers`: receives the parameter-server layout of a --sync ps|async
+/// plan (the grid is then the workers' data-parallel grid).
+struct ServerPlan {
+  planner::GradientSync sync = planner::GradientSync::AllReduce;
+  int64_t servers = 0, workers = 0, backupWorkers = 0;
+};
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          std::vector<int64_t> &grid, bool training = false,
-                         const std::vector<int64_t> *sameAs = nullptr);
+                         const std::vector<int64_t> *sameAs = nullptr,
+                         ServerPlan *servers = nullptr);
 /// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
 /// how a data-parallel training step sends its gradients and keeps its
 /// optimizer state.

@@ -238,6 +238,18 @@ double reduceScatterTime(const Cluster &cluster, const DeviceGroup &group,
 double allToAllTime(const Cluster &cluster, const DeviceGroup &group,
                     int64_t bytes,
                     const EfficiencyProfile &eff = nominalLinks());
+/// One synchronous parameter-server exchange: every worker pushes its
+/// gradient's piece to each server and pulls the updated piece back.
+/// Servers are ranks [0, K) (K = shardBytes.size()), workers the `workers`
+/// ranks after them. Server s carries its shard to and from each worker
+/// over its own link, one message after another (full duplex: pushes and
+/// pulls overlap); a worker carries the whole gradient out and the weights
+/// in. The slowest link bounds the exchange -- the bottleneck a ring
+/// all-reduce avoids by spreading the traffic over every link.
+double parameterServerExchangeTime(const Cluster &cluster,
+                                   llvm::ArrayRef<double> shardBytes,
+                                   int64_t workers,
+                                   const EfficiencyProfile &eff);
 /// A message from `src` to `dst` while `concurrentPerNode` devices of the
 /// sending node send across nodes at the same time (pipeline stages: the
 /// stage's devices on that node). Same node: intra link.

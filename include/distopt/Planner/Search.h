@@ -19,6 +19,13 @@
 //     sends) + the exposed part of the data-parallel gradient all-reduce
 //     (bucketed, overlapping the last backward; the slowest stage counts) +
 //     the optimizer update.
+// Parameter servers (PlanOptions::sync): K server ranks hold the trained
+// weights in shards (ServerPlacement.h) and dp = devices - K worker ranks
+// (backup workers included) compute gradients; the data-parallel all-reduce
+// is replaced by each worker's push and pull of every server's shard
+// (parameterServerExchangeTime). Every K is priced, so the plan can say
+// when all-reduce beats parameter servers and how many servers a PS plan
+// needs (PlanResult::serverAlternatives).
 // Device layout: tensor-parallel ranks are consecutive (innermost, on the
 // fastest links), then data-parallel, then stages (outermost), as in
 // Megatron-LM: heavy traffic stays inside nodes.
@@ -37,6 +44,14 @@
 namespace distopt::planner {
 
 enum class PlanMode { Train, Infer };
+
+/// How data-parallel training combines the replicas' gradients: a ring
+/// all-reduce among them, synchronous parameter servers (every worker's
+/// gradient, or the first N of N + backups, per step), or asynchronous ones
+/// (each gradient applied when it arrives).
+enum class GradientSync { AllReduce, ParameterServer, Async };
+llvm::StringRef gradientSyncName(GradientSync s);
+std::optional<GradientSync> parseGradientSync(llvm::StringRef name);
 
 struct PlanOptions {
   PlanMode mode = PlanMode::Train;
@@ -58,6 +73,12 @@ struct PlanOptions {
   std::optional<int> zeroStage;
   std::optional<int64_t> dp, tp, pp, microbatches;
   std::optional<Recompute> recompute;
+  /// Gradient synchronisation; with parameter servers, `servers` (unset:
+  /// the fastest count) and `backupWorkers` (workers beyond those whose
+  /// gradients a synchronous step applies).
+  GradientSync sync = GradientSync::AllReduce;
+  std::optional<int64_t> servers;
+  int64_t backupWorkers = 0;
   /// The pipeline schedule of a training step (the activations it keeps
   /// in flight: GPipe every micro-batch's, 1F1B at most the stages').
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
@@ -98,12 +119,19 @@ struct Plan {
   double optimizerUpdate = 0;
   double peakMemory = 0;
   bool fits = true;
+  /// Parameter servers: their count (ranks 0..servers-1; the dp workers
+  /// follow, backups included), the bytes each server receives and sends
+  /// per step (its shard, to and from every worker), and the exchange
+  /// time (dataParallelSync holds it too).
+  GradientSync sync = GradientSync::AllReduce;
+  int64_t servers = 0, backupWorkers = 0;
+  std::vector<double> serverBytes;
   std::vector<StagePlan> stages;
   /// Sharding state of each segment's output (the chain DP's choice).
   std::vector<int64_t> boundaryStates;
   /// The intra-op solution of each segment (shared by a class's segments).
   std::vector<const SegmentSolution *> segmentSolutions;
-  int64_t devices() const { return dp * tp * pp; }
+  int64_t devices() const { return dp * tp * pp + servers; }
 };
 
 struct RejectedPlan {
@@ -114,6 +142,10 @@ struct RejectedPlan {
 struct PlanResult {
   Plan best;
   std::vector<RejectedPlan> rejected;
+  /// Training plans of pure data parallelism: the same cluster under
+  /// parameter servers, one plan per server count (the best of each), for
+  /// the comparison with all-reduce the summary prints.
+  std::vector<Plan> serverAlternatives;
   int64_t candidates = 0;  ///< (dp, tp, pp, b, recompute) evaluated
   int64_t ilpSolves = 0;   ///< segment problems solved
   int64_t cbcSolves = 0;   ///< of which by CBC (the rest: tree DP)

@@ -123,6 +123,13 @@ int dort_isend(const void *sendbuf, int64_t count, dort_dtype dtype, int peer,
                dort_comm *comm, dort_request **request);
 int dort_irecv(void *recvbuf, int64_t count, dort_dtype dtype, int peer,
                dort_comm *comm, dort_request **request);
+/* Receives one message of `count` elements from any rank of `comm` (with
+ * the timeout above); *source is the sender. Parameter servers take
+ * gradients in the order they arrive. */
+int dort_recv_any(void *recvbuf, int64_t count, dort_dtype dtype,
+                  dort_comm *comm, int *source);
+/* Sets *ready to 1 when a message from `peer` is waiting to be received. */
+int dort_iprobe(int peer, dort_comm *comm, int *ready);
 /* Completes and frees the request (with the timeout above). */
 int dort_wait(dort_request *request);
 /* Sets *done to 1 (and frees the request) when it completed, else 0. */

@@ -48,6 +48,9 @@ void insertBlock(const void *local, void *global, const TensorSpec &spec,
 extern "C" {
 /// Creates the communicator of every grid axis (collective over the world).
 int dort_grid_init(int ndims, const int64_t *shape);
+/// dort_grid_init over the ranks of `parent` (parameter servers: the
+/// workers' grid over the workers, the servers' over the servers).
+int dort_grid_init_on(dort_comm *parent, int ndims, const int64_t *shape);
 void dort_grid_finalize(void);
 /// The communicator of grid axis `axis` (NULL before dort_grid_init).
 dort_comm *dort_grid_axis_comm(int axis);

@@ -88,6 +88,27 @@ struct EvalProgram {
   std::vector<TensorSpec> outputs;
 };
 
+/// Parameter-server training (`--sync ps|async`): ranks [0, servers) are
+/// servers, the rest run the step program (its loss and gradients) as
+/// workers on `grid`.
+struct ServerPiece {
+  int64_t weight = 0;      ///< index into Manifest::weights
+  int64_t offset = 0;      ///< first element of the flattened weight
+  int64_t length = 0;
+  int64_t server = 0;
+  int64_t shardOffset = 0; ///< where it sits in the server's shard
+};
+
+struct ParameterServers {
+  std::string sync; ///< "ps" (synchronous) or "async"
+  int64_t servers = 1, workers = 1, backupWorkers = 0;
+  /// Elements of every server's update program (shards padded to it).
+  int64_t shardLength = 1;
+  std::vector<ServerPiece> pieces;
+  /// The update program (dopt_ps_entry): inputs, the shard, outputs.
+  std::vector<TensorSpec> updateInputs, updateOutputs;
+};
+
 struct Manifest {
   static constexpr int64_t kFormat = 1;
 
@@ -115,6 +136,7 @@ struct Manifest {
   /// `microbatches` slices of each replica's batch.
   int64_t microbatches = 1;
   std::vector<PipelineStage> stages;
+  std::optional<ParameterServers> parameterServers;
 
   /// Number of entries in the `buffers` array of dopt_entry.
   size_t numBuffers() const {

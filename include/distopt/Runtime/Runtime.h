@@ -60,6 +60,9 @@ int dort_main(int argc, char **argv, dort_entry_fn entry);
 /* A training step's evaluation program (dopt_eval_entry), for the `eval`
  * and `train --eval-data` modes; call before dort_main. */
 void dort_set_eval_entry(dort_entry_fn entry);
+/* A parameter-server training step's update program (run by the server
+ * ranks; lib/Runtime/ParamServer.cpp). */
+void dort_set_ps_entry(dort_entry_fn entry);
 /* dort_main for a pipelined bundle: one entry point per stage (grid axis 0);
  * each rank runs its stage's on every micro-batch. */
 int dort_main_pipeline(int argc, char **argv, const dort_entry_fn *stages,

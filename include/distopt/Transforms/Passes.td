@@ -542,6 +542,10 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
            "cross-entropy and nll: also return `correct` (samples whose "
            "label scores the maximum) and `counted` (labels not -100), as "
            "f32 counts over the whole batch (the evaluation program)">,
+    Option<"local", "local", "bool", /*default=*/"false",
+           "In a partitioned program: the loss of this replica's samples "
+           "alone, not summed over the replicas (a parameter-server worker "
+           "pushes its own gradient); `counted` is then the replica's count">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
