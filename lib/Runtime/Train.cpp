@@ -1982,7 +1982,8 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
     }
     ps::StalenessHistogram histogram;
     std::vector<double> waits(W, 0.0);
-    int64_t dropped = 0, droppedTotal = 0, byes = 0;
+    // Dropped by a rule (backups, --drop-stale); pushed after the last step.
+    int64_t dropped = 0, droppedTotal = 0, unapplied = 0, byes = 0;
     std::vector<bool> finished(W, false);
     // One log line (server 0) per synchronous step, or per W gradients
     // received asynchronously.
@@ -2274,21 +2275,24 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         break;
       int64_t w = static_cast<int64_t>(in.get(1));
       if (int(in.get(0)) == kPushGradient && !finished[w]) {
-        ++droppedTotal;
+        ++unapplied;
         ok = reply(w, kReplyStop);
       }
     }
     ok = ok && outbox.flush(error);
     if (ok && me == 0) {
       std::fprintf(stderr,
-                   "%s: %lld updates, %lld gradients dropped; staleness mean "
-                   "%.2f, max %lld, histogram %s\n",
+                   "%s: %lld updates, %lld gradients dropped, %lld pushed "
+                   "after the last step; staleness mean %.2f, max %lld, "
+                   "histogram %s\n",
                    a.program.c_str(), static_cast<long long>(applied),
-                   static_cast<long long>(droppedTotal), histogram.mean(),
+                   static_cast<long long>(droppedTotal),
+                   static_cast<long long>(unapplied), histogram.mean(),
                    static_cast<long long>(histogram.max), histogram.json().c_str());
       if (log)
         log << "{\"summary\": true, \"updates\": " << applied
             << ", \"dropped\": " << droppedTotal
+            << ", \"after_last_step\": " << unapplied
             << ", \"staleness_mean\": " << jsonNumber(histogram.mean())
             << ", \"staleness_max\": " << histogram.max
             << ", \"staleness_histogram\": " << histogram.json()
