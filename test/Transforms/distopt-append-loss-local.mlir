@@ -6,12 +6,13 @@
 // count (the server weights the workers' gradients by it).
 
 // CHECK-LABEL: func.func @main
+// CHECK-SAME: dopt.name = "counted"
 // CHECK-NOT: shard.all_reduce
 // CHECK: return
 // CHECK-SAME: tensor<f32>, tensor<f32>
-// CHECK-SAME: dopt.name = "counted"
 
 // MSE-LABEL: func.func @main
+// MSE-SAME: dopt.name = "counted"
 // MSE-NOT: shard.all_reduce
 // MSE: dopt.reduce_mean
 // MSE: dopt.constant {value = dense<2.000000e+01> : tensor<f32>}
