@@ -883,24 +883,22 @@ double distopt::planner::parameterServerExchangeTime(
     const Cluster &cluster, llvm::ArrayRef<double> shardBytes, int64_t workers,
     const EfficiencyProfile &eff) {
   int64_t servers = static_cast<int64_t>(shardBytes.size());
+  // The message between worker w and server s carries s's shard; a server's
+  // link carries its messages to every worker one after another, a
+  // worker's its messages to every server.
+  std::vector<double> serverLink(servers, 0.0), workerLink(workers, 0.0);
+  for (int64_t s = 0; s < servers; ++s)
+    for (int64_t w = 0; w < workers; ++w) {
+      double t = pointToPointTime(
+          cluster, servers + w, s,
+          static_cast<int64_t>(std::llround(shardBytes[s])), 1, eff);
+      serverLink[s] += t;
+      workerLink[w] += t;
+    }
   double slowest = 0;
-  // Each server: its shard to (and from) every worker, one after another.
-  for (int64_t s = 0; s < servers; ++s) {
-    double t = 0;
-    for (int64_t w = 0; w < workers; ++w)
-      t += pointToPointTime(cluster, servers + w, s,
-                            static_cast<int64_t>(std::llround(shardBytes[s])),
-                            1, eff);
+  for (double t : serverLink)
     slowest = std::max(slowest, t);
-  }
-  // Each worker: every server's piece out and back.
-  for (int64_t w = 0; w < workers; ++w) {
-    double t = 0;
-    for (int64_t s = 0; s < servers; ++s)
-      t += pointToPointTime(cluster, servers + w, s,
-                            static_cast<int64_t>(std::llround(shardBytes[s])),
-                            1, eff);
+  for (double t : workerLink)
     slowest = std::max(slowest, t);
-  }
   return slowest;
 }

@@ -631,6 +631,33 @@ bool parseFault(Fault &f, std::string &error) {
   return true;
 }
 
+/// DISTOPT_FAULT: at the start of step `step`, the faulty rank dies
+/// (SIGKILL) or stops responding.
+void injectFault(const Fault &f, int64_t rank, int64_t step,
+                 const std::string &program) {
+  if (f.rank != rank || f.step != step)
+    return;
+  std::fprintf(stderr, "%s: DISTOPT_FAULT: %s at step %lld\n", program.c_str(),
+               f.kind == "die" ? "dying" : "hanging",
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  if (f.kind == "die")
+    raise(SIGKILL);
+  for (;;)
+    pause();
+}
+
+/// The message onTerminate prints if the launcher ends this rank during
+/// step `step`.
+void prepareTerminatedMessage(const std::string &program, int64_t step) {
+  int n = std::snprintf(gTerminatedMessage, sizeof gTerminatedMessage,
+                        "%s: terminated during step %lld (another rank "
+                        "failed)\n",
+                        program.c_str(), static_cast<long long>(step));
+  gTerminatedLength =
+      n > 0 ? std::min<size_t>(size_t(n), sizeof gTerminatedMessage - 1) : 0;
+}
+
 /// Joins the bundle's job: checks the launch has the bundle's rank count
 /// and, for several ranks, initialises communication and the grid (this
 /// rank's `coords` on it; zeros for one process).
@@ -1771,16 +1798,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       // Synchronous: the step is the version pulled (every worker takes its
       // block of that step's batch); asynchronous: the worker's own count.
       int64_t step = async ? local : pulled[0];
-      if (fault.rank == rank && fault.step == local + 1) {
-        std::fprintf(stderr, "%s: DISTOPT_FAULT: %s at step %lld\n",
-                     a.program.c_str(), fault.kind == "die" ? "dying" : "hanging",
-                     static_cast<long long>(local + 1));
-        std::fflush(stderr);
-        if (fault.kind == "die")
-          raise(SIGKILL);
-        for (;;)
-          pause();
-      }
+      injectFault(fault, rank, local + 1, a.program);
       int64_t epoch = step / perEpoch, within = step % perEpoch;
       if (a.shuffle && epoch != shuffledEpoch) {
         std::iota(order.begin(), order.end(), 0);
@@ -1798,11 +1816,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
             static_cast<int64_t>(stepKey(a.seed, step + 1));
       std::string context = "worker step " + std::to_string(local + 1);
       dort_set_context(context.c_str());
-      int n = std::snprintf(gTerminatedMessage, sizeof gTerminatedMessage,
-                            "%s: terminated during step %lld (another rank "
-                            "failed)\n",
-                            a.program.c_str(), static_cast<long long>(local + 1));
-      gTerminatedLength = n > 0 ? std::min<size_t>(size_t(n), sizeof gTerminatedMessage - 1) : 0;
+      prepareTerminatedMessage(a.program, local + 1);
       dort_clear_error();
       dort_clear_pending_error();
       double t0 = trace::now();
@@ -2044,23 +2058,10 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       return true;
     };
     auto checkFault = [&](int64_t step) {
-      if (fault.rank == rank && fault.step == step) {
-        std::fprintf(stderr, "%s: DISTOPT_FAULT: %s at step %lld\n",
-                     a.program.c_str(), fault.kind == "die" ? "dying" : "hanging",
-                     static_cast<long long>(step));
-        std::fflush(stderr);
-        if (fault.kind == "die")
-          raise(SIGKILL);
-        for (;;)
-          pause();
-      }
+      injectFault(fault, rank, step, a.program);
       std::string context = "server step " + std::to_string(step);
       dort_set_context(context.c_str());
-      int n = std::snprintf(gTerminatedMessage, sizeof gTerminatedMessage,
-                            "%s: terminated during step %lld (another rank "
-                            "failed)\n",
-                            a.program.c_str(), static_cast<long long>(step));
-      gTerminatedLength = n > 0 ? std::min<size_t>(size_t(n), sizeof gTerminatedMessage - 1) : 0;
+      prepareTerminatedMessage(a.program, step);
     };
     PsMessage in(L);
     int source = -1;
@@ -2605,23 +2606,9 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     }
     std::string context = "step " + std::to_string(step + 1);
     dort_set_context(context.c_str());
-    if (gJob.distributed) {
-      int n = std::snprintf(gTerminatedMessage, sizeof gTerminatedMessage,
-                            "%s: terminated during step %lld (another rank "
-                            "failed)\n",
-                            a.program.c_str(), static_cast<long long>(step + 1));
-      gTerminatedLength = n > 0 ? std::min<size_t>(size_t(n), sizeof gTerminatedMessage - 1) : 0;
-    }
-    if (fault.rank == gJob.rank && fault.step == step + 1) {
-      std::fprintf(stderr, "%s: DISTOPT_FAULT: %s at step %lld\n",
-                   a.program.c_str(), fault.kind == "die" ? "dying" : "hanging",
-                   static_cast<long long>(step + 1));
-      std::fflush(stderr);
-      if (fault.kind == "die")
-        raise(SIGKILL);
-      for (;;)
-        pause();
-    }
+    if (gJob.distributed)
+      prepareTerminatedMessage(a.program, step + 1);
+    injectFault(fault, gJob.rank, step + 1, a.program);
     // A straggler (DISTOPT_STRAGGLER) is late for the step's collectives.
     sleepSeconds(stragglerDelay(stragglers, gJob.rank, step + 1));
     dort_clear_error();
