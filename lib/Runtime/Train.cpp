@@ -1958,7 +1958,11 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       return true;
     };
     Outbox outbox;
+    // This server's traffic: messages received and sent (the log's
+    // per-server bytes).
+    int64_t messagesIn = 0, messagesOut = 0;
     auto reply = [&](int64_t worker, int kind) {
+      ++messagesOut;
       PsMessage msg(L);
       msg.set(0, kind);
       msg.set(1, double(version));
@@ -1996,6 +2000,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
     }
     ps::StalenessHistogram histogram;
     std::vector<double> waits(W, 0.0);
+    std::string serverBytes = "[]"; // [[in, out], ...] per server
     // Dropped by a rule (backups, --drop-stale); pushed after the last step.
     int64_t dropped = 0, droppedTotal = 0, unapplied = 0, byes = 0;
     std::vector<bool> finished(W, false);
@@ -2070,6 +2075,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         error = dort_last_error_message();
         return false;
       }
+      ++messagesIn;
       int64_t w = static_cast<int64_t>(in.get(1));
       if (source != K + w) {
         error = "a message from rank " + std::to_string(source) +
@@ -2281,6 +2287,27 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       }
     }
     ok = ok && outbox.flush(error);
+    // Every server's bytes in and out per step, to server 0's summary.
+    double bytesPerMessage = double(kHeaderFloats + L) * sizeof(float);
+    std::vector<double> traffic{double(messagesIn) * bytesPerMessage / double(steps),
+                                double(messagesOut) * bytesPerMessage / double(steps)},
+        allTraffic(me == 0 ? 2 * K : 0);
+    if (ok && dort_gather(traffic.data(), allTraffic.data(), 2, DORT_F64, 0, group) != 0) {
+      error = dort_last_error_message();
+      ok = false;
+    }
+    if (ok && me == 0) {
+      std::string bytes = "[";
+      for (int64_t k = 0; k < K; ++k) {
+        bytes += (k ? ", [" : "[") + jsonNumber(allTraffic[2 * k]) + ", " +
+                 jsonNumber(allTraffic[2 * k + 1]) + "]";
+        std::fprintf(stderr,
+                     "%s: server %lld received %.0f and sent %.0f bytes per step\n",
+                     a.program.c_str(), static_cast<long long>(k), allTraffic[2 * k],
+                     allTraffic[2 * k + 1]);
+      }
+      serverBytes = bytes + "]";
+    }
     if (ok && me == 0) {
       std::fprintf(stderr,
                    "%s: %lld updates, %lld gradients dropped, %lld pushed "
@@ -2294,6 +2321,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         log << "{\"summary\": true, \"updates\": " << applied
             << ", \"dropped\": " << droppedTotal
             << ", \"after_last_step\": " << unapplied
+            << ", \"server_bytes_per_step\": " << serverBytes
             << ", \"staleness_mean\": " << jsonNumber(histogram.mean())
             << ", \"staleness_max\": " << histogram.max
             << ", \"staleness_histogram\": " << histogram.json()

@@ -85,6 +85,13 @@ def test_synchronous_servers_equal_all_reduce(optimizer, servers, extra, torch_m
     totals = summary(ps)
     assert totals["updates"] == 20 and totals["dropped"] == 0
     assert totals["staleness_histogram"] == {"0": 40}
+    # Each server receives one push from each worker per step (and a
+    # goodbye at the end) and sends one reply back (and the first pull):
+    # its padded shard plus a 64-byte header each.
+    message = 4 * section["shard_length"] + 64
+    traffic = np.array(totals["server_bytes_per_step"])
+    assert traffic.shape == (servers, 2)
+    assert np.allclose(traffic, 2 * message * 21 / 20)
 
 
 def test_one_asynchronous_worker_equals_one_process(torch_models, tmp_path):
