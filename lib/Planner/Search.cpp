@@ -888,7 +888,8 @@ distopt::planner::searchPlan(const PlanGraph &graph, const Cluster &cluster,
   // summary's comparison (pure data-parallel training plans).
   auto compareServers = [&](llvm::Expected<PlanResult> r)
       -> llvm::Expected<PlanResult> {
-    if (!r || options.mode != PlanMode::Train || r->best.tp != 1 ||
+    if (!r || !options.compareServers || options.mode != PlanMode::Train ||
+        r->best.tp != 1 ||
         r->best.pp != 1 || r->best.dp < 2 || cluster.numDevices() < 2)
       return r;
     PlanOptions o = options;

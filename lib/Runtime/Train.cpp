@@ -1911,10 +1911,10 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         buffers.push_back(t.data());
     };
     rebind();
-    float *grad = static_cast<float *>(uIn[inIndex["ps.grad"]].data());
-    float *pulledIn = static_cast<float *>(uIn[inIndex["ps.pulled"]].data());
-    float *lambda = static_cast<float *>(uIn[inIndex["ps.dc_lambda"]].data());
-    const float *normOut = static_cast<const float *>(uOut[outIndex["grad_norm"]].data());
+    float *const grad = static_cast<float *>(uIn[inIndex["ps.grad"]].data());
+    float *const pulledIn = static_cast<float *>(uIn[inIndex["ps.pulled"]].data());
+    float *const lambda = static_cast<float *>(uIn[inIndex["ps.dc_lambda"]].data());
+    const float *const normOut = static_cast<const float *>(uOut[outIndex["grad_norm"]].data());
     size_t updateOut = outIndex["update:" + shardName];
     int64_t version = 0, applied = 0;
     // Applies `g` (with the weights it was computed on, for DC-ASGD) at
@@ -1947,13 +1947,11 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       }
       std::swap(shard, uOut[updateOut]);
       shardData = static_cast<float *>(shard.data());
+      // Only the shard and the optimizer state change buffers; the
+      // gradient, pulled weights, λ and the norm keep theirs.
       for (auto &[i, o] : stateIO)
         std::swap(uIn[i], uOut[o]);
       rebind();
-      grad = static_cast<float *>(uIn[inIndex["ps.grad"]].data());
-      pulledIn = static_cast<float *>(uIn[inIndex["ps.pulled"]].data());
-      lambda = static_cast<float *>(uIn[inIndex["ps.dc_lambda"]].data());
-      normOut = static_cast<const float *>(uOut[outIndex["grad_norm"]].data());
       ++applied;
       return true;
     };

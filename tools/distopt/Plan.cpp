@@ -352,6 +352,7 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   if (!applyPipelineFlags(options, error) ||
       !applyServerFlags(options, error))
     return usage(error);
+  options.compareServers = true;
   if (emit != "summary" && emit != "ir")
     return usage("--emit must be summary or ir, got '" + emit + "'");
   if (globalBatch.getNumOccurrences() && globalBatch < 1)

@@ -79,6 +79,10 @@ struct PlanOptions {
   GradientSync sync = GradientSync::AllReduce;
   std::optional<int64_t> servers;
   int64_t backupWorkers = 0;
+  /// All-reduce training plans of pure data parallelism: also price them
+  /// under parameter servers (PlanResult::serverAlternatives; `distopt
+  /// plan` prints the comparison, `compile` does not need it).
+  bool compareServers = false;
   /// The pipeline schedule of a training step (the activations it keeps
   /// in flight: GPipe every micro-batch's, 1F1B at most the stages').
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
