@@ -253,14 +253,16 @@ int mpiError(const char *what, int code) {
   return dort_set_error(1, "%s: MPI error: %.*s", what, len, text);
 }
 
-/// Waits for `request`, aborting the job after the timeout.
-int waitWithTimeout(MPI_Request &request, const char *what) {
+/// Waits for `request`, aborting the job after the timeout; `status`
+/// receives the completed request's status (a receive's sender).
+int waitWithTimeout(MPI_Request &request, const char *what,
+                    MPI_Status *status = MPI_STATUS_IGNORE) {
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
   auto deadline = start + std::chrono::duration<double>(timeoutSeconds());
   int done = 0;
   for (unsigned spins = 0;; ++spins) {
-    int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    int rc = MPI_Test(&request, &done, status);
     if (rc != MPI_SUCCESS)
       return mpiError(what, rc);
     if (done)
@@ -732,31 +734,9 @@ int dort_recv_any(void *r, int64_t count, dort_dtype d, dort_comm *c,
                      c->comm, &req);
   if (rc != MPI_SUCCESS)
     return mpiError("dort_recv_any", rc);
-  // waitWithTimeout, keeping the status (the sender).
-  using clock = std::chrono::steady_clock;
-  auto deadline =
-      clock::now() + std::chrono::duration<double>(timeoutSeconds());
   MPI_Status status;
-  for (unsigned spins = 0;; ++spins) {
-    int done = 0;
-    rc = MPI_Test(&req, &done, &status);
-    if (rc != MPI_SUCCESS)
-      return mpiError("dort_recv_any", rc);
-    if (done)
-      break;
-    if (spins > 1000) {
-      if (clock::now() > deadline) {
-        char msg[384];
-        std::snprintf(msg, sizeof msg,
-                      "%sdort_recv_any did not complete within %.0f s (a peer "
-                      "rank died or hangs; set DISTOPT_COMM_TIMEOUT to wait "
-                      "longer)",
-                      contextPrefix().c_str(), timeoutSeconds());
-        dort_comm_abort(3, msg);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  if (int wrc = waitWithTimeout(req, "dort_recv_any", &status))
+    return wrc;
   if (source)
     *source = status.MPI_SOURCE;
   return 0;
