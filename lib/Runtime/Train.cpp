@@ -2007,7 +2007,6 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
     double lineLoss = 0, lineCounted = 0, lineStaleSum = 0, lastLine = 0;
     int64_t lineApplied = 0, lineGradients = 0, lineStaleMax = 0;
     double norm = 0;
-    int64_t samplesPerGradient = batch / W;
     auto logLine = [&](int64_t step) {
       double now = elapsedSince(start);
       std::string evalFields;
