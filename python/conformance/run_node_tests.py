@@ -252,7 +252,7 @@ def main() -> int:
     ap.add_argument("--expected", help="file of test names that must pass")
     ap.add_argument("--write-expected", help="write the names of passing tests here")
     ap.add_argument("--keep", help="keep work files in this directory")
-    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda"],
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "cuda-emu"],
                     help="what the bundles are compiled for (distopt compile --target)")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile (for cuda: assemble every kernel with ptxas) but do not run")

@@ -85,11 +85,12 @@ def reference(models: Path, name: str, batch: int):
     return _references[key]
 
 
-def check_plan(models: Path, tmp: Path, name: str, plan: str) -> None:
+def check_plan(models: Path, tmp: Path, name: str, plan: str, target: str = "cpu") -> None:
     batch = UNEVEN if plan.endswith("uneven") else BATCH
     want, inputs = reference(models, name, batch)
     bundle = tmp / "m.dx"
-    args = [DISTOPT, "compile", models / f"{name}.onnx", *zoo.dim_args(name, batch)]
+    args = [DISTOPT, "compile", models / f"{name}.onnx", *zoo.dim_args(name, batch),
+            "--target", target]
     if plan == "one":
         pass
     elif PLANS[plan] is None:
@@ -121,6 +122,16 @@ def test_single_process_matches_onnxruntime(models, tmp_path, name):
 @pytest.mark.parametrize("name", zoo.names())
 def test_every_plan_kind_matches_onnxruntime(models, tmp_path, name, plan):
     check_plan(models, tmp_path, name, plan)
+
+
+@pytest.mark.parametrize("plan", ["one", "tp2", "dp2xpp2"])
+@pytest.mark.parametrize("name", zoo.names())
+def test_gpu_kernels_match_onnxruntime_emulated(models, tmp_path, name, plan):
+    """The CUDA target's kernels (the loop mapping: blocks, threads,
+    barriers, block reductions) run on this CPU by --target cuda-emu, in one
+    process and partitioned: what a GPU would compute, checked without
+    one."""
+    check_plan(models, tmp_path, name, plan, target="cuda-emu")
 
 
 @pytest.mark.parametrize("name,plan", REGRESSIONS)

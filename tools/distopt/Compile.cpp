@@ -51,9 +51,11 @@ namespace cl = llvm::cl;
 
 static cl::opt<std::string> compileTarget(
     "target",
-    cl::desc("What the bundle runs on: cpu (default) or cuda (NVIDIA GPUs, "
-             "one per rank)"),
-    cl::value_desc("cpu|cuda"), cl::init("cpu"),
+    cl::desc("What the bundle runs on: cpu (default), cuda (NVIDIA GPUs, "
+             "one per rank), or cuda-emu (the CUDA target's kernels run on "
+             "this CPU, thread by thread: for testing the GPU code "
+             "generation without a GPU; slow)"),
+    cl::value_desc("cpu|cuda|cuda-emu"), cl::init("cpu"),
     cl::sub(tool::compileCommand()));
 static cl::list<std::string> cudaArchs(
     "cuda-arch",
@@ -208,8 +210,9 @@ struct StageBuffers {
 int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
   bool toCUDA = compileTarget == "cuda";
-  if (!toCUDA && compileTarget != "cpu") {
-    WithColor::error() << "--target must be cpu or cuda, got '"
+  bool emulateCUDA = compileTarget == "cuda-emu";
+  if (!toCUDA && !emulateCUDA && compileTarget != "cpu") {
+    WithColor::error() << "--target must be cpu, cuda or cuda-emu, got '"
                        << compileTarget << "'\n";
     return 1;
   }
@@ -286,8 +289,9 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                        << emit << "'\n";
     return 1;
   }
-  if (gpuEmit && !toCUDA) {
-    WithColor::error() << "--emit=" << emit << " needs --target cuda\n";
+  if (gpuEmit && !toCUDA && !(emulateCUDA && emit == "gpu")) {
+    WithColor::error() << "--emit=" << emit << " needs --target cuda"
+                       << (emit == "gpu" ? " or cuda-emu" : "") << "\n";
     return 1;
   }
   // The input: an ONNX model, or a planned dopt IR (`distopt plan
@@ -813,6 +817,14 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       }
       if (failed(cuda::lowerHostToLLVM(*program, argTypes, kinds)))
         return 1;
+    } else if (emulateCUDA) {
+      if (failed(cuda::lowerForEmulation(*program, emit == "gpu")))
+        return 1;
+      if (emit == "gpu") {
+        program->print(printedOS, flags);
+        printedOS << "\n";
+        continue;
+      }
     } else if (failed(cpu::lowerToLLVMDialect(*program))) {
       return 1;
     }
@@ -924,6 +936,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       {"weights", std::move(weights)}};
   if (toCUDA)
     manifest["target"] = "cuda";
+  if (emulateCUDA)
+    manifest["codegen"] = "cuda-emu"; // a CPU bundle running GPU kernels
   if (stepFlops > 0)
     manifest["step_flops"] = stepFlops;
   if (!compileOptimizer.empty())

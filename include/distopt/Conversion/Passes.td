@@ -110,6 +110,31 @@ def MapLoopsToGPUPass : Pass<"distopt-map-loops-to-gpu", "mlir::func::FuncOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::FuncOp"> {
+  let summary = "Run gpu.launch kernels on the host as sequential loops (testing the GPU mapping without a GPU)";
+  let description = [{
+    For `distopt compile --target cuda-emu`: each `gpu.launch` that
+    `distopt-map-loops-to-gpu` made becomes a loop over its blocks; the
+    kernel body is cut into phases at its top-level `gpu.barrier` and
+    `gpu.all_reduce` ops, and each phase runs all the block's threads (in
+    reverse order, so a write by thread 0 that others read without a barrier
+    between shows up as a wrong result) before the next phase starts. A
+    scalar loaded in one phase and used in a later one is kept in a
+    per-thread `memref.alloca`; pure values (views, indices) are recomputed. An all-reduce folds the
+    threads' values in thread order. Barriers inside control flow, memory
+    attributions, shuffles and other gpu ops are errors.
+
+    ```mlir
+    gpu.launch blocks(%b, ...) in (%g = %c4, ...) threads(%t, ...) in (%n = %c32, ...) {
+      A(%t) ; gpu.barrier ; B(%t) ; gpu.terminator }
+    // becomes
+    scf.for %b = 0 to 4 { scf.for %i = 0 to 32 { A(31 - %i) } scf.for %i = 0 to 32 { B(31 - %i) } }
+    ```
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def ConvertGPULaunchToRuntimePass : Pass<"distopt-convert-gpu-launch-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower gpu.launch_func and gpu.binary to distopt CUDA runtime calls";
   let description = [{

@@ -184,6 +184,11 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
   SmallVector<MemRefType> argTypes;
   if (failed(lowerToLoops(module, argTypes)))
     return failure();
+  return lowerLoopsToLLVMDialect(module, argTypes);
+}
+
+LogicalResult cpu::lowerLoopsToLLVMDialect(ModuleOp module,
+                                           ArrayRef<MemRefType> argTypes) {
   if (failed(runPipeline(
           module,
           "distopt-approximate-math,"

@@ -180,6 +180,20 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
   return mergeKernelModules(module);
 }
 
+LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU) {
+  SmallVector<MemRefType> argTypes;
+  if (failed(cpu::lowerToLoops(module, argTypes)))
+    return failure();
+  if (failed(cpu::runPipeline(module, "func.func(distopt-map-loops-to-gpu)")))
+    return failure();
+  if (emitGPU)
+    return success();
+  if (failed(cpu::runPipeline(
+          module, "func.func(distopt-emulate-gpu-launches),canonicalize,cse")))
+    return failure();
+  return cpu::lowerLoopsToLLVMDialect(module, argTypes);
+}
+
 /// Runs `tool args...`; on failure `error` holds the command and its output.
 static LogicalResult runTool(StringRef tool, ArrayRef<std::string> args,
                              std::string &error) {

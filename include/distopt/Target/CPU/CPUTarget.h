@@ -58,6 +58,12 @@ lowerToLoops(mlir::ModuleOp module,
 
 /// linalg on tensors -> LLVM dialect, plus the `dopt_entry` wrapper.
 mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);
+/// The second half of lowerToLLVMDialect: loops on buffers (what
+/// lowerToLoops leaves; `argTypes` its buffer types) -> LLVM dialect, with
+/// OpenMP for the parallel loops, plus the `dopt_entry` wrapper.
+mlir::LogicalResult
+lowerLoopsToLLVMDialect(mlir::ModuleOp module,
+                        llvm::ArrayRef<mlir::MemRefType> argTypes);
 
 /// Adds `int32_t NAME(void **buffers)` calling the lowered dopt_main with one
 /// memref descriptor per buffer (static shape, identity layout).

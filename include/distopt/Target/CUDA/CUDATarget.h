@@ -61,6 +61,15 @@ mlir::LogicalResult lowerHostToLLVM(mlir::ModuleOp module,
                                     llvm::ArrayRef<mlir::MemRefType> argTypes,
                                     llvm::ArrayRef<int8_t> bufferKinds);
 
+/// The emulation target (`--target cuda-emu`): the same loop mapping as
+/// lowerToGPU, then every kernel run on the host as sequential loops over
+/// its blocks and threads (`distopt-emulate-gpu-launches`), and the rest of
+/// the CPU pipeline; GEMMs and collectives use the CPU runtime. It checks
+/// the kernels' logic where no GPU is present, not their speed, and not the
+/// NVVM lowering or the CUDA runtime. `emitGPU` stops after the mapping
+/// (the kernels as gpu.launch, before emulation).
+mlir::LogicalResult lowerForEmulation(mlir::ModuleOp module, bool emitGPU);
+
 /// Libraries a CUDA executable links (before the common runtime).
 std::vector<std::string> linkLibraries();
 
