@@ -3,6 +3,7 @@
 #include "distopt/Transforms/Passes.h"
 
 #include "BufferAccess.h"
+#include "distopt/Transforms/Accumulators.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,63 +18,11 @@ namespace distopt {
 } // namespace distopt
 
 using namespace mlir;
+using distopt::Accumulator;
+using distopt::findAccumulators;
+using distopt::sameElementEachIteration;
 
 namespace {
-
-/// One accumulator: a load and a later store of the same element, both
-/// directly in the loop body.
-struct Accumulator {
-  memref::LoadOp load;
-  memref::StoreOp store;
-};
-
-/// Whether an access reads or writes the same element on every iteration
-/// of `loop`: its memref and indices are defined outside it.
-bool sameElementEachIteration(scf::ForOp loop, Value memref,
-                              ValueRange indices) {
-  return loop.isDefinedOutsideOfLoop(memref) &&
-         llvm::all_of(indices,
-                      [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
-}
-
-/// The accumulators of `loop`, or nothing when its body writes memory other
-/// than through them (or has effects this pass does not understand).
-SmallVector<Accumulator> findAccumulators(scf::ForOp loop) {
-  Block *body = loop.getBody();
-  SmallVector<memref::StoreOp> stores;
-  bool unknownEffects = false;
-  body->walk([&](Operation *op) {
-    if (auto store = dyn_cast<memref::StoreOp>(op))
-      stores.push_back(store);
-    else if (distopt::hasOpaqueMemoryEffects(op))
-      unknownEffects = true;
-  });
-  if (unknownEffects || stores.empty())
-    return {};
-  SmallVector<Accumulator> found;
-  for (memref::StoreOp store : stores) {
-    Value buffer = store.getMemRef();
-    if (store->getBlock() != body ||
-        !sameElementEachIteration(loop, buffer, store.getIndices()))
-      return {};
-    memref::LoadOp load;
-    for (Operation *user : buffer.getUsers()) {
-      if (user == store || !loop->isAncestor(user))
-        continue;
-      auto l = dyn_cast<memref::LoadOp>(user);
-      // The element must be the only thing of this buffer the loop reads,
-      // read once, before the store, in the body itself.
-      if (!l || load || l->getBlock() != body ||
-          !l->isBeforeInBlock(store) || l.getIndices() != store.getIndices())
-        return {};
-      load = l;
-    }
-    if (!load)
-      return {};
-    found.push_back({load, store});
-  }
-  return found;
-}
 
 /// Allows reordering of a float add or multiply that combines the
 /// accumulator with the loop's values.

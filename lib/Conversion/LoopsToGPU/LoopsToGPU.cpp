@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Conversion/Passes.h"
+#include "distopt/Transforms/Accumulators.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,6 +36,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace distopt {
 #define GEN_PASS_DEF_MAPLOOPSTOGPUPASS
@@ -47,6 +49,9 @@ namespace {
 
 constexpr int64_t kFlatBlock = 256;
 constexpr int64_t kMaxRowBlock = 256;
+/// Reductions at least this long are shared by a block's threads; shorter
+/// ones stay on one thread (a block all-reduce costs two barriers).
+constexpr int64_t kMinBlockReduction = 32;
 
 /// Ops that stay on the host: they compute addresses or sizes, or are calls
 /// into the runtime, and never dereference a buffer.
@@ -263,6 +268,142 @@ SmallVector<scf::ParallelOp> fission(scf::ParallelOp par) {
   return result;
 }
 
+/// The all-reduce operation of a combining op, if gpu.all_reduce has it.
+std::optional<gpu::AllReduceOperation> allReduceKind(Operation *op) {
+  using K = gpu::AllReduceOperation;
+  return llvm::TypeSwitch<Operation *, std::optional<K>>(op)
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return K::ADD; })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return K::MUL; })
+      .Case<arith::MaximumFOp>([](auto) { return K::MAXIMUMF; })
+      .Case<arith::MinimumFOp>([](auto) { return K::MINIMUMF; })
+      .Case<arith::MaxNumFOp>([](auto) { return K::MAXNUMF; })
+      .Case<arith::MinNumFOp>([](auto) { return K::MINNUMF; })
+      .Case<arith::MaxSIOp>([](auto) { return K::MAXSI; })
+      .Case<arith::MinSIOp>([](auto) { return K::MINSI; })
+      .Case<arith::MaxUIOp>([](auto) { return K::MAXUI; })
+      .Case<arith::MinUIOp>([](auto) { return K::MINUI; })
+      .Case<arith::AndIOp>([](auto) { return K::AND; })
+      .Case<arith::OrIOp>([](auto) { return K::OR; })
+      .Case<arith::XOrIOp>([](auto) { return K::XOR; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The neutral element of `kind` on `type` (what a thread with no element
+/// of the reduction contributes).
+TypedAttr identity(gpu::AllReduceOperation kind, Type type) {
+  using K = gpu::AllReduceOperation;
+  if (auto ft = dyn_cast<FloatType>(type)) {
+    const llvm::fltSemantics &sem = ft.getFloatSemantics();
+    switch (kind) {
+    case K::ADD:
+      return FloatAttr::get(ft, APFloat::getZero(sem, /*Negative=*/true));
+    case K::MUL:
+      return FloatAttr::get(ft, APFloat::getOne(sem));
+    case K::MAXIMUMF:
+    case K::MAXNUMF:
+      return FloatAttr::get(ft, APFloat::getInf(sem, /*Negative=*/true));
+    case K::MINIMUMF:
+    case K::MINNUMF:
+      return FloatAttr::get(ft, APFloat::getInf(sem));
+    default:
+      return {};
+    }
+  }
+  auto it = cast<IntegerType>(type);
+  unsigned w = it.getWidth();
+  switch (kind) {
+  case K::ADD:
+  case K::OR:
+  case K::XOR:
+  case K::MAXUI:
+    return IntegerAttr::get(it, APInt::getZero(w));
+  case K::MUL:
+    return IntegerAttr::get(it, APInt(w, 1));
+  case K::AND:
+  case K::MINUI:
+    return IntegerAttr::get(it, APInt::getAllOnes(w));
+  case K::MAXSI:
+    return IntegerAttr::get(it, APInt::getSignedMinValue(w));
+  case K::MINSI:
+    return IntegerAttr::get(it, APInt::getSignedMaxValue(w));
+  default:
+    return {};
+  }
+}
+
+/// A reduction loop (distopt::findAccumulators' shape) that a block's
+/// threads can share: each accumulator is combined with the iteration's
+/// value by one op gpu.all_reduce knows, on 32-bit floats or integers, and
+/// nothing else reads the running value. Each thread then reduces a strided
+/// part of the loop, gpu.all_reduce combines the parts, and thread 0 folds
+/// the result into the accumulator. This reorders float sums, as every GPU
+/// reduction does.
+struct BlockReduction {
+  scf::ForOp loop;
+  SmallVector<distopt::Accumulator> accs;
+  SmallVector<Operation *> combiners;
+  SmallVector<gpu::AllReduceOperation> kinds;
+};
+
+std::optional<BlockReduction> matchBlockReduction(Operation *op) {
+  auto loop = dyn_cast<scf::ForOp>(op);
+  if (!loop || loop.getNumRegionIterArgs() != 0)
+    return std::nullopt;
+  std::optional<APInt> trips = loop.getStaticTripCount();
+  if (trips && trips->getZExtValue() < kMinBlockReduction)
+    return std::nullopt;
+  BlockReduction r{loop, distopt::findAccumulators(loop), {}, {}};
+  if (r.accs.empty())
+    return std::nullopt;
+  for (distopt::Accumulator &acc : r.accs) {
+    Type t = acc.load.getType();
+    if (!t.isF32() && !t.isInteger(32))
+      return std::nullopt;
+    Value running = acc.load.getResult();
+    if (!running.hasOneUse())
+      return std::nullopt;
+    Operation *combiner = *running.user_begin();
+    std::optional<gpu::AllReduceOperation> kind = allReduceKind(combiner);
+    if (!kind || combiner->getBlock() != loop.getBody() ||
+        combiner->getNumOperands() != 2 ||
+        combiner->getOperand(0) == combiner->getOperand(1) ||
+        acc.store.getValueToStore() != combiner->getResult(0) ||
+        !combiner->getResult(0).hasOneUse())
+      return std::nullopt;
+    r.combiners.push_back(combiner);
+    r.kinds.push_back(*kind);
+  }
+  return r;
+}
+
+/// Whether the loop of `r` walks memory contiguously: every load that
+/// changes with the loop has the induction variable (plus an invariant) as
+/// its last index and invariant other indices. A block's threads then read
+/// consecutive elements; a reduction down a column (a bias gradient's sum
+/// over the batch) would have each thread touch a different row.
+bool walksContiguously(const BlockReduction &r) {
+  scf::ForOp loop = r.loop;
+  Value iv = loop.getInductionVar();
+  auto isIv = [&](Value v) {
+    if (v == iv)
+      return true;
+    auto add = v.getDefiningOp<arith::AddIOp>();
+    return add && ((add.getLhs() == iv && loop.isDefinedOutsideOfLoop(add.getRhs())) ||
+                   (add.getRhs() == iv && loop.isDefinedOutsideOfLoop(add.getLhs())));
+  };
+  bool contiguous = true;
+  loop.getBody()->walk([&](memref::LoadOp load) {
+    ValueRange idx = load.getIndices();
+    if (llvm::all_of(idx, [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }))
+      return;
+    if (idx.empty() || !isIv(idx.back()) ||
+        !llvm::all_of(idx.drop_back(),
+                      [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }))
+      contiguous = false;
+  });
+  return contiguous;
+}
+
 struct MapLoopsToGPUPass
     : public distopt::impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
   using MapLoopsToGPUPassBase::MapLoopsToGPUPassBase;
@@ -306,10 +447,11 @@ struct MapLoopsToGPUPass
   }
 
   /// Whether `par` is a row-fused nest this pass can spread over a block:
-  /// inner parallel loops directly in its body, and every op that writes
-  /// memory outside them has no results used afterwards.
+  /// inner parallel loops or block reductions directly in its body (see
+  /// below for reductions alone), and every op that writes memory outside
+  /// them has no results used afterwards.
   bool isRowFused(scf::ParallelOp par) {
-    bool anyInner = false;
+    bool anyInner = false, anyReduction = false, allContiguous = true;
     for (Operation &op : par.getBody()->without_terminator()) {
       if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
         if (inner.getNumResults() != 0)
@@ -317,10 +459,20 @@ struct MapLoopsToGPUPass
         anyInner = true;
         continue;
       }
-      if (!replicable(&op) && !op.use_empty())
+      if (std::optional<BlockReduction> r = matchBlockReduction(&op)) {
+        anyReduction = true;
+        allContiguous &= walksContiguously(*r);
+      } else if (!replicable(&op) && !op.use_empty()) {
         return false;
+      }
     }
-    return anyInner;
+    if (anyInner)
+      return true;
+    // Only reductions: a block per row when the rows are read contiguously
+    // or are too few to fill a block of the flat mapping (one thread per
+    // row, which reads a column's elements in step across a warp).
+    std::optional<int64_t> rows = constantTotal(par);
+    return anyReduction && (allContiguous || (rows && *rows < kFlatBlock));
   }
 
   /// One block per outer iteration; inner loops strided over the threads.
@@ -331,9 +483,14 @@ struct MapLoopsToGPUPass
     Value grid = product(b, loc, tcs);
     // Threads: enough for the widest inner loop, in whole warps.
     int64_t widest = 0;
-    for (auto inner : par.getBody()->getOps<scf::ParallelOp>()) {
-      std::optional<int64_t> n = constantTotal(inner);
-      widest = std::max(widest, n ? *n : kMaxRowBlock);
+    for (Operation &op : par.getBody()->without_terminator()) {
+      if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
+        std::optional<int64_t> n = constantTotal(inner);
+        widest = std::max(widest, n ? *n : kMaxRowBlock);
+      } else if (std::optional<BlockReduction> r = matchBlockReduction(&op)) {
+        std::optional<APInt> n = r->loop.getStaticTripCount();
+        widest = std::max<int64_t>(widest, n ? n->getZExtValue() : kMaxRowBlock);
+      }
     }
     int64_t threads = std::clamp<int64_t>((widest + 31) / 32 * 32, 32,
                                           kMaxRowBlock);
@@ -368,6 +525,25 @@ struct MapLoopsToGPUPass
         wrote = read = true;
         continue;
       }
+      if (std::optional<BlockReduction> r = matchBlockReduction(&op)) {
+        // The parts read only what the loop reads, not the accumulators:
+        // an open thread-0 step that just initialised them needs no
+        // barrier (thread 0 itself folds the parts in).
+        bool onlyInits = single && llvm::all_of(
+            single.thenBlock()->without_terminator(), [&](Operation &o) {
+              auto store = dyn_cast<memref::StoreOp>(o);
+              return store && llvm::any_of(r->accs, [&](auto &acc) {
+                return map.lookupOrDefault(acc.store.getMemRef()) ==
+                       store.getMemRef();
+              });
+            });
+        single = nullptr;
+        if (wrote && !onlyInits) // the parts read what other threads wrote
+          barrier();
+        single = mapBlockReduction(b, *r, tid, nthreads, isFirst, map);
+        wrote = read = true;
+        continue;
+      }
       if (replicable(&op)) {
         single = nullptr;
         if (!isMemoryEffectFree(&op)) {
@@ -389,6 +565,74 @@ struct MapLoopsToGPUPass
       wrote = read = true;
     }
     return launch;
+  }
+
+  /// Emits `r` shared by the block: each thread's strided part, a
+  /// gpu.all_reduce per accumulator, and thread 0 folding the results into
+  /// the accumulators. Returns that thread-0 segment.
+  scf::IfOp mapBlockReduction(OpBuilder &b, BlockReduction &r, Value tid,
+                              Value nthreads, Value isFirst, IRMapping &map) {
+    scf::ForOp loop = r.loop;
+    Location loc = loop.getLoc();
+    Value lb = map.lookupOrDefault(loop.getLowerBound());
+    Value ub = map.lookupOrDefault(loop.getUpperBound());
+    Value step = map.lookupOrDefault(loop.getStep());
+    Value start = arith::AddIOp::create(
+        b, loc, lb, arith::MulIOp::create(b, loc, tid, step));
+    Value stride = arith::MulIOp::create(b, loc, step, nthreads);
+    SmallVector<Value> inits;
+    for (auto [acc, kind] : llvm::zip(r.accs, r.kinds))
+      inits.push_back(arith::ConstantOp::create(
+          b, loc, identity(kind, acc.load.getType())));
+    auto part = scf::ForOp::create(b, loc, start, ub, stride, inits);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(part.getBody());
+      IRMapping inner = map;
+      inner.map(loop.getInductionVar(), part.getInductionVar());
+      for (auto [i, acc] : llvm::enumerate(r.accs))
+        inner.map(acc.load.getResult(), part.getRegionIterArgs()[i]);
+      llvm::SmallPtrSet<Operation *, 8> skip;
+      for (distopt::Accumulator &acc : r.accs) {
+        skip.insert(acc.load);
+        skip.insert(acc.store);
+      }
+      for (Operation &op : loop.getBody()->without_terminator())
+        if (!skip.count(&op))
+          b.clone(op, inner);
+      SmallVector<Value> yields;
+      for (Operation *c : r.combiners)
+        yields.push_back(inner.lookup(c->getResult(0)));
+      scf::YieldOp::create(b, loc, yields);
+    }
+    SmallVector<Value> totals;
+    for (auto [i, kind] : llvm::enumerate(r.kinds)) {
+      auto reduce = gpu::AllReduceOp::create(
+          b, loc, part.getResult(i),
+          gpu::AllReduceOperationAttr::get(b.getContext(), kind),
+          b.getUnitAttr());
+      totals.push_back(reduce.getResult());
+    }
+    auto single = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(single.thenBlock()->getTerminator());
+    for (auto [i, acc] : llvm::enumerate(r.accs)) {
+      Value buffer = map.lookupOrDefault(acc.load.getMemRef());
+      SmallVector<Value> indices;
+      for (Value v : acc.load.getIndices())
+        indices.push_back(map.lookupOrDefault(v));
+      Value old = memref::LoadOp::create(b, loc, buffer, indices);
+      // The combiner with the running value where the loop had it.
+      IRMapping fold;
+      fold.map(acc.load.getResult(), old);
+      Operation *c = r.combiners[i];
+      Value other = c->getOperand(0) == acc.load.getResult() ? c->getOperand(1)
+                                                            : c->getOperand(0);
+      fold.map(other, totals[i]);
+      Operation *folded = b.clone(*c, fold);
+      memref::StoreOp::create(b, loc, folded->getResult(0), buffer, indices);
+    }
+    return single;
   }
 
   /// One thread runs `ops` (consecutive top-level ops that touch memory).
@@ -487,7 +731,10 @@ struct MapLoopsToGPUPass
             if (top && last->isBeforeInBlock(top))
               last = top;
           }
-        if (last == pending.back()) {
+        bool reduces = llvm::any_of(pending, [&](Operation *op) {
+          return matchBlockReduction(op).has_value();
+        });
+        if (last == pending.back() && !reduces) {
           launches.push_back(mapSingle(pending));
           for (Operation *op : llvm::reverse(pending))
             op->erase();

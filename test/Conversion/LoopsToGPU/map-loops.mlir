@@ -169,3 +169,124 @@ func.func @stretch(%x: memref<8xf32>, %y: memref<8xf32>, %s: memref<f32>) {
   }
   return
 }
+
+// A long reduction in a row-fused nest is shared by the block: each thread
+// folds a strided part (from the neutral element, -inf for a maximum), a
+// gpu.all_reduce combines the parts, thread 0 folds the total into the
+// accumulator. Thread 0 initialised it just before, so no barrier is needed
+// between the two; the loop that reads it waits for thread 0.
+// CHECK-LABEL: func.func @block_reduction
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}}) threads(%[[T:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[N:[a-z0-9_]+]] = %{{.*}},
+// CHECK: scf.if
+// CHECK:   memref.store
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.muli %[[T]]
+// CHECK: %[[START:.*]] = arith.addi
+// CHECK: %[[STRIDE:.*]] = arith.muli %{{.*}}, %[[N]]
+// CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[START]] to %{{.*}} step %[[STRIDE]] iter_args(%[[ACC:.*]] = %[[NEGINF]])
+// CHECK:   %[[V:.*]] = memref.load
+// CHECK:   %[[M:.*]] = arith.maximumf %[[ACC]], %[[V]]
+// CHECK:   scf.yield %[[M]]
+// CHECK: %[[TOTAL:.*]] = gpu.all_reduce maximumf %[[PART]] uniform
+// CHECK: scf.if
+// CHECK:   %[[OLD:.*]] = memref.load
+// CHECK:   %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[TOTAL]]
+// CHECK:   memref.store %[[NEW]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %[[T]] to %{{.*}} step %[[N]]
+// CHECK:   arith.subf
+func.func @block_reduction(%x: memref<4x300xf32>, %y: memref<4x300xf32>, %s: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c300 = arith.constant 300 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    memref.store %ninf, %s[%i] : memref<4xf32>
+    scf.for %j = %c0 to %c300 step %c1 {
+      %a = memref.load %x[%i, %j] : memref<4x300xf32>
+      %acc = memref.load %s[%i] : memref<4xf32>
+      %m = arith.maximumf %acc, %a : f32
+      memref.store %m, %s[%i] : memref<4xf32>
+    }
+    scf.parallel (%j) = (%c0) to (%c300) step (%c1) {
+      %a = memref.load %x[%i, %j] : memref<4x300xf32>
+      %t = memref.load %s[%i] : memref<4xf32>
+      %d = arith.subf %a, %t : f32
+      memref.store %d, %y[%i, %j] : memref<4x300xf32>
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
+
+// Row sums alone (no inner parallel loop), read along the rows: a block per
+// row (256 threads for 300 columns).
+// CHECK-LABEL: func.func @row_sums
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c512{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: gpu.all_reduce add
+func.func @row_sums(%x: memref<512x300xf32>, %s: memref<512xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c300 = arith.constant 300 : index
+  %c512 = arith.constant 512 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c512) step (%c1) {
+    memref.store %zero, %s[%i] : memref<512xf32>
+    scf.for %j = %c0 to %c300 step %c1 {
+      %a = memref.load %x[%i, %j] : memref<512x300xf32>
+      %acc = memref.load %s[%i] : memref<512xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<512xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// Column sums (a bias gradient: the sum over the batch) of many columns:
+// the flat mapping, a thread per column, so a warp reads a row's
+// consecutive elements; a block per column would read down the column.
+// CHECK-LABEL: func.func @column_sums
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.all_reduce
+// CHECK: gpu.terminator
+func.func @column_sums(%x: memref<64x1024xf32>, %s: memref<1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c1024 = arith.constant 1024 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c1024) step (%c1) {
+    memref.store %zero, %s[%i] : memref<1024xf32>
+    scf.for %j = %c0 to %c64 step %c1 {
+      %a = memref.load %x[%j, %i] : memref<64x1024xf32>
+      %acc = memref.load %s[%i] : memref<1024xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<1024xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// A long reduction to one scalar: one block of 256 threads, not one thread.
+// CHECK-LABEL: func.func @scalar_sum
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[ONE:[a-z0-9_]+]], {{.*}} threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: gpu.all_reduce add
+func.func @scalar_sum(%x: memref<1000xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1000 = arith.constant 1000 : index
+  %zero = arith.constant 0.0 : f32
+  memref.store %zero, %s[] : memref<f32>
+  scf.for %j = %c0 to %c1000 step %c1 {
+    %a = memref.load %x[%j] : memref<1000xf32>
+    %acc = memref.load %s[] : memref<f32>
+    %sum = arith.addf %acc, %a : f32
+    memref.store %sum, %s[] : memref<f32>
+  }
+  return
+}
