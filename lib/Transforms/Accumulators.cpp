@@ -14,8 +14,7 @@ bool distopt::sameElementEachIteration(scf::ForOp loop, Value memref,
                       [&](Value v) { return loop.isDefinedOutsideOfLoop(v); });
 }
 
-SmallVector<Accumulator> distopt::findAccumulators(scf::ForOp loop) {
-  Block *body = loop.getBody();
+SmallVector<Accumulator> distopt::findUpdates(Block *body, Operation *scope) {
   SmallVector<memref::StoreOp> stores;
   bool unknownEffects = false;
   body->walk([&](Operation *op) {
@@ -30,14 +29,14 @@ SmallVector<Accumulator> distopt::findAccumulators(scf::ForOp loop) {
   for (memref::StoreOp store : stores) {
     Value buffer = store.getMemRef();
     if (store->getBlock() != body ||
-        !sameElementEachIteration(loop, buffer, store.getIndices()))
+        scope->isAncestor(buffer.getParentBlock()->getParentOp()))
       return {};
     memref::LoadOp load;
     for (Operation *user : buffer.getUsers()) {
-      if (user == store || !loop->isAncestor(user))
+      if (user == store || !scope->isAncestor(user))
         continue;
       auto l = dyn_cast<memref::LoadOp>(user);
-      // The element must be the only thing of this buffer the loop reads,
+      // The element must be the only thing of this buffer the loops read,
       // read once, before the store, in the body itself.
       if (!l || load || l->getBlock() != body ||
           !l->isBeforeInBlock(store) || l.getIndices() != store.getIndices())
@@ -51,3 +50,11 @@ SmallVector<Accumulator> distopt::findAccumulators(scf::ForOp loop) {
   return found;
 }
 
+SmallVector<Accumulator> distopt::findAccumulators(scf::ForOp loop) {
+  SmallVector<Accumulator> found = findUpdates(loop.getBody(), loop);
+  for (Accumulator &acc : found)
+    if (!sameElementEachIteration(loop, acc.store.getMemRef(),
+                                  acc.store.getIndices()))
+      return {};
+  return found;
+}

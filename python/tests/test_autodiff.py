@@ -345,6 +345,20 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     order): the same loss at every step and the same final weights. The four
     model kinds: an MLP, CNNs (convolutions, max and global average pooling,
     batch norm), nn.TransformerEncoder, a GPT-style decoder."""
+    check_torch_optim(run_name, torch_models, tmp_path)
+
+
+@pytest.mark.parametrize("run_name", ["sgd_clipped", "cnn_adamw", "bn_sgd", "encoder_adamw",
+                                      "gpt_adamw"])
+def test_emulated_gpu_training_matches_torch_optim(run_name, torch_models, tmp_path):
+    """The same with the CUDA target's kernels run on this CPU (--target
+    cuda-emu, test_cuda_emulation.py): batch norm's statistics (a reduction
+    over N, H and W), bias gradients (sums over the batch), softmax and
+    layer norm rows as a GPU computes them."""
+    check_torch_optim(run_name, torch_models, tmp_path, "cuda-emu")
+
+
+def check_torch_optim(run_name, torch_models, tmp_path, target="cpu"):
     prefix = run_name.split("_")[0]
     d = torch_models / {"cnn": "train_cnn", "bn": "train_bn", "encoder": "train_encoder",
                         "gpt": "train_gpt"}.get(prefix, "train")
@@ -365,7 +379,7 @@ def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
         model_path = tmp_path / "model.onnx"
         onnx.save(model, str(model_path))
     bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", model_path, *flags, "-o", bundle)
+    run(DISTOPT, "compile", model_path, *flags, "--target", target, "-o", bundle)
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
     run(bundle / "step", "train", *batches_as_data(d, tmp_path), "--steps", "20",
         "--no-shuffle", *train_flags(cfg), "--log", log, "--save-weights", saved)

@@ -7,8 +7,8 @@ all-reduces cut a kernel into phases, the threads of a phase run in reverse
 order so a missing barrier reads stale memory. Inference is compared with
 ONNX Runtime in test_zoo.py and by run_node_tests.py --target cuda-emu;
 here the training steps (forward, backward, optimizer: kernels no GPU has
-run yet) follow torch.optim's trajectories, in one process and under data
-and tensor parallelism."""
+run yet) follow torch.optim's trajectories under data and tensor
+parallelism (one process: test_autodiff.py)."""
 from __future__ import annotations
 
 import json
@@ -25,9 +25,10 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun"),
 ]
 
-CASES = [("gpt_adamw", [], 1), ("gpt_adamw", ["--tp", "2"], 2),
-         ("gpt_adamw", ["--dp", "2", "--zero", "1"], 2),
-         ("encoder_adamw", [], 1), ("cnn_sgd", [], 1), ("sgd_clipped", ["--dp", "2"], 2)]
+# One process: test_autodiff.py's test_emulated_gpu_training_matches_torch_optim.
+CASES = [("gpt_adamw", ["--tp", "2"], 2), ("gpt_adamw", ["--dp", "2", "--zero", "1"], 2),
+         ("encoder_adamw", ["--dp", "2", "--tp", "2"], 4), ("cnn_sgd", ["--dp", "2"], 2),
+         ("sgd_clipped", ["--dp", "2"], 2)]
 
 
 @pytest.mark.parametrize("run_name,degrees,ranks", CASES,
@@ -38,7 +39,7 @@ def test_emulated_gpu_training_matches_pytorch(run_name, degrees, ranks, torch_m
     the loss at every step and the final weights within 1e-4."""
     d = torch_models / REFERENCE_DIRS[run_name]
     meta = json.loads((d / "meta.json").read_text())[run_name]
-    flags = ["--cluster", f"local:{ranks}", *degrees] if degrees else []
+    flags = ["--cluster", f"local:{ranks}", *degrees]
     bundle = compile_step(d / "model.onnx", tmp_path / "emu.dx", meta["config"]["kind"],
                           *flags, "--target", "cuda-emu")
     manifest = json.loads((bundle / "manifest.json").read_text())

@@ -28,6 +28,15 @@ struct Accumulator {
 bool sameElementEachIteration(mlir::scf::ForOp loop, mlir::Value memref,
                               mlir::ValueRange indices);
 
+/// The read-modify-write updates of `body` (the innermost body of loops
+/// rooted at `scope`): each store directly in `body` goes back to the
+/// element a load before it in `body` read, of a buffer defined outside
+/// `scope` that nothing else in `scope` touches. Nothing when `body` writes
+/// memory otherwise. Which loops the indices vary with is the caller's to
+/// check.
+llvm::SmallVector<Accumulator> findUpdates(mlir::Block *body,
+                                           mlir::Operation *scope);
+
 /// The accumulators of `loop`, or nothing when its body writes memory other
 /// than through them (or has effects that are not understood). Each
 /// accumulator's element is the only thing of its buffer the loop reads.

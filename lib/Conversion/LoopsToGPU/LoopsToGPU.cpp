@@ -36,6 +36,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace distopt {
@@ -387,6 +388,9 @@ bool walksContiguously(const BlockReduction &r) {
   auto isIv = [&](Value v) {
     if (v == iv)
       return true;
+    // The innermost dimension of a flattened nest (normalizeReductionNest).
+    if (auto rem = v.getDefiningOp<arith::RemUIOp>())
+      return rem.getLhs() == iv && loop.isDefinedOutsideOfLoop(rem.getRhs());
     auto add = v.getDefiningOp<arith::AddIOp>();
     return add && ((add.getLhs() == iv && loop.isDefinedOutsideOfLoop(add.getRhs())) ||
                    (add.getRhs() == iv && loop.isDefinedOutsideOfLoop(add.getLhs())));
@@ -402,6 +406,127 @@ bool walksContiguously(const BlockReduction &r) {
       contiguous = false;
   });
   return contiguous;
+}
+
+/// Rewrites a perfect loop nest whose outermost loop is an scf.for and
+/// whose innermost body updates accumulators (a linalg reduction whose
+/// outermost dimension is reduced: a bias gradient's sum over the batch,
+/// batch-norm statistics over N, H and W, a reduction over every axis), so
+/// that the GPU mapping sees its parallelism: the dimensions that index the
+/// accumulators become one scf.parallel, the others one scf.for over their
+/// combined iteration space (outermost slowest, so each accumulator sums in
+/// the original order). As lowered, the nest starts with a sequential loop
+/// and would run on one thread.
+void normalizeReductionNest(scf::ForOp outer) {
+  // The nest's dimensions (scf.for and scf.parallel levels, outermost first).
+  struct Dim {
+    Value iv, lb, ub, step;
+  };
+  SmallVector<Dim> dims;
+  Operation *level = outer;
+  Block *body = nullptr;
+  while (true) {
+    if (auto f = dyn_cast<scf::ForOp>(level)) {
+      if (f.getNumRegionIterArgs() != 0)
+        return;
+      dims.push_back({f.getInductionVar(), f.getLowerBound(),
+                      f.getUpperBound(), f.getStep()});
+      body = f.getBody();
+    } else if (auto p = dyn_cast<scf::ParallelOp>(level)) {
+      if (p.getNumResults() != 0)
+        return;
+      for (auto [iv, lb, ub, step] :
+           llvm::zip(p.getInductionVars(), p.getLowerBound(),
+                     p.getUpperBound(), p.getStep()))
+        dims.push_back({iv, lb, ub, step});
+      body = p.getBody();
+    } else {
+      break;
+    }
+    Operation &first = body->front();
+    if (!isa<scf::ForOp, scf::ParallelOp>(first) ||
+        std::next(body->begin()) != std::prev(body->end()))
+      break;
+    level = &first;
+  }
+  if (dims.size() < 2)
+    return;
+  SmallVector<distopt::Accumulator> accs = distopt::findUpdates(body, outer);
+  if (accs.empty())
+    return;
+  for (const Dim &d : dims)
+    for (Value v : {d.lb, d.ub, d.step})
+      if (!outer.isDefinedOutsideOfLoop(v))
+        return;
+  // The dimensions that index the accumulators: each must be an index
+  // itself (so distinct iterations update distinct elements).
+  auto dimOf = [&](Value v) -> int {
+    for (auto [k, d] : llvm::enumerate(dims))
+      if (d.iv == v)
+        return static_cast<int>(k);
+    return -1;
+  };
+  llvm::SmallBitVector outputs(dims.size());
+  for (auto [i, acc] : llvm::enumerate(accs)) {
+    llvm::SmallBitVector these(dims.size());
+    for (Value v : acc.store.getIndices()) {
+      int k = dimOf(v);
+      if (k >= 0)
+        these.set(k);
+      else if (!outer.isDefinedOutsideOfLoop(v))
+        return; // an index computed from the loops
+    }
+    if (i == 0)
+      outputs = these;
+    else if (these != outputs)
+      return;
+  }
+  if (outputs.all())
+    return; // nothing is reduced
+  OpBuilder b(outer);
+  Location loc = outer.getLoc();
+  IRMapping map;
+  SmallVector<Value> lbs, ubs, steps;
+  for (auto [k, d] : llvm::enumerate(dims))
+    if (outputs.test(k)) {
+      lbs.push_back(d.lb);
+      ubs.push_back(d.ub);
+      steps.push_back(d.step);
+    }
+  if (!lbs.empty()) {
+    auto par = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
+    int n = 0;
+    for (auto [k, d] : llvm::enumerate(dims))
+      if (outputs.test(k))
+        map.map(d.iv, par.getInductionVars()[n++]);
+    b.setInsertionPoint(par.getBody()->getTerminator());
+  }
+  SmallVector<Dim> reduced;
+  SmallVector<Value> tcs;
+  for (auto [k, d] : llvm::enumerate(dims))
+    if (!outputs.test(k)) {
+      reduced.push_back(d);
+      Value span = b.createOrFold<arith::SubIOp>(loc, d.ub, d.lb);
+      tcs.push_back(b.createOrFold<arith::CeilDivUIOp>(loc, span, d.step));
+    }
+  Value total = product(b, loc, tcs);
+  auto flat = scf::ForOp::create(b, loc, cIndex(b, loc, 0), total,
+                                 cIndex(b, loc, 1));
+  b.setInsertionPoint(flat.getBody()->getTerminator());
+  Value rest = flat.getInductionVar();
+  for (int k = static_cast<int>(reduced.size()) - 1; k >= 0; --k) {
+    Value idx = rest;
+    if (k > 0) {
+      idx = b.createOrFold<arith::RemUIOp>(loc, rest, tcs[k]);
+      rest = b.createOrFold<arith::DivUIOp>(loc, rest, tcs[k]);
+    }
+    Value scaled = b.createOrFold<arith::MulIOp>(loc, idx, reduced[k].step);
+    map.map(reduced[k].iv,
+            b.createOrFold<arith::AddIOp>(loc, reduced[k].lb, scaled));
+  }
+  for (Operation &op : body->without_terminator())
+    b.clone(op, map);
+  outer.erase();
 }
 
 struct MapLoopsToGPUPass
@@ -712,6 +837,12 @@ struct MapLoopsToGPUPass
       return;
     SmallVector<gpu::LaunchOp> launches;
     bool ok = true;
+    SmallVector<scf::ForOp> nests;
+    for (Block &block : fn.getBody())
+      for (auto loop : block.getOps<scf::ForOp>())
+        nests.push_back(loop);
+    for (scf::ForOp loop : nests)
+      normalizeReductionNest(loop);
     for (Block &block : fn.getBody()) {
       SmallVector<Operation *> ops;
       for (Operation &op : block)

@@ -290,3 +290,60 @@ func.func @scalar_sum(%x: memref<1000xf32>, %s: memref<f32>) {
   }
   return
 }
+
+// A reduction whose outermost dimension is reduced lowers to a nest that
+// starts with a sequential loop (here a bias gradient: the sum over the
+// batch, scf.for over rows around scf.parallel over columns). The columns
+// become the parallel loop, the rows the reduction inside it: the flat
+// mapping (a thread per column), not one thread for the whole nest.
+// CHECK-LABEL: func.func @batch_sum_nest
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c4{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: scf.if
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %c64
+// CHECK:     memref.load %{{.*}} : memref<64x1024xf32>
+func.func @batch_sum_nest(%x: memref<64x1024xf32>, %s: memref<1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c1024 = arith.constant 1024 : index
+  scf.for %b = %c0 to %c64 step %c1 {
+    scf.parallel (%i) = (%c0) to (%c1024) step (%c1) {
+      %a = memref.load %x[%b, %i] : memref<64x1024xf32>
+      %acc = memref.load %s[%i] : memref<1024xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<1024xf32>
+      scf.reduce
+    }
+  }
+  return
+}
+
+// Batch-norm statistics (a sum over N, H and W per channel): one block per
+// channel, the N x H x W elements one loop strided over its threads (the
+// innermost dimension fastest) and a block all-reduce.
+// CHECK-LABEL: func.func @channel_stats_nest
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c16{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c800 step %{{.*}} iter_args
+// CHECK:   arith.remui
+// CHECK: gpu.all_reduce add
+func.func @channel_stats_nest(%x: memref<2x16x20x20xf32>, %s: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %c20 = arith.constant 20 : index
+  scf.for %n = %c0 to %c2 step %c1 {
+    scf.parallel (%c) = (%c0) to (%c16) step (%c1) {
+      scf.for %h = %c0 to %c20 step %c1 {
+        scf.for %w = %c0 to %c20 step %c1 {
+          %a = memref.load %x[%n, %c, %h, %w] : memref<2x16x20x20xf32>
+          %acc = memref.load %s[%c] : memref<16xf32>
+          %sum = arith.addf %acc, %a : f32
+          memref.store %sum, %s[%c] : memref<16xf32>
+        }
+      }
+      scf.reduce
+    }
+  }
+  return
+}
