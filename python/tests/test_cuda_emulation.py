@@ -12,10 +12,13 @@ parallelism (one process: test_autodiff.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 from cli import DISTOPT, run
 from training import REFERENCE_DIRS, assert_follows_reference, compile_step
@@ -63,3 +66,79 @@ def test_emulation_refuses_ptx(torch_models):
             "cuda-emu", "--emit=ptx", "-o", "-", check=False)
     assert p.returncode == 1
     assert "--emit=ptx needs --target cuda" in p.stderr, p.stderr
+
+
+def reduction_cases():
+    """Models whose reductions take each of the GPU mapping's shapes: a
+    softmax over one long row (a reduction in registers, one block), row
+    sums along rows (a block per row), a reduction over every axis (a loop
+    nest to one block), batch-norm-style statistics over N, H, W (the nest
+    normalised: a block per channel), column sums (a thread per column),
+    and 64-bit and integer accumulators."""
+    from onnx import TensorProto as T
+    rng = np.random.default_rng(0)
+
+    def model(nodes, ins, out, inits=()):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s)
+                                           for n, t, s in ins],
+                              [helper.make_tensor_value_info("y", out[0], out[1])],
+                              list(inits))
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    axes = lambda *a: numpy_helper.from_array(np.array(a, np.int64), "axes")  # noqa: E731
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    yield ("softmax_one_row", model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
+                                    [("x", T.FLOAT, [1, 1000])], (T.FLOAT, [1, 1000])),
+           {"x": f(1, 1000) * 4})
+    yield ("row_sums", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                             [("x", T.FLOAT, [300, 517])], (T.FLOAT, [300, 1]), [axes(1)]),
+           {"x": f(300, 517)})
+    yield ("sum_all", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"],
+                                              keepdims=0)],
+                            [("x", T.FLOAT, [6, 40, 50])], (T.FLOAT, []), [axes(0, 1, 2)]),
+           {"x": f(6, 40, 50)})
+    yield ("channel_mean", model([helper.make_node("ReduceMean", ["x"], ["y"],
+                                                   axes=[0, 2, 3])],
+                                 [("x", T.FLOAT, [8, 16, 10, 10])], (T.FLOAT, [1, 16, 1, 1])),
+           {"x": f(8, 16, 10, 10)})
+    yield ("column_sums", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                                [("x", T.FLOAT, [64, 1024])], (T.FLOAT, [1, 1024]),
+                                [axes(0)]),
+           {"x": f(64, 1024)})
+    yield ("max_f64", model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])],
+                            [("x", T.DOUBLE, [5, 333])], (T.DOUBLE, [5, 1])),
+           {"x": rng.standard_normal((5, 333))})
+    yield ("sum_i64", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                            [("x", T.INT64, [3, 999])], (T.INT64, [3, 1]), [axes(1)]),
+           {"x": rng.integers(-1000, 1000, (3, 999))})
+
+
+@pytest.mark.parametrize("case", list(reduction_cases()), ids=lambda c: c[0])
+def test_emulated_reductions_match_onnxruntime(case, tmp_path):
+    import onnxruntime as ort
+    name, model, feeds = case
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    gpu = run(DISTOPT, "compile", path, "--target", "cuda-emu", "--emit=gpu", "-o",
+              "-").stdout
+    # Every launch has more than one thread a block (a block size of the
+    # constant 1 prints as %c1 or %c1_N).
+    assert "gpu.launch" in gpu
+    one_thread = re.findall(r"threads\([^)]*\) in \(%\w+ = %c1(?:_\d+)?,", gpu)
+    assert not one_thread, f"{name}: a kernel runs on one thread"
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", path, "--target", "cuda-emu", "-o", bundle)
+    args = []
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        args.append(f"{k}={tmp_path / f'{k}.npy'}")
+    run(bundle / name, *[a for x in args for a in ("--input", x)], "--output-dir",
+        tmp_path / "out")
+    got = np.load(tmp_path / "out" / "y.npy")
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if np.issubdtype(want.dtype, np.integer):
+        assert np.array_equal(got, want)
+    else:
+        assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name

@@ -332,44 +332,93 @@ TypedAttr identity(gpu::AllReduceOperation kind, Type type) {
   }
 }
 
-/// A reduction loop (distopt::findAccumulators' shape) that a block's
-/// threads can share: each accumulator is combined with the iteration's
-/// value by one op gpu.all_reduce knows, on 32-bit floats or integers, and
-/// nothing else reads the running value. Each thread then reduces a strided
-/// part of the loop, gpu.all_reduce combines the parts, and thread 0 folds
-/// the result into the accumulator. This reorders float sums, as every GPU
-/// reduction does.
+/// A reduction loop that a block's threads can share. Two shapes:
+///  - in memory (distopt::findAccumulators): the loop loads, combines and
+///    stores accumulator elements; thread 0 folds the block's total into
+///    each element;
+///  - in registers (`iter_args`, what a reduction to a scalar folded out of
+///    a one-trip row loop leaves): the loop writes no memory; every thread
+///    gets the total from the all-reduce and folds the initial value in, so
+///    the results are there for all threads.
+/// Each value is combined with the iteration's by one op gpu.all_reduce
+/// knows, on f32, f64, i32 or i64 (64-bit shuffles are split in two by the
+/// NVVM lowering), and nothing else reads the running value. Each thread
+/// reduces a strided part of the loop from the neutral element, and
+/// gpu.all_reduce combines the parts. This reorders float sums, as every
+/// GPU reduction does.
 struct BlockReduction {
   scf::ForOp loop;
-  SmallVector<distopt::Accumulator> accs;
+  SmallVector<distopt::Accumulator> accs; // empty for the register shape
   SmallVector<Operation *> combiners;
   SmallVector<gpu::AllReduceOperation> kinds;
+  bool inRegisters() const { return accs.empty(); }
 };
+
+/// The all-reduce kind of `combiner` when it combines `running` (used by
+/// nothing else) with another value, and its result is used once.
+std::optional<gpu::AllReduceOperation> combinerKind(Operation *combiner,
+                                                    Value running,
+                                                    Block *body) {
+  Type t = running.getType();
+  if (!t.isF32() && !t.isF64() && !t.isInteger(32) && !t.isInteger(64))
+    return std::nullopt;
+  if (!running.hasOneUse() || *running.user_begin() != combiner ||
+      combiner->getBlock() != body || combiner->getNumOperands() != 2 ||
+      combiner->getOperand(0) == combiner->getOperand(1) ||
+      !combiner->getResult(0).hasOneUse())
+    return std::nullopt;
+  return allReduceKind(combiner);
+}
 
 std::optional<BlockReduction> matchBlockReduction(Operation *op) {
   auto loop = dyn_cast<scf::ForOp>(op);
-  if (!loop || loop.getNumRegionIterArgs() != 0)
+  if (!loop)
     return std::nullopt;
   std::optional<APInt> trips = loop.getStaticTripCount();
   if (trips && trips->getZExtValue() < kMinBlockReduction)
     return std::nullopt;
-  BlockReduction r{loop, distopt::findAccumulators(loop), {}, {}};
-  if (r.accs.empty())
-    return std::nullopt;
-  for (distopt::Accumulator &acc : r.accs) {
-    Type t = acc.load.getType();
-    if (!t.isF32() && !t.isInteger(32))
+  BlockReduction r{loop, {}, {}, {}};
+  Block *body = loop.getBody();
+  if (loop.getNumRegionIterArgs() == 0) {
+    r.accs = distopt::findAccumulators(loop);
+    if (r.accs.empty())
       return std::nullopt;
-    Value running = acc.load.getResult();
-    if (!running.hasOneUse())
+    for (distopt::Accumulator &acc : r.accs) {
+      Value running = acc.load.getResult();
+      if (running.use_empty())
+        return std::nullopt;
+      Operation *combiner = *running.user_begin();
+      std::optional<gpu::AllReduceOperation> kind =
+          combinerKind(combiner, running, body);
+      if (!kind || acc.store.getValueToStore() != combiner->getResult(0))
+        return std::nullopt;
+      r.combiners.push_back(combiner);
+      r.kinds.push_back(*kind);
+    }
+    return r;
+  }
+  // In registers: no memory written, each carried value combined once.
+  bool writes = false;
+  body->walk([&](Operation *inner) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
+    if (isa<memref::StoreOp>(inner) ||
+        (!effects && !isMemoryEffectFree(inner) &&
+         !inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>()) ||
+        (effects && (effects.hasEffect<MemoryEffects::Write>() ||
+                     effects.hasEffect<MemoryEffects::Allocate>() ||
+                     effects.hasEffect<MemoryEffects::Free>())))
+      writes = true;
+  });
+  if (writes)
+    return std::nullopt;
+  auto yield = cast<scf::YieldOp>(body->getTerminator());
+  for (auto [i, running] : llvm::enumerate(loop.getRegionIterArgs())) {
+    if (running.use_empty())
       return std::nullopt;
     Operation *combiner = *running.user_begin();
-    std::optional<gpu::AllReduceOperation> kind = allReduceKind(combiner);
-    if (!kind || combiner->getBlock() != loop.getBody() ||
-        combiner->getNumOperands() != 2 ||
-        combiner->getOperand(0) == combiner->getOperand(1) ||
-        acc.store.getValueToStore() != combiner->getResult(0) ||
-        !combiner->getResult(0).hasOneUse())
+    std::optional<gpu::AllReduceOperation> kind =
+        combinerKind(combiner, running, body);
+    if (!kind || yield.getOperand(i) != combiner->getResult(0))
       return std::nullopt;
     r.combiners.push_back(combiner);
     r.kinds.push_back(*kind);
@@ -666,7 +715,8 @@ struct MapLoopsToGPUPass
         if (wrote && !onlyInits) // the parts read what other threads wrote
           barrier();
         single = mapBlockReduction(b, *r, tid, nthreads, isFirst, map);
-        wrote = read = true;
+        read = true;
+        wrote |= !r->inRegisters(); // thread 0 stored the totals
         continue;
       }
       if (replicable(&op)) {
@@ -693,8 +743,10 @@ struct MapLoopsToGPUPass
   }
 
   /// Emits `r` shared by the block: each thread's strided part, a
-  /// gpu.all_reduce per accumulator, and thread 0 folding the results into
-  /// the accumulators. Returns that thread-0 segment.
+  /// gpu.all_reduce per value, and thread 0 folding the results into the
+  /// accumulators (returned: that thread-0 segment), or, in registers,
+  /// every thread folding the initial values in (`map` then gives the
+  /// loop's results; returns null).
   scf::IfOp mapBlockReduction(OpBuilder &b, BlockReduction &r, Value tid,
                               Value nthreads, Value isFirst, IRMapping &map) {
     scf::ForOp loop = r.loop;
@@ -705,18 +757,24 @@ struct MapLoopsToGPUPass
     Value start = arith::AddIOp::create(
         b, loc, lb, arith::MulIOp::create(b, loc, tid, step));
     Value stride = arith::MulIOp::create(b, loc, step, nthreads);
+    // The running values: the accumulators' loads, or the loop's iter_args.
+    SmallVector<Value> running;
+    for (distopt::Accumulator &acc : r.accs)
+      running.push_back(acc.load.getResult());
+    if (r.inRegisters())
+      llvm::append_range(running, loop.getRegionIterArgs());
     SmallVector<Value> inits;
-    for (auto [acc, kind] : llvm::zip(r.accs, r.kinds))
-      inits.push_back(arith::ConstantOp::create(
-          b, loc, identity(kind, acc.load.getType())));
+    for (auto [value, kind] : llvm::zip(running, r.kinds))
+      inits.push_back(
+          arith::ConstantOp::create(b, loc, identity(kind, value.getType())));
     auto part = scf::ForOp::create(b, loc, start, ub, stride, inits);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(part.getBody());
       IRMapping inner = map;
       inner.map(loop.getInductionVar(), part.getInductionVar());
-      for (auto [i, acc] : llvm::enumerate(r.accs))
-        inner.map(acc.load.getResult(), part.getRegionIterArgs()[i]);
+      for (auto [i, value] : llvm::enumerate(running))
+        inner.map(value, part.getRegionIterArgs()[i]);
       llvm::SmallPtrSet<Operation *, 8> skip;
       for (distopt::Accumulator &acc : r.accs) {
         skip.insert(acc.load);
@@ -738,6 +796,22 @@ struct MapLoopsToGPUPass
           b.getUnitAttr());
       totals.push_back(reduce.getResult());
     }
+    // The combiner with the running value where the loop had it.
+    auto fold = [&](unsigned i, Value start) {
+      IRMapping m;
+      Operation *c = r.combiners[i];
+      Value other = c->getOperand(0) == running[i] ? c->getOperand(1)
+                                                  : c->getOperand(0);
+      m.map(running[i], start);
+      m.map(other, totals[i]);
+      return b.clone(*c, m)->getResult(0);
+    };
+    if (r.inRegisters()) {
+      // Every thread has the totals: the loop's results on all of them.
+      for (auto [i, init] : llvm::enumerate(loop.getInitArgs()))
+        map.map(loop.getResult(i), fold(i, map.lookupOrDefault(init)));
+      return nullptr;
+    }
     auto single = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(single.thenBlock()->getTerminator());
@@ -747,15 +821,7 @@ struct MapLoopsToGPUPass
       for (Value v : acc.load.getIndices())
         indices.push_back(map.lookupOrDefault(v));
       Value old = memref::LoadOp::create(b, loc, buffer, indices);
-      // The combiner with the running value where the loop had it.
-      IRMapping fold;
-      fold.map(acc.load.getResult(), old);
-      Operation *c = r.combiners[i];
-      Value other = c->getOperand(0) == acc.load.getResult() ? c->getOperand(1)
-                                                            : c->getOperand(0);
-      fold.map(other, totals[i]);
-      Operation *folded = b.clone(*c, fold);
-      memref::StoreOp::create(b, loc, folded->getResult(0), buffer, indices);
+      memref::StoreOp::create(b, loc, fold(i, old), buffer, indices);
     }
     return single;
   }

@@ -347,3 +347,40 @@ func.func @channel_stats_nest(%x: memref<2x16x20x20xf32>, %s: memref<16xf32>) {
   }
   return
 }
+
+// The same stretch over a long row (a softmax over one row of 1000 logits):
+// the reduction in registers is shared by one block of 256 threads; the
+// all-reduce gives every thread the sum, the initial value is folded in by
+// each, and the loop that uses it is strided over the threads.
+// CHECK-LABEL: func.func @stretch_long
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, {{.*}} threads(%[[T:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[N:[a-z0-9_]+]] = %c256
+// CHECK: %[[PART:.*]] = scf.for {{.*}} iter_args
+// CHECK: %[[TOTAL:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %[[TOTAL]]
+// CHECK: scf.if
+// CHECK:   memref.store %[[SUM]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %[[T]] to %{{.*}} step %[[N]]
+// CHECK:   arith.mulf
+func.func @stretch_long(%x: memref<1000xf32>, %y: memref<1000xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1000 = arith.constant 1000 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %sum = scf.for %j = %c0 to %c1000 step %c1 iter_args(%acc = %zero) -> (f32) {
+    %a = memref.load %x[%j] : memref<1000xf32>
+    %n = arith.addf %acc, %a : f32
+    scf.yield %n : f32
+  }
+  memref.store %sum, %s[] : memref<f32>
+  %t = memref.load %s[] : memref<f32>
+  %r = arith.divf %one, %t : f32
+  scf.parallel (%i) = (%c0) to (%c1000) step (%c1) {
+    %a = memref.load %x[%i] : memref<1000xf32>
+    %q = arith.mulf %a, %r : f32
+    memref.store %q, %y[%i] : memref<1000xf32>
+    scf.reduce
+  }
+  return
+}
