@@ -148,8 +148,12 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
         if imp.returncode != 0:
             return case.name, "UNSUPPORTED", first_error_line(imp.stderr)
         bundle = d / f"m{ds}.dx"
+        # cuda-emu-forward: the emulated kernels with each block's threads in
+        # increasing order between barriers (distopt's default is reverse).
+        target_flags = (["--target", "cuda-emu", "--emulate-threads", "forward"]
+                        if target == "cuda-emu-forward" else ["--target", target])
         comp = subprocess.run([distopt, "compile", str(model_path), *shapes, *frozen,
-                               "--target", target, "-o", str(bundle)],
+                               *target_flags, "-o", str(bundle)],
                               capture_output=True, text=True, timeout=300)
         if comp.returncode != 0:
             return case.name, "FAIL", "compile: " + first_error_line(comp.stderr)
@@ -252,7 +256,7 @@ def main() -> int:
     ap.add_argument("--expected", help="file of test names that must pass")
     ap.add_argument("--write-expected", help="write the names of passing tests here")
     ap.add_argument("--keep", help="keep work files in this directory")
-    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "cuda-emu"],
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "cuda-emu", "cuda-emu-forward"],
                     help="what the bundles are compiled for (distopt compile --target)")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile (for cuda: assemble every kernel with ptxas) but do not run")

@@ -57,6 +57,14 @@ static cl::opt<std::string> compileTarget(
              "generation without a GPU; slow)"),
     cl::value_desc("cpu|cuda|cuda-emu"), cl::init("cpu"),
     cl::sub(tool::compileCommand()));
+static cl::opt<std::string> emulateThreads(
+    "emulate-threads",
+    cl::desc("With --target cuda-emu: the order a block's threads run in "
+             "between barriers, reverse (default: shows threads reading what "
+             "thread 0 writes without a barrier) or forward (shows thread 0 "
+             "reading what the others write)"),
+    cl::value_desc("reverse|forward"), cl::init("reverse"),
+    cl::sub(tool::compileCommand()));
 static cl::list<std::string> cudaArchs(
     "cuda-arch",
     cl::desc("GPU architectures to assemble kernels for (default "
@@ -279,6 +287,17 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
     WithColor::error() << "--labels applies to --loss\n";
+    return 1;
+  }
+  if (emulateThreads.getNumOccurrences() &&
+      (!emulateCUDA ||
+       (emulateThreads != "reverse" && emulateThreads != "forward"))) {
+    WithColor::error() << (emulateCUDA
+                               ? "--emulate-threads must be reverse or forward, got '" +
+                                     emulateThreads + "'"
+                               : std::string("--emulate-threads applies to "
+                                             "--target cuda-emu"))
+                       << "\n";
     return 1;
   }
   bool gpuEmit = emit == "gpu" || emit == "ptx";
@@ -818,7 +837,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (failed(cuda::lowerHostToLLVM(*program, argTypes, kinds)))
         return 1;
     } else if (emulateCUDA) {
-      if (failed(cuda::lowerForEmulation(*program, emit == "gpu")))
+      if (failed(cuda::lowerForEmulation(*program, emit == "gpu",
+                                         emulateThreads == "forward")))
         return 1;
       if (emit == "gpu") {
         program->print(printedOS, flags);

@@ -118,7 +118,8 @@ def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::F
     kernel body is cut into phases at its top-level `gpu.barrier` and
     `gpu.all_reduce` ops, and each phase runs all the block's threads (in
     reverse order, so a write by thread 0 that others read without a barrier
-    between shows up as a wrong result) before the next phase starts. A
+    between shows up as a wrong result; `forward=true` for the opposite
+    case) before the next phase starts. A
     scalar loaded in one phase and used in a later one is kept in a
     per-thread `memref.alloca`; pure values (views, indices) are recomputed. An all-reduce folds the
     threads' values in thread order. Barriers inside control flow, memory
@@ -131,6 +132,13 @@ def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::F
     scf.for %b = 0 to 4 { scf.for %i = 0 to 32 { A(31 - %i) } scf.for %i = 0 to 32 { B(31 - %i) } }
     ```
   }];
+  let options = [
+    Option<"forward", "forward", "bool", /*default=*/"false",
+           "Run a phase's threads in increasing order (catches a thread 0 that "
+           "reads what the others write without a barrier between; the "
+           "default reverse order catches the others reading what thread 0 "
+           "writes)">
+  ];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect"];
 }

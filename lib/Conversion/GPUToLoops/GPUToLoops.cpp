@@ -11,7 +11,8 @@
 // phase starts: what a barrier guarantees, and nothing more. The threads of
 // a phase run in *reverse* order, so a step that thread 0 writes and other
 // threads read without a barrier between them reads stale memory here, as it
-// may on a GPU. A value loaded (or computed by control flow) in one phase and
+// may on a GPU; with `forward=true` they run in order, which shows the
+// opposite race (thread 0 reading what the others write). A value loaded (or computed by control flow) in one phase and
 // used in a later one lives in a per-thread array; pure values (views,
 // indices) are recomputed where they are used. An all-reduce combines
 // the threads' values in thread order and gives every thread the result.
@@ -207,15 +208,17 @@ struct EmulateGPULaunchesPass
     for (ArrayRef<Operation *> phase : phases) {
       if (phase.empty())
         continue;
-      // Threads in reverse order.
+      // Threads in reverse order (or forward).
       Value n = cIndex(b, loc, nthreads);
       auto threadLoop = scf::ForOp::create(b, loc, c0, n, c1);
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPoint(threadLoop.getBody()->getTerminator());
-        Value t = arith::SubIOp::create(
-            b, loc, arith::SubIOp::create(b, loc, n, c1),
-            threadLoop.getInductionVar());
+        Value t = forward ? threadLoop.getInductionVar()
+                          : arith::SubIOp::create(
+                                b, loc, arith::SubIOp::create(b, loc, n, c1),
+                                threadLoop.getInductionVar())
+                                .getResult();
         IRMapping map = blockMap;
         gpu::KernelDim3 tids = launch.getThreadIds();
         Value tx = arith::RemUIOp::create(b, loc, t, blockSize.x);

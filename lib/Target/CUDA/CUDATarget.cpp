@@ -180,7 +180,8 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
   return mergeKernelModules(module);
 }
 
-LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU) {
+LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
+                                      bool forward) {
   SmallVector<MemRefType> argTypes;
   if (failed(cpu::lowerToLoops(module, argTypes)))
     return failure();
@@ -189,7 +190,8 @@ LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU) {
   if (emitGPU)
     return success();
   if (failed(cpu::runPipeline(
-          module, "func.func(distopt-emulate-gpu-launches),canonicalize,cse")))
+          module, std::string("func.func(distopt-emulate-gpu-launches{forward=") +
+                      (forward ? "true" : "false") + "}),canonicalize,cse")))
     return failure();
   return cpu::lowerLoopsToLLVMDialect(module, argTypes);
 }

@@ -1,4 +1,11 @@
 // RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-emulate-gpu-launches))' | FileCheck %s
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-emulate-gpu-launches{forward=true}))' | FileCheck %s --check-prefix=FWD
+
+// With forward=true a phase's threads run in increasing order: the thread
+// index is the loop's induction variable.
+// FWD-LABEL: func.func @row
+// FWD: scf.for %[[I:.*]] = %c0 to %{{.*}} step %{{.*}} {
+// FWD-NEXT: arith.remui %[[I]]
 
 // A row kernel (4 blocks of 32 threads): thread 0 writes a value, a barrier,
 // every thread reads it; then a block sum through gpu.all_reduce.

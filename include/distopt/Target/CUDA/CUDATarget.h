@@ -67,8 +67,10 @@ mlir::LogicalResult lowerHostToLLVM(mlir::ModuleOp module,
 /// the CPU pipeline; GEMMs and collectives use the CPU runtime. It checks
 /// the kernels' logic where no GPU is present, not their speed, and not the
 /// NVVM lowering or the CUDA runtime. `emitGPU` stops after the mapping
-/// (the kernels as gpu.launch, before emulation).
-mlir::LogicalResult lowerForEmulation(mlir::ModuleOp module, bool emitGPU);
+/// (the kernels as gpu.launch, before emulation). `forward`: a block's
+/// threads run in increasing order between barriers (default: reverse).
+mlir::LogicalResult lowerForEmulation(mlir::ModuleOp module, bool emitGPU,
+                                      bool forward = false);
 
 /// Libraries a CUDA executable links (before the common runtime).
 std::vector<std::string> linkLibraries();
