@@ -107,7 +107,7 @@ def MapLoopsToGPUPass : Pass<"distopt-map-loops-to-gpu", "mlir::func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
-                           "mlir::arith::ArithDialect"];
+                           "mlir::arith::ArithDialect", "mlir::vector::VectorDialect"];
 }
 
 def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::FuncOp"> {

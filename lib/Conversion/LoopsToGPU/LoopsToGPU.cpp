@@ -31,6 +31,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -578,6 +579,106 @@ void normalizeReductionNest(scf::ForOp outer) {
   outer.erase();
 }
 
+/// Whether `memref`'s data starts on a 16-byte boundary on the device: an
+/// entry buffer or an allocation (cudaMalloc: 256-byte aligned), a view of
+/// one at a multiple of 16 bytes (the arena's buffers are 64-byte aligned),
+/// or a reshape of one.
+bool alignedTo16(Value memref) {
+  while (true) {
+    if (isa<BlockArgument>(memref))
+      return true;
+    Operation *def = memref.getDefiningOp();
+    if (isa<memref::AllocOp>(def))
+      return true;
+    if (auto view = dyn_cast<memref::ViewOp>(def)) {
+      std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+      if (!shift || *shift % 16 != 0)
+        return false;
+      memref = view.getSource();
+      continue;
+    }
+    if (isa<memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp>(
+            def)) {
+      memref = def->getOperand(0);
+      continue;
+    }
+    return false;
+  }
+}
+
+/// How a flat nest's innermost dimension is vectorised: each thread takes
+/// `width` consecutive iterations (16 bytes of each access), the accesses
+/// along that dimension become vector loads and stores, the arithmetic
+/// stays scalar per lane.
+struct FlatVectorPlan {
+  int64_t width = 0;
+  llvm::SmallPtrSet<Operation *, 8> accesses; // loads/stores made vectors
+};
+
+/// The plan for `par`, or nothing. Needs: the innermost loop from 0 by 1 to
+/// a multiple of the width; its induction variable used only as the last
+/// index of loads and stores of one element size (16, 32 or 64 bits) on
+/// 16-byte aligned, dense buffers whose last dimension is a multiple of the
+/// width; no store of an element the lanes share; no load after a store
+/// (the stores are made at the end of the lanes); no regions.
+std::optional<FlatVectorPlan> planFlatVectors(scf::ParallelOp par) {
+  Value iv = par.getInductionVars().back();
+  std::optional<int64_t> lb = getConstantIntValue(par.getLowerBound().back()),
+                         ub = getConstantIntValue(par.getUpperBound().back()),
+                         step = getConstantIntValue(par.getStep().back());
+  if (!lb || !ub || !step || *lb != 0 || *step != 1)
+    return std::nullopt;
+  FlatVectorPlan plan;
+  unsigned bits = 0;
+  bool stored = false;
+  for (Operation &op : par.getBody()->without_terminator()) {
+    if (op.getNumRegions() != 0)
+      return std::nullopt;
+    auto load = dyn_cast<memref::LoadOp>(op);
+    auto store = dyn_cast<memref::StoreOp>(op);
+    if (load && stored)
+      return std::nullopt;
+    if (!load && !store) {
+      if (llvm::is_contained(op.getOperands(), iv))
+        return std::nullopt; // the index used as a value
+      if (!isMemoryEffectFree(&op))
+        return std::nullopt;
+      continue;
+    }
+    stored |= bool(store);
+    ValueRange idx = load ? load.getIndices() : store.getIndices();
+    Value buffer = load ? load.getMemRef() : store.getMemRef();
+    bool alongLast = !idx.empty() && idx.back() == iv;
+    if (llvm::is_contained(idx.drop_back(idx.empty() ? 0 : 1), iv))
+      return std::nullopt;
+    if (!alongLast) {
+      if (store)
+        return std::nullopt; // every lane would store the same element
+      continue;
+    }
+    auto type = cast<MemRefType>(buffer.getType());
+    unsigned b = type.getElementTypeBitWidth();
+    if ((b != 16 && b != 32 && b != 64) || (bits && b != bits) ||
+        !type.getLayout().isIdentity() || !type.hasStaticShape() ||
+        !alignedTo16(buffer) || par->isAncestor(buffer.getParentBlock()->getParentOp()))
+      return std::nullopt;
+    bits = b;
+    plan.accesses.insert(&op);
+  }
+  if (plan.accesses.empty())
+    return std::nullopt;
+  plan.width = 128 / bits;
+  for (Operation *access : plan.accesses) {
+    auto type = cast<MemRefType>(access->getOperand(isa<memref::StoreOp>(access) ? 1 : 0)
+                                     .getType());
+    if (type.getShape().back() % plan.width != 0)
+      return std::nullopt;
+  }
+  if (*ub % plan.width != 0)
+    return std::nullopt;
+  return plan;
+}
+
 struct MapLoopsToGPUPass
     : public distopt::impl::MapLoopsToGPUPassBase<MapLoopsToGPUPass> {
   using MapLoopsToGPUPassBase::MapLoopsToGPUPassBase;
@@ -600,6 +701,11 @@ struct MapLoopsToGPUPass
     OpBuilder b(par);
     Location loc = par.getLoc();
     SmallVector<Value> tcs = tripCounts(b, par);
+    std::optional<FlatVectorPlan> vectors = planFlatVectors(par);
+    if (vectors) // a thread per `width` iterations of the innermost loop
+      tcs.back() = cIndex(b, loc,
+                          *getConstantIntValue(par.getUpperBound().back()) /
+                              vectors->width);
     Value total = product(b, loc, tcs);
     Value block = cIndex(b, loc, kFlatBlock);
     Value grid = b.createOrFold<arith::CeilDivUIOp>(loc, total, block);
@@ -616,7 +722,60 @@ struct MapLoopsToGPUPass
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
     IRMapping map;
     delinearize(b, loc, par, tcs, linear, map);
-    cloneBody(b, par, map);
+    if (!vectors) {
+      cloneBody(b, par, map);
+      return launch;
+    }
+    // The lanes: the body once per lane, the accesses along the innermost
+    // dimension loaded as one vector (at the first lane) and stored as one
+    // (at the last); iterations of a parallel loop are independent, so
+    // the later lanes may read before the earlier ones store.
+    Value iv = par.getInductionVars().back();
+    int64_t width = vectors->width;
+    Value base = b.createOrFold<arith::MulIOp>(loc, map.lookup(iv),
+                                               cIndex(b, loc, width));
+    llvm::DenseMap<Operation *, Value> loaded;
+    llvm::DenseMap<Operation *, SmallVector<Value>> toStore;
+    for (int64_t lane = 0; lane < width; ++lane) {
+      IRMapping m = map;
+      m.map(iv, b.createOrFold<arith::AddIOp>(loc, base, cIndex(b, loc, lane)));
+      for (Operation &op : par.getBody()->without_terminator()) {
+        if (!vectors->accesses.count(&op)) {
+          b.clone(op, m);
+          continue;
+        }
+        auto indices = [&](ValueRange idx) {
+          SmallVector<Value> out;
+          for (Value v : idx.drop_back())
+            out.push_back(m.lookupOrDefault(v));
+          out.push_back(base);
+          return out;
+        };
+        if (auto load = dyn_cast<memref::LoadOp>(op)) {
+          Value &vec = loaded[&op];
+          if (!vec)
+            vec = vector::LoadOp::create(
+                b, loc, VectorType::get({width}, load.getType()),
+                m.lookupOrDefault(load.getMemRef()), indices(load.getIndices()),
+                /*nontemporal=*/false, llvm::MaybeAlign(16));
+          m.map(load.getResult(), vector::ExtractOp::create(
+                                      b, loc, vec, ArrayRef<int64_t>{lane}));
+          continue;
+        }
+        auto store = cast<memref::StoreOp>(op);
+        SmallVector<Value> &values = toStore[&op];
+        values.push_back(m.lookupOrDefault(store.getValueToStore()));
+        if (lane + 1 == width) {
+          Value vec = vector::FromElementsOp::create(
+              b, loc, VectorType::get({width}, values.front().getType()),
+              values);
+          vector::StoreOp::create(b, loc, vec,
+                                  m.lookupOrDefault(store.getMemRef()),
+                                  indices(store.getIndices()),
+                                  /*nontemporal=*/false, llvm::MaybeAlign(16));
+        }
+      }
+    }
     return launch;
   }
 

@@ -195,6 +195,8 @@ LogicalResult cpu::lowerLoopsToLLVMDialect(ModuleOp module,
           "func.func(distopt-parallelize-loops,distopt-promote-reductions),"
           "convert-scf-to-openmp,canonicalize,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
           "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
+          // Vector loads and stores (the CUDA mapping's, under cuda-emu).
+          "convert-vector-to-llvm,"
           "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
           "convert-func-to-llvm,convert-index-to-llvm,convert-openmp-to-llvm,"
           "reconcile-unrealized-casts")))
