@@ -384,3 +384,67 @@ func.func @stretch_long(%x: memref<1000xf32>, %y: memref<1000xf32>, %s: memref<f
   }
   return
 }
+
+// An elementwise nest along dense rows: each thread takes four consecutive
+// elements (16 bytes) of the innermost dimension, loaded and stored as
+// aligned vectors (ld.global.v4 on the GPU), the arithmetic per lane; a
+// broadcast operand (a bias along the row) is a vector too. 64 x 256
+// elements: 4096 threads.
+// CHECK-LABEL: func.func @vectorised
+// CHECK: %[[C4096:.*]] = arith.constant 4096 : index
+// CHECK: gpu.launch
+// CHECK: arith.cmpi ult, %{{.*}}, %[[C4096]]
+// CHECK: %[[COL:.*]] = arith.muli %{{.*}}, %c4
+// CHECK: %[[X:.*]] = vector.load %{{.*}}[%{{.*}}, %[[COL]]] {alignment = 16 : i64} : memref<64x256xf32>, vector<4xf32>
+// CHECK: %[[B:.*]] = vector.load %{{.*}}[%[[COL]]] {alignment = 16 : i64} : memref<256xf32>, vector<4xf32>
+// CHECK-COUNT-4: arith.addf
+// CHECK: %[[V:.*]] = vector.from_elements
+// CHECK: vector.store %[[V]], %{{.*}}[%{{.*}}, %[[COL]]] {alignment = 16 : i64} : memref<64x256xf32>, vector<4xf32>
+func.func @vectorised(%x: memref<64x256xf32>, %b: memref<256xf32>, %y: memref<64x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c256 = arith.constant 256 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c64, %c256) step (%c1, %c1) {
+    %a = memref.load %x[%i, %j] : memref<64x256xf32>
+    %c = memref.load %b[%j] : memref<256xf32>
+    %s = arith.addf %a, %c : f32
+    memref.store %s, %y[%i, %j] : memref<64x256xf32>
+    scf.reduce
+  }
+  return
+}
+
+// Not vectorised: a row of 250 (not a multiple of four), a transposed
+// read (the innermost index is not the last), a view 8 bytes into the
+// arena (not 16-byte aligned).
+// CHECK-LABEL: func.func @not_vectorised
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @not_vectorised(%x: memref<64x250xf32>, %y: memref<64x250xf32>,
+                          %t: memref<256x64xf32>, %u: memref<64x256xf32>,
+                          %arena: memref<1040xi8>, %w: memref<256xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %c250 = arith.constant 250 : index
+  %c256 = arith.constant 256 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c64, %c250) step (%c1, %c1) {
+    %a = memref.load %x[%i, %j] : memref<64x250xf32>
+    memref.store %a, %y[%i, %j] : memref<64x250xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c64, %c256) step (%c1, %c1) {
+    %a = memref.load %t[%j, %i] : memref<256x64xf32>
+    memref.store %a, %u[%i, %j] : memref<64x256xf32>
+    scf.reduce
+  }
+  %v = memref.view %arena[%c8][] : memref<1040xi8> to memref<256xf32>
+  scf.parallel (%j) = (%c0) to (%c256) step (%c1) {
+    %a = memref.load %v[%j] : memref<256xf32>
+    memref.store %a, %w[%j] : memref<256xf32>
+    scf.reduce
+  }
+  return
+}
