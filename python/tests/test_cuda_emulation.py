@@ -21,7 +21,9 @@ import pytest
 from onnx import helper, numpy_helper
 
 from cli import DISTOPT, run
-from training import REFERENCE_DIRS, assert_follows_reference, compile_step
+from training import (REFERENCE_DIRS, assert_follows_reference,
+                      assert_plans_equal_one_process, batches_as_data, compile_step,
+                      train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -49,6 +51,21 @@ def test_emulated_gpu_training_matches_pytorch(run_name, degrees, ranks, torch_m
     assert manifest["codegen"] == "cuda-emu"
     assert_follows_reference(bundle, ranks, d, meta, tmp_path,
                              f"{run_name} {degrees} (cuda-emu)")
+
+
+def test_emulated_pipelined_training_equals_one_process(torch_models, tmp_path):
+    """Pipelined training steps (1F1B over 4 micro-batches; dp 2 x pp 2 with
+    ZeRO-1), whose kernels `--target cuda` cannot run yet, emulated: one
+    process's losses, gradient norms and weights within 1e-5."""
+    d = torch_models / "train_gpt"
+    cfg = json.loads((d / "meta.json").read_text())["gpt_adamw"]["config"]
+    data = [*batches_as_data(d, tmp_path), "--steps", "10", "--no-shuffle",
+            *train_flags(cfg), "--clip-grad-norm", "0.5"]
+    emu = ["--target", "cuda-emu"]
+    plans = {"1f1b": (2, ["--pp", "2", "--microbatches", "4", *emu]),
+             "dp-zero": (4, ["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1",
+                             *emu])}
+    assert_plans_equal_one_process(d / "model.onnx", "adamw", data, plans, tmp_path)
 
 
 def test_emulated_kernels_are_the_gpu_kernels(torch_models):

@@ -179,9 +179,15 @@ def test_a_model_that_mixes_samples_is_refused_data_parallelism(tmp_path):
 
 
 def main() -> int:
-    """scripts/zoo-table: the sweep above as a Markdown table (pass = matches
-    ONNX Runtime within 1e-5; 'refused' = the planner's named refusal)."""
+    """scripts/zoo-table [--target cpu|cuda-emu]: the sweep above as a
+    Markdown table (pass = matches ONNX Runtime within 1e-5; 'refused' = the
+    planner's named refusal). With cuda-emu, the GPU kernels run on the
+    CPU."""
+    import argparse
     import tempfile
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda-emu"])
+    target = ap.parse_args().target
     tmp = Path(tempfile.mkdtemp(prefix="distopt-zoo-"))
     models = tmp / "zoo"
     for name in zoo.names():
@@ -196,7 +202,7 @@ def main() -> int:
             case = tmp / f"{name}-{plan}"
             case.mkdir()
             try:
-                check_plan(models, case, name, plan)
+                check_plan(models, case, name, plan, target)
                 cells.append("refused" if (name, plan) in REFUSED else "pass")
             except AssertionError as e:
                 failed += 1
