@@ -91,7 +91,8 @@ def reduction_cases():
     sums along rows (a block per row), a reduction over every axis (a loop
     nest to one block), batch-norm-style statistics over N, H, W (the nest
     normalised: a block per channel), column sums (a thread per column),
-    and 64-bit and integer accumulators."""
+    long column sums (split into chunks), and 64-bit and integer
+    accumulators."""
     from onnx import TensorProto as T
     rng = np.random.default_rng(0)
 
@@ -122,6 +123,13 @@ def reduction_cases():
                                 [("x", T.FLOAT, [64, 1024])], (T.FLOAT, [1, 1024]),
                                 [axes(0)]),
            {"x": f(64, 1024)})
+    # A bias gradient's shape: few columns, long: split into chunks summed in
+    # parallel (62 of 65 rows, the last of 35), then the chunks' sums folded
+    # per column.
+    yield ("column_sums_long", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                                     [("x", T.FLOAT, [4000, 384])], (T.FLOAT, [1, 384]),
+                                     [axes(0)]),
+           {"x": f(4000, 384)})
     yield ("max_f64", model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])],
                             [("x", T.DOUBLE, [5, 333])], (T.DOUBLE, [5, 1])),
            {"x": rng.standard_normal((5, 333))})

@@ -579,6 +579,161 @@ void normalizeReductionNest(scf::ForOp outer) {
   outer.erase();
 }
 
+/// A long reduction down columns is split over this many threads' worth of
+/// partial sums at least (an H100 keeps 132 x 2048 threads in flight).
+constexpr int64_t kSplitThreads = 65536;
+/// ... when it is at least this long, in chunks of at least kSplitChunk.
+constexpr int64_t kSplitMinLength = 1024;
+constexpr int64_t kSplitChunk = 64;
+
+/// Splits a flat nest of reductions (one thread per output, as a bias
+/// gradient's column sums are mapped) whose reductions are long and whose
+/// outputs are too few to fill the GPU (768 columns of 8192 rows: 3 blocks
+/// of threads summing 8192 elements each) into two nests: S chunks of each
+/// reduction summed into a temporary buffer [S, outputs...] in parallel,
+/// then each output's S partial sums folded into its accumulator in chunk
+/// order. Deterministic; the sums are reassociated, as on any GPU.
+/// `rowFused` says whether the nest would be mapped a block per row (then
+/// it is left alone).
+bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
+  if (rowFused || par.getNumResults() != 0)
+    return false;
+  for (auto [lb, step] : llvm::zip(par.getLowerBound(), par.getStep()))
+    if (getConstantIntValue(lb) != 0 || getConstantIntValue(step) != 1)
+      return false;
+  std::optional<int64_t> outputs = constantTotal(par);
+  if (!outputs || *outputs <= 0 || *outputs >= kSplitThreads)
+    return false;
+  // The body: pure ops, stores that initialise the accumulators, then one
+  // reduction loop in memory, last.
+  std::optional<BlockReduction> r;
+  for (Operation &op : par.getBody()->without_terminator()) {
+    if (r)
+      return false; // something after the loop
+    if ((r = matchBlockReduction(&op))) {
+      if (r->inRegisters())
+        return false;
+      continue;
+    }
+    if (isa<memref::StoreOp>(op))
+      continue; // checked below, once the accumulators are known
+    if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+      return false;
+  }
+  if (!r)
+    return false;
+  for (auto store : par.getBody()->getOps<memref::StoreOp>())
+    if (!llvm::any_of(r->accs, [&](distopt::Accumulator &acc) {
+          return acc.store.getMemRef() == store.getMemRef() &&
+                 acc.store.getIndices() == store.getIndices();
+        }))
+      return false;
+  scf::ForOp loop = r->loop;
+  std::optional<APInt> trips = loop.getStaticTripCount();
+  std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
+                         step = getConstantIntValue(loop.getStep());
+  if (!trips || !lb || !step || trips->getZExtValue() < kSplitMinLength)
+    return false;
+  int64_t length = trips->getZExtValue();
+  int64_t chunks = std::min((kSplitThreads + *outputs - 1) / *outputs,
+                            length / kSplitChunk);
+  if (chunks < 2)
+    return false;
+  int64_t chunk = (length + chunks - 1) / chunks;
+
+  OpBuilder b(par);
+  Location loc = par.getLoc();
+  SmallVector<int64_t> shape = {chunks};
+  for (Value ub : par.getUpperBound())
+    shape.push_back(*getConstantIntValue(ub));
+  SmallVector<Value> partials;
+  for (distopt::Accumulator &acc : r->accs)
+    partials.push_back(memref::AllocOp::create(
+        b, loc, MemRefType::get(shape, acc.load.getType())));
+
+  // Pass 1: chunk s of every output's reduction, from the neutral element.
+  SmallVector<Value> lbs = {cIndex(b, loc, 0)}, ubs = {cIndex(b, loc, chunks)},
+                     steps = {cIndex(b, loc, 1)};
+  llvm::append_range(lbs, par.getLowerBound());
+  llvm::append_range(ubs, par.getUpperBound());
+  llvm::append_range(steps, par.getStep());
+  auto first = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(first.getBody()->getTerminator());
+    IRMapping map;
+    for (auto [iv, to] : llvm::zip(par.getInductionVars(),
+                                   ValueRange(first.getInductionVars()).drop_front()))
+      map.map(iv, to);
+    for (Operation &op : par.getBody()->without_terminator())
+      if (&op != loop && !isa<memref::StoreOp>(op))
+        b.clone(op, map);
+    Value sIdx = first.getInductionVars().front();
+    Value lo = arith::AddIOp::create(
+        b, loc, cIndex(b, loc, *lb),
+        arith::MulIOp::create(b, loc, sIdx, cIndex(b, loc, chunk * *step)));
+    Value hi = arith::MinSIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, lo, cIndex(b, loc, chunk * *step)),
+        map.lookupOrDefault(loop.getUpperBound()));
+    SmallVector<Value> inits;
+    for (auto [acc, kind] : llvm::zip(r->accs, r->kinds))
+      inits.push_back(arith::ConstantOp::create(
+          b, loc, identity(kind, acc.load.getType())));
+    auto part = scf::ForOp::create(b, loc, lo, hi, cIndex(b, loc, *step), inits);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(part.getBody());
+      IRMapping inner = map;
+      inner.map(loop.getInductionVar(), part.getInductionVar());
+      llvm::SmallPtrSet<Operation *, 8> skip;
+      for (auto [i, acc] : llvm::enumerate(r->accs)) {
+        inner.map(acc.load.getResult(), part.getRegionIterArgs()[i]);
+        skip.insert(acc.load);
+        skip.insert(acc.store);
+      }
+      for (Operation &op : loop.getBody()->without_terminator())
+        if (!skip.count(&op))
+          b.clone(op, inner);
+      SmallVector<Value> yields;
+      for (Operation *c : r->combiners)
+        yields.push_back(inner.lookup(c->getResult(0)));
+      scf::YieldOp::create(b, loc, yields);
+    }
+    for (auto [i, buffer] : llvm::enumerate(partials))
+      memref::StoreOp::create(b, loc, part.getResult(i), buffer,
+                              first.getInductionVars());
+  }
+
+  // Pass 2: the original nest, its loop now over the chunks' partial sums.
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(loop);
+    auto fold = scf::ForOp::create(b, loc, cIndex(b, loc, 0),
+                                   cIndex(b, loc, chunks), cIndex(b, loc, 1));
+    b.setInsertionPoint(fold.getBody()->getTerminator());
+    for (auto [i, acc] : llvm::enumerate(r->accs)) {
+      SmallVector<Value> at = {fold.getInductionVar()};
+      llvm::append_range(at, par.getInductionVars());
+      Value piece = memref::LoadOp::create(b, loc, partials[i], at);
+      Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
+                                         acc.load.getIndices());
+      IRMapping m;
+      Operation *c = r->combiners[i];
+      Value running = acc.load.getResult();
+      m.map(running, old);
+      m.map(c->getOperand(0) == running ? c->getOperand(1) : c->getOperand(0),
+            piece);
+      memref::StoreOp::create(b, loc, b.clone(*c, m)->getResult(0),
+                              acc.store.getMemRef(), acc.store.getIndices());
+    }
+    loop.erase();
+  }
+  b.setInsertionPointAfter(par);
+  for (Value buffer : partials)
+    memref::DeallocOp::create(b, loc, buffer);
+  return true;
+}
+
 /// Whether `memref`'s data starts on a 16-byte boundary on the device: an
 /// entry buffer or an allocation (cudaMalloc: 256-byte aligned), a view of
 /// one at a multiple of 16 bytes (the arena's buffers are 64-byte aligned),
@@ -1068,6 +1223,12 @@ struct MapLoopsToGPUPass
         nests.push_back(loop);
     for (scf::ForOp loop : nests)
       normalizeReductionNest(loop);
+    SmallVector<scf::ParallelOp> pars;
+    for (Block &block : fn.getBody())
+      for (auto par : block.getOps<scf::ParallelOp>())
+        pars.push_back(par);
+    for (scf::ParallelOp par : pars)
+      splitLongReduction(par, isRowFused(par));
     for (Block &block : fn.getBody()) {
       SmallVector<Operation *> ops;
       for (Operation &op : block)

@@ -448,3 +448,36 @@ func.func @not_vectorised(%x: memref<64x250xf32>, %y: memref<64x250xf32>,
   }
   return
 }
+
+// Long column sums over few columns (a bias gradient: 384 columns of 4000
+// rows would be 2 blocks of threads summing 4000 elements each) are split:
+// 62 chunks of 65 rows summed in parallel into a temporary buffer, then
+// each column's 62 partial sums folded into it in order.
+// CHECK-LABEL: func.func @split_column_sums
+// CHECK: %[[TMP:.*]] = memref.alloc() : memref<62x384xf32>
+// CHECK: gpu.launch
+// CHECK:   arith.muli %{{.*}}, %c65
+// CHECK:   %[[LO:.*]] = arith.addi
+// CHECK:   %[[HI:.*]] = arith.minsi
+// CHECK:   %[[P:.*]] = scf.for %{{.*}} = %[[LO]] to %[[HI]] step %{{.*}} iter_args
+// CHECK:   memref.store %[[P]], %[[TMP]]
+// CHECK: gpu.launch
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %c62
+// CHECK:     memref.load %[[TMP]]
+// CHECK: memref.dealloc %[[TMP]]
+func.func @split_column_sums(%x: memref<4000x384xf32>, %s: memref<384xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c384 = arith.constant 384 : index
+  %c4000 = arith.constant 4000 : index
+  scf.parallel (%i) = (%c0) to (%c384) step (%c1) {
+    scf.for %j = %c0 to %c4000 step %c1 {
+      %a = memref.load %x[%j, %i] : memref<4000x384xf32>
+      %acc = memref.load %s[%i] : memref<384xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<384xf32>
+    }
+    scf.reduce
+  }
+  return
+}
