@@ -91,8 +91,8 @@ def reduction_cases():
     sums along rows (a block per row), a reduction over every axis (a loop
     nest to one block), batch-norm-style statistics over N, H, W (the nest
     normalised: a block per channel), column sums (a thread per column),
-    long column sums (split into chunks), and 64-bit and integer
-    accumulators."""
+    long column sums (split into chunks), a layer norm over two axes (a
+    nest inside a row), and 64-bit and integer accumulators."""
     from onnx import TensorProto as T
     rng = np.random.default_rng(0)
 
@@ -130,6 +130,15 @@ def reduction_cases():
                                      [("x", T.FLOAT, [4000, 384])], (T.FLOAT, [1, 384]),
                                      [axes(0)]),
            {"x": f(4000, 384)})
+    # A layer norm over the last two axes: each row's statistics are a
+    # two-deep loop nest, flattened into the one loop the row's block shares.
+    ln_scale = numpy_helper.from_array(f(16, 64), "scale")
+    ln_bias = numpy_helper.from_array(f(16, 64), "bias")
+    yield ("layer_norm_2d", model([helper.make_node("LayerNormalization",
+                                                    ["x", "scale", "bias"], ["y"], axis=-2)],
+                                  [("x", T.FLOAT, [8, 16, 64])], (T.FLOAT, [8, 16, 64]),
+                                  [ln_scale, ln_bias]),
+           {"x": f(8, 16, 64) * 3 + 1})
     yield ("max_f64", model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])],
                             [("x", T.DOUBLE, [5, 333])], (T.DOUBLE, [5, 1])),
            {"x": rng.standard_normal((5, 333))})

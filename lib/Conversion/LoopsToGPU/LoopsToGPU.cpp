@@ -466,7 +466,8 @@ bool walksContiguously(const BlockReduction &r) {
 /// accumulators become one scf.parallel, the others one scf.for over their
 /// combined iteration space (outermost slowest, so each accumulator sums in
 /// the original order). As lowered, the nest starts with a sequential loop
-/// and would run on one thread.
+/// and would run on one thread. Inside a row (accumulators indexed by the
+/// row alone) the whole nest becomes the one loop, which a block can share.
 void normalizeReductionNest(scf::ForOp outer) {
   // The nest's dimensions (scf.for and scf.parallel levels, outermost first).
   struct Dim {
@@ -1217,10 +1218,19 @@ struct MapLoopsToGPUPass
       return;
     SmallVector<gpu::LaunchOp> launches;
     bool ok = true;
+    // Reduction nests at the top level, and in the body of a top-level
+    // parallel loop (a layer norm over the last two axes: its row's
+    // statistics are a two-deep nest, flattened to one loop the block
+    // shares).
     SmallVector<scf::ForOp> nests;
     for (Block &block : fn.getBody())
-      for (auto loop : block.getOps<scf::ForOp>())
-        nests.push_back(loop);
+      for (Operation &op : block) {
+        if (auto loop = dyn_cast<scf::ForOp>(op))
+          nests.push_back(loop);
+        if (auto par = dyn_cast<scf::ParallelOp>(op))
+          for (auto loop : par.getBody()->getOps<scf::ForOp>())
+            nests.push_back(loop);
+      }
     for (scf::ForOp loop : nests)
       normalizeReductionNest(loop);
     SmallVector<scf::ParallelOp> pars;

@@ -481,3 +481,40 @@ func.func @split_column_sums(%x: memref<4000x384xf32>, %s: memref<384xf32>) {
   }
   return
 }
+
+// A row's statistic over two axes (a layer norm over the last two): the
+// two-deep nest inside the row is flattened into one loop of 16 x 64, which
+// the row's block shares.
+// CHECK-LABEL: func.func @row_nest
+// CHECK: gpu.launch
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c1024 step %{{.*}} iter_args
+// CHECK:   arith.remui
+// CHECK: gpu.all_reduce add
+func.func @row_nest(%x: memref<8x16x64xf32>, %y: memref<8x16x64xf32>, %s: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    memref.store %zero, %s[%i] : memref<8xf32>
+    scf.for %j = %c0 to %c16 step %c1 {
+      scf.for %k = %c0 to %c64 step %c1 {
+        %a = memref.load %x[%i, %j, %k] : memref<8x16x64xf32>
+        %acc = memref.load %s[%i] : memref<8xf32>
+        %sum = arith.addf %acc, %a : f32
+        memref.store %sum, %s[%i] : memref<8xf32>
+      }
+    }
+    scf.parallel (%j, %k) = (%c0, %c0) to (%c16, %c64) step (%c1, %c1) {
+      %a = memref.load %x[%i, %j, %k] : memref<8x16x64xf32>
+      %t = memref.load %s[%i] : memref<8xf32>
+      %q = arith.subf %a, %t : f32
+      memref.store %q, %y[%i, %j, %k] : memref<8x16x64xf32>
+      scf.reduce
+    }
+    scf.reduce
+  }
+  return
+}
