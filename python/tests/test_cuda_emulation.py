@@ -130,6 +130,12 @@ def reduction_cases():
                                      [("x", T.FLOAT, [4000, 384])], (T.FLOAT, [1, 384]),
                                      [axes(0)]),
            {"x": f(4000, 384)})
+    # ... and with fewer columns than a block (split too, rather than a block
+    # per column reading down it).
+    yield ("column_sums_narrow", model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                                       [("x", T.FLOAT, [4096, 96])], (T.FLOAT, [1, 96]),
+                                       [axes(0)]),
+           {"x": f(4096, 96)})
     # A layer norm over the last two axes: each row's statistics are a
     # two-deep loop nest, flattened into the one loop the row's block shares.
     ln_scale = numpy_helper.from_array(f(16, 64), "scale")

@@ -940,7 +940,8 @@ struct MapLoopsToGPUPass
   /// below for reductions alone), and every op that writes memory outside
   /// them has no results used afterwards.
   bool isRowFused(scf::ParallelOp par) {
-    bool anyInner = false, anyReduction = false, allContiguous = true;
+    bool anyInner = false, anyReduction = false, allContiguous = true,
+         splittable = false;
     for (Operation &op : par.getBody()->without_terminator()) {
       if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
         if (inner.getNumResults() != 0)
@@ -951,6 +952,9 @@ struct MapLoopsToGPUPass
       if (std::optional<BlockReduction> r = matchBlockReduction(&op)) {
         anyReduction = true;
         allContiguous &= walksContiguously(*r);
+        std::optional<APInt> n = r->loop.getStaticTripCount();
+        splittable |= !r->inRegisters() && n &&
+                      n->getZExtValue() >= kSplitMinLength;
       } else if (!replicable(&op) && !op.use_empty()) {
         return false;
       }
@@ -959,9 +963,11 @@ struct MapLoopsToGPUPass
       return true;
     // Only reductions: a block per row when the rows are read contiguously
     // or are too few to fill a block of the flat mapping (one thread per
-    // row, which reads a column's elements in step across a warp).
+    // row, which reads a column's elements in step across a warp) and too
+    // short to split (splitLongReduction: chunks of columns, read in step).
     std::optional<int64_t> rows = constantTotal(par);
-    return anyReduction && (allContiguous || (rows && *rows < kFlatBlock));
+    return anyReduction &&
+           (allContiguous || (rows && *rows < kFlatBlock && !splittable));
   }
 
   /// One block per outer iteration; inner loops strided over the threads.
