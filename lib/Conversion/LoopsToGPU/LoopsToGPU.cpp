@@ -353,7 +353,64 @@ struct BlockReduction {
   SmallVector<Operation *> combiners;
   SmallVector<gpu::AllReduceOperation> kinds;
   bool inRegisters() const { return accs.empty(); }
+
+  /// The running values: the accumulators' loads, or the loop's iter_args.
+  SmallVector<Value> running() {
+    SmallVector<Value> values;
+    for (distopt::Accumulator &acc : accs)
+      values.push_back(acc.load.getResult());
+    if (inRegisters())
+      llvm::append_range(values, loop.getRegionIterArgs());
+    return values;
+  }
+
+  /// The loop from `lo` to `hi` by `step` (values at the builder), each
+  /// value carried from the neutral element; its results are the parts.
+  /// `map` holds what the loop's operands are at the builder.
+  scf::ForOp partLoop(OpBuilder &b, Value lo, Value hi, Value step,
+                      const IRMapping &map);
+
+  /// Combiner `i` applied to `start` and `total` in the loop's operand order.
+  Value fold(OpBuilder &b, unsigned i, Value start, Value total) {
+    Value value = running()[i];
+    Operation *c = combiners[i];
+    IRMapping m;
+    m.map(c->getOperand(0) == value ? c->getOperand(1) : c->getOperand(0),
+          total);
+    m.map(value, start);
+    return b.clone(*c, m)->getResult(0);
+  }
 };
+
+scf::ForOp BlockReduction::partLoop(OpBuilder &b, Value lo, Value hi,
+                                    Value step, const IRMapping &map) {
+  Location loc = loop.getLoc();
+  SmallVector<Value> values = running();
+  SmallVector<Value> inits;
+  for (auto [value, kind] : llvm::zip(values, kinds))
+    inits.push_back(
+        arith::ConstantOp::create(b, loc, identity(kind, value.getType())));
+  auto part = scf::ForOp::create(b, loc, lo, hi, step, inits);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(part.getBody());
+  IRMapping inner = map;
+  inner.map(loop.getInductionVar(), part.getInductionVar());
+  for (auto [i, value] : llvm::enumerate(values))
+    inner.map(value, part.getRegionIterArgs()[i]);
+  llvm::SmallPtrSet<Operation *, 8> skip;
+  for (distopt::Accumulator &acc : accs) {
+    skip.insert(acc.load);
+    skip.insert(acc.store);
+  }
+  for (Operation &op : loop.getBody()->without_terminator())
+    if (!skip.count(&op))
+      b.clone(op, inner);
+  SmallVector<Value> yields;
+  for (Operation *c : combiners)
+    yields.push_back(inner.lookup(c->getResult(0)));
+  scf::YieldOp::create(b, loc, yields);
+  return part;
+}
 
 /// The all-reduce kind of `combiner` when it combines `running` (used by
 /// nothing else) with another value, and its result is used once.
@@ -676,30 +733,7 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
     Value hi = arith::MinSIOp::create(
         b, loc, arith::AddIOp::create(b, loc, lo, cIndex(b, loc, chunk * *step)),
         map.lookupOrDefault(loop.getUpperBound()));
-    SmallVector<Value> inits;
-    for (auto [acc, kind] : llvm::zip(r->accs, r->kinds))
-      inits.push_back(arith::ConstantOp::create(
-          b, loc, identity(kind, acc.load.getType())));
-    auto part = scf::ForOp::create(b, loc, lo, hi, cIndex(b, loc, *step), inits);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(part.getBody());
-      IRMapping inner = map;
-      inner.map(loop.getInductionVar(), part.getInductionVar());
-      llvm::SmallPtrSet<Operation *, 8> skip;
-      for (auto [i, acc] : llvm::enumerate(r->accs)) {
-        inner.map(acc.load.getResult(), part.getRegionIterArgs()[i]);
-        skip.insert(acc.load);
-        skip.insert(acc.store);
-      }
-      for (Operation &op : loop.getBody()->without_terminator())
-        if (!skip.count(&op))
-          b.clone(op, inner);
-      SmallVector<Value> yields;
-      for (Operation *c : r->combiners)
-        yields.push_back(inner.lookup(c->getResult(0)));
-      scf::YieldOp::create(b, loc, yields);
-    }
+    scf::ForOp part = r->partLoop(b, lo, hi, cIndex(b, loc, *step), map);
     for (auto [i, buffer] : llvm::enumerate(partials))
       memref::StoreOp::create(b, loc, part.getResult(i), buffer,
                               first.getInductionVars());
@@ -718,13 +752,7 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
       Value piece = memref::LoadOp::create(b, loc, partials[i], at);
       Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
                                          acc.load.getIndices());
-      IRMapping m;
-      Operation *c = r->combiners[i];
-      Value running = acc.load.getResult();
-      m.map(running, old);
-      m.map(c->getOperand(0) == running ? c->getOperand(1) : c->getOperand(0),
-            piece);
-      memref::StoreOp::create(b, loc, b.clone(*c, m)->getResult(0),
+      memref::StoreOp::create(b, loc, r->fold(b, i, old, piece),
                               acc.store.getMemRef(), acc.store.getIndices());
     }
     loop.erase();
@@ -1078,37 +1106,7 @@ struct MapLoopsToGPUPass
     Value start = arith::AddIOp::create(
         b, loc, lb, arith::MulIOp::create(b, loc, tid, step));
     Value stride = arith::MulIOp::create(b, loc, step, nthreads);
-    // The running values: the accumulators' loads, or the loop's iter_args.
-    SmallVector<Value> running;
-    for (distopt::Accumulator &acc : r.accs)
-      running.push_back(acc.load.getResult());
-    if (r.inRegisters())
-      llvm::append_range(running, loop.getRegionIterArgs());
-    SmallVector<Value> inits;
-    for (auto [value, kind] : llvm::zip(running, r.kinds))
-      inits.push_back(
-          arith::ConstantOp::create(b, loc, identity(kind, value.getType())));
-    auto part = scf::ForOp::create(b, loc, start, ub, stride, inits);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(part.getBody());
-      IRMapping inner = map;
-      inner.map(loop.getInductionVar(), part.getInductionVar());
-      for (auto [i, value] : llvm::enumerate(running))
-        inner.map(value, part.getRegionIterArgs()[i]);
-      llvm::SmallPtrSet<Operation *, 8> skip;
-      for (distopt::Accumulator &acc : r.accs) {
-        skip.insert(acc.load);
-        skip.insert(acc.store);
-      }
-      for (Operation &op : loop.getBody()->without_terminator())
-        if (!skip.count(&op))
-          b.clone(op, inner);
-      SmallVector<Value> yields;
-      for (Operation *c : r.combiners)
-        yields.push_back(inner.lookup(c->getResult(0)));
-      scf::YieldOp::create(b, loc, yields);
-    }
+    scf::ForOp part = r.partLoop(b, start, ub, stride, map);
     SmallVector<Value> totals;
     for (auto [i, kind] : llvm::enumerate(r.kinds)) {
       auto reduce = gpu::AllReduceOp::create(
@@ -1117,20 +1115,11 @@ struct MapLoopsToGPUPass
           b.getUnitAttr());
       totals.push_back(reduce.getResult());
     }
-    // The combiner with the running value where the loop had it.
-    auto fold = [&](unsigned i, Value start) {
-      IRMapping m;
-      Operation *c = r.combiners[i];
-      Value other = c->getOperand(0) == running[i] ? c->getOperand(1)
-                                                  : c->getOperand(0);
-      m.map(running[i], start);
-      m.map(other, totals[i]);
-      return b.clone(*c, m)->getResult(0);
-    };
     if (r.inRegisters()) {
       // Every thread has the totals: the loop's results on all of them.
       for (auto [i, init] : llvm::enumerate(loop.getInitArgs()))
-        map.map(loop.getResult(i), fold(i, map.lookupOrDefault(init)));
+        map.map(loop.getResult(i),
+                r.fold(b, i, map.lookupOrDefault(init), totals[i]));
       return nullptr;
     }
     auto single = scf::IfOp::create(b, loc, isFirst, /*withElse=*/false);
@@ -1142,7 +1131,8 @@ struct MapLoopsToGPUPass
       for (Value v : acc.load.getIndices())
         indices.push_back(map.lookupOrDefault(v));
       Value old = memref::LoadOp::create(b, loc, buffer, indices);
-      memref::StoreOp::create(b, loc, fold(i, old), buffer, indices);
+      memref::StoreOp::create(b, loc, r.fold(b, i, old, totals[i]), buffer,
+                              indices);
     }
     return single;
   }
