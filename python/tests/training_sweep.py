@@ -65,8 +65,10 @@ def microbatches(model_dir: Path, flags: list[str]) -> list[str]:
 
 
 class Sweep:
-    def __init__(self, models: Path, tmp: Path):
-        self.models, self.tmp = models, tmp
+    def __init__(self, models: Path, tmp: Path, target: str = "cpu"):
+        """`target`: what the plans are compiled for (cpu, or cuda-emu: the GPU
+        kernels run on the CPU); the one-process baseline is the CPU's."""
+        self.models, self.tmp, self.target = models, tmp, target
         self.baselines: dict[str, tuple[list[dict], Path]] = {}
 
     def data(self, model: str) -> tuple[Path, dict, list[str]]:
@@ -95,7 +97,7 @@ class Sweep:
         bundle = self.tmp / model / f"{tag}.dx"
         p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
                 "--optimizer", meta["config"]["kind"], "--cluster", f"local:{n}", *flags,
-                "-o", bundle, check=False)
+                "--target", self.target, "-o", bundle, check=False)
         if p.returncode:
             return "no plan: " + p.stderr.strip().splitlines()[-1].split("error: ")[-1], 0.0
         steps, saved = train(bundle, n, *data)
@@ -118,6 +120,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=0, help="run N random runs only")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda-emu"],
+                    help="compile the plans for this target (cuda-emu: the GPU kernels, "
+                         "emulated); the baseline is one CPU process")
     args = ap.parse_args()
     runs = all_runs()
     if args.sample:
@@ -126,7 +131,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="distopt-sweep-") as tmp:
         tmp = Path(tmp)
         generate_models(tmp / "models")
-        sweep = Sweep(tmp / "models", tmp)
+        sweep = Sweep(tmp / "models", tmp, args.target)
         print("| model | plan | variant | result | worst relative error |")
         print("|---|---|---|---|---:|")
         for model, plan, variant in runs:
