@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from cli import DISTOPT, run
+from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_follows_reference,
                       assert_plans_equal_one_process, batches_as_data, compile_step,
                       train_flags)
@@ -182,3 +182,44 @@ def test_emulated_reductions_match_onnxruntime(case, tmp_path):
         assert np.array_equal(got, want)
     else:
         assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name
+
+
+@pytest.fixture(scope="module")
+def gpu_bench_models(tmp_path_factory):
+    """bench/gpu_models.py's four models at the GPU benchmark's sizes,
+    exported by torch.onnx.export (bench/gpu_inference.py export)."""
+    from conftest import TORCH_PY, torch_available
+    if not torch_available():
+        pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
+    kit = tmp_path_factory.mktemp("gpu_bench")
+    run(TORCH_PY, ROOT / "bench" / "gpu_inference.py", "export", kit)
+    return kit
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer_encoder", "gpt"])
+def test_emulated_gpu_benchmark_models_match_onnxruntime(name, gpu_bench_models, tmp_path):
+    """The GPU benchmark's models (MLP 1024-4096-4096-1024, ResNet-18 at
+    224x224, a 6-layer d512 encoder, a 6-layer d768 GPT with an 8192-word
+    vocabulary; batch 2) through the emulated GPU kernels: the mapping at
+    realistic sizes (vector loads, block reductions over rows of 512 to
+    8192), against ONNX Runtime."""
+    import onnxruntime as ort
+    info = json.loads((gpu_bench_models / "meta.json").read_text())[name]
+    shape = [2] + info["shape"][1:]
+    rng = np.random.default_rng(0)
+    x = (rng.integers(0, 8000, shape) if info["dtype"] == "int64"
+         else rng.standard_normal(shape).astype(np.float32))
+    np.save(tmp_path / "x.npy", x)
+    model = gpu_bench_models / f"{name}.onnx"
+    bundle = tmp_path / "m.dx"
+    run(DISTOPT, "compile", model, "--dim", "batch=2", "--target", "cuda-emu", "-o", bundle)
+    run(bundle / "m", "--input", f"{info['input']}={tmp_path / 'x.npy'}", "--output-dir",
+        tmp_path / "out")
+    got = np.load(tmp_path / "out" / "y.npy")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"]).run(
+        None, {info["input"]: x})[0]
+    assert got.shape == want.shape
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err <= 1e-5, (name, err)
