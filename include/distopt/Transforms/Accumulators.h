@@ -33,7 +33,9 @@ bool sameElementEachIteration(mlir::scf::ForOp loop, mlir::Value memref,
 /// element a load before it in `body` read, of a buffer defined outside
 /// `scope` that nothing else in `scope` touches. Nothing when `body` writes
 /// memory otherwise. Which loops the indices vary with is the caller's to
-/// check.
+/// check. Buffers are told apart by SSA value, which holds for loops
+/// lowered from linalg: an op's inputs never alias its output, and the
+/// memory plan gives values live at once disjoint parts of the arena.
 llvm::SmallVector<Accumulator> findUpdates(mlir::Block *body,
                                            mlir::Operation *scope);
 

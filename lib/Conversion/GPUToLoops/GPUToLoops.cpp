@@ -127,6 +127,32 @@ struct EmulateGPULaunchesPass
     });
     if (unsupported.wasInterrupted())
       return failure();
+    // gpu index ops become the launch's block arguments, so that the rest
+    // sees only those.
+    {
+      auto dim = [](gpu::KernelDim3 d, gpu::Dimension which) {
+        return std::array<Value, 3>{d.x, d.y, d.z}[static_cast<unsigned>(which)];
+      };
+      SmallVector<Operation *> indexOps;
+      launch.getBody().walk([&](Operation *op) {
+        if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::BlockDimOp, gpu::GridDimOp>(op))
+          indexOps.push_back(op);
+      });
+      for (Operation *op : indexOps) {
+        Value arg;
+        if (auto o = dyn_cast<gpu::ThreadIdOp>(op))
+          arg = dim(launch.getThreadIds(), o.getDimension());
+        else if (auto o = dyn_cast<gpu::BlockIdOp>(op))
+          arg = dim(launch.getBlockIds(), o.getDimension());
+        else if (auto o = dyn_cast<gpu::BlockDimOp>(op))
+          arg = dim(launch.getBlockSize(), o.getDimension());
+        else
+          arg = dim(launch.getGridSize(),
+                    cast<gpu::GridDimOp>(op).getDimension());
+        op->getResult(0).replaceAllUsesWith(arg);
+        op->erase();
+      }
+    }
     gpu::KernelDim3 blockSize = launch.getBlockSizeOperandValues();
     SmallVector<int64_t> dims;
     for (Value v : {blockSize.x, blockSize.y, blockSize.z}) {
@@ -147,36 +173,59 @@ struct EmulateGPULaunchesPass
       if (isPhaseEnd(&op))
         phases.emplace_back();
     }
-    auto topOf = [&](Operation *user) { return body.findAncestorOpInBlock(*user); };
 
     OpBuilder b(launch);
     Location loc = launch.getLoc();
-    // Per-thread arrays for values used in a later phase than their own (all
-    // scalars; views are recomputed where they are used).
+    // Per-thread arrays for the values a later phase needs: each value a
+    // later phase uses, directly or through pure ops it recomputes, that
+    // comes from an op with effects or regions (a load, an scf.if); and each
+    // all-reduce's operand. Pure values (views, indices) are recomputed.
     llvm::MapVector<Value, Value> spills;
+    auto isPure = [](Operation *op) {
+      return isMemoryEffectFree(op) && op->getNumRegions() == 0;
+    };
+    auto addSpill = [&](Value v, Operation *at) -> LogicalResult {
+      if (spills.count(v))
+        return success();
+      if (isa<MemRefType>(v.getType()))
+        return at->emitError("cannot emulate: a buffer made in one phase "
+                             "of the kernel is used in another");
+      if (!v.getType().isIntOrIndexOrFloat())
+        return at->emitError("cannot emulate a value of type ")
+               << v.getType() << " used across a barrier";
+      spills[v] = memref::AllocaOp::create(
+          b, loc, MemRefType::get({nthreads}, v.getType()));
+      return success();
+    };
+    // `v` is used in phase `usePhase`.
+    std::function<LogicalResult(Value, unsigned)> need =
+        [&](Value v, unsigned usePhase) -> LogicalResult {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != &body || isa<gpu::AllReduceOp>(def) ||
+          phaseOf.lookup(def) >= usePhase)
+        return success(); // outside, uniform, or of the same phase
+      if (!isPure(def))
+        return addSpill(v, def);
+      for (Value operand : def->getOperands())
+        if (failed(need(operand, usePhase)))
+          return failure();
+      return success();
+    };
     for (Operation &op : body.without_terminator()) {
-      if (isa<gpu::AllReduceOp>(op))
-        continue; // its result is the same on every thread
-      for (Value r : op.getResults()) {
-        bool later = llvm::any_of(r.getUsers(), [&](Operation *u) {
-          Operation *top = topOf(u);
-          return top && phaseOf.lookup(top) > phaseOf.lookup(&op);
-        });
-        bool reduced = llvm::any_of(r.getUsers(), [](Operation *u) {
-          return isa<gpu::AllReduceOp>(u);
-        });
-        bool pure = isMemoryEffectFree(&op) && op.getNumRegions() == 0;
-        if ((!later || pure) && !reduced)
-          continue; // not needed later, or recomputed where it is
-        if (isa<MemRefType>(r.getType()))
-          return op.emitError("cannot emulate: a buffer made in one phase "
-                              "of the kernel is used in another");
-        if (!r.getType().isIntOrIndexOrFloat())
-          return op.emitError("cannot emulate a value of type ")
-                 << r.getType() << " used across a barrier";
-        spills[r] = memref::AllocaOp::create(
-            b, loc, MemRefType::get({nthreads}, r.getType()));
+      unsigned phase = phaseOf.lookup(&op);
+      if (auto reduce = dyn_cast<gpu::AllReduceOp>(op)) {
+        if (failed(addSpill(reduce.getValue(), &op)))
+          return failure();
+        continue;
       }
+      WalkResult r = op.walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          if (failed(need(operand, phase)))
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return failure();
     }
 
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
@@ -238,6 +287,7 @@ struct EmulateGPULaunchesPass
             map.map(v, memref::LoadOp::create(b, loc, spill->second, t));
             return;
           }
+          // Pure (the analysis above kept everything else): recomputed.
           for (Value operand : def->getOperands())
             bring(operand);
           b.clone(*def, map);
@@ -253,41 +303,21 @@ struct EmulateGPULaunchesPass
             for (Value operand : inner->getOperands())
               bring(operand);
           });
-          Operation *copy = b.clone(*op, map);
-          // gpu index ops (not the launch's block arguments) inside it.
-          copy->walk([&](Operation *inner) {
-            auto dimIndex = [](gpu::Dimension d) {
-              return static_cast<unsigned>(d);
-            };
-            OpBuilder ib(inner);
-            Value repl;
-            if (auto o = dyn_cast<gpu::ThreadIdOp>(inner))
-              repl = map.lookup(
-                  std::array<Value, 3>{tids.x, tids.y, tids.z}[dimIndex(
-                      o.getDimension())]);
-            else if (auto o = dyn_cast<gpu::BlockIdOp>(inner)) {
-              gpu::KernelDim3 ids = launch.getBlockIds();
-              repl = map.lookup(std::array<Value, 3>{
-                  ids.x, ids.y, ids.z}[dimIndex(o.getDimension())]);
-            } else if (auto o = dyn_cast<gpu::BlockDimOp>(inner))
-              repl = std::array<Value, 3>{blockSize.x, blockSize.y,
-                                          blockSize.z}[dimIndex(
-                  o.getDimension())];
-            else if (auto o = dyn_cast<gpu::GridDimOp>(inner))
-              repl = std::array<Value, 3>{grid.x, grid.y,
-                                          grid.z}[dimIndex(o.getDimension())];
-            if (repl) {
-              inner->getResult(0).replaceAllUsesWith(repl);
-              inner->erase();
-            }
-          });
+          b.clone(*op, map);
         }
-        // Values the later phases (or an all-reduce) need.
+        // Values the later phases (or the all-reduce) need.
         for (Operation *op : phase)
           for (Value r : op->getResults())
             if (auto spill = spills.find(r); spill != spills.end())
               memref::StoreOp::create(b, loc, map.lookup(r), spill->second,
                                       t);
+        if (auto reduce = dyn_cast<gpu::AllReduceOp>(phase.back())) {
+          Value v = reduce.getValue();
+          Operation *def = v.getDefiningOp();
+          if (!def || def->getBlock() != &body) // uniform, from outside
+            memref::StoreOp::create(b, loc, map.lookupOrDefault(v),
+                                    spills.lookup(v), t);
+        }
       }
       // An all-reduce at the end of the phase: the threads' values in thread
       // order, the result shared by the block.

@@ -34,6 +34,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -562,10 +563,15 @@ void normalizeReductionNest(scf::ForOp outer) {
   SmallVector<distopt::Accumulator> accs = distopt::findUpdates(body, outer);
   if (accs.empty())
     return;
-  for (const Dim &d : dims)
-    for (Value v : {d.lb, d.ub, d.step})
-      if (!outer.isDefinedOutsideOfLoop(v))
-        return;
+  // Constant bounds (static shapes): the flattened trip count must not
+  // wrap for an empty loop.
+  for (const Dim &d : dims) {
+    std::optional<int64_t> lb = getConstantIntValue(d.lb),
+                           ub = getConstantIntValue(d.ub),
+                           step = getConstantIntValue(d.step);
+    if (!lb || !ub || !step || *step <= 0 || *ub < *lb)
+      return;
+  }
   // The dimensions that index the accumulators: each must be an index
   // itself (so distinct iterations update distinct elements).
   auto dimOf = [&](Value v) -> int {
@@ -653,51 +659,71 @@ constexpr int64_t kSplitChunk = 64;
 /// order. Deterministic; the sums are reassociated, as on any GPU.
 /// `rowFused` says whether the nest would be mapped a block per row (then
 /// it is left alone).
-bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
-  if (rowFused || par.getNumResults() != 0)
-    return false;
+/// What splitLongReduction would do with `par`: its reduction, the number
+/// of chunks and their length (in iterations); nothing when it does not
+/// apply (mapping aside).
+struct SplitPlan {
+  BlockReduction r;
+  int64_t chunks, chunk, lb, step;
+};
+
+std::optional<SplitPlan> planSplit(scf::ParallelOp par) {
+  if (par.getNumResults() != 0)
+    return std::nullopt;
   for (auto [lb, step] : llvm::zip(par.getLowerBound(), par.getStep()))
     if (getConstantIntValue(lb) != 0 || getConstantIntValue(step) != 1)
-      return false;
+      return std::nullopt;
   std::optional<int64_t> outputs = constantTotal(par);
   if (!outputs || *outputs <= 0 || *outputs >= kSplitThreads)
-    return false;
+    return std::nullopt;
   // The body: pure ops, stores that initialise the accumulators, then one
   // reduction loop in memory, last.
   std::optional<BlockReduction> r;
   for (Operation &op : par.getBody()->without_terminator()) {
     if (r)
-      return false; // something after the loop
+      return std::nullopt; // something after the loop
     if ((r = matchBlockReduction(&op))) {
       if (r->inRegisters())
-        return false;
+        return std::nullopt;
       continue;
     }
     if (isa<memref::StoreOp>(op))
       continue; // checked below, once the accumulators are known
     if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
-      return false;
+      return std::nullopt;
   }
   if (!r)
-    return false;
+    return std::nullopt;
   for (auto store : par.getBody()->getOps<memref::StoreOp>())
     if (!llvm::any_of(r->accs, [&](distopt::Accumulator &acc) {
           return acc.store.getMemRef() == store.getMemRef() &&
                  acc.store.getIndices() == store.getIndices();
         }))
-      return false;
+      return std::nullopt;
   scf::ForOp loop = r->loop;
   std::optional<APInt> trips = loop.getStaticTripCount();
   std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
                          step = getConstantIntValue(loop.getStep());
   if (!trips || !lb || !step || trips->getZExtValue() < kSplitMinLength)
-    return false;
+    return std::nullopt;
   int64_t length = trips->getZExtValue();
   int64_t chunks = std::min((kSplitThreads + *outputs - 1) / *outputs,
                             length / kSplitChunk);
   if (chunks < 2)
+    return std::nullopt;
+  return SplitPlan{*r, chunks, (length + chunks - 1) / chunks, *lb, *step};
+}
+
+bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
+  if (rowFused)
     return false;
-  int64_t chunk = (length + chunks - 1) / chunks;
+  std::optional<SplitPlan> plan = planSplit(par);
+  if (!plan)
+    return false;
+  BlockReduction *r = &plan->r;
+  scf::ForOp loop = r->loop;
+  int64_t chunks = plan->chunks, chunk = plan->chunk;
+  std::optional<int64_t> lb = plan->lb, step = plan->step;
 
   OpBuilder b(par);
   Location loc = par.getLoc();
@@ -769,8 +795,15 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
 /// or a reshape of one.
 bool alignedTo16(Value memref) {
   while (true) {
-    if (isa<BlockArgument>(memref))
-      return true;
+    if (auto arg = dyn_cast<BlockArgument>(memref)) {
+      // An argument of an entry function (one nothing in the module calls:
+      // the runtime hands it whole buffers), not of a callee that could
+      // get a view.
+      auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      auto module = fn ? fn->getParentOfType<ModuleOp>() : ModuleOp();
+      return fn && arg.getOwner()->isEntryBlock() && module &&
+             SymbolTable::symbolKnownUseEmpty(fn, module);
+    }
     Operation *def = memref.getDefiningOp();
     if (isa<memref::AllocOp>(def))
       return true;
@@ -841,6 +874,8 @@ std::optional<FlatVectorPlan> planFlatVectors(scf::ParallelOp par) {
       continue;
     }
     auto type = cast<MemRefType>(buffer.getType());
+    if (!type.getElementType().isIntOrFloat())
+      return std::nullopt;
     unsigned b = type.getElementTypeBitWidth();
     if ((b != 16 && b != 32 && b != 64) || (bits && b != bits) ||
         !type.getLayout().isIdentity() || !type.hasStaticShape() ||
@@ -968,8 +1003,7 @@ struct MapLoopsToGPUPass
   /// below for reductions alone), and every op that writes memory outside
   /// them has no results used afterwards.
   bool isRowFused(scf::ParallelOp par) {
-    bool anyInner = false, anyReduction = false, allContiguous = true,
-         splittable = false;
+    bool anyInner = false, anyReduction = false, allContiguous = true;
     for (Operation &op : par.getBody()->without_terminator()) {
       if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
         if (inner.getNumResults() != 0)
@@ -980,9 +1014,6 @@ struct MapLoopsToGPUPass
       if (std::optional<BlockReduction> r = matchBlockReduction(&op)) {
         anyReduction = true;
         allContiguous &= walksContiguously(*r);
-        std::optional<APInt> n = r->loop.getStaticTripCount();
-        splittable |= !r->inRegisters() && n &&
-                      n->getZExtValue() >= kSplitMinLength;
       } else if (!replicable(&op) && !op.use_empty()) {
         return false;
       }
@@ -995,7 +1026,8 @@ struct MapLoopsToGPUPass
     // short to split (splitLongReduction: chunks of columns, read in step).
     std::optional<int64_t> rows = constantTotal(par);
     return anyReduction &&
-           (allContiguous || (rows && *rows < kFlatBlock && !splittable));
+           (allContiguous ||
+            (rows && *rows < kFlatBlock && !planSplit(par).has_value()));
   }
 
   /// One block per outer iteration; inner loops strided over the threads.
@@ -1063,6 +1095,10 @@ struct MapLoopsToGPUPass
         single = nullptr;
         if (wrote && !onlyInits) // the parts read what other threads wrote
           barrier();
+        // gpu.all_reduce synchronises the block (every thread's part is in
+        // before any thread has the total), so thread 0's fold after it
+        // cannot race with reads of the accumulator before it; the
+        // emulation cuts a phase there too.
         single = mapBlockReduction(b, *r, tid, nthreads, isFirst, map);
         read = true;
         wrote |= !r->inRegisters(); // thread 0 stored the totals

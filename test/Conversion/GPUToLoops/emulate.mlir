@@ -63,3 +63,42 @@ func.func @row(%x: memref<4x32xf32>, %s: memref<4xf32>, %y: memref<4x32xf32>) {
   }
   return
 }
+
+// A value loaded before a barrier and used after it through a pure op is
+// kept per thread, not loaded again (the memory may have changed); gpu
+// index ops are the launch's indices; an all-reduce of a value from outside
+// the kernel sums one copy per thread.
+// CHECK-LABEL: func.func @through_pure
+// CHECK: %[[KEPT:.*]] = memref.alloca() : memref<32xf32>
+// CHECK: %[[UNIFORM:.*]] = memref.alloca() : memref<32xf32>
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK:     %[[V:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<32xf32>
+// CHECK:     memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<32xf32>
+// CHECK:     memref.store %[[V]], %[[KEPT]]
+// CHECK:   scf.for
+// CHECK-NOT: memref.load %arg0
+// CHECK:     %[[K:.*]] = memref.load %[[KEPT]]
+// CHECK:     arith.mulf %[[K]], %[[K]]
+// CHECK:     memref.store %{{.*}}, %[[UNIFORM]]
+// CHECK:   scf.for {{.*}} iter_args
+// CHECK:     memref.load %[[UNIFORM]]
+// CHECK-NOT: gpu.
+func.func @through_pure(%x: memref<32xf32>, %y: memref<32xf32>, %u: f32) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%nx = %c32, %ny = %c1, %nz = %c1) {
+    %t = gpu.thread_id x
+    %v = memref.load %x[%t] : memref<32xf32>
+    %one = arith.constant 1.0 : f32
+    memref.store %one, %x[%t] : memref<32xf32>
+    %sq = arith.mulf %v, %v : f32
+    gpu.barrier
+    memref.store %sq, %y[%t] : memref<32xf32>
+    %total = gpu.all_reduce add %u uniform {} : (f32) -> f32
+    memref.store %total, %y[%tx] : memref<32xf32>
+    gpu.terminator
+  }
+  return
+}
