@@ -608,13 +608,18 @@ extern "C" void onTerminate(int) {
   _exit(143);
 }
 
-/// DISTOPT_FAULT=die:RANK:STEP|hang:RANK:STEP (tests and experiments).
+/// Injected faults (tests and experiments): DISTOPT_FAULT=die:RANK:STEP|
+/// hang:RANK:STEP, and the slow ranks of DISTOPT_STRAGGLER.
 struct Fault {
   std::string kind;
   int64_t rank = -1, step = -1;
+  std::vector<ps::Straggler> stragglers;
 };
 
 bool parseFault(Fault &f, std::string &error) {
+  if (const char *env = std::getenv("DISTOPT_STRAGGLER"))
+    if (*env && !ps::parseStragglers(env, f.stragglers, error))
+      return false;
   const char *env = std::getenv("DISTOPT_FAULT");
   if (!env || !*env)
     return true;
@@ -1692,10 +1697,6 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
   Fault fault;
   if (!parseFault(fault, error))
     return fail(a, error);
-  std::vector<ps::Straggler> stragglers;
-  if (const char *env = std::getenv("DISTOPT_STRAGGLER"))
-    if (*env && !ps::parseStragglers(env, stragglers, error))
-      return fail(a, error);
 
   // Roles of the step's inputs and outputs.
   std::vector<size_t> dataInputs, keyInputs;
@@ -1824,7 +1825,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
       if (!failure.empty())
         return fail(a, "step " + std::to_string(local + 1) + " failed: " + failure);
       computeSeconds = trace::now() - t0;
-      sleepSeconds(stragglerDelay(stragglers, rank, local + 1));
+      sleepSeconds(stragglerDelay(fault.stragglers, rank, local + 1));
       for (int64_t s = 0; s < K; ++s) {
         PsMessage msg(L);
         msg.set(0, kPushGradient);
@@ -2404,10 +2405,6 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   Fault fault;
   if (!parseFault(fault, error))
     return fail(a, error);
-  std::vector<ps::Straggler> stragglers;
-  if (const char *env = std::getenv("DISTOPT_STRAGGLER"))
-    if (*env && !ps::parseStragglers(env, stragglers, error))
-      return fail(a, error);
   if (gJob.distributed)
     signal(SIGTERM, onTerminate);
   bool leader = gJob.rank == 0;
@@ -2635,7 +2632,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       prepareTerminatedMessage(a.program, step + 1);
     injectFault(fault, gJob.rank, step + 1, a.program);
     // A straggler (DISTOPT_STRAGGLER) is late for the step's collectives.
-    sleepSeconds(stragglerDelay(stragglers, gJob.rank, step + 1));
+    sleepSeconds(stragglerDelay(fault.stragglers, gJob.rank, step + 1));
     dort_clear_error();
     dort_clear_pending_error();
     double stepStart = trace::now(), waitBefore = trace::commWaitSeconds();
