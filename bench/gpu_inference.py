@@ -15,7 +15,9 @@ the compiler cannot travel to a GPU machine:
                 inputs uploaded and outputs downloaded every run) and the
                 same architecture in PyTorch eager on the same GPU, timed the
                 same way (host tensors in, host tensors out) and on device
-                tensors, and prints a table.
+                tensors, and with --torch-compile also `torch.compile`d
+                (default mode, on device tensors; its compile time is
+                reported, not timed), and prints a table.
 
 Run KIT at the absolute path it was prepared at (bundles name their weight
 files by absolute path).
@@ -114,7 +116,7 @@ def median_us(text: str) -> float:
     return float(m.group(1)) * scale
 
 
-def run(kit: Path, repeat: int) -> int:
+def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
     import numpy as np
     import torch
     import gpu_models
@@ -163,18 +165,35 @@ def run(kit: Path, repeat: int) -> int:
         row = {"model": name, "desc": m["desc"], "distopt_us": ours,
                "torch_eager_host_us": eager_host, "torch_eager_device_us": eager_dev,
                "compile_s": m.get("compile_s")}
+        if torch_compile:
+            try:
+                t0 = time.perf_counter()
+                compiled = torch.compile(model)
+                with torch.no_grad():
+                    compiled(xd)
+                torch.cuda.synchronize()
+                row["torch_compile_s"] = round(time.perf_counter() - t0, 1)
+                row["torch_compile_host_us"] = timed(lambda: compiled(xt.to(dev)).cpu())
+                row["torch_compile_device_us"] = timed(lambda: compiled(xd))
+            except Exception as e:  # noqa: BLE001 - reported in the table
+                row["torch_compile_error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
           f"median of {repeat} runs, fp32\n")
+    ms = lambda r, k: f"{r[k] / 1e3:.3f}" if k in r else "-"  # noqa: E731
     print("| model | size | distopt ms | PyTorch eager ms (host in/out) | ratio | "
-          "PyTorch eager ms (device tensors) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+          "PyTorch eager ms (device tensors) | torch.compile ms (host in/out) | "
+          "torch.compile ms (device tensors) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ratio = r["distopt_us"] / r["torch_eager_host_us"]
         print(f"| {r['model']} | {r['desc']} | {r['distopt_us'] / 1e3:.3f} | "
               f"{r['torch_eager_host_us'] / 1e3:.3f} | {ratio:.2f} | "
-              f"{r['torch_eager_device_us'] / 1e3:.3f} |")
+              f"{r['torch_eager_device_us'] / 1e3:.3f} | {ms(r, 'torch_compile_host_us')} | "
+              f"{ms(r, 'torch_compile_device_us')} |")
+        if "torch_compile_error" in r:
+            print(f"  torch.compile failed on {r['model']}: {r['torch_compile_error']}")
     (kit / "results.json").write_text(json.dumps(rows, indent=1))
     return 0
 
@@ -189,13 +208,15 @@ def main() -> int:
             p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
         if c == "run":
             p.add_argument("--repeat", type=int, default=20)
+            p.add_argument("--torch-compile", action="store_true",
+                           help="also time torch.compile (default mode)")
     a = ap.parse_args()
     kit = a.kit.resolve()
     if a.cmd == "export":
         return export(kit)
     if a.cmd == "prepare":
         return prepare(kit, a.distopt)
-    return run(kit, a.repeat)
+    return run(kit, a.repeat, a.torch_compile)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,14 @@ what a device run may carry), so:
                 staged collectives), compares, times the bundles against
                 their CPU twins, and prints a table (also KIT/results.json).
 
+With `prepare --torch-models DIR` (the output of
+python/testmodels/gen_grad_models.py), KIT also holds training steps:
+20 steps of torch.optim's reference runs compiled with `--target cuda`,
+in one process and under plans whose ranks share the GPU, which `run`
+compares with PyTorch's losses and final weights (1e-4, as the CPU tests
+do); and one run asking for NCCL with two ranks on the one GPU, which must
+be refused with the runtime's error.
+
 Bundles name their external weights by absolute path: run KIT at the same
 absolute path it was prepared at (scripts/gpu-check links it there).
 """
@@ -51,6 +59,25 @@ DISTRIBUTED = {
                            "--tp", "2"], 4),
 }
 ZOO_BATCH = 2
+# Training steps (gen_grad_models.py's reference runs): key -> (directory,
+# run name, plan flags, ranks). The multi-rank ones mirror
+# test_cuda_emulation.py's plans.
+TRAINING = {
+    "train_sgd_nesterov": ("train", "sgd_nesterov", [], 1),
+    "train_adamw_cosine": ("train", "adamw_warmup_cosine", [], 1),
+    "train_cnn_sgd": ("train_cnn", "cnn_sgd", [], 1),
+    "train_bn_adamw": ("train_bn", "bn_adamw", [], 1),
+    "train_encoder_adamw": ("train_encoder", "encoder_adamw", [], 1),
+    "train_gpt_adamw": ("train_gpt", "gpt_adamw", [], 1),
+    "train_gpt_adamw_tp2": ("train_gpt", "gpt_adamw", ["--tp", "2"], 2),
+    "train_gpt_adamw_dp2_zero1": ("train_gpt", "gpt_adamw", ["--dp", "2", "--zero", "1"], 2),
+    "train_encoder_adamw_dp2tp2": ("train_encoder", "encoder_adamw", ["--dp", "2", "--tp", "2"],
+                                   4),
+    "train_cnn_sgd_dp2": ("train_cnn", "cnn_sgd", ["--dp", "2"], 2),
+    "train_sgd_clipped_dp2": ("train", "sgd_clipped", ["--dp", "2"], 2),
+}
+# Asks for NCCL with two ranks on one GPU: the runtime must refuse it.
+NCCL_REFUSAL = "train_sgd_clipped_dp2"
 
 
 def manifest_inputs(bundle: Path, seed=0):
@@ -76,7 +103,60 @@ def run(cmd, timeout=None, **kw):
         return subprocess.CompletedProcess(cmd, 124, out, err + f"\n(timed out after {timeout} s)")
 
 
-def prepare(kit: Path, distopt: Path) -> int:
+def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -> int:
+    """Compiles the training steps of TRAINING for CUDA; their data, flags
+    and PyTorch's losses and weights go into KIT and the plan."""
+    import onnx
+    from onnx import numpy_helper
+    sys.path.insert(0, str(ROOT / "python" / "tests"))
+    from training import train_flags
+    failures = 0
+    for key, (sub, run_name, degrees, ranks) in TRAINING.items():
+        d = torch_models / sub
+        meta = json.loads((d / "meta.json").read_text())[run_name]
+        cfg = meta["config"]
+        model_path = d / "model.onnx"
+        if meta.get("initial_buffers"):
+            # Batch norm's running statistics as they were before the
+            # export's traced forward pass moved them (as test_autodiff.py).
+            model = onnx.load(str(model_path))
+            for init in model.graph.initializer:
+                if init.name in meta["initial_buffers"]:
+                    init.CopyFrom(numpy_helper.from_array(
+                        np.load(d / meta["initial_buffers"][init.name]), init.name))
+            model_path = kit / f"{key}.onnx"
+            onnx.save(model, str(model_path))
+        flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
+        if cfg.get("nesterov"):
+            flags.append("--nesterov")
+        if ranks > 1:
+            flags += ["--cluster", f"local:{ranks}", *degrees]
+        bundle = kit / f"{key}.cuda.dx"
+        t0 = time.time()
+        r = run([str(distopt), "compile", str(model_path), *flags, "--target", "cuda",
+                 "-o", str(bundle)])
+        if r.returncode:
+            failures += 1
+            print(f"{key}: compile failed:\n{r.stderr}")
+            continue
+        print(f"{key}: compiled in {time.time() - t0:.1f} s")
+        xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+        np.save(kit / f"{key}.x.npy", xs.reshape((-1,) + xs.shape[2:]))
+        np.save(kit / f"{key}.y.npy", ys.reshape((-1,) + ys.shape[2:]))
+        refs = {}
+        for kind in ("weights", "buffers"):
+            for name, f in meta.get(kind, {}).items():
+                dst = f"{key}.ref.{f}"
+                (kit / dst).write_bytes((d / f).read_bytes())
+                refs.setdefault(kind, {})[name] = dst
+        plan.append({"key": key, "kind": "training", "ranks": ranks,
+                     "data": {"x": f"{key}.x.npy", "labels": f"{key}.y.npy"},
+                     "flags": ["--steps", "20", "--no-shuffle", *train_flags(cfg)],
+                     "losses": meta["losses"], **refs})
+    return failures
+
+
+def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
     kit.mkdir(parents=True, exist_ok=True)
     models = kit / "models"
     models.mkdir(exist_ok=True)
@@ -122,6 +202,8 @@ def prepare(kit: Path, distopt: Path) -> int:
         path = zoo.materialize(name, models)
         compile_one(name, path, zoo.dim_args(name, ZOO_BATCH),
                     zoo.inputs(name, ZOO_BATCH), kind="zoo")
+    if torch_models is not None:
+        failures += prepare_training(kit, distopt, torch_models, plan)
     (kit / "plan.json").write_text(json.dumps(plan, indent=1))
     # The GPU machine lacks LLVM's OpenMP runtime, which bundles link.
     lib = kit / "lib"
@@ -175,6 +257,18 @@ def run_kit(kit: Path) -> int:
     results = []
     failed = 0
     for item in plan:
+        if item["kind"] == "training":
+            row = run_training(kit, item, env)
+            failed += not row["ok"]
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            if item["key"] == NCCL_REFUSAL:
+                row = run_training(kit, item, dict(env, DISTOPT_CUDA_COMM="nccl"),
+                                   expect_refusal="needs a GPU per rank")
+                failed += not row["ok"]
+                results.append(row)
+                print(json.dumps(row), flush=True)
+            continue
         key, ranks = item["key"], item["ranks"]
         feeds = {k: str(kit / v) for k, v in item["inputs"].items()}
         arrays = {k: np.load(v) for k, v in feeds.items()}
@@ -217,8 +311,60 @@ def run_kit(kit: Path) -> int:
         results.append(row)
         print(json.dumps(row), flush=True)
     (kit / "results.json").write_text(json.dumps(results, indent=1))
-    print(f"\n{len(results) - failed} of {len(results)} CUDA bundles match ONNX Runtime")
+    print(f"\n{len(results) - failed} of {len(results)} CUDA runs pass (inference against "
+          "ONNX Runtime, training against PyTorch)")
     return 1 if failed else 0
+
+
+def rel_err(got, want) -> float:
+    return float(np.abs(np.asarray(got, np.float64) - want).max()) / max(
+        1e-3, float(np.abs(want).max()))
+
+
+def run_training(kit: Path, item: dict, env: dict, expect_refusal: str = "") -> dict:
+    """20 training steps of a CUDA bundle against PyTorch's (loss at every
+    step, final weights: 1e-4; batch norm's running variance 2e-2, as ONNX
+    defines it with the biased estimate); or, with `expect_refusal`, a run
+    that must fail saying so."""
+    key, ranks = item["key"], item["ranks"]
+    tag = ".nccl" if expect_refusal else ""
+    log, saved = kit / f"{key}{tag}.log.jsonl", kit / f"{key}{tag}.weights"
+    args = [a for n, f in item["data"].items() for a in ("--data", f"{n}={kit / f}")]
+    cmd = [str(bundle_exe(kit / f"{key}.cuda.dx")), "train", *args, *item["flags"],
+           "--log", str(log), "--save-weights", str(saved)]
+    if ranks > 1:
+        cmd = mpirun(ranks) + ["-x", "DISTOPT_CUDA_COMM"] * ("DISTOPT_CUDA_COMM" in env) + cmd
+    t0 = time.time()
+    r = run(cmd, env=env, timeout=180)
+    row = {"model": key + (" (DISTOPT_CUDA_COMM=nccl, 2 ranks on one GPU)" if tag else ""),
+           "ranks": ranks, "kind": "training", "seconds": round(time.time() - t0, 2),
+           "ok": False}
+    text = r.stderr + r.stdout
+    if expect_refusal:
+        row["ok"] = r.returncode != 0 and expect_refusal in text
+        row["error" if not row["ok"] else "refused"] = [
+            ln for ln in text.splitlines() if "error" in ln.lower()][:2] or text[-800:]
+        return row
+    if r.returncode:
+        row["error"] = text[-1500:]
+        return row
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    losses = [s["loss"] for s in steps]
+    want = np.array(item["losses"])
+    if len(losses) != len(want):
+        row["error"] = f"{len(losses)} steps logged, {len(want)} expected"
+        return row
+    row["loss_rel_err"] = rel_err(losses, want)
+    worst = 0.0
+    for name, f in item.get("weights", {}).items():
+        worst = max(worst, rel_err(np.load(saved / f"{name}.npy"), np.load(kit / f)))
+    row["weights_rel_err"] = worst
+    buffers_ok = True
+    for name, f in item.get("buffers", {}).items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(kit / f))
+        buffers_ok &= err <= (1e-4 if name.endswith("mean") else 2e-2)
+    row["ok"] = row["loss_rel_err"] <= 1e-4 and worst <= 1e-4 and buffers_ok
+    return row
 
 
 def main() -> int:
@@ -227,11 +373,14 @@ def main() -> int:
     p = sub.add_parser("prepare")
     p.add_argument("kit", type=Path)
     p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
+    p.add_argument("--torch-models", type=Path,
+                   help="gen_grad_models.py's output: also compile its training steps")
     r = sub.add_parser("run")
     r.add_argument("kit", type=Path)
     args = ap.parse_args()
     if args.cmd == "prepare":
-        return prepare(args.kit.resolve(), args.distopt)
+        return prepare(args.kit.resolve(), args.distopt,
+                       args.torch_models.resolve() if args.torch_models else None)
     return run_kit(args.kit.resolve())
 
 
