@@ -80,3 +80,26 @@ extern "C" void dort_clear_pending_error(void) {
   p.set = false;
   p.message.clear();
 }
+
+namespace {
+const dort_device_hooks *gDeviceHooks = nullptr;
+} // namespace
+
+extern "C" void dort_register_device_hooks(const dort_device_hooks *hooks) {
+  gDeviceHooks = hooks;
+}
+
+extern "C" void dort_device_carry(int32_t n, const int64_t *in_slots,
+                                  const int64_t *out_slots) {
+  if (gDeviceHooks)
+    gDeviceHooks->carry(n, in_slots, out_slots);
+}
+
+extern "C" int dort_device_sync(void **host) {
+  return gDeviceHooks ? gDeviceHooks->sync(host) : 0;
+}
+
+extern "C" void dort_device_host_changed(void) {
+  if (gDeviceHooks)
+    gDeviceHooks->host_changed();
+}

@@ -2589,6 +2589,29 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                          std::to_string(first) + ", the run has " +
                          std::to_string(steps) + " steps");
   }
+  // On a GPU the updated weights and optimizer state stay on the device
+  // from step to step (dort_device_carry; nothing in a CPU bundle): the
+  // host buffers are brought up to date (deviceSync) before anything here
+  // reads them.
+  {
+    std::vector<int64_t> carriedIn, carriedOut;
+    for (auto &[o, w] : weightUpdates) {
+      carriedIn.push_back(weightSlot[w]);
+      carriedOut.push_back(outputSlot[o]);
+    }
+    for (auto &[i, o] : stateIO) {
+      carriedIn.push_back(inputSlot[i]);
+      carriedOut.push_back(outputSlot[o]);
+    }
+    dort_device_carry(static_cast<int32_t>(carriedIn.size()), carriedIn.data(),
+                      carriedOut.data());
+  }
+  auto deviceSync = [&](const char *what) {
+    if (dort_device_sync(buffers.data()) == 0)
+      return true;
+    error = std::string(what) + ": " + dort_last_error_message();
+    return false;
+  };
   std::vector<int64_t> order(samples);
   std::iota(order.begin(), order.end(), 0);
   auto start = std::chrono::steady_clock::now();
@@ -2683,7 +2706,8 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     if (evaluator && ((a.evalEvery > 0 && (step + 1) % a.evalEvery == 0) ||
                       step + 1 == steps)) {
       double evalLoss, accuracy;
-      if (!evaluator->run(gEvalEntry, weights, coords, evalLoss, accuracy, error))
+      if (!deviceSync("evaluation") ||
+          !evaluator->run(gEvalEntry, weights, coords, evalLoss, accuracy, error))
         return fail(a, error);
       evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
       if (accuracy >= 0)
@@ -2714,7 +2738,8 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     if (!a.checkpointDir.empty() &&
         ((a.checkpointEvery > 0 && (step + 1) % a.checkpointEvery == 0) ||
          step + 1 == steps)) {
-      if ((leader && !detail::makeDirectories(a.checkpointDir, error)) ||
+      if (!deviceSync("the weights on the GPU") ||
+          (leader && !detail::makeDirectories(a.checkpointDir, error)) ||
           !writeCheckpoint(a.checkpointDir, step + 1, a, namedWeights,
                            namedState, error))
         return fail(a, "checkpoint at step " + std::to_string(step + 1) + ": " +
@@ -2742,6 +2767,8 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     return !m.weights[w].splitAxes.empty() || (pipelined && weightStage[w] != 0);
   };
   std::vector<Tensor> gathered(m.weights.size());
+  if (!deviceSync("the weights on the GPU"))
+    return fail(a, error);
   if (!a.saveOnnx.empty() || !a.saveWeights.empty())
     for (size_t w = 0; w < m.weights.size(); ++w)
       if (gathers(w) && !gatherWeight(m.weights[w], weightStage[w], weights[w],

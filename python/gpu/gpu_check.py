@@ -75,7 +75,21 @@ TRAINING = {
                                    4),
     "train_cnn_sgd_dp2": ("train_cnn", "cnn_sgd", ["--dp", "2"], 2),
     "train_sgd_clipped_dp2": ("train", "sgd_clipped", ["--dp", "2"], 2),
+    # Pipelines: the stages' activations and gradients go through the CUDA
+    # runtime's staged sends and receives.
+    "train_gpt_adamw_pp2": ("train_gpt", "gpt_adamw", ["--pp", "2", "--microbatches", "4"], 2),
+    "train_gpt_adamw_dp2pp2_zero1": ("train_gpt", "gpt_adamw",
+                                     ["--dp", "2", "--pp", "2", "--microbatches", "2",
+                                      "--zero", "1"], 4),
+    # Parameter servers (2 servers, 2 workers: the all-reduce's run) and
+    # one asynchronous worker (one process's run).
+    "train_adamw_ps2": ("train", "adamw", ["--sync", "ps", "--servers", "2"], 4),
+    "train_adamw_async1": ("train", "adamw", ["--sync", "async"], 2),
 }
+# Runs that also evaluate and checkpoint between steps (the weights kept on
+# the GPU are brought to the host for both): their evaluation losses must
+# equal the CPU bundle's (run at prepare time), 1e-4.
+EVALUATED = {"train_gpt_adamw": ["--eval-every", "5", "--checkpoint-every", "10"]}
 # Asks for NCCL with two ranks on one GPU: the runtime must refuse it.
 NCCL_REFUSAL = "train_sgd_clipped_dp2"
 
@@ -149,10 +163,30 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
                 dst = f"{key}.ref.{f}"
                 (kit / dst).write_bytes((d / f).read_bytes())
                 refs.setdefault(kind, {})[name] = dst
-        plan.append({"key": key, "kind": "training", "ranks": ranks,
-                     "data": {"x": f"{key}.x.npy", "labels": f"{key}.y.npy"},
-                     "flags": ["--steps", "20", "--no-shuffle", *train_flags(cfg)],
-                     "losses": meta["losses"], **refs})
+        item = {"key": key, "kind": "training", "ranks": ranks,
+                "data": {"x": f"{key}.x.npy", "labels": f"{key}.y.npy"},
+                "flags": ["--steps", "20", "--no-shuffle", *train_flags(cfg)],
+                "losses": meta["losses"], **refs}
+        if key in EVALUATED:
+            # The same run with evaluation and checkpoints, on the CPU here:
+            # its evaluation losses are the reference.
+            item["eval_flags"] = EVALUATED[key]
+            cpu = kit / f"{key}.cpu.dx"
+            r = run([str(distopt), "compile", str(model_path), *flags, "-o", str(cpu)])
+            log = kit / f"{key}.cpu.eval.jsonl"
+            args = [a for n, f in item["data"].items() for a in ("--data", f"{n}={kit / f}")]
+            evals = [a for n, f in item["data"].items()
+                     for a in ("--eval-data", f"{n}={kit / f}")]
+            r2 = r.returncode or run([str(bundle_exe(cpu)), "train", *args, *evals,
+                                      *item["flags"], *EVALUATED[key], "--checkpoint-dir",
+                                      str(kit / f"{key}.cpu.ckpt"), "--log", str(log)]).returncode
+            if r.returncode or r2:
+                failures += 1
+                print(f"{key}: the CPU reference run failed")
+                continue
+            item["eval_losses"] = [s["eval_loss"] for s in map(json.loads, log.read_text()
+                                                               .splitlines()) if "eval_loss" in s]
+        plan.append(item)
     return failures
 
 
@@ -330,6 +364,9 @@ def run_training(kit: Path, item: dict, env: dict, expect_refusal: str = "") -> 
     tag = ".nccl" if expect_refusal else ""
     log, saved = kit / f"{key}{tag}.log.jsonl", kit / f"{key}{tag}.weights"
     args = [a for n, f in item["data"].items() for a in ("--data", f"{n}={kit / f}")]
+    if item.get("eval_flags") and not expect_refusal:
+        args += [a for n, f in item["data"].items() for a in ("--eval-data", f"{n}={kit / f}")]
+        args += [*item["eval_flags"], "--checkpoint-dir", str(kit / f"{key}.ckpt")]
     cmd = [str(bundle_exe(kit / f"{key}.cuda.dx")), "train", *args, *item["flags"],
            "--log", str(log), "--save-weights", str(saved)]
     if ranks > 1:
@@ -348,7 +385,8 @@ def run_training(kit: Path, item: dict, env: dict, expect_refusal: str = "") -> 
     if r.returncode:
         row["error"] = text[-1500:]
         return row
-    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    # Parameter servers end their log with a summary record.
+    steps = [s for s in map(json.loads, log.read_text().splitlines()) if "step" in s]
     losses = [s["loss"] for s in steps]
     want = np.array(item["losses"])
     if len(losses) != len(want):
@@ -364,6 +402,16 @@ def run_training(kit: Path, item: dict, env: dict, expect_refusal: str = "") -> 
         err = rel_err(np.load(saved / f"{name}.npy"), np.load(kit / f))
         buffers_ok &= err <= (1e-4 if name.endswith("mean") else 2e-2)
     row["ok"] = row["loss_rel_err"] <= 1e-4 and worst <= 1e-4 and buffers_ok
+    if "eval_losses" in item:
+        got = [s["eval_loss"] for s in steps if "eval_loss" in s]
+        if len(got) != len(item["eval_losses"]):
+            row["ok"] = False
+            row["error"] = f"{len(got)} evaluations logged, {len(item['eval_losses'])} expected"
+        else:
+            row["eval_rel_err"] = rel_err(got, np.array(item["eval_losses"]))
+            row["ok"] = row["ok"] and row["eval_rel_err"] <= 1e-4
+        row["checkpoint"] = (kit / f"{key}.ckpt").is_dir()
+        row["ok"] = row["ok"] and row["checkpoint"]
     return row
 
 

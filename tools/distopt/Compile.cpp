@@ -371,9 +371,6 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       else if (accumulateSteps > 1)
         problem = "--accumulate does not combine with parameter servers "
                   "(a worker pushes each batch's gradient)";
-      else if (toCUDA)
-        problem = "parameter-server training is built for the CPU only so "
-                  "far (--target cuda with --sync ps|async)";
       else if (gradientSync.given)
         problem = "--bucket-mb, --grad-dtype and --zero shape the "
                   "all-reduce; parameter servers take whole fp32 gradients";
@@ -392,9 +389,6 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         problem = "--accumulate does not combine with --pp: a pipelined "
                   "step already runs its batch as micro-batches "
                   "(--microbatches)";
-      else if (toCUDA)
-        problem = "pipelined training steps are built for the CPU only so "
-                  "far (--target cuda with --pp and --optimizer)";
       if (!problem.empty()) {
         WithColor::error() << problem << "\n";
         return 1;

@@ -44,6 +44,33 @@ int dort_set_pending_error(int code, const char *format, ...)
 const char *dort_pending_error(void);
 void dort_clear_pending_error(void);
 
+/* Buffers that stay on the device between runs (a CUDA bundle's runtime
+ * implements these; in a CPU bundle they do nothing). A training loop passes
+ * each step's updated weights and optimizer state back in as the next
+ * step's inputs:
+ *  - dort_device_carry(n, in, out): from the next run of an entry on, input
+ *    slot in[k] takes output slot out[k]'s value after every run of that
+ *    entry, on the device: those outputs are not downloaded nor those
+ *    inputs uploaded between runs (the first run uploads them).
+ *  - dort_device_sync(host): writes the carried values into the host
+ *    buffers `host` (the slots of that entry, as the loop holds them now),
+ *    before anything reads them there (a checkpoint, an evaluation, the
+ *    saved weights); cached weights are dropped, as they may have changed.
+ *    Returns 0, or non-zero after dort_set_error.
+ *  - dort_device_host_changed(): the loop wrote the carried host buffers:
+ *    the next run uploads them again. */
+void dort_device_carry(int32_t n, const int64_t *in_slots,
+                       const int64_t *out_slots);
+int dort_device_sync(void **host);
+void dort_device_host_changed(void);
+/* What a device runtime registers (once, at start-up) to implement them. */
+typedef struct dort_device_hooks {
+  void (*carry)(int32_t n, const int64_t *in_slots, const int64_t *out_slots);
+  int (*sync)(void **host);
+  void (*host_changed)(void);
+} dort_device_hooks;
+void dort_register_device_hooks(const dort_device_hooks *hooks);
+
 /* The generated entry point: `buffers` holds one pointer per manifest buffer,
  * inputs, then weights, then outputs. Returns 0 on success, else non-zero
  * after dort_set_error. Defined by the compiled model, not the runtime. */

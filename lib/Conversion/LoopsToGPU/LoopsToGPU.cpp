@@ -1210,18 +1210,31 @@ struct MapLoopsToGPUPass
       }
       return false;
     };
-    llvm::SmallPtrSet<Operation *, 16> inside;
-    for (Operation *op : stretch) {
-      bool host = staysOnHost(op);
-      if (host && !isMemoryEffectFree(op))
+    for (Operation *op : stretch)
+      if (staysOnHost(op) && !isMemoryEffectFree(op))
         return op->emitError("cannot run this op on the GPU: a runtime call "
                              "sits between a kernel and the use of a value "
                              "it computes");
+    // Pure host ops (views) whose results are used after the stretch stay
+    // outside, before it, with the pure host ops they are computed from.
+    llvm::SmallPtrSet<Operation *, 16> outside;
+    for (Operation *op : llvm::reverse(stretch)) {
+      if (!staysOnHost(op))
+        continue;
+      bool feedsOutside = llvm::any_of(op->getUsers(), [&](Operation *user) {
+        return outside.count(stretch.front()->getBlock()->findAncestorOpInBlock(
+            *user));
+      });
+      if (usedAfter(op) || feedsOutside)
+        outside.insert(op);
+    }
+    llvm::SmallPtrSet<Operation *, 16> inside;
+    for (Operation *op : stretch) {
       bool dependsInside = llvm::any_of(op->getOperands(), [&](Value v) {
         Operation *d = v.getDefiningOp();
         return d && inside.count(d);
       });
-      if (host && usedAfter(op) && !dependsInside)
+      if (outside.count(op) && !dependsInside)
         continue; // stays before the loop
       if (usedAfter(op))
         return op->emitError("cannot run this op on the GPU: its result is "

@@ -44,6 +44,18 @@ struct DeviceState {
   std::unordered_map<void *, std::vector<void *>> entryBuffers;
   // Weights on the device, by host address.
   std::unordered_map<const void *, void *> weights;
+  // Buffers carried from one run's outputs to the next run's inputs on the
+  // device (dort_device_carry): the entry they belong to (bound at its first
+  // run after the call), the slot pairs, and whether the device holds their
+  // latest values (after a run; the host's are stale then).
+  struct Carry {
+    bool requested = false;
+    void *entry = nullptr;
+    std::vector<std::pair<int64_t, int64_t>> pairs; // input slot, output slot
+    std::vector<int8_t> carriedIn, carriedOut;      // by slot
+    std::vector<int64_t> bytes;                     // by slot
+    bool resident = false;
+  } carry;
 };
 
 DeviceState &state() {
@@ -258,7 +270,27 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   DeviceState &s = state();
   if (!ensureDevice())
     return dort_set_error(1, "%s", s.error.c_str());
-  std::vector<void *> &dev = s.entryBuffers[reinterpret_cast<void *>(entry)];
+  void *key = reinterpret_cast<void *>(entry);
+  std::vector<void *> &dev = s.entryBuffers[key];
+  DeviceState::Carry &c = s.carry;
+  if (c.requested && !c.entry) {
+    // The first run after dort_device_carry: bind the pairs to this entry.
+    c.entry = key;
+    c.carriedIn.assign(count, 0);
+    c.carriedOut.assign(count, 0);
+    c.bytes.assign(bytes, bytes + count);
+    for (auto [in, out] : c.pairs) {
+      if (in < 0 || out < 0 || in >= count || out >= count || kinds[in] != 0 ||
+          kinds[out] != 2 || bytes[in] != bytes[out])
+        return dort_set_error(1,
+                              "dort_device_carry: slot %lld cannot take output "
+                              "slot %lld (%d buffers)",
+                              static_cast<long long>(in),
+                              static_cast<long long>(out), count);
+      c.carriedIn[in] = c.carriedOut[out] = 1;
+    }
+  }
+  bool carrying = c.entry == key;
   std::string error;
   if (dev.empty()) {
     dev.assign(count, nullptr);
@@ -287,6 +319,8 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
       }
       dev[i] = w;
     } else if (kinds[i] == 0) {
+      if (carrying && c.resident && c.carriedIn[i])
+        continue; // on the device already: the last run's output
       cudaError_t e = cudaMemcpyAsync(dev[i], host[i], n,
                                       cudaMemcpyHostToDevice, s.stream);
       if (e != cudaSuccess)
@@ -298,7 +332,7 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   if (rc != 0)
     return rc;
   for (int32_t i = 0; i < count; ++i) {
-    if (kinds[i] != 2)
+    if (kinds[i] != 2 || (carrying && c.carriedOut[i]))
       continue;
     cudaError_t e =
         cudaMemcpyAsync(host[i], dev[i], static_cast<size_t>(bytes[i]),
@@ -312,10 +346,66 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     return dort_set_error(
         1, "the GPU program failed: %s (DISTOPT_CUDA_SYNC=1 names the kernel)",
         cudaMessage(e).c_str());
+  if (carrying && !dort_pending_error()) {
+    // The outputs become the next run's inputs where they are.
+    for (auto [in, out] : c.pairs)
+      std::swap(dev[in], dev[out]);
+    c.resident = true;
+  }
   return 0;
 }
 
 } // extern "C"
+
+//===----------------------------------------------------------------------===//
+// Device-resident buffers between runs (Runtime.h's dort_device_*)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void carryHook(int32_t n, const int64_t *in, const int64_t *out) {
+  DeviceState::Carry &c = state().carry;
+  // DISTOPT_CUDA_RESIDENT=0: upload and download them every run instead.
+  const char *v = std::getenv("DISTOPT_CUDA_RESIDENT");
+  if (v && std::strcmp(v, "0") == 0)
+    return;
+  c = DeviceState::Carry();
+  c.requested = n > 0;
+  for (int32_t k = 0; k < n; ++k)
+    c.pairs.emplace_back(in[k], out[k]);
+}
+
+int syncHook(void **host) {
+  DeviceState &s = state();
+  DeviceState::Carry &c = s.carry;
+  // Weights cached by host address may be the loop's updated ones now.
+  for (auto &[h, d] : s.weights)
+    deviceFree(d);
+  s.weights.clear();
+  if (!c.entry || !c.resident)
+    return 0;
+  std::vector<void *> &dev = s.entryBuffers[c.entry];
+  for (auto [in, out] : c.pairs) {
+    cudaError_t e = cudaMemcpyAsync(host[in], dev[in],
+                                    static_cast<size_t>(c.bytes[in]),
+                                    cudaMemcpyDeviceToHost, s.stream);
+    if (e != cudaSuccess)
+      return dort_set_error(1, "downloading carried buffer %lld: %s",
+                            static_cast<long long>(in), cudaMessage(e).c_str());
+  }
+  cudaError_t e = cudaStreamSynchronize(s.stream);
+  if (e != cudaSuccess)
+    return dort_set_error(1, "downloading the carried buffers: %s",
+                          cudaMessage(e).c_str());
+  return 0;
+}
+
+void hostChangedHook() { state().carry.resident = false; }
+
+const dort_device_hooks kHooks = {carryHook, syncHook, hostChangedHook};
+[[maybe_unused]] const bool kHooksRegistered = (dort_register_device_hooks(&kHooks), true);
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // GEMMs (Kernels.h's contract) through cuBLAS
@@ -576,6 +666,24 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
   hout.upload();
 }
 
+/// A point-to-point message through host memory: a send downloads its view
+/// first; a receive uploads what arrived.
+template <typename Fn>
+void stagedOne(DortUnrankedMemRef *m, size_t elem, bool send, Fn &&message) {
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", state().error.c_str());
+    return;
+  }
+  if (dort_pending_error())
+    return;
+  Staged host;
+  if (!host.stage(m, elem, send))
+    return;
+  message(&host.memref);
+  if (!send)
+    host.upload();
+}
+
 /// Whether NCCL carried this all-reduce (DISTOPT_CUDA_COMM=nccl).
 bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
                int64_t kind, dort_dtype dtype) {
@@ -604,6 +712,10 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
       DortUnrankedMemRef *, DortUnrankedMemRef *, int64_t, int64_t, int64_t);  \
   void _mlir_ciface_dort_shard_all_slice_##SUFFIX(                             \
       DortUnrankedMemRef *, DortUnrankedMemRef *, int64_t, int64_t);           \
+  void _mlir_ciface_dort_shard_send_##SUFFIX(DortUnrankedMemRef *, int64_t,    \
+                                             int64_t);                         \
+  void _mlir_ciface_dort_shard_recv_##SUFFIX(DortUnrankedMemRef *, int64_t,    \
+                                             int64_t);                         \
   void _mlir_ciface_dort_cuda_shard_all_reduce_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind) {                                                          \
@@ -655,6 +767,20 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
       int64_t dim) {                                                           \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_all_slice_##SUFFIX(i, o, axis, dim);             \
+    });                                                                        \
+  }                                                                            \
+  /* Pipeline stages: the host's send copies what it sends, so the staged */   \
+  /* download can go once the send has started. */                             \
+  void _mlir_ciface_dort_cuda_shard_send_##SUFFIX(DortUnrankedMemRef *in,      \
+                                                  int64_t axis, int64_t peer) {\
+    stagedOne(in, ELEM, true, [&](DortUnrankedMemRef *h) {                     \
+      _mlir_ciface_dort_shard_send_##SUFFIX(h, axis, peer);                    \
+    });                                                                        \
+  }                                                                            \
+  void _mlir_ciface_dort_cuda_shard_recv_##SUFFIX(DortUnrankedMemRef *out,     \
+                                                  int64_t axis, int64_t peer) {\
+    stagedOne(out, ELEM, false, [&](DortUnrankedMemRef *h) {                   \
+      _mlir_ciface_dort_shard_recv_##SUFFIX(h, axis, peer);                    \
     });                                                                        \
   }
 

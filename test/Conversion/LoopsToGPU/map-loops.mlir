@@ -518,3 +518,41 @@ func.func @row_nest(%x: memref<8x16x64xf32>, %y: memref<8x16x64xf32>, %s: memref
   }
   return
 }
+
+// A stretch holding a chain of views (a subview, then a collapse_shape of
+// it) whose last view is also read after the stretch: the whole chain stays
+// on the host before the kernel (a pipelined training step's micro-batch
+// of labels took this shape; the collapse_shape used to be refused as
+// "used outside the kernel").
+// CHECK-LABEL: func.func @stretch_view_chain
+// CHECK: %[[SV:.*]] = memref.subview
+// CHECK: %[[CS:.*]] = memref.collapse_shape %[[SV]]
+// CHECK: gpu.launch
+// CHECK: gpu.terminator
+// CHECK: call @consume(%[[CS]])
+func.func private @consume(memref<8xf32, strided<[1], offset: 8>>)
+func.func @stretch_view_chain(%x: memref<8xf32>, %w: memref<4x4xf32>, %y: memref<8xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %sum = scf.for %j = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> (f32) {
+    %a = memref.load %x[%j] : memref<8xf32>
+    %n = arith.addf %acc, %a : f32
+    scf.yield %n : f32
+  }
+  memref.store %sum, %s[] : memref<f32>
+  %sv = memref.subview %w[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  %cs = memref.collapse_shape %sv [[0, 1]] : memref<2x4xf32, strided<[4, 1], offset: 8>> into memref<8xf32, strided<[1], offset: 8>>
+  %t = memref.load %s[] : memref<f32>
+  %r = arith.divf %one, %t : f32
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %a = memref.load %cs[%i] : memref<8xf32, strided<[1], offset: 8>>
+    %q = arith.mulf %a, %r : f32
+    memref.store %q, %y[%i] : memref<8xf32>
+    scf.reduce
+  }
+  call @consume(%cs) : (memref<8xf32, strided<[1], offset: 8>>) -> ()
+  return
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Benchmark: one GPU training step, distopt (--target cuda) vs PyTorch eager.
+
+A training step is forward, backward and AdamW's update, with the
+cross-entropy of the model's output against integer labels. The models are
+bench/gpu_models.py's (the inference benchmark's) at the same sizes, in
+three steps, as the compiler cannot travel to a GPU machine:
+
+  export KIT    (/usr/bin/python3 with Debian's torch) exports each model
+                with torch.onnx.export in training mode, weights as
+                external data;
+  prepare KIT   (the project's venv) compiles each as a training step with
+                `distopt compile --loss cross-entropy:y --optimizer adamw
+                --target cuda`, then drops the weight files (the GPU machine
+                writes random ones of the same layout);
+  run KIT       (on the GPU machine, its python3 with torch) writes the
+                weights and a data set of 4 batches, runs the bundle's
+                `train` mode for --steps steps twice -- with the weights and
+                optimizer state kept on the GPU between steps (the default)
+                and with DISTOPT_CUDA_RESIDENT=0 (uploaded and downloaded every
+                step, as before 2026-11-26) -- and the same model in PyTorch
+                eager with torch.optim.AdamW on the same GPU, batches copied
+                from host memory every step as distopt's are, and prints a
+                table of median step times (the first 3 steps left out).
+
+fp32 throughout (TF32 off on both sides). Run KIT at the absolute path it
+was prepared at (bundles name their weight files by absolute path).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from gpu_inference import write_random_weights  # noqa: E402
+
+# Model -> (classes of its output's last axis, label shape from the input's).
+MODELS = {"mlp": 1024, "cnn": 1000, "gpt": 8192}
+WARMUP = 3
+BATCHES = 4
+
+
+def export(kit: Path) -> int:
+    import torch
+    import gpu_models
+    kit.mkdir(parents=True, exist_ok=True)
+    meta = {}
+    for name in MODELS:
+        model, example, desc = gpu_models.build(name)
+        model.train()
+        in_name = "ids" if name == "gpt" else "x"
+        torch.onnx.export(model, (example,), str(kit / f"{name}.onnx"),
+                          input_names=[in_name], output_names=["y"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        meta[name] = {"desc": desc, "input": in_name, "shape": list(example.shape),
+                      "dtype": "int64" if name == "gpt" else "float32"}
+        print(f"exported {name}: {desc}")
+    (kit / "meta.json").write_text(json.dumps(meta, indent=1))
+    return 0
+
+
+def prepare(kit: Path, distopt: Path) -> int:
+    import onnx
+    meta = json.loads((kit / "meta.json").read_text())
+    for name in meta:
+        path = kit / f"{name}.onnx"
+        model = onnx.load(str(path))
+        onnx.save_model(model, str(path), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=f"{name}.onnx.data",
+                        size_threshold=1024)
+        t0 = time.time()
+        r = subprocess.run([str(distopt), "compile", str(path), "--loss", "cross-entropy:y",
+                            "--optimizer", "adamw", "--target", "cuda",
+                            "-o", str(kit / f"{name}.dx")], capture_output=True, text=True)
+        if r.returncode:
+            print(f"{name}: compile failed:\n{r.stderr}")
+            return 1
+        meta[name]["compile_s"] = round(time.time() - t0, 1)
+        print(f"{name}: compiled in {meta[name]['compile_s']} s")
+        (kit / f"{name}.onnx.data").unlink()
+    (kit / "meta.json").write_text(json.dumps(meta, indent=1))
+    return 0
+
+
+def batches(m: dict, classes: int):
+    """BATCHES batches of inputs and labels (labels shaped as the output
+    without its class axis)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    shape = [BATCHES * m["shape"][0]] + m["shape"][1:]
+    if m["dtype"] == "int64":
+        x = rng.integers(0, classes, shape).astype(np.int64)
+        labels = rng.integers(0, classes, shape).astype(np.int64)
+    else:
+        x = rng.standard_normal(shape).astype(np.float32)
+        labels = rng.integers(0, classes, shape[:1]).astype(np.int64)
+    return x, labels
+
+
+def median_step(log: Path) -> float:
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    steps = [s for s in steps if "step_s" in s][WARMUP:]
+    return statistics.median(s["step_s"] for s in steps) * 1e3 if steps else float("nan")
+
+
+def run(kit: Path, steps: int) -> int:
+    import numpy as np
+    import torch
+    import gpu_models
+    meta = json.loads((kit / "meta.json").read_text())
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = f"{ROOT / '.gpu' / 'lib'}:" + env.get("LD_LIBRARY_PATH", "")
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    rows = []
+    for name, m in meta.items():
+        classes = MODELS[name]
+        write_random_weights(kit / f"{name}.onnx")
+        x, labels = batches(m, classes)
+        np.save(kit / f"{name}.x.npy", x)
+        np.save(kit / f"{name}.labels.npy", labels)
+        row = {"model": name, "desc": m["desc"], "compile_s": m.get("compile_s")}
+        exe = kit / f"{name}.dx" / name
+        for tag, extra in (("resident", {}), ("copied", {"DISTOPT_CUDA_RESIDENT": "0"})):
+            log = kit / f"{name}.{tag}.jsonl"
+            r = subprocess.run([str(exe), "train", "--data", f"{m['input']}={kit / f'{name}.x.npy'}",
+                                "--data", f"labels={kit / f'{name}.labels.npy'}",
+                                "--steps", str(steps), "--no-shuffle", "--lr", "1e-4",
+                                "--log", str(log)],
+                               capture_output=True, text=True, env=dict(env, **extra),
+                               timeout=600)
+            if r.returncode:
+                row[f"distopt_{tag}_error"] = (r.stderr + r.stdout)[-600:]
+                print(f"{name} ({tag}): distopt failed: {row[f'distopt_{tag}_error']}")
+                row[f"distopt_{tag}_ms"] = float("nan")
+            else:
+                row[f"distopt_{tag}_ms"] = median_step(log)
+                row[f"distopt_{tag}_losses"] = [
+                    round(json.loads(line)["loss"], 5)
+                    for line in log.read_text().splitlines()][:3]
+        model, _, _ = gpu_models.build(name)
+        model = model.to(dev).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        xs = torch.from_numpy(x).split(m["shape"][0])
+        ys = torch.from_numpy(labels).split(m["shape"][0])
+
+        def step(i):
+            xb, yb = xs[i % BATCHES].to(dev), ys[i % BATCHES].to(dev)
+            opt.zero_grad(set_to_none=True)
+            out = model(xb)
+            loss = torch.nn.functional.cross_entropy(out.reshape(-1, classes), yb.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss
+
+        ts = []
+        for i in range(steps):
+            t0 = time.perf_counter()
+            step(i)
+            torch.cuda.synchronize()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        row["torch_eager_ms"] = statistics.median(ts[WARMUP:])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, fp32 (TF32 off), "
+          f"AdamW, median step of {steps - WARMUP} (after {WARMUP})\n")
+    print("| model | size | distopt ms (state on the GPU) | distopt ms (state copied "
+          "every step) | PyTorch eager ms | ratio (resident / eager) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['model']} | {r['desc']} | {r['distopt_resident_ms']:.2f} | "
+              f"{r['distopt_copied_ms']:.2f} | {r['torch_eager_ms']:.2f} | "
+              f"{r['distopt_resident_ms'] / r['torch_eager_ms']:.2f} |")
+    (kit / "results.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for c in ("export", "prepare", "run"):
+        p = sub.add_parser(c)
+        p.add_argument("kit", type=Path)
+        if c == "prepare":
+            p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
+        if c == "run":
+            p.add_argument("--steps", type=int, default=13)
+    a = ap.parse_args()
+    kit = a.kit.resolve()
+    if a.cmd == "export":
+        return export(kit)
+    if a.cmd == "prepare":
+        return prepare(kit, a.distopt)
+    return run(kit, a.steps)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
