@@ -21,7 +21,9 @@ three steps, as the compiler cannot travel to a GPU machine:
                 step, as before 2026-11-26) -- and the same model in PyTorch
                 eager with torch.optim.AdamW on the same GPU, batches copied
                 from host memory every step as distopt's are, and prints a
-                table of median step times (the first 3 steps left out).
+                table of median step times (the first 3 steps left out);
+                with --profile, also each bundle's device time by kernel
+                (DISTOPT_CUDA_PROFILE=1).
 
 fp32 throughout (TF32 off on both sides). Run KIT at the absolute path it
 was prepared at (bundles name their weight files by absolute path).
@@ -113,7 +115,7 @@ def median_step(log: Path) -> float:
     return statistics.median(s["step_s"] for s in steps) * 1e3 if steps else float("nan")
 
 
-def run(kit: Path, steps: int) -> int:
+def run(kit: Path, steps: int, profile: bool = False) -> int:
     import numpy as np
     import torch
     import gpu_models
@@ -132,7 +134,10 @@ def run(kit: Path, steps: int) -> int:
         np.save(kit / f"{name}.labels.npy", labels)
         row = {"model": name, "desc": m["desc"], "compile_s": m.get("compile_s")}
         exe = kit / f"{name}.dx" / name
-        for tag, extra in (("resident", {}), ("copied", {"DISTOPT_CUDA_RESIDENT": "0"})):
+        runs = [("resident", {}), ("copied", {"DISTOPT_CUDA_RESIDENT": "0"})]
+        if profile:
+            runs.append(("profile", {"DISTOPT_CUDA_PROFILE": "1"}))
+        for tag, extra in runs:
             log = kit / f"{name}.{tag}.jsonl"
             r = subprocess.run([str(exe), "train", "--data", f"{m['input']}={kit / f'{name}.x.npy'}",
                                 "--data", f"labels={kit / f'{name}.labels.npy'}",
@@ -144,6 +149,12 @@ def run(kit: Path, steps: int) -> int:
                 row[f"distopt_{tag}_error"] = (r.stderr + r.stdout)[-600:]
                 print(f"{name} ({tag}): distopt failed: {row[f'distopt_{tag}_error']}")
                 row[f"distopt_{tag}_ms"] = float("nan")
+            elif tag == "profile":
+                # Where the device time goes (the runtime's table, on stderr).
+                text = r.stderr[r.stderr.find("distopt CUDA profile"):]
+                (kit / f"{name}.profile.txt").write_text(text)
+                print(f"{name}: {text}")
+                continue
             else:
                 row[f"distopt_{tag}_ms"] = median_step(log)
                 row[f"distopt_{tag}_losses"] = [
@@ -196,13 +207,16 @@ def main() -> int:
             p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
         if c == "run":
             p.add_argument("--steps", type=int, default=13)
+            p.add_argument("--profile", action="store_true",
+                           help="also run each bundle with DISTOPT_CUDA_PROFILE=1 and "
+                                "print where its device time goes")
     a = ap.parse_args()
     kit = a.kit.resolve()
     if a.cmd == "export":
         return export(kit)
     if a.cmd == "prepare":
         return prepare(kit, a.distopt)
-    return run(kit, a.steps)
+    return run(kit, a.steps, a.profile)
 
 
 if __name__ == "__main__":

@@ -1789,6 +1789,8 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         std::memcpy(static_cast<float *>(weights[piece.weight].data()) + piece.offset,
                     replies[piece.server].payload() + piece.shardOffset,
                     piece.length * sizeof(float));
+      // The weights changed under the program (a GPU had them cached).
+      dort_device_host_changed();
       waitSeconds = trace::now() - t0;
       return true;
     };
@@ -2018,6 +2020,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
         if (me == 0) {
           double evalLoss, accuracy;
           std::vector<int64_t> none;
+          dort_device_host_changed(); // the gathered weights are new
           if (!evaluator->run(gEvalEntry, weights, none, evalLoss, accuracy, error))
             return false;
           evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);

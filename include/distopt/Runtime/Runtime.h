@@ -57,8 +57,9 @@ void dort_clear_pending_error(void);
  *    before anything reads them there (a checkpoint, an evaluation, the
  *    saved weights); cached weights are dropped, as they may have changed.
  *    Returns 0, or non-zero after dort_set_error.
- *  - dort_device_host_changed(): the loop wrote the carried host buffers:
- *    the next run uploads them again. */
+ *  - dort_device_host_changed(): the loop wrote the carried host buffers,
+ *    or weights (a parameter-server worker's pulled weights): the next run
+ *    uploads them again. */
 void dort_device_carry(int32_t n, const int64_t *in_slots,
                        const int64_t *out_slots);
 int dort_device_sync(void **host);

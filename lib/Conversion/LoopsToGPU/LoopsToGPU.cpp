@@ -1257,10 +1257,66 @@ struct MapLoopsToGPUPass
     return loop;
   }
 
+  /// A runtime call (a GEMM, a collective, a pipeline send) takes device
+  /// buffers, but a global (a constant the compiler folded: the 0 a
+  /// pipeline's first stage adds to the loss all-reduce) lives in host
+  /// memory. Each global a runtime call reads is copied into a device buffer
+  /// first (a copy loop, which becomes a kernel reading the kernels' own
+  /// copy of the global), freed at the end of its block; every use of the
+  /// global in that block reads the copy.
+  void copyGlobalsForRuntimeCalls(func::FuncOp fn) {
+    SmallVector<memref::GetGlobalOp> globals;
+    fn.walk([&](memref::GetGlobalOp g) {
+      SmallVector<Value> work = {g.getResult()};
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (isa<func::CallOp>(user)) {
+            globals.push_back(g);
+            return;
+          }
+          if (isa<memref::CastOp, ViewLikeOpInterface>(user))
+            for (Value r : user->getResults())
+              work.push_back(r);
+        }
+      }
+    });
+    for (memref::GetGlobalOp g : globals) {
+      auto type = cast<MemRefType>(g.getType());
+      if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+        continue;
+      OpBuilder b(g->getContext());
+      b.setInsertionPointAfter(g);
+      Location loc = g.getLoc();
+      auto copy = memref::AllocOp::create(b, loc, type);
+      g.getResult().replaceAllUsesWith(copy.getResult());
+      SmallVector<Value> lbs, ubs, steps;
+      for (int64_t d : type.getShape()) {
+        lbs.push_back(cIndex(b, loc, 0));
+        ubs.push_back(cIndex(b, loc, d));
+        steps.push_back(cIndex(b, loc, 1));
+      }
+      if (type.getRank() == 0) {
+        Value v = memref::LoadOp::create(b, loc, g.getResult(), ValueRange{});
+        memref::StoreOp::create(b, loc, v, copy.getResult(), ValueRange{});
+      } else {
+        scf::ParallelOp::create(
+            b, loc, lbs, ubs, steps,
+            [&](OpBuilder &nb, Location l, ValueRange ivs) {
+              Value v = memref::LoadOp::create(nb, l, g.getResult(), ivs);
+              memref::StoreOp::create(nb, l, v, copy.getResult(), ivs);
+            });
+      }
+      b.setInsertionPoint(g->getBlock()->getTerminator());
+      memref::DeallocOp::create(b, loc, copy.getResult());
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
       return;
+    copyGlobalsForRuntimeCalls(fn);
     SmallVector<gpu::LaunchOp> launches;
     bool ok = true;
     // Reduction nests at the top level, and in the body of a top-level

@@ -16,6 +16,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -68,6 +70,86 @@ bool envFlag(const char *name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+/// DISTOPT_CUDA_PROFILE=1: the device time of every kernel, GEMM and
+/// staged copy, measured with CUDA events around it on the rank's stream,
+/// summed by name and printed (the 25 largest) when the process ends.
+struct Profiler {
+  bool on = false;
+  struct Span {
+    std::string name;
+    cudaEvent_t start, stop;
+  };
+  std::vector<Span> open;            // recorded, not read yet
+  std::vector<cudaEvent_t> spare;    // events to reuse
+  std::map<std::string, std::pair<int64_t, double>> total; // count, ms
+
+  cudaEvent_t event() {
+    if (!spare.empty()) {
+      cudaEvent_t e = spare.back();
+      spare.pop_back();
+      return e;
+    }
+    cudaEvent_t e;
+    cudaEventCreate(&e);
+    return e;
+  }
+  /// Reads the spans (after the stream is synchronised).
+  void collect() {
+    for (Span &sp : open) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, sp.start, sp.stop) == cudaSuccess) {
+        auto &t = total[sp.name];
+        ++t.first;
+        t.second += ms;
+      }
+      spare.push_back(sp.start);
+      spare.push_back(sp.stop);
+    }
+    open.clear();
+  }
+  void print() {
+    if (total.empty())
+      return;
+    std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(
+        total.begin(), total.end());
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+      return a.second.second > b.second.second;
+    });
+    double sum = 0;
+    for (auto &r : rows)
+      sum += r.second.second;
+    std::fprintf(stderr,
+                 "distopt CUDA profile (rank %d): %.3f ms of device time in "
+                 "%zu kinds of work\n%10s %8s %6s  %s\n",
+                 dort_comm_initialized() ? dort_comm_rank(dort_comm_world()) : 0,
+                 sum, rows.size(), "ms", "calls", "share", "what");
+    for (size_t i = 0; i < rows.size() && i < 25; ++i)
+      std::fprintf(stderr, "%10.3f %8lld %5.1f%%  %s\n", rows[i].second.second,
+                   static_cast<long long>(rows[i].second.first),
+                   100.0 * rows[i].second.second / sum, rows[i].first.c_str());
+  }
+};
+
+Profiler &profiler() {
+  static Profiler p;
+  return p;
+}
+
+/// Times what `work` puts on `stream` (when profiling) under `name`.
+template <typename Work>
+void profiled(cudaStream_t stream, const std::string &name, Work &&work) {
+  Profiler &p = profiler();
+  if (!p.on) {
+    work();
+    return;
+  }
+  Profiler::Span sp{name, p.event(), p.event()};
+  cudaEventRecord(sp.start, stream);
+  work();
+  cudaEventRecord(sp.stop, stream);
+  p.open.push_back(sp);
+}
+
 std::string cudaMessage(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
@@ -116,6 +198,14 @@ bool ensureDevice() {
                                 ? CUBLAS_TF32_TENSOR_OP_MATH
                                 : CUBLAS_PEDANTIC_MATH);
   s.syncEachLaunch = envFlag("DISTOPT_CUDA_SYNC");
+  if (envFlag("DISTOPT_CUDA_PROFILE")) {
+    profiler().on = true;
+    std::atexit([] {
+      cudaStreamSynchronize(state().stream);
+      profiler().collect();
+      profiler().print();
+    });
+  }
   s.ok = true;
   return true;
 }
@@ -250,13 +340,23 @@ void dort_cuda_launch(const void *image, const char *kernel, int64_t gx,
   std::vector<void *> params(nargs);
   for (int32_t i = 0; i < nargs; ++i)
     params[i] = &args[i];
-  cudaError_t e = cudaLaunchKernel(
-      reinterpret_cast<const void *>(fn),
-      dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
-           static_cast<unsigned>(gz)),
-      dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by),
-           static_cast<unsigned>(bz)),
-      params.data(), static_cast<size_t>(smem), s.stream);
+  cudaError_t e = cudaSuccess;
+  auto launch = [&] {
+    e = cudaLaunchKernel(
+        reinterpret_cast<const void *>(fn),
+        dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy),
+             static_cast<unsigned>(gz)),
+        dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by),
+             static_cast<unsigned>(bz)),
+        params.data(), static_cast<size_t>(smem), s.stream);
+  };
+  if (profiler().on)
+    profiled(s.stream,
+             std::string(kernel) + " <<<" + std::to_string(gx * gy * gz) +
+                 ", " + std::to_string(bx * by * bz) + ">>>",
+             launch);
+  else
+    launch();
   if (e == cudaSuccess && s.syncEachLaunch)
     e = cudaStreamSynchronize(s.stream);
   if (e != cudaSuccess)
@@ -321,8 +421,11 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     } else if (kinds[i] == 0) {
       if (carrying && c.resident && c.carriedIn[i])
         continue; // on the device already: the last run's output
-      cudaError_t e = cudaMemcpyAsync(dev[i], host[i], n,
-                                      cudaMemcpyHostToDevice, s.stream);
+      cudaError_t e = cudaSuccess;
+      profiled(s.stream, "upload of inputs", [&] {
+        e = cudaMemcpyAsync(dev[i], host[i], n, cudaMemcpyHostToDevice,
+                            s.stream);
+      });
       if (e != cudaSuccess)
         return dort_set_error(1, "uploading input buffer %d: %s", i,
                               cudaMessage(e).c_str());
@@ -334,9 +437,11 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   for (int32_t i = 0; i < count; ++i) {
     if (kinds[i] != 2 || (carrying && c.carriedOut[i]))
       continue;
-    cudaError_t e =
-        cudaMemcpyAsync(host[i], dev[i], static_cast<size_t>(bytes[i]),
-                        cudaMemcpyDeviceToHost, s.stream);
+    cudaError_t e = cudaSuccess;
+    profiled(s.stream, "download of outputs", [&] {
+      e = cudaMemcpyAsync(host[i], dev[i], static_cast<size_t>(bytes[i]),
+                          cudaMemcpyDeviceToHost, s.stream);
+    });
     if (e != cudaSuccess && !dort_pending_error())
       return dort_set_error(1, "downloading output buffer %d: %s", i,
                             cudaMessage(e).c_str());
@@ -346,6 +451,8 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     return dort_set_error(
         1, "the GPU program failed: %s (DISTOPT_CUDA_SYNC=1 names the kernel)",
         cudaMessage(e).c_str());
+  if (profiler().on)
+    profiler().collect();
   if (carrying && !dort_pending_error()) {
     // The outputs become the next run's inputs where they are.
     for (auto [in, out] : c.pairs)
@@ -375,13 +482,18 @@ void carryHook(int32_t n, const int64_t *in, const int64_t *out) {
     c.pairs.emplace_back(in[k], out[k]);
 }
 
-int syncHook(void **host) {
+/// Weights cached by host address may hold other values now.
+void dropCachedWeights() {
   DeviceState &s = state();
-  DeviceState::Carry &c = s.carry;
-  // Weights cached by host address may be the loop's updated ones now.
   for (auto &[h, d] : s.weights)
     deviceFree(d);
   s.weights.clear();
+}
+
+int syncHook(void **host) {
+  DeviceState &s = state();
+  DeviceState::Carry &c = s.carry;
+  dropCachedWeights();
   if (!c.entry || !c.resident)
     return 0;
   std::vector<void *> &dev = s.entryBuffers[c.entry];
@@ -400,7 +512,10 @@ int syncHook(void **host) {
   return 0;
 }
 
-void hostChangedHook() { state().carry.resident = false; }
+void hostChangedHook() {
+  state().carry.resident = false;
+  dropCachedWeights();
+}
 
 const dort_device_hooks kHooks = {carryHook, syncHook, hostChangedHook};
 [[maybe_unused]] const bool kHooksRegistered = (dort_register_device_hooks(&kHooks), true);
@@ -506,12 +621,24 @@ void gemm(const char *name, T *a, const int64_t *aSizes, const int64_t *aStr,
   }
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   bool tA = (transA != 0) != oa.flip, tB = (transB != 0) != ob.flip;
-  cublasStatus_t st = gemmBatched<T>(
-      s.blas, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
-      static_cast<int>(ob.ld), bBatch == 1 ? 0 : bBatchStride, a,
-      static_cast<int>(oa.ld), aBatch == 1 ? 0 : aBatchStride, &beta, c,
-      static_cast<int>(oc.ld), cBatchStride, static_cast<int>(cBatch));
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  auto call = [&] {
+    st = gemmBatched<T>(
+        s.blas, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N,
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+        b, static_cast<int>(ob.ld), bBatch == 1 ? 0 : bBatchStride, a,
+        static_cast<int>(oa.ld), aBatch == 1 ? 0 : aBatchStride, &beta, c,
+        static_cast<int>(oc.ld), cBatchStride, static_cast<int>(cBatch));
+  };
+  if (profiler().on)
+    profiled(s.stream,
+             std::string("cuBLAS ") + name + " " + std::to_string(m) + "x" +
+                 std::to_string(n) + "x" + std::to_string(k) +
+                 (cBatch > 1 ? " batch " + std::to_string(cBatch) : "") +
+                 (transA ? " A^T" : "") + (transB ? " B^T" : ""),
+             call);
+  else
+    call();
   if (st != CUBLAS_STATUS_SUCCESS)
     dort_set_pending_error(1, "%s (%lldx%lldx%lld, batch %lld): cuBLAS: %s",
                            name, static_cast<long long>(m),

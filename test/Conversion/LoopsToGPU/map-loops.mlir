@@ -556,3 +556,48 @@ func.func @stretch_view_chain(%x: memref<8xf32>, %w: memref<4x4xf32>, %y: memref
   call @consume(%cs) : (memref<8xf32, strided<[1], offset: 8>>) -> ()
   return
 }
+
+// A global that a runtime call reads (the constant 0 a pipeline's first
+// stage adds to the loss all-reduce) lives in host memory, while runtime
+// calls take device buffers: it is copied into a device buffer by a kernel
+// first, the call reads the copy, and the copy is freed at the end.
+// CHECK-LABEL: func.func @global_to_runtime_call
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<f32>
+// CHECK: gpu.launch
+// CHECK: memref.get_global @zero
+// CHECK: memref.store {{.*}}, %[[COPY]][]
+// CHECK: gpu.terminator
+// CHECK: %[[CAST:.*]] = memref.cast %[[COPY]]
+// CHECK: call @reduce(%[[CAST]], %{{.*}})
+// CHECK: memref.dealloc %[[COPY]]
+// CHECK-NEXT: return
+memref.global "private" constant @zero : memref<f32> = dense<0.0>
+func.func private @reduce(memref<*xf32>, memref<*xf32>)
+func.func @global_to_runtime_call(%out: memref<f32>) {
+  %g = memref.get_global @zero : memref<f32>
+  %a = memref.cast %g : memref<f32> to memref<*xf32>
+  %b = memref.cast %out : memref<f32> to memref<*xf32>
+  call @reduce(%a, %b) : (memref<*xf32>, memref<*xf32>) -> ()
+  return
+}
+
+// A global only kernels read is not copied: the kernel carries it in.
+// CHECK-LABEL: func.func @global_in_kernel
+// CHECK-NOT: memref.alloc
+// CHECK: gpu.launch
+// CHECK: memref.get_global @table
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+memref.global "private" constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+func.func @global_in_kernel(%y: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %g = memref.get_global @table : memref<4xf32>
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    %v = memref.load %g[%i] : memref<4xf32>
+    memref.store %v, %y[%i] : memref<4xf32>
+    scf.reduce
+  }
+  return
+}
