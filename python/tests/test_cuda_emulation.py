@@ -145,6 +145,15 @@ def reduction_cases():
                                   [("x", T.FLOAT, [8, 16, 64])], (T.FLOAT, [8, 16, 64]),
                                   [ln_scale, ln_bias]),
            {"x": f(8, 16, 64) * 3 + 1})
+    # A reduction to a scalar long enough to split over the GPU (a gradient's
+    # sum of squares for the global norm): 2812 threads each folding every
+    # 2812th square into a partial sum, then one block folding the partials.
+    yield ("long_sum_of_squares", model([helper.make_node("Mul", ["x", "x"], ["sq"]),
+                                         helper.make_node("ReduceSum", ["sq", "axes"], ["y"],
+                                                          keepdims=0)],
+                                        [("x", T.FLOAT, [600, 300])], (T.FLOAT, []),
+                                        [axes(0, 1)]),
+           {"x": f(600, 300)})
     yield ("max_f64", model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])],
                             [("x", T.DOUBLE, [5, 333])], (T.DOUBLE, [5, 1])),
            {"x": rng.standard_normal((5, 333))})

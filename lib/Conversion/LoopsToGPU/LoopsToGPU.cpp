@@ -789,6 +789,110 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
   return true;
 }
 
+/// A reduction to one element (a scalar: a sum of squares for the global
+/// gradient norm, a loss) is split across the GPU when it is at least this
+/// long; shorter ones stay one block's (kMinBlockReduction and up).
+constexpr int64_t kSplitScalarMinLength = int64_t(1) << 16;
+/// ... over at most this many threads, each reading at least kSplitChunk
+/// elements.
+constexpr int64_t kSplitScalarThreads = int64_t(1) << 18;
+
+/// Splits a long top-level reduction loop whose accumulators are single
+/// elements in memory (what one block would otherwise share: 16 M squares
+/// of a 4096x4096 gradient summed by 256 threads) into a parallel pass of
+/// T partial reductions, thread t folding elements t, t + T, t + 2T, ...
+/// (so a warp reads consecutive elements) into a temporary buffer [T], then
+/// the original loop over the T partials (a block reduction). Deterministic;
+/// the sums are reassociated, as on any GPU.
+/// Marks a parallel loop that the split made for one thread per iteration
+/// (its strided parts are read in step across a warp: a block per
+/// iteration would read them 256 at a time, far apart).
+constexpr llvm::StringLiteral kThreadPerIteration = "distopt.thread_per_iteration";
+
+bool splitLongScalarReduction(scf::ForOp loop) {
+  std::optional<BlockReduction> r = matchBlockReduction(loop);
+  if (!r || r->inRegisters())
+    return false;
+  std::optional<APInt> trips = loop.getStaticTripCount();
+  std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
+                         step = getConstantIntValue(loop.getStep());
+  if (!trips || !lb || !step || trips->getZExtValue() < kSplitScalarMinLength)
+    return false;
+  // Each accumulator is one element: its indices do not vary in the loop.
+  for (distopt::Accumulator &acc : r->accs)
+    for (Value idx : acc.load.getIndices())
+      if (!loop.isDefinedOutsideOfLoop(idx))
+        return false;
+  int64_t length = trips->getZExtValue();
+  int64_t threads = std::min(kSplitScalarThreads, length / kSplitChunk);
+
+  // The stores that initialise the accumulators before the loop (pure ops
+  // may sit between) move to the fold, which pass 1 does not need: they
+  // join its kernel instead of making a kernel of one thread.
+  SmallVector<Operation *> inits;
+  for (Operation *op = loop->getPrevNode(); op; op = op->getPrevNode()) {
+    auto store = dyn_cast<memref::StoreOp>(op);
+    if (!store) {
+      if (op->getNumRegions() == 0 && isMemoryEffectFree(op))
+        continue;
+      break;
+    }
+    if (!llvm::any_of(r->accs, [&](distopt::Accumulator &acc) {
+          return acc.store.getMemRef() == store.getMemRef() &&
+                 acc.store.getIndices() == store.getIndices();
+        }))
+      break;
+    inits.push_back(op);
+  }
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  SmallVector<Value> partials;
+  for (distopt::Accumulator &acc : r->accs)
+    partials.push_back(memref::AllocOp::create(
+        b, loc, MemRefType::get({threads}, acc.load.getType())));
+  // Pass 1: thread t's strided part, from the neutral element.
+  auto first = scf::ParallelOp::create(b, loc, ValueRange{cIndex(b, loc, 0)},
+                                       ValueRange{cIndex(b, loc, threads)},
+                                       ValueRange{cIndex(b, loc, 1)});
+  first->setAttr(kThreadPerIteration, b.getUnitAttr());
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(first.getBody()->getTerminator());
+    Value t = first.getInductionVars().front();
+    Value lo = arith::AddIOp::create(
+        b, loc, cIndex(b, loc, *lb),
+        arith::MulIOp::create(b, loc, t, cIndex(b, loc, *step)));
+    IRMapping map;
+    scf::ForOp part = r->partLoop(b, lo, loop.getUpperBound(),
+                                  cIndex(b, loc, threads * *step), map);
+    for (auto [i, buffer] : llvm::enumerate(partials))
+      memref::StoreOp::create(b, loc, part.getResult(i), buffer, ValueRange{t});
+  }
+  // Pass 2: the accumulators fold the partials, in order.
+  b.setInsertionPoint(loop);
+  for (Operation *op : llvm::reverse(inits))
+    op->moveBefore(loop);
+  auto fold = scf::ForOp::create(b, loc, cIndex(b, loc, 0),
+                                 cIndex(b, loc, threads), cIndex(b, loc, 1));
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(fold.getBody()->getTerminator());
+    for (auto [i, acc] : llvm::enumerate(r->accs)) {
+      Value piece = memref::LoadOp::create(b, loc, partials[i],
+                                           ValueRange{fold.getInductionVar()});
+      Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
+                                         acc.load.getIndices());
+      memref::StoreOp::create(b, loc, r->fold(b, i, old, piece),
+                              acc.store.getMemRef(), acc.store.getIndices());
+    }
+  }
+  b.setInsertionPointAfter(fold);
+  for (Value buffer : partials)
+    memref::DeallocOp::create(b, loc, buffer);
+  loop.erase();
+  return true;
+}
+
 /// Whether `memref`'s data starts on a 16-byte boundary on the device: an
 /// entry buffer or an allocation (cudaMalloc: 256-byte aligned), a view of
 /// one at a multiple of 16 bytes (the arena's buffers are 64-byte aligned),
@@ -1003,6 +1107,8 @@ struct MapLoopsToGPUPass
   /// below for reductions alone), and every op that writes memory outside
   /// them has no results used afterwards.
   bool isRowFused(scf::ParallelOp par) {
+    if (par->hasAttr(kThreadPerIteration))
+      return false;
     bool anyInner = false, anyReduction = false, allContiguous = true;
     for (Operation &op : par.getBody()->without_terminator()) {
       if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
@@ -1340,6 +1446,12 @@ struct MapLoopsToGPUPass
         pars.push_back(par);
     for (scf::ParallelOp par : pars)
       splitLongReduction(par, isRowFused(par));
+    SmallVector<scf::ForOp> scalars;
+    for (Block &block : fn.getBody())
+      for (auto loop : block.getOps<scf::ForOp>())
+        scalars.push_back(loop);
+    for (scf::ForOp loop : scalars)
+      splitLongScalarReduction(loop);
     for (Block &block : fn.getBody()) {
       SmallVector<Operation *> ops;
       for (Operation &op : block)

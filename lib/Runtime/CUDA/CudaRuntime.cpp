@@ -93,11 +93,13 @@ struct Profiler {
     cudaEventCreate(&e);
     return e;
   }
-  /// Reads the spans (after the stream is synchronised).
-  void collect() {
+  int64_t skipped = 0; // first runs of entries, not counted
+  /// Reads the spans (after the stream is synchronised); `count` false
+  /// drops them (a warm-up run).
+  void collect(bool count = true) {
     for (Span &sp : open) {
       float ms = 0;
-      if (cudaEventElapsedTime(&ms, sp.start, sp.stop) == cudaSuccess) {
+      if (count && cudaEventElapsedTime(&ms, sp.start, sp.stop) == cudaSuccess) {
         auto &t = total[sp.name];
         ++t.first;
         t.second += ms;
@@ -120,9 +122,12 @@ struct Profiler {
       sum += r.second.second;
     std::fprintf(stderr,
                  "distopt CUDA profile (rank %d): %.3f ms of device time in "
-                 "%zu kinds of work\n%10s %8s %6s  %s\n",
+                 "%zu kinds of work (the first run of each program, %lld, "
+                 "not counted: module loads, cuBLAS's first calls)\n"
+                 "%10s %8s %6s  %s\n",
                  dort_comm_initialized() ? dort_comm_rank(dort_comm_world()) : 0,
-                 sum, rows.size(), "ms", "calls", "share", "what");
+                 sum, rows.size(), static_cast<long long>(skipped), "ms",
+                 "calls", "share", "what");
     for (size_t i = 0; i < rows.size() && i < 25; ++i)
       std::fprintf(stderr, "%10.3f %8lld %5.1f%%  %s\n", rows[i].second.second,
                    static_cast<long long>(rows[i].second.first),
@@ -373,6 +378,7 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   void *key = reinterpret_cast<void *>(entry);
   std::vector<void *> &dev = s.entryBuffers[key];
   DeviceState::Carry &c = s.carry;
+  bool firstRun = dev.empty();
   if (c.requested && !c.entry) {
     // The first run after dort_device_carry: bind the pairs to this entry.
     c.entry = key;
@@ -451,8 +457,10 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     return dort_set_error(
         1, "the GPU program failed: %s (DISTOPT_CUDA_SYNC=1 names the kernel)",
         cudaMessage(e).c_str());
-  if (profiler().on)
-    profiler().collect();
+  if (profiler().on) {
+    profiler().collect(!firstRun);
+    profiler().skipped += firstRun;
+  }
   if (carrying && !dort_pending_error()) {
     // The outputs become the next run's inputs where they are.
     for (auto [in, out] : c.pairs)

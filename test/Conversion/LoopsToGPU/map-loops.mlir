@@ -601,3 +601,35 @@ func.func @global_in_kernel(%y: memref<4xf32>) {
   }
   return
 }
+
+// A long reduction to one element (a gradient's sum of squares for the
+// global norm: 131072 elements) is split across the GPU: 2048 threads
+// (131072 / 64; 8 blocks, one thread per partial, not a block each),
+// thread t folding elements t, t + 2048, ... (a warp reads consecutive
+// elements) into a partial sum, then one block folds the 2048 partials into
+// the accumulator (thread 0 adds the block's total). One block alone would
+// read 512 elements per thread.
+// CHECK-LABEL: func.func @split_scalar_sum
+// CHECK: %[[P:.*]] = memref.alloc() : memref<2048xf32>
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c8{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: scf.for {{.*}} step %c2048{{.*}} iter_args
+// CHECK: memref.store {{.*}}, %[[P]]
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: memref.load %[[P]]
+// CHECK: gpu.all_reduce add
+// CHECK: memref.dealloc %[[P]]
+func.func @split_scalar_sum(%x: memref<131072xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = arith.constant 131072 : index
+  %zero = arith.constant 0.0 : f32
+  memref.store %zero, %s[] : memref<f32>
+  scf.for %i = %c0 to %n step %c1 {
+    %a = memref.load %x[%i] : memref<131072xf32>
+    %sq = arith.mulf %a, %a : f32
+    %acc = memref.load %s[] : memref<f32>
+    %new = arith.addf %acc, %sq : f32
+    memref.store %new, %s[] : memref<f32>
+  }
+  return
+}
