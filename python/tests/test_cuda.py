@@ -135,9 +135,14 @@ def test_bundle_without_a_gpu_says_so(examples, tmp_path):
 
 
 @cuda_device
-def test_bundles_match_onnx_runtime_on_the_gpu(tmp_path):
+def test_bundles_match_onnx_runtime_on_the_gpu(torch_models, tmp_path):
+    """On a GPU: the examples, plans and zoo against ONNX Runtime, and the
+    training steps (one process, tp, dp with ZeRO-1, pipelines, parameter
+    servers; weights and optimizer state kept on the GPU, evaluated and
+    checkpointed) against torch.optim (python/gpu/gpu_check.py)."""
     kit = tmp_path / "kit"
-    run(sys.executable, ROOT / "python/gpu/gpu_check.py", "prepare", kit)
+    run(sys.executable, ROOT / "python/gpu/gpu_check.py", "prepare", kit, "--torch-models",
+        torch_models)
     proc = run(sys.executable, ROOT / "python/gpu/gpu_check.py", "run", kit, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
