@@ -10,6 +10,11 @@
  *    rank's stream and cuBLAS handle. Each run uploads the inputs, uploads
  *    each weight once (cached by its host address), runs the device entry
  *    on device buffers and downloads the outputs, then waits for the stream.
+ *    Buffers a training loop carries from outputs to inputs
+ *    (dort_device_carry, Runtime.h) stay on the device: after each run their
+ *    device buffers swap, nothing crosses PCIe for them, and
+ *    dort_device_sync downloads them when the host needs them
+ *    (DISTOPT_CUDA_RESIDENT=0: copied every run instead).
  *  - dort_cuda_launch: one kernel launch on the rank's stream; the image
  *    (a fatbin) is loaded once per process.
  *  - _mlir_memref_to_llvm_alloc/aligned_alloc/free: the host code's
@@ -33,7 +38,9 @@
  * returns non-zero with dort_set_error when the device cannot be used (no
  * driver, no device, out of memory with the bytes asked and free).
  * DISTOPT_CUDA_SYNC=1 waits after every launch, so an error names the kernel
- * that raised it.
+ * that raised it. DISTOPT_CUDA_PROFILE=1 times every kernel, GEMM and copy
+ * with CUDA events and prints the largest by device time at exit (each
+ * program's first run left out).
  *===----------------------------------------------------------------------===*/
 #ifndef DISTOPT_RUNTIME_CUDA_H
 #define DISTOPT_RUNTIME_CUDA_H
