@@ -64,7 +64,10 @@ def export(kit: Path) -> int:
     return 0
 
 
-def prepare(kit: Path, distopt: Path) -> int:
+def prepare(kit: Path, distopt: Path, flags=lambda name: DIMS[name]) -> int:
+    """Compiles each exported model of KIT for CUDA (`distopt compile
+    --target cuda` with flags(name)), its weights moved to an external file
+    first and dropped after (bench/gpu_training.py's prepare too)."""
     import onnx
     meta = json.loads((kit / "meta.json").read_text())
     for name in meta:
@@ -74,7 +77,7 @@ def prepare(kit: Path, distopt: Path) -> int:
                         all_tensors_to_one_file=True, location=f"{name}.onnx.data",
                         size_threshold=1024)
         t0 = time.time()
-        r = subprocess.run([str(distopt), "compile", str(path), *DIMS[name], "--target",
+        r = subprocess.run([str(distopt), "compile", str(path), *flags(name), "--target",
                             "cuda", "-o", str(kit / f"{name}.dx")],
                            capture_output=True, text=True)
         if r.returncode:

@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import gpu_inference  # noqa: E402
 from gpu_inference import write_random_weights  # noqa: E402
 
 # Model -> (classes of its output's last axis, label shape from the input's).
@@ -72,26 +73,8 @@ def export(kit: Path) -> int:
 
 
 def prepare(kit: Path, distopt: Path) -> int:
-    import onnx
-    meta = json.loads((kit / "meta.json").read_text())
-    for name in meta:
-        path = kit / f"{name}.onnx"
-        model = onnx.load(str(path))
-        onnx.save_model(model, str(path), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=f"{name}.onnx.data",
-                        size_threshold=1024)
-        t0 = time.time()
-        r = subprocess.run([str(distopt), "compile", str(path), "--loss", "cross-entropy:y",
-                            "--optimizer", "adamw", "--target", "cuda",
-                            "-o", str(kit / f"{name}.dx")], capture_output=True, text=True)
-        if r.returncode:
-            print(f"{name}: compile failed:\n{r.stderr}")
-            return 1
-        meta[name]["compile_s"] = round(time.time() - t0, 1)
-        print(f"{name}: compiled in {meta[name]['compile_s']} s")
-        (kit / f"{name}.onnx.data").unlink()
-    (kit / "meta.json").write_text(json.dumps(meta, indent=1))
-    return 0
+    return gpu_inference.prepare(
+        kit, distopt, lambda name: ["--loss", "cross-entropy:y", "--optimizer", "adamw"])
 
 
 def batches(m: dict, classes: int):

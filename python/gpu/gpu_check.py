@@ -120,29 +120,15 @@ def run(cmd, timeout=None, **kw):
 def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -> int:
     """Compiles the training steps of TRAINING for CUDA; their data, flags
     and PyTorch's losses and weights go into KIT and the plan."""
-    import onnx
-    from onnx import numpy_helper
     sys.path.insert(0, str(ROOT / "python" / "tests"))
-    from training import train_flags
+    from training import reference_model, step_flags, train_flags
     failures = 0
     for key, (sub, run_name, degrees, ranks) in TRAINING.items():
         d = torch_models / sub
         meta = json.loads((d / "meta.json").read_text())[run_name]
         cfg = meta["config"]
-        model_path = d / "model.onnx"
-        if meta.get("initial_buffers"):
-            # Batch norm's running statistics as they were before the
-            # export's traced forward pass moved them (as test_autodiff.py).
-            model = onnx.load(str(model_path))
-            for init in model.graph.initializer:
-                if init.name in meta["initial_buffers"]:
-                    init.CopyFrom(numpy_helper.from_array(
-                        np.load(d / meta["initial_buffers"][init.name]), init.name))
-            model_path = kit / f"{key}.onnx"
-            onnx.save(model, str(model_path))
-        flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
-        if cfg.get("nesterov"):
-            flags.append("--nesterov")
+        model_path = reference_model(d, meta, kit / f"{key}.onnx")
+        flags = step_flags(cfg)
         if ranks > 1:
             flags += ["--cluster", f"local:{ranks}", *degrees]
         bundle = kit / f"{key}.cuda.dx"

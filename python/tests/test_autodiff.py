@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cli import DISTOPT, ROOT, run
 from gradcheck import assert_close, distopt_gradients, numeric_gradients
-from training import batches_as_data, train_flags
+from training import batches_as_data, reference_model, step_flags, train_flags
 
 RNG = np.random.default_rng(7)
 
@@ -364,20 +364,8 @@ def check_torch_optim(run_name, torch_models, tmp_path, target="cpu"):
                         "gpt": "train_gpt"}.get(prefix, "train")
     meta = json.loads((d / "meta.json").read_text())[run_name]
     cfg = meta["config"]
-    flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
-    if cfg.get("nesterov"):
-        flags.append("--nesterov")
-    model_path = d / "model.onnx"
-    if meta.get("initial_buffers"):
-        # Batch norm's running statistics as they were before the export's
-        # traced forward pass moved them.
-        model = onnx.load(str(model_path))
-        for init in model.graph.initializer:
-            if init.name in meta["initial_buffers"]:
-                init.CopyFrom(numpy_helper.from_array(
-                    np.load(d / meta["initial_buffers"][init.name]), init.name))
-        model_path = tmp_path / "model.onnx"
-        onnx.save(model, str(model_path))
+    flags = step_flags(cfg)
+    model_path = reference_model(d, meta, tmp_path / "model.onnx")
     bundle = tmp_path / "step.dx"
     run(DISTOPT, "compile", model_path, *flags, "--target", target, "-o", bundle)
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"

@@ -43,6 +43,31 @@ def learnable_data(out: Path, samples: int, seed: int) -> list[str]:
     return ["--data", f"x={out / 'x.npy'}", "--data", f"labels={out / 'y.npy'}"]
 
 
+def step_flags(cfg) -> list[str]:
+    """The compile flags of a torch.optim reference run's training step."""
+    flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
+    if cfg.get("nesterov"):
+        flags.append("--nesterov")
+    return flags
+
+
+def reference_model(d: Path, meta: dict, out: Path) -> Path:
+    """The reference run's model: d/model.onnx, or (batch norm) a copy in
+    `out` with the running statistics as they were before the export's
+    traced forward pass moved them."""
+    if not meta.get("initial_buffers"):
+        return d / "model.onnx"
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(str(d / "model.onnx"))
+    for init in model.graph.initializer:
+        if init.name in meta["initial_buffers"]:
+            init.CopyFrom(numpy_helper.from_array(
+                np.load(d / meta["initial_buffers"][init.name]), init.name))
+    onnx.save(model, str(out))
+    return out
+
+
 # The directory of gen_grad_models.py holding each reference run.
 REFERENCE_DIRS = {"sgd_clipped": "train", "adamw": "train", "cnn_sgd": "train_cnn",
                   "encoder_adamw": "train_encoder", "gpt_adamw": "train_gpt"}
