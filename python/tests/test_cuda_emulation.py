@@ -18,7 +18,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_follows_reference,
@@ -232,3 +232,42 @@ def test_emulated_gpu_benchmark_models_match_onnxruntime(name, gpu_bench_models,
     assert got.shape == want.shape
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err <= 1e-5, (name, err)
+
+
+def test_emulated_global_norm_of_long_gradients(tmp_path):
+    """A training step whose gradient is long enough for the global norm's
+    sum of squares to be split over the GPU (a 1024x1024 weight: 1 M
+    squares, 16384 partial sums folded by one block): the step's gradient norm under
+    cuda-emu equals the float64 norm of the gradient that `--gradients`
+    computes on the CPU, within 1e-6 (a sequential float32 sum of 1 M
+    squares can be off by 1e-3)."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((1024, 1024)) * 0.05).astype(np.float32),
+                                "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["logits"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 1024])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                         [16, 1024])], [w])
+    path = tmp_path / "wide.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal((16, 1024)).astype(np.float32)
+    labels = rng.integers(0, 1024, 16).astype(np.int64)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "labels.npy", labels)
+    gpu = run(DISTOPT, "compile", path, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+              "--target", "cuda-emu", "--emit=gpu", "-o", "-").stdout
+    assert "memref<16384xf32>" in gpu, "the norm's sum of squares is not split"
+    step = tmp_path / "step.dx"
+    run(DISTOPT, "compile", path, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+        "--target", "cuda-emu", "-o", step)
+    log = tmp_path / "log.jsonl"
+    run(step / "step", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+        f"labels={tmp_path / 'labels.npy'}", "--steps", "1", "--lr", "0.1", "--log", log)
+    norm = json.loads(log.read_text().splitlines()[0])["grad_norm"]
+    grads = tmp_path / "grads.dx"
+    run(DISTOPT, "compile", path, "--loss", "cross-entropy:logits", "--gradients", "-o", grads)
+    run(grads / "grads", "--input", f"x={tmp_path / 'x.npy'}", "--input",
+        f"labels={tmp_path / 'labels.npy'}", "--output-dir", tmp_path / "out")
+    grad = np.load(tmp_path / "out" / "grad_w.npy").astype(np.float64)
+    want = float(np.sqrt((grad * grad).sum()))
+    assert abs(norm - want) <= 1e-6 * want, (norm, want)

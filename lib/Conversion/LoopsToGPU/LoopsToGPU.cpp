@@ -890,6 +890,9 @@ bool splitLongScalarReduction(scf::ForOp loop) {
   for (Value buffer : partials)
     memref::DeallocOp::create(b, loc, buffer);
   loop.erase();
+  // Many partials (262144 for 16 M elements) are split again rather than
+  // read 1024 a thread by one block.
+  splitLongScalarReduction(fold);
   return true;
 }
 

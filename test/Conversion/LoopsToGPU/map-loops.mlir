@@ -633,3 +633,31 @@ func.func @split_scalar_sum(%x: memref<131072xf32>, %s: memref<f32>) {
   }
   return
 }
+
+// A longer one (4 M elements) has 65536 partials, which are split again:
+// 1024 partials of 64 each, then one block folds those.
+// CHECK-LABEL: func.func @split_scalar_sum_twice
+// CHECK: %[[P1:.*]] = memref.alloc() : memref<65536xf32>
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c256{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: %[[P2:.*]] = memref.alloc() : memref<1024xf32>
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c4{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: memref.load %[[P1]]
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: memref.load %[[P2]]
+// CHECK: gpu.all_reduce add
+// CHECK: memref.dealloc %[[P2]]
+// CHECK: memref.dealloc %[[P1]]
+func.func @split_scalar_sum_twice(%x: memref<4194304xf32>, %s: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = arith.constant 4194304 : index
+  %zero = arith.constant 0.0 : f32
+  memref.store %zero, %s[] : memref<f32>
+  scf.for %i = %c0 to %n step %c1 {
+    %a = memref.load %x[%i] : memref<4194304xf32>
+    %acc = memref.load %s[] : memref<f32>
+    %new = arith.addf %acc, %a : f32
+    memref.store %new, %s[] : memref<f32>
+  }
+  return
+}
