@@ -134,15 +134,15 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
                 row[f"distopt_{tag}_ms"] = float("nan")
             elif tag == "profile":
                 # Where the device time goes (the runtime's table, on stderr).
-                text = r.stderr[r.stderr.find("distopt CUDA profile"):]
+                at = r.stderr.find("distopt CUDA profile")
+                text = r.stderr[at:] if at >= 0 else "(no profile printed)\n" + r.stderr[-600:]
                 (kit / f"{name}.profile.txt").write_text(text)
                 print(f"{name}: {text}")
                 continue
             else:
                 row[f"distopt_{tag}_ms"] = median_step(log)
                 row[f"distopt_{tag}_losses"] = [
-                    round(json.loads(line)["loss"], 5)
-                    for line in log.read_text().splitlines()][:3]
+                    json.loads(line)["loss"] for line in log.read_text().splitlines()]
         model, _, _ = gpu_models.build(name)
         model = model.to(dev).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -165,6 +165,11 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
             torch.cuda.synchronize()
             ts.append((time.perf_counter() - t0) * 1e3)
         row["torch_eager_ms"] = statistics.median(ts[WARMUP:])
+        # The state kept on the GPU must not change the run: the same losses
+        # as copying it every step.
+        a, b = row.get("distopt_resident_losses"), row.get("distopt_copied_losses")
+        row["resident_equals_copied"] = bool(a and b and len(a) == len(b) and all(
+            abs(x - y) <= 1e-6 * max(1.0, abs(y)) for x, y in zip(a, b)))
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, fp32 (TF32 off), "
@@ -177,7 +182,12 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
               f"{r['distopt_copied_ms']:.2f} | {r['torch_eager_ms']:.2f} | "
               f"{r['distopt_resident_ms'] / r['torch_eager_ms']:.2f} |")
     (kit / "results.json").write_text(json.dumps(rows, indent=1))
-    return 0
+    failed = [r["model"] for r in rows if not r["resident_equals_copied"] or any(
+        k.endswith("_error") for k in r)]
+    if failed:
+        print(f"\nfailed (a run failed, or state on the GPU changed the losses): "
+              f"{', '.join(failed)}")
+    return 1 if failed else 0
 
 
 def main() -> int:

@@ -89,10 +89,11 @@ extern "C" void dort_register_device_hooks(const dort_device_hooks *hooks) {
   gDeviceHooks = hooks;
 }
 
-extern "C" void dort_device_carry(int32_t n, const int64_t *in_slots,
+extern "C" void dort_device_carry(void **host, int32_t n,
+                                  const int64_t *in_slots,
                                   const int64_t *out_slots) {
   if (gDeviceHooks)
-    gDeviceHooks->carry(n, in_slots, out_slots);
+    gDeviceHooks->carry(host, n, in_slots, out_slots);
 }
 
 extern "C" int dort_device_sync(void **host) {

@@ -2606,8 +2606,8 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       carriedIn.push_back(inputSlot[i]);
       carriedOut.push_back(outputSlot[o]);
     }
-    dort_device_carry(static_cast<int32_t>(carriedIn.size()), carriedIn.data(),
-                      carriedOut.data());
+    dort_device_carry(buffers.data(), static_cast<int32_t>(carriedIn.size()),
+                      carriedIn.data(), carriedOut.data());
   }
   auto deviceSync = [&](const char *what) {
     if (dort_device_sync(buffers.data()) == 0)

@@ -48,10 +48,12 @@ void dort_clear_pending_error(void);
  * implements these; in a CPU bundle they do nothing). A training loop passes
  * each step's updated weights and optimizer state back in as the next
  * step's inputs:
- *  - dort_device_carry(n, in, out): from the next run of an entry on, input
- *    slot in[k] takes output slot out[k]'s value after every run of that
- *    entry, on the device: those outputs are not downloaded nor those
- *    inputs uploaded between runs (the first run uploads them).
+ *  - dort_device_carry(host, n, in, out): every run given the buffer array
+ *    `host` (the loop's, which it hands its entry point), input slot in[k]
+ *    takes output slot out[k]'s value after the run, on the device: those
+ *    outputs are not downloaded nor those inputs uploaded between runs (the
+ *    first run uploads them). Other runs (an evaluation program's) are not
+ *    affected.
  *  - dort_device_sync(host): writes the carried values into the host
  *    buffers `host` (the slots of that entry, as the loop holds them now),
  *    before anything reads them there (a checkpoint, an evaluation, the
@@ -60,13 +62,14 @@ void dort_clear_pending_error(void);
  *  - dort_device_host_changed(): the loop wrote the carried host buffers,
  *    or weights (a parameter-server worker's pulled weights): the next run
  *    uploads them again. */
-void dort_device_carry(int32_t n, const int64_t *in_slots,
+void dort_device_carry(void **host, int32_t n, const int64_t *in_slots,
                        const int64_t *out_slots);
 int dort_device_sync(void **host);
 void dort_device_host_changed(void);
 /* What a device runtime registers (once, at start-up) to implement them. */
 typedef struct dort_device_hooks {
-  void (*carry)(int32_t n, const int64_t *in_slots, const int64_t *out_slots);
+  void (*carry)(void **host, int32_t n, const int64_t *in_slots,
+                const int64_t *out_slots);
   int (*sync)(void **host);
   void (*host_changed)(void);
 } dort_device_hooks;

@@ -47,17 +47,19 @@ struct DeviceState {
   // Weights on the device, by host address.
   std::unordered_map<const void *, void *> weights;
   // Buffers carried from one run's outputs to the next run's inputs on the
-  // device (dort_device_carry): the entry they belong to (bound at its first
-  // run after the call), the slot pairs, and whether the device holds their
-  // latest values (after a run; the host's are stale then).
+  // device (dort_device_carry): the host buffer array of the runs they
+  // belong to, the entry (bound at the first such run), the slot pairs,
+  // whether the device holds their latest values (after a run; the host's
+  // are stale then) and whether the host has them too (after a sync).
   struct Carry {
-    bool requested = false;
+    void **host = nullptr;
     void *entry = nullptr;
     std::vector<std::pair<int64_t, int64_t>> pairs; // input slot, output slot
     std::vector<int8_t> carriedIn, carriedOut;      // by slot
     std::vector<int64_t> bytes;                     // by slot
-    bool resident = false;
+    bool resident = false, hostFresh = false;
   } carry;
+  int rank = 0; // for the profile's title
 };
 
 DeviceState &state() {
@@ -71,7 +73,8 @@ bool envFlag(const char *name) {
 }
 
 /// DISTOPT_CUDA_PROFILE=1: the device time of every kernel, GEMM and
-/// staged copy, measured with CUDA events around it on the rank's stream,
+/// upload or download of a run's buffers, measured with CUDA events around
+/// it on the rank's stream,
 /// summed by name and printed (the 25 largest) when the process ends.
 struct Profiler {
   bool on = false;
@@ -89,8 +92,9 @@ struct Profiler {
       spare.pop_back();
       return e;
     }
-    cudaEvent_t e;
-    cudaEventCreate(&e);
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess)
+      return nullptr;
     return e;
   }
   int64_t skipped = 0; // first runs of entries, not counted
@@ -120,12 +124,14 @@ struct Profiler {
     double sum = 0;
     for (auto &r : rows)
       sum += r.second.second;
+    if (sum <= 0)
+      return;
     std::fprintf(stderr,
                  "distopt CUDA profile (rank %d): %.3f ms of device time in "
                  "%zu kinds of work (the first run of each program, %lld, "
                  "not counted: module loads, cuBLAS's first calls)\n"
                  "%10s %8s %6s  %s\n",
-                 dort_comm_initialized() ? dort_comm_rank(dort_comm_world()) : 0,
+                 state().rank,
                  sum, rows.size(), static_cast<long long>(skipped), "ms",
                  "calls", "share", "what");
     for (size_t i = 0; i < rows.size() && i < 25; ++i)
@@ -149,6 +155,10 @@ void profiled(cudaStream_t stream, const std::string &name, Work &&work) {
     return;
   }
   Profiler::Span sp{name, p.event(), p.event()};
+  if (!sp.start || !sp.stop) {
+    work();
+    return;
+  }
   cudaEventRecord(sp.start, stream);
   work();
   cudaEventRecord(sp.stop, stream);
@@ -178,8 +188,10 @@ bool ensureDevice() {
     return false;
   }
   int local = 0;
-  if (dort_comm_initialized())
+  if (dort_comm_initialized()) {
     local = dort_comm_local_rank(dort_comm_world());
+    s.rank = dort_comm_rank(dort_comm_world());
+  }
   s.device = local % count;
   if ((e = cudaSetDevice(s.device)) != cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking)) !=
@@ -379,24 +391,27 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   std::vector<void *> &dev = s.entryBuffers[key];
   DeviceState::Carry &c = s.carry;
   bool firstRun = dev.empty();
-  if (c.requested && !c.entry) {
-    // The first run after dort_device_carry: bind the pairs to this entry.
-    c.entry = key;
+  if (c.host == host && !c.entry) {
+    // The first run given the carried buffer array: bind the pairs to it.
     c.carriedIn.assign(count, 0);
     c.carriedOut.assign(count, 0);
     c.bytes.assign(bytes, bytes + count);
     for (auto [in, out] : c.pairs) {
       if (in < 0 || out < 0 || in >= count || out >= count || kinds[in] != 0 ||
-          kinds[out] != 2 || bytes[in] != bytes[out])
+          kinds[out] != 2 || bytes[in] != bytes[out] || c.carriedIn[in] ||
+          c.carriedOut[out]) {
+        c = DeviceState::Carry();
         return dort_set_error(1,
                               "dort_device_carry: slot %lld cannot take output "
                               "slot %lld (%d buffers)",
                               static_cast<long long>(in),
                               static_cast<long long>(out), count);
+      }
       c.carriedIn[in] = c.carriedOut[out] = 1;
     }
+    c.entry = key;
   }
-  bool carrying = c.entry == key;
+  bool carrying = c.entry == key && c.host == host;
   std::string error;
   if (dev.empty()) {
     dev.assign(count, nullptr);
@@ -466,6 +481,7 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     for (auto [in, out] : c.pairs)
       std::swap(dev[in], dev[out]);
     c.resident = true;
+    c.hostFresh = false;
   }
   return 0;
 }
@@ -478,14 +494,14 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
 
 namespace {
 
-void carryHook(int32_t n, const int64_t *in, const int64_t *out) {
+void carryHook(void **host, int32_t n, const int64_t *in, const int64_t *out) {
   DeviceState::Carry &c = state().carry;
+  c = DeviceState::Carry();
   // DISTOPT_CUDA_RESIDENT=0: upload and download them every run instead.
   const char *v = std::getenv("DISTOPT_CUDA_RESIDENT");
-  if (v && std::strcmp(v, "0") == 0)
+  if ((v && std::strcmp(v, "0") == 0) || n <= 0)
     return;
-  c = DeviceState::Carry();
-  c.requested = n > 0;
+  c.host = host;
   for (int32_t k = 0; k < n; ++k)
     c.pairs.emplace_back(in[k], out[k]);
 }
@@ -502,7 +518,7 @@ int syncHook(void **host) {
   DeviceState &s = state();
   DeviceState::Carry &c = s.carry;
   dropCachedWeights();
-  if (!c.entry || !c.resident)
+  if (!c.entry || !c.resident || c.hostFresh)
     return 0;
   std::vector<void *> &dev = s.entryBuffers[c.entry];
   for (auto [in, out] : c.pairs) {
@@ -517,6 +533,7 @@ int syncHook(void **host) {
   if (e != cudaSuccess)
     return dort_set_error(1, "downloading the carried buffers: %s",
                           cudaMessage(e).c_str());
+  c.hostFresh = true;
   return 0;
 }
 
@@ -740,6 +757,16 @@ void span(const DortUnrankedMemRef *m, int64_t &first, int64_t &count) {
   count = empty ? 0 : last - first + 1;
 }
 
+/// Whether a view covers its span whole (no gaps between its elements).
+bool dense(const DortUnrankedMemRef *m) {
+  auto *d = static_cast<AnyDescriptor *>(m->descriptor);
+  int64_t first, count, n = 1;
+  span(m, first, count);
+  for (int64_t i = 0; i < m->rank; ++i)
+    n *= d->dims[i];
+  return n == count;
+}
+
 /// A host copy of a device view: the same strides over host memory.
 struct Staged {
   std::vector<char> data;
@@ -795,7 +822,9 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
   if (dort_pending_error())
     return;
   Staged hin, hout;
-  if (!hin.stage(in, elem, true) || !hout.stage(out, elem, false))
+  // An output view with gaps is downloaded too, so that uploading its span
+  // back leaves the gaps as they were.
+  if (!hin.stage(in, elem, true) || !hout.stage(out, elem, !dense(out)))
     return;
   collective(&hin.memref, &hout.memref);
   hout.upload();
@@ -812,7 +841,7 @@ void stagedOne(DortUnrankedMemRef *m, size_t elem, bool send, Fn &&message) {
   if (dort_pending_error())
     return;
   Staged host;
-  if (!host.stage(m, elem, send))
+  if (!host.stage(m, elem, send || !dense(m)))
     return;
   message(&host.memref);
   if (!send)
