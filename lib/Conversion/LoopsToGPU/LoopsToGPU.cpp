@@ -1373,7 +1373,7 @@ struct MapLoopsToGPUPass
   /// first (a copy loop, which becomes a kernel reading the kernels' own
   /// copy of the global), freed at the end of its block; every use of the
   /// global in that block reads the copy.
-  void copyGlobalsForRuntimeCalls(func::FuncOp fn) {
+  LogicalResult copyGlobalsForRuntimeCalls(func::FuncOp fn) {
     SmallVector<memref::GetGlobalOp> globals;
     fn.walk([&](memref::GetGlobalOp g) {
       SmallVector<Value> work = {g.getResult()};
@@ -1393,7 +1393,9 @@ struct MapLoopsToGPUPass
     for (memref::GetGlobalOp g : globals) {
       auto type = cast<MemRefType>(g.getType());
       if (!type.hasStaticShape() || !type.getLayout().isIdentity())
-        continue;
+        return g.emitError("cannot copy this global to the GPU for the "
+                           "runtime call that reads it (a dynamic shape or "
+                           "a strided layout)");
       OpBuilder b(g->getContext());
       b.setInsertionPointAfter(g);
       Location loc = g.getLoc();
@@ -1419,13 +1421,15 @@ struct MapLoopsToGPUPass
       b.setInsertionPoint(g->getBlock()->getTerminator());
       memref::DeallocOp::create(b, loc, copy.getResult());
     }
+    return success();
   }
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
       return;
-    copyGlobalsForRuntimeCalls(fn);
+    if (failed(copyGlobalsForRuntimeCalls(fn)))
+      return signalPassFailure();
     SmallVector<gpu::LaunchOp> launches;
     bool ok = true;
     // Reduction nests at the top level, and in the body of a top-level

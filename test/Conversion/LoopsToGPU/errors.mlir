@@ -36,3 +36,17 @@ func.func @host_use(%x: memref<8xf32>) -> f32 {
   %a = memref.load %x[%c0] : memref<8xf32>
   return %a : f32
 }
+
+// -----
+
+// A global a runtime call reads is copied to device memory first; one
+// with a strided layout cannot be.
+memref.global "private" constant @strided : memref<2x2xf32, strided<[1, 2]>> = dense<0.0>
+func.func private @reduce(memref<*xf32>)
+func.func @strided_global_to_runtime_call() {
+  // expected-error @+1 {{cannot copy this global to the GPU for the runtime call that reads it}}
+  %g = memref.get_global @strided : memref<2x2xf32, strided<[1, 2]>>
+  %a = memref.cast %g : memref<2x2xf32, strided<[1, 2]>> to memref<*xf32>
+  call @reduce(%a) : (memref<*xf32>) -> ()
+  return
+}
