@@ -371,6 +371,20 @@ struct BlockReduction {
   scf::ForOp partLoop(OpBuilder &b, Value lo, Value hi, Value step,
                       const IRMapping &map);
 
+  /// One buffer of `shape` per accumulator, for partial results.
+  SmallVector<Value> allocPartials(OpBuilder &b, ArrayRef<int64_t> shape) {
+    SmallVector<Value> buffers;
+    for (distopt::Accumulator &acc : accs)
+      buffers.push_back(memref::AllocOp::create(
+          b, loop.getLoc(), MemRefType::get(shape, acc.load.getType())));
+    return buffers;
+  }
+
+  /// A loop at the builder folding `partials[i][c, outer...]`, c from 0 to
+  /// `count`, into accumulator i, in order.
+  scf::ForOp foldPartials(OpBuilder &b, ArrayRef<Value> partials, int64_t count,
+                          ValueRange outer);
+
   /// Combiner `i` applied to `start` and `total` in the loop's operand order.
   Value fold(OpBuilder &b, unsigned i, Value start, Value total) {
     Value value = running()[i];
@@ -411,6 +425,25 @@ scf::ForOp BlockReduction::partLoop(OpBuilder &b, Value lo, Value hi,
     yields.push_back(inner.lookup(c->getResult(0)));
   scf::YieldOp::create(b, loc, yields);
   return part;
+}
+
+scf::ForOp BlockReduction::foldPartials(OpBuilder &b, ArrayRef<Value> partials,
+                                        int64_t count, ValueRange outer) {
+  Location loc = loop.getLoc();
+  auto fold = scf::ForOp::create(b, loc, cIndex(b, loc, 0),
+                                 cIndex(b, loc, count), cIndex(b, loc, 1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(fold.getBody()->getTerminator());
+  for (auto [i, acc] : llvm::enumerate(accs)) {
+    SmallVector<Value> at = {fold.getInductionVar()};
+    llvm::append_range(at, outer);
+    Value piece = memref::LoadOp::create(b, loc, partials[i], at);
+    Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
+                                       acc.load.getIndices());
+    memref::StoreOp::create(b, loc, this->fold(b, i, old, piece),
+                            acc.store.getMemRef(), acc.store.getIndices());
+  }
+  return fold;
 }
 
 /// The all-reduce kind of `combiner` when it combines `running` (used by
@@ -730,10 +763,7 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
   SmallVector<int64_t> shape = {chunks};
   for (Value ub : par.getUpperBound())
     shape.push_back(*getConstantIntValue(ub));
-  SmallVector<Value> partials;
-  for (distopt::Accumulator &acc : r->accs)
-    partials.push_back(memref::AllocOp::create(
-        b, loc, MemRefType::get(shape, acc.load.getType())));
+  SmallVector<Value> partials = r->allocPartials(b, shape);
 
   // Pass 1: chunk s of every output's reduction, from the neutral element.
   SmallVector<Value> lbs = {cIndex(b, loc, 0)}, ubs = {cIndex(b, loc, chunks)},
@@ -769,18 +799,7 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(loop);
-    auto fold = scf::ForOp::create(b, loc, cIndex(b, loc, 0),
-                                   cIndex(b, loc, chunks), cIndex(b, loc, 1));
-    b.setInsertionPoint(fold.getBody()->getTerminator());
-    for (auto [i, acc] : llvm::enumerate(r->accs)) {
-      SmallVector<Value> at = {fold.getInductionVar()};
-      llvm::append_range(at, par.getInductionVars());
-      Value piece = memref::LoadOp::create(b, loc, partials[i], at);
-      Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
-                                         acc.load.getIndices());
-      memref::StoreOp::create(b, loc, r->fold(b, i, old, piece),
-                              acc.store.getMemRef(), acc.store.getIndices());
-    }
+    r->foldPartials(b, partials, chunks, par.getInductionVars());
     loop.erase();
   }
   b.setInsertionPointAfter(par);
@@ -818,11 +837,6 @@ bool splitLongScalarReduction(scf::ForOp loop) {
                          step = getConstantIntValue(loop.getStep());
   if (!trips || !lb || !step || trips->getZExtValue() < kSplitScalarMinLength)
     return false;
-  // Each accumulator is one element: its indices do not vary in the loop.
-  for (distopt::Accumulator &acc : r->accs)
-    for (Value idx : acc.load.getIndices())
-      if (!loop.isDefinedOutsideOfLoop(idx))
-        return false;
   int64_t length = trips->getZExtValue();
   int64_t threads = std::min(kSplitScalarThreads, length / kSplitChunk);
 
@@ -846,10 +860,7 @@ bool splitLongScalarReduction(scf::ForOp loop) {
   }
   OpBuilder b(loop);
   Location loc = loop.getLoc();
-  SmallVector<Value> partials;
-  for (distopt::Accumulator &acc : r->accs)
-    partials.push_back(memref::AllocOp::create(
-        b, loc, MemRefType::get({threads}, acc.load.getType())));
+  SmallVector<Value> partials = r->allocPartials(b, {threads});
   // Pass 1: thread t's strided part, from the neutral element.
   auto first = scf::ParallelOp::create(b, loc, ValueRange{cIndex(b, loc, 0)},
                                        ValueRange{cIndex(b, loc, threads)},
@@ -872,20 +883,7 @@ bool splitLongScalarReduction(scf::ForOp loop) {
   b.setInsertionPoint(loop);
   for (Operation *op : llvm::reverse(inits))
     op->moveBefore(loop);
-  auto fold = scf::ForOp::create(b, loc, cIndex(b, loc, 0),
-                                 cIndex(b, loc, threads), cIndex(b, loc, 1));
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(fold.getBody()->getTerminator());
-    for (auto [i, acc] : llvm::enumerate(r->accs)) {
-      Value piece = memref::LoadOp::create(b, loc, partials[i],
-                                           ValueRange{fold.getInductionVar()});
-      Value old = memref::LoadOp::create(b, loc, acc.load.getMemRef(),
-                                         acc.load.getIndices());
-      memref::StoreOp::create(b, loc, r->fold(b, i, old, piece),
-                              acc.store.getMemRef(), acc.store.getIndices());
-    }
-  }
+  scf::ForOp fold = r->foldPartials(b, partials, threads, ValueRange{});
   b.setInsertionPointAfter(fold);
   for (Value buffer : partials)
     memref::DeallocOp::create(b, loc, buffer);
