@@ -444,6 +444,125 @@ extern "C" int dort_set_num_threads(int n) {
   return n;
 }
 
+namespace {
+
+/// Checks a convolution's operands against its parameters; false (with a
+/// pending error naming `name`) when they do not fit together.
+template <typename T>
+bool convShapesFit(const char *name, const MemRef<T, 4> *x,
+                   const MemRef<T, 4> *w, const MemRef<T, 4> *y, int64_t sh,
+                   int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                   int64_t groups) {
+  if (!checkSizes(name, "x", x) || !checkSizes(name, "w", w) ||
+      !checkSizes(name, "y", y))
+    return false;
+  const int64_t *xs = x->sizes, *ws = w->sizes, *ys = y->sizes;
+  auto out = [](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  };
+  bool ok = sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 &&
+            groups > 0 && xs[1] % groups == 0 && ws[0] % groups == 0 &&
+            ws[1] == xs[1] / groups && ys[0] == xs[0] && ys[1] == ws[0] &&
+            ys[2] == out(xs[2], ws[2], sh, ph, dh) &&
+            ys[3] == out(xs[3], ws[3], sw, pw, dw);
+  if (!ok)
+    dort_set_pending_error(
+        1,
+        "%s: shapes do not fit: x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, "
+        "y %lldx%lldx%lldx%lld, strides %lldx%lld, pads %lldx%lld, dilations "
+        "%lldx%lld, groups %lld",
+        name, (long long)xs[0], (long long)xs[1], (long long)xs[2],
+        (long long)xs[3], (long long)ws[0], (long long)ws[1], (long long)ws[2],
+        (long long)ws[3], (long long)ys[0], (long long)ys[1], (long long)ys[2],
+        (long long)ys[3], (long long)sh, (long long)sw, (long long)ph,
+        (long long)pw, (long long)dh, (long long)dw, (long long)groups);
+  return ok;
+}
+
+/// The convolution on the CPU (for cuda-emu bundles): per sample and group,
+/// an im2col of the sample into a scratch matrix and one GEMM with the
+/// group's weights; samples and groups spread over the thread pool.
+template <typename T>
+void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
+            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+            int64_t dw, int64_t groups) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "dort_conv2d_%s", Blas<T>::suffix);
+  if (!convShapesFit(name, x, w, y, sh, sw, ph, pw, dh, dw, groups))
+    return;
+  const int64_t n = x->sizes[0], c = x->sizes[1], h = x->sizes[2],
+                wd = x->sizes[3];
+  const int64_t m = w->sizes[0], kh = w->sizes[2], kw = w->sizes[3];
+  const int64_t ho = y->sizes[2], wo = y->sizes[3];
+  const int64_t cg = c / groups, mg = m / groups, k = cg * kh * kw,
+                p = ho * wo;
+  if (n == 0 || m == 0 || p == 0)
+    return;
+  const T *xb = x->aligned + x->offset, *wb = w->aligned + w->offset;
+  T *yb = y->aligned + y->offset;
+  // The weights packed as [M, K].
+  std::vector<T> wp(static_cast<size_t>(m * k));
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t u = 0; u < kh; ++u)
+        for (int64_t v = 0; v < kw; ++v)
+          wp[((o * cg + ci) * kh + u) * kw + v] =
+              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
+                 v * w->strides[3]];
+  const int64_t *xs = x->strides, *ys = y->strides;
+  ensureThreads();
+  int threads = threadsFor(n * m * p * k, teamSize());
+  parallelFor(n * groups, threads, [&](int64_t item) {
+    int64_t ni = item / groups, g = item % groups;
+    std::vector<T> col(static_cast<size_t>(k * p)), out(static_cast<size_t>(mg * p));
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t u = 0; u < kh; ++u)
+        for (int64_t v = 0; v < kw; ++v) {
+          T *row = col.data() + ((ci * kh + u) * kw + v) * p;
+          const T *plane = xb + ni * xs[0] + (g * cg + ci) * xs[1];
+          for (int64_t i = 0; i < ho; ++i) {
+            int64_t r = i * sh + u * dh - ph;
+            for (int64_t j = 0; j < wo; ++j) {
+              int64_t q = j * sw + v * dw - pw;
+              row[i * wo + j] = (r >= 0 && r < h && q >= 0 && q < wd)
+                                    ? plane[r * xs[2] + q * xs[3]]
+                                    : T(0);
+            }
+          }
+        }
+    Blas<T>::gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                  static_cast<int>(mg), static_cast<int>(p),
+                  static_cast<int>(k), T(1), wp.data() + g * mg * k,
+                  static_cast<int>(k), col.data(), static_cast<int>(p), T(0),
+                  out.data(), static_cast<int>(p));
+    for (int64_t o = 0; o < mg; ++o)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j)
+          yb[ni * ys[0] + (g * mg + o) * ys[1] + i * ys[2] + j * ys[3]] =
+              out[(o * ho + i) * wo + j];
+  });
+}
+
+} // namespace
+
+extern "C" void _mlir_ciface_dort_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
+                                             MemRef4DF32 *y, int64_t sh,
+                                             int64_t sw, int64_t ph, int64_t pw,
+                                             int64_t dh, int64_t dw,
+                                             int64_t groups) {
+  conv2d<float>(cast<float, 4>(x), cast<float, 4>(w), cast<float, 4>(y), sh,
+                sw, ph, pw, dh, dw, groups);
+}
+
+extern "C" void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
+                                             MemRef4DF64 *y, int64_t sh,
+                                             int64_t sw, int64_t ph, int64_t pw,
+                                             int64_t dh, int64_t dw,
+                                             int64_t groups) {
+  conv2d<double>(cast<double, 4>(x), cast<double, 4>(w), cast<double, 4>(y),
+                 sh, sw, ph, pw, dh, dw, groups);
+}
+
 extern "C" void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                                              MemRef2DF32 *c, int32_t transA,
                                              int32_t transB, float alpha,

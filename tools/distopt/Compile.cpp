@@ -804,7 +804,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         stageBuffers.push_back(std::move(buffers));
     }
 
-    if (failed(cpu::lowerToLinalg(*program)))
+    // Convolutions: cuDNN on the GPU (the CPU runtime's twin under
+    // cuda-emu); im2col + GEMM on CPUs and where cuDNN is absent.
+    if (failed(cpu::lowerToLinalg(
+            *program, emulateCUDA || (toCUDA && cuda::cudnnConvolutions()))))
       return 1;
     if (emit == "linalg") {
       program->print(printedOS, flags);

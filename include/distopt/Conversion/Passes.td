@@ -13,8 +13,10 @@ def ConvertDoptToLinalgPass : Pass<"distopt-convert-dopt-to-linalg", "mlir::Modu
     steps are `linalg.generic`s (so `linalg-fuse-elementwise-ops` can fuse
     chains of them); matrix products become `linalg.matmul` /
     `linalg.batch_matmul` (transposed operands via `indexing_maps`), which the
-    CPU pipeline turns into BLAS calls; convolutions and pooling become the
-    named linalg convolution and pooling ops on padded inputs; reshapes are
+    CPU pipeline turns into BLAS calls; convolutions become im2col + GEMM
+    (or, with `library-convolutions`, one `dort_conv2d_<type>` runtime call
+    on the input and weight buffers: cuDNN on the CUDA target); pooling
+    becomes the named linalg pooling ops on padded inputs; reshapes are
     `tensor.collapse_shape`/`expand_shape` views. Unsigned element types
     (ui8) become signless, with their semantics kept in the arithmetic chosen.
     `dopt.weight` must have been turned into function arguments first.
@@ -34,11 +36,19 @@ def ConvertDoptToLinalgPass : Pass<"distopt-convert-dopt-to-linalg", "mlir::Modu
     } -> tensor<2x3xf32>
     ```
   }];
+  let options = [
+    Option<"libraryConvolutions", "library-convolutions", "bool",
+           /*default=*/"false",
+           "Lower float convolutions to the runtime's dort_conv2d_<type> "
+           "call (cuDNN on the CUDA target) instead of im2col + GEMM">
+  ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::tensor::TensorDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
-                           "mlir::func::FuncDialect"];
+                           "mlir::func::FuncDialect",
+                           "mlir::bufferization::BufferizationDialect",
+                           "mlir::memref::MemRefDialect"];
 }
 
 def ConvertShardToRuntimePass : Pass<"distopt-convert-shard-to-runtime", "mlir::ModuleOp"> {

@@ -64,6 +64,22 @@ typedef struct MemRef3DF64 {
   int64_t strides[3];
 } MemRef3DF64;
 
+typedef struct MemRef4DF32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[4];
+  int64_t strides[4];
+} MemRef4DF32;
+
+typedef struct MemRef4DF64 {
+  double *allocated;
+  double *aligned;
+  int64_t offset;
+  int64_t sizes[4];
+  int64_t strides[4];
+} MemRef4DF64;
+
 /* An unranked memref as MLIR passes it (memrefCopy below). */
 typedef struct DortUnrankedMemRef {
   int64_t rank;
@@ -84,6 +100,23 @@ void _mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                         MemRef3DF64 *c, int32_t transA,
                                         int32_t transB, double alpha,
                                         double beta);
+
+/* A 2-D convolution (what `--target cuda` and `cuda-emu` lower dopt.conv
+ * to; the CUDA runtime's dort_cuda_conv2d_<type> runs it with cuDNN):
+ *   y[n, m, i, j] = sum_{c, u, v} x[n, g*C/G + c, i*sh + u*dh - ph,
+ *                                   j*sw + v*dw - pw] * w[m, c, u, v]
+ * with g = m / (M/G), zero outside x, on strided views x [N, C, H, W],
+ * w [M, C/G, kh, kw], y [N, M, ho, wo] (written whole). */
+void _mlir_ciface_dort_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
+                                  MemRef4DF32 *y, int64_t strideH,
+                                  int64_t strideW, int64_t padH, int64_t padW,
+                                  int64_t dilationH, int64_t dilationW,
+                                  int64_t groups);
+void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
+                                  MemRef4DF64 *y, int64_t strideH,
+                                  int64_t strideW, int64_t padH, int64_t padW,
+                                  int64_t dilationH, int64_t dilationW,
+                                  int64_t groups);
 
 /* Sets the number of threads of the run: the OpenMP pool shared by the
  * generated loops and the GEMM kernels (OpenBLAS itself is set to one

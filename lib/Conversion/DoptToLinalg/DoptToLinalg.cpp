@@ -19,13 +19,16 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "llvm/ADT/SetVector.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
@@ -1327,8 +1330,86 @@ constexpr int64_t kMaxGroupsPerGemm = 8;
 ///   col[g, (n, oh, ow), (c, i, j)], out[g] = col[g] @ W[g]^T, transposed to y.
 /// dopt.conv is float-only, and f16/bf16 are widened to f32 before this
 /// pattern runs, so every convolution takes the BLAS route.
+/// The runtime function a library convolution of `elt` calls:
+///   dort_conv2d_<f32|f64>(x, w, y, stride_h, stride_w, pad_h, pad_w,
+///                         dilation_h, dilation_w, groups)
+/// on strided 4-D views (x [N, C, H, W], w [M, C/groups, kh, kw], y
+/// [N, M, ho, wo], written whole), with the same padding at both ends of
+/// each spatial dimension.
+StringRef libraryConvolution(Type elt) {
+  if (elt.isF32())
+    return "dort_conv2d_f32";
+  if (elt.isF64())
+    return "dort_conv2d_f64";
+  return "";
+}
+
+MemRefType anyStrided4D(Type elt) {
+  SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
+  return MemRefType::get(
+      dyn, elt,
+      StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, dyn));
+}
+
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
-  using DoptPattern::DoptPattern;
+  ConvPattern(const TypeConverter &converter, MLIRContext *ctx,
+              bool library)
+      : DoptPattern(converter, ctx), library(library) {}
+  bool library;
+
+  /// The convolution as one runtime call on buffers (library-convolutions):
+  /// a padding that differs between the two ends of a dimension gives the
+  /// library the smaller of the two and pads the rest here.
+  LogicalResult libraryCall(dopt::ConvOp op, OpAdaptor adaptor,
+                            ConversionPatternRewriter &rewriter) const {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    StringRef callee = libraryConvolution(elt);
+    ArrayRef<int64_t> pads = op.getPads();
+    int64_t ph = std::min(pads[0], pads[2]), pw = std::min(pads[1], pads[3]);
+    Value x = adaptor.getInput();
+    if (pads[0] != pads[2] || pads[1] != pads[3])
+      x = padSpatial(rewriter, loc, x, {pads[0] - ph, pads[1] - pw},
+                     {pads[2] - ph, pads[3] - pw},
+                     scalarConstant(rewriter, loc, elt, 0.0));
+    MemRefType any = anyStrided4D(elt);
+    auto view = [&](Value t) -> Value {
+      auto type = tensorTypeOf(t);
+      SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
+      auto bufType = MemRefType::get(
+          type.getShape(), elt,
+          StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
+                                 dyn));
+      Value buf = bufferization::ToBufferOp::create(rewriter, loc, bufType, t,
+                                                    /*read_only=*/true);
+      return memref::CastOp::create(rewriter, loc, any, buf);
+    };
+    SmallVector<Value> args = {view(x), view(adaptor.getWeight())};
+    Value out = memref::AllocOp::create(
+        rewriter, loc, MemRefType::get(rt.getShape(), elt));
+    args.push_back(memref::CastOp::create(rewriter, loc, any, out));
+    ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
+    for (int64_t v : {st[0], st[1], ph, pw, dl[0], dl[1],
+                      static_cast<int64_t>(op.getGroup())})
+      args.push_back(arith::ConstantOp::create(rewriter, loc,
+                                               rewriter.getI64IntegerAttr(v)));
+    func::CallOp::create(rewriter, loc, callee, TypeRange{}, args);
+    Value y = bufferization::ToTensorOp::create(rewriter, loc, rt, out,
+                                                /*restrict=*/true,
+                                                /*writable=*/true);
+    if (Value bias = adaptor.getBias()) {
+      Value b3 = reshapeTo(rewriter, loc, bias, {rt.getDimSize(1), 1, 1});
+      y = elementwise(rewriter, loc, rt.getShape(), elt, {y, b3},
+                      [](OpBuilder &b, Location l, ValueRange a) {
+                        return arith::AddFOp::create(b, l, a[0], a[1])
+                            .getResult();
+                      });
+    }
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+
   LogicalResult
   matchAndRewrite(dopt::ConvOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1336,6 +1417,8 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType rt = resultType(op);
     Type elt = rt.getElementType();
+    if (library && !libraryConvolution(elt).empty())
+      return libraryCall(op, adaptor, rewriter);
     ArrayRef<int64_t> pads = op.getPads();
     Value x = padSpatial(rewriter, loc, adaptor.getInput(), pads.take_front(2),
                          pads.drop_front(2),
@@ -2004,6 +2087,33 @@ void widenAccumulatingOps(ModuleOp module) {
 
 struct ConvertDoptToLinalgPass
     : distopt::impl::ConvertDoptToLinalgPassBase<ConvertDoptToLinalgPass> {
+  using ConvertDoptToLinalgPassBase::ConvertDoptToLinalgPassBase;
+
+  /// Declares the runtime convolutions the module's dopt.conv ops will call.
+  void declareLibraryConvolutions() {
+    ModuleOp module = getOperation();
+    llvm::SetVector<Type> elts;
+    module.walk([&](dopt::ConvOp op) {
+      Type elt = tensorTypeOf(op.getResult()).getElementType();
+      if (!libraryConvolution(elt).empty())
+        elts.insert(elt);
+    });
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    for (Type elt : elts) {
+      StringRef name = libraryConvolution(elt);
+      if (module.lookupSymbol(name))
+        continue;
+      MemRefType any = anyStrided4D(elt);
+      Type i64 = b.getI64Type();
+      auto fn = func::FuncOp::create(
+          b, module.getLoc(), name,
+          b.getFunctionType({any, any, any, i64, i64, i64, i64, i64, i64, i64},
+                            {}));
+      fn.setPrivate();
+      fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    }
+  }
+
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     widenAccumulatingOps(getOperation());
@@ -2019,7 +2129,11 @@ struct ConvertDoptToLinalgPass
     ConversionTarget target(*ctx);
     target.addIllegalDialect<dopt::DoptDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
-                           arith::ArithDialect, math::MathDialect>();
+                           arith::ArithDialect, math::MathDialect,
+                           bufferization::BufferizationDialect,
+                           memref::MemRefDialect>();
+    if (libraryConvolutions)
+      declareLibraryConvolutions();
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType());
     });
@@ -2031,6 +2145,7 @@ struct ConvertDoptToLinalgPass
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
+    patterns.add<ConvPattern>(converter, ctx, libraryConvolutions);
     patterns.add<
         DropoutPattern,
         BinaryPattern<dopt::AddOp, BinKind::Add>,
@@ -2067,7 +2182,7 @@ struct ConvertDoptToLinalgPass
         ReducePattern<dopt::ReduceSumOp, ReduceKind::Sum, false>,
         ReducePattern<dopt::ReduceMeanOp, ReduceKind::Sum, true>,
         ReducePattern<dopt::ReduceMaxOp, ReduceKind::Max, false>,
-        GlobalAvgPoolPattern, MatMulPattern, GemmPattern, ConvPattern,
+        GlobalAvgPoolPattern, MatMulPattern, GemmPattern,
         MaxPoolPattern, AvgPoolPattern, ReshapePattern, TransposePattern,
         ConcatPattern, SplitPattern, SlicePattern, GatherPattern, PadPattern>(
         converter, ctx);

@@ -15,8 +15,14 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#ifdef DISTOPT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -722,6 +728,535 @@ void _mlir_ciface_dort_cuda_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                              double beta) {
   gemm3<MemRef3DF64, double>("dort_cuda_batch_matmul_f64", a, b, c, ta, tb,
                              alpha, beta);
+}
+
+} // extern "C"
+
+//===----------------------------------------------------------------------===//
+// Convolutions (Kernels.h's dort_conv2d contract) through cuDNN
+//===----------------------------------------------------------------------===//
+
+#ifdef DISTOPT_HAVE_CUDNN
+namespace {
+
+// cuDNN 9 marks its convolution API deprecated (for the graph API); it is
+// what every framework still calls.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+template <typename T, int R> struct MemRef {
+  T *allocated;
+  T *aligned;
+  int64_t offset;
+  int64_t sizes[R];
+  int64_t strides[R];
+};
+
+/// libcudnn, loaded with dlopen at the first convolution: an executable
+/// without convolutions never needs it, and one that needs it and lacks it
+/// says so.
+struct CudnnApi {
+  void *lib = nullptr;
+  cudnnHandle_t handle = nullptr;
+  decltype(&cudnnCreate) create = nullptr;
+  decltype(&cudnnSetStream) setStream = nullptr;
+  decltype(&cudnnGetErrorString) errorString = nullptr;
+  decltype(&cudnnCreateTensorDescriptor) createTensor = nullptr;
+  decltype(&cudnnDestroyTensorDescriptor) destroyTensor = nullptr;
+  decltype(&cudnnSetTensorNdDescriptor) setTensor = nullptr;
+  decltype(&cudnnCreateFilterDescriptor) createFilter = nullptr;
+  decltype(&cudnnDestroyFilterDescriptor) destroyFilter = nullptr;
+  decltype(&cudnnSetFilter4dDescriptor) setFilter = nullptr;
+  decltype(&cudnnCreateConvolutionDescriptor) createConv = nullptr;
+  decltype(&cudnnDestroyConvolutionDescriptor) destroyConv = nullptr;
+  decltype(&cudnnSetConvolution2dDescriptor) setConv = nullptr;
+  decltype(&cudnnSetConvolutionGroupCount) setGroups = nullptr;
+  decltype(&cudnnSetConvolutionMathType) setMath = nullptr;
+  decltype(&cudnnFindConvolutionForwardAlgorithmEx) findForward = nullptr;
+  decltype(&cudnnConvolutionForward) forward = nullptr;
+  decltype(&cudnnFindConvolutionBackwardFilterAlgorithmEx) findFilter =
+      nullptr;
+  decltype(&cudnnConvolutionBackwardFilter) backwardFilter = nullptr;
+  decltype(&cudnnTransformTensor) transform = nullptr;
+};
+
+template <typename F> bool bindSymbol(void *lib, const char *name, F &fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+/// cuDNN with a handle on the rank's stream; null with `error` set when it
+/// cannot be had.
+CudnnApi *cudnn(std::string &error) {
+  static CudnnApi a;
+  static std::string loadError;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    a.lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!a.lib) {
+      const char *why = dlerror();
+      loadError = std::string("convolutions need cuDNN 9 and libcudnn.so.9 "
+                              "cannot be loaded (LD_LIBRARY_PATH?): ") +
+                  (why ? why : "");
+    } else if (!bindSymbol(a.lib, "cudnnCreate", a.create) ||
+               !bindSymbol(a.lib, "cudnnSetStream", a.setStream) ||
+               !bindSymbol(a.lib, "cudnnGetErrorString", a.errorString) ||
+               !bindSymbol(a.lib, "cudnnCreateTensorDescriptor",
+                           a.createTensor) ||
+               !bindSymbol(a.lib, "cudnnDestroyTensorDescriptor",
+                           a.destroyTensor) ||
+               !bindSymbol(a.lib, "cudnnSetTensorNdDescriptor", a.setTensor) ||
+               !bindSymbol(a.lib, "cudnnCreateFilterDescriptor",
+                           a.createFilter) ||
+               !bindSymbol(a.lib, "cudnnDestroyFilterDescriptor",
+                           a.destroyFilter) ||
+               !bindSymbol(a.lib, "cudnnSetFilter4dDescriptor", a.setFilter) ||
+               !bindSymbol(a.lib, "cudnnCreateConvolutionDescriptor",
+                           a.createConv) ||
+               !bindSymbol(a.lib, "cudnnDestroyConvolutionDescriptor",
+                           a.destroyConv) ||
+               !bindSymbol(a.lib, "cudnnSetConvolution2dDescriptor",
+                           a.setConv) ||
+               !bindSymbol(a.lib, "cudnnSetConvolutionGroupCount",
+                           a.setGroups) ||
+               !bindSymbol(a.lib, "cudnnSetConvolutionMathType", a.setMath) ||
+               !bindSymbol(a.lib, "cudnnFindConvolutionForwardAlgorithmEx",
+                           a.findForward) ||
+               !bindSymbol(a.lib, "cudnnConvolutionForward", a.forward) ||
+               !bindSymbol(a.lib,
+                           "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+                           a.findFilter) ||
+               !bindSymbol(a.lib, "cudnnConvolutionBackwardFilter",
+                           a.backwardFilter) ||
+               !bindSymbol(a.lib, "cudnnTransformTensor", a.transform)) {
+      loadError = "libcudnn.so.9 lacks a function distopt needs";
+    } else if (cudnnStatus_t st = a.create(&a.handle);
+               st != CUDNN_STATUS_SUCCESS) {
+      loadError = std::string("cuDNN could not start: ") + a.errorString(st);
+    } else {
+      a.setStream(a.handle, state().stream);
+    }
+  }
+  error = loadError;
+  return loadError.empty() ? &a : nullptr;
+}
+
+template <typename T> constexpr cudnnDataType_t cudnnType();
+template <> constexpr cudnnDataType_t cudnnType<float>() {
+  return CUDNN_DATA_FLOAT;
+}
+template <> constexpr cudnnDataType_t cudnnType<double>() {
+  return CUDNN_DATA_DOUBLE;
+}
+
+/// A 4-D view for cuDNN: sizes and strides, dimensions 0 and 1 swapped on
+/// request; strides of extent-1 dimensions made positive (they never step).
+struct View4 {
+  int dims[4];
+  int strides[4];
+  bool ok = true;
+  View4(const int64_t *sizes, const int64_t *str, bool swap) {
+    int64_t inner = 1;
+    for (int i = 3; i >= 0; --i) {
+      int src = swap && i < 2 ? 1 - i : i;
+      int64_t d = sizes[src], st = str[src];
+      if (d == 1 && st <= 0)
+        st = inner;
+      ok = ok && d > 0 && st > 0 && d <= INT32_MAX && st <= INT32_MAX;
+      dims[i] = static_cast<int>(d);
+      strides[i] = static_cast<int>(st);
+      inner *= std::max<int64_t>(d, 1);
+    }
+  }
+  bool packed() const {
+    int64_t expect = 1;
+    for (int i = 3; i >= 0; --i) {
+      if (dims[i] != 1 && strides[i] != expect)
+        return false;
+      expect *= dims[i];
+    }
+    return true;
+  }
+};
+
+/// How one convolution (by shapes, strides and parameters) runs: cuDNN's
+/// forward convolution, or -- when it is the weight gradient of another
+/// convolution (a small result from a large "filter": what Autodiff's
+/// conv rule makes of a weight gradient) -- cuDNN's backward-filter
+/// convolution of that one, whichever cuDNN found faster. Descriptors are
+/// made once.
+struct ConvPlan {
+  std::string error;
+  bool asFilterGrad = false;
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, packedW = nullptr,
+                          stridedW = nullptr, gradX = nullptr, gradDy = nullptr,
+                          gradPacked = nullptr, gradY = nullptr;
+  cudnnFilterDescriptor_t w = nullptr, gradW = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr, gradConv = nullptr;
+  bool wPacked = true;
+  size_t wBytes = 0, gradBytes = 0;
+  std::string label;
+};
+
+struct ConvState {
+  std::unordered_map<std::string, ConvPlan> plans;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+};
+
+ConvState &convState() {
+  static ConvState c;
+  return c;
+}
+
+/// A workspace of at least `bytes`, kept between calls.
+void *convWorkspace(size_t bytes, std::string &error) {
+  ConvState &c = convState();
+  if (bytes <= c.workspaceBytes)
+    return c.workspace;
+  if (c.workspace) {
+    cudaStreamSynchronize(state().stream);
+    cudaFree(c.workspace);
+    c.workspace = nullptr;
+    c.workspaceBytes = 0;
+  }
+  cudaError_t e = cudaMalloc(&c.workspace, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    c.workspace = nullptr;
+    error = "cuDNN workspace of " + std::to_string(bytes) +
+            " bytes: " + cudaMessage(e);
+    return nullptr;
+  }
+  c.workspaceBytes = bytes;
+  return c.workspace;
+}
+
+template <typename T>
+void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
+            MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+            int64_t dh, int64_t dw, int64_t groups) {
+  DeviceState &s = state();
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", s.error.c_str());
+    return;
+  }
+  if (dort_pending_error())
+    return;
+  const int64_t *xs = x->sizes, *ws = w->sizes, *ys = y->sizes;
+  auto out = [](int64_t in, int64_t k, int64_t st, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (k - 1) - 1) / st + 1;
+  };
+  if (sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || ph < 0 || pw < 0 ||
+      groups <= 0 || xs[1] % groups != 0 || ws[0] % groups != 0 ||
+      ws[1] != xs[1] / groups || ys[0] != xs[0] || ys[1] != ws[0] ||
+      ys[2] != out(xs[2], ws[2], sh, ph, dh) ||
+      ys[3] != out(xs[3], ws[3], sw, pw, dw)) {
+    dort_set_pending_error(1, "%s: shapes do not fit the parameters", name);
+    return;
+  }
+  for (int i = 0; i < 4; ++i)
+    if (xs[i] == 0 || ws[i] == 0 || ys[i] == 0)
+      return; // nothing to compute (y is empty, or a sum of nothing below)
+  std::string error;
+  CudnnApi *api = cudnn(error);
+  if (!api) {
+    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+    return;
+  }
+  char keyBuf[512];
+  std::snprintf(
+      keyBuf, sizeof(keyBuf),
+      "%s %lld %lld %lld %lld/%lld %lld %lld %lld|%lld %lld %lld %lld/%lld "
+      "%lld %lld %lld|%lld %lld %lld %lld/%lld %lld %lld %lld|%lld %lld %lld "
+      "%lld %lld %lld %lld",
+      name, (long long)xs[0], (long long)xs[1], (long long)xs[2],
+      (long long)xs[3], (long long)x->strides[0], (long long)x->strides[1],
+      (long long)x->strides[2], (long long)x->strides[3], (long long)ws[0],
+      (long long)ws[1], (long long)ws[2], (long long)ws[3],
+      (long long)w->strides[0], (long long)w->strides[1],
+      (long long)w->strides[2], (long long)w->strides[3], (long long)ys[0],
+      (long long)ys[1], (long long)ys[2], (long long)ys[3],
+      (long long)y->strides[0], (long long)y->strides[1],
+      (long long)y->strides[2], (long long)y->strides[3], (long long)sh,
+      (long long)sw, (long long)ph, (long long)pw, (long long)dh,
+      (long long)dw, (long long)groups);
+  ConvState &cs = convState();
+  auto found = cs.plans.find(keyBuf);
+  bool fresh = found == cs.plans.end();
+  ConvPlan &plan = fresh ? cs.plans[keyBuf] : found->second;
+  T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
+    *yp = y->aligned + y->offset;
+  const T one = 1, zero = 0;
+  cudnnDataType_t type = cudnnType<T>();
+  cudnnMathType_t math =
+      envFlag("DISTOPT_CUDA_TF32") ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  auto failed = [&](cudnnStatus_t st, const char *what) {
+    if (st == CUDNN_STATUS_SUCCESS)
+      return false;
+    plan.error = std::string(what) + ": " + api->errorString(st);
+    return true;
+  };
+  auto tensor = [&](cudnnTensorDescriptor_t &d, const View4 &v) {
+    cudnnStatus_t st = api->createTensor(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setTensor(d, type, 4, v.dims, v.strides);
+    return st;
+  };
+  View4 vx(xs, x->strides, false), vw(ws, w->strides, false),
+      vy(ys, y->strides, false);
+  if (fresh) {
+    // Plan: descriptors, then cuDNN's search over its algorithms (timed on
+    // these buffers), for the forward convolution and, where it applies,
+    // for the backward-filter one.
+    plan.label = std::to_string(xs[0]) + "x" + std::to_string(xs[1]) + "x" +
+                 std::to_string(xs[2]) + "x" + std::to_string(xs[3]) + " * " +
+                 std::to_string(ws[0]) + "x" + std::to_string(ws[1]) + "x" +
+                 std::to_string(ws[2]) + "x" + std::to_string(ws[3]) +
+                 (sh > 1 || sw > 1 ? " stride " + std::to_string(sh) : "") +
+                 (dh > 1 || dw > 1 ? " dilation " + std::to_string(dh) : "") +
+                 (groups > 1 ? " groups " + std::to_string(groups) : "");
+    if (!vx.ok || !vw.ok || !vy.ok) {
+      plan.error = "a view cuDNN cannot describe (a zero or negative stride, "
+                   "or a dimension past 2^31)";
+    } else if (!failed(tensor(plan.x, vx), "x descriptor") &&
+               !failed(tensor(plan.y, vy), "y descriptor") &&
+               !failed(api->createFilter(&plan.w), "w descriptor") &&
+               !failed(api->setFilter(plan.w, type, CUDNN_TENSOR_NCHW,
+                                      vw.dims[0], vw.dims[1], vw.dims[2],
+                                      vw.dims[3]),
+                       "w descriptor") &&
+               !failed(api->createConv(&plan.conv), "convolution descriptor") &&
+               !failed(api->setConv(plan.conv, static_cast<int>(ph),
+                                    static_cast<int>(pw), static_cast<int>(sh),
+                                    static_cast<int>(sw), static_cast<int>(dh),
+                                    static_cast<int>(dw),
+                                    CUDNN_CROSS_CORRELATION, type),
+                       "convolution descriptor") &&
+               !failed(api->setGroups(plan.conv, static_cast<int>(groups)),
+                       "group count") &&
+               !failed(api->setMath(plan.conv, math), "math type")) {
+      plan.wPacked = vw.packed();
+      plan.wBytes = sizeof(T) * ws[0] * ws[1] * ws[2] * ws[3];
+      int packedStrides[4] = {vw.dims[1] * vw.dims[2] * vw.dims[3],
+                              vw.dims[2] * vw.dims[3], vw.dims[3], 1};
+      if (!plan.wPacked && !failed(tensor(plan.stridedW, vw), "w view") &&
+          !failed(api->createTensor(&plan.packedW), "w copy"))
+        failed(api->setTensor(plan.packedW, type, 4, vw.dims, packedStrides),
+               "w copy");
+    }
+  }
+  if (!plan.error.empty()) {
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                           plan.error.c_str());
+    return;
+  }
+  // A weight view that is not packed NCHW is copied packed first.
+  void *wScratch = nullptr;
+  const T *wUse = wp;
+  if (!plan.wPacked) {
+    wScratch = deviceAlloc(plan.wBytes, error);
+    if (!wScratch) {
+      dort_set_pending_error(1, "%s: %s", name, error.c_str());
+      return;
+    }
+    cudnnStatus_t st = api->transform(api->handle, &one, plan.stridedW, wp,
+                                      &zero, plan.packedW, wScratch);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      deviceFree(wScratch);
+      dort_set_pending_error(1, "%s: cuDNN copy of the weights: %s", name,
+                             api->errorString(st));
+      return;
+    }
+    wUse = static_cast<const T *>(wScratch);
+  }
+  if (fresh) {
+    // The search's workspace: what the device can spare, at most 1 GiB.
+    size_t freeBytes = 0, total = 0;
+    cudaMemGetInfo(&freeBytes, &total);
+    size_t searchBytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+    void *search = nullptr;
+    if (cudaMalloc(&search, searchBytes) != cudaSuccess) {
+      cudaGetLastError();
+      search = nullptr;
+      searchBytes = 0;
+    }
+    float best = -1;
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    cudnnStatus_t st = api->findForward(
+        api->handle, plan.x, xp, plan.w, wUse, plan.conv, plan.y, yp,
+        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, search, searchBytes);
+    if (st == CUDNN_STATUS_SUCCESS)
+      for (int i = 0; i < count; ++i)
+        if (fwd[i].status == CUDNN_STATUS_SUCCESS &&
+            fwd[i].determinism == CUDNN_DETERMINISTIC &&
+            fwd[i].memory <= searchBytes && (best < 0 || fwd[i].time < best)) {
+          best = fwd[i].time;
+          plan.algo = fwd[i].algo;
+          plan.workspace = fwd[i].memory;
+        }
+    // The weight gradient of a convolution of x (batch and channels
+    // swapped) whose output gradient is w (swapped too): cuDNN's stride is
+    // this one's dilation and its dilation this one's stride.
+    bool gradForm = groups == 1 &&
+                    out(xs[2], ys[2], dh, ph, sh) == ws[2] &&
+                    out(xs[3], ys[3], dw, pw, sw) == ws[3] &&
+                    std::getenv("DISTOPT_CUDNN_FORWARD_ONLY") == nullptr;
+    View4 gx(xs, x->strides, true), gdy(ws, w->strides, true),
+        gy(ys, y->strides, true);
+    int gradDims[4] = {static_cast<int>(ys[1]), static_cast<int>(ys[0]),
+                       static_cast<int>(ys[2]), static_cast<int>(ys[3])};
+    int gradStrides[4] = {gradDims[1] * gradDims[2] * gradDims[3],
+                          gradDims[2] * gradDims[3], gradDims[3], 1};
+    void *gradScratch = nullptr;
+    if (gradForm && gx.ok && gdy.ok && gy.ok &&
+        tensor(plan.gradX, gx) == CUDNN_STATUS_SUCCESS &&
+        tensor(plan.gradDy, gdy) == CUDNN_STATUS_SUCCESS &&
+        tensor(plan.gradY, gy) == CUDNN_STATUS_SUCCESS &&
+        api->createTensor(&plan.gradPacked) == CUDNN_STATUS_SUCCESS &&
+        api->setTensor(plan.gradPacked, type, 4, gradDims, gradStrides) ==
+            CUDNN_STATUS_SUCCESS &&
+        api->createFilter(&plan.gradW) == CUDNN_STATUS_SUCCESS &&
+        api->setFilter(plan.gradW, type, CUDNN_TENSOR_NCHW, gradDims[0],
+                       gradDims[1], gradDims[2], gradDims[3]) ==
+            CUDNN_STATUS_SUCCESS &&
+        api->createConv(&plan.gradConv) == CUDNN_STATUS_SUCCESS &&
+        api->setConv(plan.gradConv, static_cast<int>(ph), static_cast<int>(pw),
+                     static_cast<int>(dh), static_cast<int>(dw),
+                     static_cast<int>(sh), static_cast<int>(sw),
+                     CUDNN_CROSS_CORRELATION, type) == CUDNN_STATUS_SUCCESS &&
+        api->setMath(plan.gradConv, math) == CUDNN_STATUS_SUCCESS) {
+      plan.gradBytes = sizeof(T) * ys[0] * ys[1] * ys[2] * ys[3];
+      gradScratch = deviceAlloc(plan.gradBytes, error);
+    }
+    if (gradScratch) {
+      cudnnConvolutionBwdFilterAlgoPerf_t bwd
+          [CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      int n = 0;
+      st = api->findFilter(api->handle, plan.gradX, xp, plan.gradDy, wUse,
+                           plan.gradConv, plan.gradW, gradScratch,
+                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bwd,
+                           search, searchBytes);
+      if (st == CUDNN_STATUS_SUCCESS)
+        for (int i = 0; i < n; ++i)
+          if (bwd[i].status == CUDNN_STATUS_SUCCESS &&
+              bwd[i].determinism == CUDNN_DETERMINISTIC &&
+              bwd[i].memory <= searchBytes &&
+              (best < 0 || bwd[i].time < best)) {
+            best = bwd[i].time;
+            plan.asFilterGrad = true;
+            plan.algo = bwd[i].algo;
+            plan.workspace = bwd[i].memory;
+          }
+      deviceFree(gradScratch);
+    }
+    if (search) {
+      cudaStreamSynchronize(s.stream);
+      cudaFree(search);
+    }
+    cudaGetLastError();
+    if (best < 0)
+      plan.error = "no convolution algorithm takes these shapes";
+    plan.label = std::string(plan.asFilterGrad ? "as backward-filter "
+                                               : "forward ") +
+                 plan.label + " algo " + std::to_string(plan.algo);
+  }
+  void *work = plan.error.empty() ? convWorkspace(plan.workspace, error)
+                                  : nullptr;
+  if (plan.error.empty() && plan.workspace && !work)
+    plan.error = error;
+  if (!plan.error.empty()) {
+    if (wScratch)
+      deviceFree(wScratch);
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                           plan.error.c_str());
+    return;
+  }
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  void *gradOut = nullptr;
+  if (plan.asFilterGrad) {
+    gradOut = deviceAlloc(plan.gradBytes, error);
+    if (!gradOut) {
+      if (wScratch)
+        deviceFree(wScratch);
+      dort_set_pending_error(1, "%s: %s", name, error.c_str());
+      return;
+    }
+  }
+  auto call = [&] {
+    if (!plan.asFilterGrad) {
+      st = api->forward(api->handle, &one, plan.x, xp, plan.w, wUse, plan.conv,
+                        static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                        work, plan.workspace, &zero, plan.y, yp);
+      return;
+    }
+    st = api->backwardFilter(
+        api->handle, &one, plan.gradX, xp, plan.gradDy, wUse, plan.gradConv,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), work,
+        plan.workspace, &zero, plan.gradW, gradOut);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->transform(api->handle, &one, plan.gradPacked, gradOut, &zero,
+                          plan.gradY, yp);
+  };
+  if (profiler().on)
+    profiled(s.stream, std::string("cuDNN ") + plan.label, call);
+  else
+    call();
+  if (gradOut)
+    deviceFree(gradOut);
+  if (wScratch)
+    deviceFree(wScratch);
+  if (st != CUDNN_STATUS_SUCCESS)
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                           api->errorString(st));
+  else if (s.syncEachLaunch)
+    check(cudaStreamSynchronize(s.stream), name);
+}
+
+#pragma GCC diagnostic pop
+
+} // namespace
+#endif // DISTOPT_HAVE_CUDNN
+
+extern "C" {
+
+void _mlir_ciface_dort_cuda_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
+                                       MemRef4DF32 *y, int64_t sh, int64_t sw,
+                                       int64_t ph, int64_t pw, int64_t dh,
+                                       int64_t dw, int64_t groups) {
+#ifdef DISTOPT_HAVE_CUDNN
+  conv2d<float>("dort_cuda_conv2d_f32", reinterpret_cast<MemRef<float, 4> *>(x),
+                reinterpret_cast<MemRef<float, 4> *>(w),
+                reinterpret_cast<MemRef<float, 4> *>(y), sh, sw, ph, pw, dh, dw,
+                groups);
+#else
+  (void)x, (void)w, (void)y, (void)sh, (void)sw, (void)ph, (void)pw, (void)dh,
+      (void)dw, (void)groups;
+  dort_set_pending_error(1, "dort_cuda_conv2d_f32: this runtime was built "
+                            "without cuDNN");
+#endif
+}
+
+void _mlir_ciface_dort_cuda_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
+                                       MemRef4DF64 *y, int64_t sh, int64_t sw,
+                                       int64_t ph, int64_t pw, int64_t dh,
+                                       int64_t dw, int64_t groups) {
+#ifdef DISTOPT_HAVE_CUDNN
+  conv2d<double>("dort_cuda_conv2d_f64",
+                 reinterpret_cast<MemRef<double, 4> *>(x),
+                 reinterpret_cast<MemRef<double, 4> *>(w),
+                 reinterpret_cast<MemRef<double, 4> *>(y), sh, sw, ph, pw, dh,
+                 dw, groups);
+#else
+  (void)x, (void)w, (void)y, (void)sh, (void)sw, (void)ph, (void)pw, (void)dh,
+      (void)dw, (void)groups;
+  dort_set_pending_error(1, "dort_cuda_conv2d_f64: this runtime was built "
+                            "without cuDNN");
+#endif
 }
 
 } // extern "C"

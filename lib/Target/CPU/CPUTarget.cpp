@@ -67,7 +67,7 @@ LogicalResult cpu::runPipeline(ModuleOp module, StringRef pipeline) {
   return pm.run(module);
 }
 
-LogicalResult cpu::lowerToLinalg(ModuleOp module) {
+LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("no @main function");
@@ -75,7 +75,9 @@ LogicalResult cpu::lowerToLinalg(ModuleOp module) {
   // dopt_main.
   main.setName("dopt_main");
   return runPipeline(module,
-                     "distopt-convert-dopt-to-linalg,canonicalize,"
+                     std::string("distopt-convert-dopt-to-linalg") +
+                         (libraryConvolutions ? "{library-convolutions=true}" : "") +
+                         ",canonicalize,"
                      "distopt-fuse-elementwise,canonicalize,cse");
 }
 

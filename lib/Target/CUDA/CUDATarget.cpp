@@ -42,6 +42,14 @@ static std::string toolPath(const cuda::CUDAOptions &options, StringRef tool) {
   return std::string(p);
 }
 
+bool cuda::cudnnConvolutions() {
+#ifdef DISTOPT_CUDA_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
 /// "sm_90" -> 90 (0 when malformed).
 static int smNumber(StringRef arch) {
   int n = 0;
@@ -77,10 +85,11 @@ std::string cuda::checkOptions(const CUDAOptions &options) {
 }
 
 /// The runtime functions whose buffers live on the device: the CUDA runtime
-/// provides a `dort_cuda_` twin of each (cuBLAS GEMMs; collectives staged
-/// through host memory).
+/// provides a `dort_cuda_` twin of each (cuBLAS GEMMs, cuDNN convolutions;
+/// collectives staged through host memory).
 static bool hasDeviceTwin(StringRef name) {
   return name.starts_with("dort_matmul_") ||
+         name.starts_with("dort_conv2d_") ||
          name.starts_with("dort_batch_matmul_") ||
          name.starts_with("dort_shard_");
 }

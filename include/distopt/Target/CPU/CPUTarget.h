@@ -44,8 +44,11 @@ void registerCPUTargetDialects(mlir::DialectRegistry &registry);
 mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline);
 
 /// dopt -> linalg on tensors, with elementwise fusion (the `--emit=linalg`
-/// stage). Renames @main to @dopt_main.
-mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module);
+/// stage). Renames @main to @dopt_main. With `libraryConvolutions` (the
+/// CUDA targets), float convolutions become calls of the runtime's
+/// dort_conv2d_<type> (cuDNN on a GPU) instead of im2col + GEMM.
+mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
+                                  bool libraryConvolutions = false);
 
 /// linalg on tensors -> loops on buffers: bufferization (results become
 /// out-parameters), GEMMs as runtime calls, linalg as `scf.parallel` nests,

@@ -39,6 +39,10 @@ struct CUDAOptions {
 std::string defaultToolkit();
 /// Whether this distopt was built with the CUDA runtime library.
 bool runtimeAvailable();
+/// Whether that runtime runs convolutions with cuDNN (its headers were
+/// found): `--target cuda` then lowers them to dort_conv2d calls, else to
+/// im2col + GEMM.
+bool cudnnConvolutions();
 
 /// Checks the options: the toolkit's tools exist, the architectures are
 /// known (sm_75 and newer). Returns "" or the error.
