@@ -175,3 +175,60 @@ def test_pipelined_and_server_training_steps_compile_for_cuda(examples, tmp_path
                check=False)
     assert proc.returncode != 0
     assert "no usable CUDA device" in proc.stderr + proc.stdout
+
+def test_convolutions_go_to_cudnn(tmp_path):
+    """On the GPU a convolution is one call of the runtime's
+    dort_cuda_conv2d_f32 (cuDNN, loaded with dlopen at the first one: the
+    executable does not need libcudnn to start); on CPUs it stays im2col +
+    GEMM. Every Conv of torchvision's ResNet-18 becomes one call."""
+    name = "resnet18"
+    model = zoo.materialize(name, tmp_path)
+    convs = sum(n.op_type == "Conv" for n in onnx.load(str(model)).graph.node)
+    assert convs == 20
+    gpu = run(DISTOPT, "compile", model, *zoo.dim_args(name, 2), "--target", "cuda",
+              "--emit=linalg", "-o", "-").stdout
+    assert gpu.count("call @dort_conv2d_f32(") == convs
+    cpu = run(DISTOPT, "compile", model, *zoo.dim_args(name, 2), "--emit=linalg",
+              "-o", "-").stdout
+    assert "dort_conv2d" not in cpu and "linalg.batch_matmul" in cpu
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", model, *zoo.dim_args(name, 2), "--target", "cuda", "-o", bundle)
+    assert not any("cudnn" in l for l in needed_libraries(bundle / name))
+    symbols = subprocess.run(["nm", str(bundle / name)], capture_output=True, text=True).stdout
+    assert " T _mlir_ciface_dort_cuda_conv2d_f32" in symbols
+
+
+def test_training_step_convolutions_go_to_cudnn(tmp_path):
+    """A CNN's training step on the GPU: the forward convolutions, their
+    input gradients and their weight gradients are all dort_conv2d calls
+    (the runtime runs a weight gradient as cuDNN's backward-filter
+    convolution when cuDNN times it faster); no im2col GEMM is left."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((8,)).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal((4, 10)).astype(np.float32), "fc")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], group=2, pads=[0, 1, 1, 0]),
+             helper.make_node("GlobalAveragePool", ["c2"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("MatMul", ["f", "fc"], ["logits"])]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 16, 16])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
+                          inits)
+    model = tmp_path / "cnn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    gpu = run(DISTOPT, "compile", model, "--loss", "cross-entropy", "--optimizer", "sgd",
+              "--target", "cuda", "--emit=linalg", "-o", "-").stdout
+    assert "linalg.batch_matmul" not in gpu
+    # The step: two forward convolutions, two weight gradients, one input
+    # gradient (none for the data input, dead code the lowering drops); the
+    # evaluation program: the two forward convolutions.
+    calls = [p.count("call @dort_conv2d_f32(") for p in gpu.split("\nmodule")]
+    assert [c for c in calls if c] == [5, 2], calls
+    bundle = tmp_path / "cnn.dx"
+    run(DISTOPT, "compile", model, "--loss", "cross-entropy", "--optimizer", "sgd",
+        "--target", "cuda", "-o", bundle)
+    assert (bundle / "cnn").exists()

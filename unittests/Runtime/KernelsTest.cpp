@@ -565,3 +565,85 @@ TEST(Kernels, MemrefCopy) {
   DortUnrankedMemRef f{3, &empty};
   memrefCopy(sizeof(int32_t), &f, &f);
 }
+
+// dort_conv2d_<type>: what --target cuda-emu runs for a convolution (the
+// CUDA runtime's twin is cuDNN). Checked against a direct sum on views that
+// are not packed NCHW: x is a [C, N, H, W] buffer seen as [N, C, H, W] (as
+// Autodiff's weight gradients transpose it), y a view into a larger buffer.
+template <typename T, typename M>
+void checkConv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t m,
+               int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+               int64_t pw, int64_t dh, int64_t dw, int64_t groups,
+               void (*conv)(M *, M *, M *, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, int64_t)) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  int64_t cg = c / groups, mg = m / groups;
+  int64_t ho = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+  int64_t wo = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  std::vector<T> xb(n * c * h * w), wb(m * cg * kh * kw),
+      yb(n * (m + 1) * ho * wo, T(-7));
+  for (T &v : xb) v = static_cast<T>(u(rng));
+  for (T &v : wb) v = static_cast<T>(u(rng));
+  // x: buffer [c, n, h, w]; view [n, c, h, w].
+  M x{xb.data(), xb.data(), 0, {n, c, h, w}, {h * w, n * h * w, w, 1}};
+  M wt{wb.data(), wb.data(), 0, {m, cg, kh, kw}, {cg * kh * kw, kh * kw, kw, 1}};
+  // y: channels 1..m of a [n, m + 1, ho, wo] buffer.
+  M y{yb.data(), yb.data(), ho * wo, {n, m, ho, wo},
+      {(m + 1) * ho * wo, ho * wo, wo, 1}};
+  dort_clear_pending_error();
+  conv(&x, &wt, &y, sh, sw, ph, pw, dh, dw, groups);
+  ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j) {
+          double want = 0;
+          int64_t g = o / mg;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t p = 0; p < kh; ++p)
+              for (int64_t q = 0; q < kw; ++q) {
+                int64_t r = i * sh + p * dh - ph, s = j * sw + q * dw - pw;
+                if (r < 0 || r >= h || s < 0 || s >= w)
+                  continue;
+                want += double(xb[((g * cg + ci) * n + a) * h * w + r * w + s]) *
+                        double(wb[((o * cg + ci) * kh + p) * kw + q]);
+              }
+          double got = yb[(a * (m + 1) + o + 1) * ho * wo + i * wo + j];
+          EXPECT_NEAR(got, want, 1e-4 * (1 + std::abs(want)))
+              << "y[" << a << "," << o << "," << i << "," << j << "]";
+        }
+  // Channel 0 of the buffer is outside the view: untouched.
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t k = 0; k < ho * wo; ++k)
+      EXPECT_EQ(yb[a * (m + 1) * ho * wo + k], T(-7));
+}
+
+TEST(Kernels, Conv2dF32StridedViews) {
+  checkConv<float, MemRef4DF32>(2, 3, 9, 8, 4, 3, 3, 2, 1, 1, 0, 1, 2, 1,
+                                _mlir_ciface_dort_conv2d_f32);
+}
+TEST(Kernels, Conv2dF32Groups) {
+  checkConv<float, MemRef4DF32>(3, 6, 7, 7, 4, 2, 3, 1, 2, 2, 1, 2, 1, 2,
+                                _mlir_ciface_dort_conv2d_f32);
+}
+TEST(Kernels, Conv2dF64Depthwise) {
+  checkConv<double, MemRef4DF64>(2, 5, 6, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5,
+                                 _mlir_ciface_dort_conv2d_f64);
+}
+
+TEST(Kernels, Conv2dShapeMismatchRaisesPendingError) {
+  std::vector<float> buf(4096);
+  MemRef4DF32 x{buf.data(), buf.data(), 0, {1, 2, 5, 5}, {50, 25, 5, 1}};
+  MemRef4DF32 w{buf.data(), buf.data(), 0, {3, 2, 3, 3}, {18, 9, 3, 1}};
+  MemRef4DF32 y{buf.data(), buf.data(), 0, {1, 3, 4, 3}, {36, 12, 3, 1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_conv2d_f32(&x, &w, &y, 1, 1, 0, 0, 1, 1, 1);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_NE(std::string(dort_pending_error())
+                .find("dort_conv2d_f32: shapes do not fit: x 1x2x5x5, w "
+                      "3x2x3x3, y 1x3x4x3"),
+            std::string::npos)
+      << dort_pending_error();
+  dort_clear_pending_error();
+}

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -2132,8 +2133,20 @@ struct ConvertDoptToLinalgPass
                            arith::ArithDialect, math::MathDialect,
                            bufferization::BufferizationDialect,
                            memref::MemRefDialect>();
-    if (libraryConvolutions)
+    if (libraryConvolutions) {
+      // A runtime call is not dead code to later passes, as the pure
+      // linalg of im2col + GEMM was: drop the dead dopt ops first (such as
+      // Autodiff's gradient for a data input that nothing reads).
+      SmallVector<Operation *> ops;
+      getOperation().walk([&](Operation *op) {
+        if (isa<dopt::DoptDialect>(op->getDialect()))
+          ops.push_back(op);
+      });
+      for (Operation *op : llvm::reverse(ops))
+        if (isOpTriviallyDead(op))
+          op->erase();
       declareLibraryConvolutions();
+    }
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType());
     });

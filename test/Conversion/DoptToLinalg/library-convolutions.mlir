@@ -1,0 +1,67 @@
+// RUN: distopt-opt %s --distopt-convert-dopt-to-linalg=library-convolutions=true --cse --split-input-file | FileCheck %s
+
+// With library-convolutions (what --target cuda and cuda-emu use), a float
+// convolution is one runtime call on the input and weight buffers: no
+// im2col, no GEMM. The output is a fresh buffer the call writes whole; the
+// bias is an elementwise add after it.
+// CHECK-LABEL: func.func @conv_bias
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<2x3x9x9xf32> to memref<2x3x9x9xf32, strided<[?, ?, ?, ?], offset: ?>>
+// CHECK: %[[XC:.*]] = memref.cast %[[X]]
+// CHECK: %[[W:.*]] = bufferization.to_buffer %arg1 read_only
+// CHECK: %[[WC:.*]] = memref.cast %[[W]]
+// CHECK: %[[Y:.*]] = memref.alloc() : memref<2x6x5x5xf32>
+// CHECK: %[[YC:.*]] = memref.cast %[[Y]]
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i64
+// CHECK: call @dort_conv2d_f32(%[[XC]], %[[WC]], %[[YC]], %[[C2]], %[[C2]], %[[C1]], %[[C1]], %[[C1]], %[[C1]], %[[C3]])
+// CHECK: %[[T:.*]] = bufferization.to_tensor %[[Y]] restrict writable
+// CHECK: linalg.generic {{.*}} ins(%[[T]], %{{.*}} : tensor<2x6x5x5xf32>, tensor<6x1x1xf32>)
+// CHECK: arith.addf
+// CHECK: func.func private @dort_conv2d_f32(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64, i64, i64, i64) attributes {llvm.emit_c_interface}
+func.func @conv_bias(%x: tensor<2x3x9x9xf32>, %w: tensor<6x1x3x3xf32>, %b: tensor<6xf32>) -> tensor<2x6x5x5xf32> {
+  %0 = dopt.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 3 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x9x9xf32>, tensor<6x1x3x3xf32>, tensor<6xf32>) -> tensor<2x6x5x5xf32>
+  return %0 : tensor<2x6x5x5xf32>
+}
+
+// -----
+
+// Pads that differ between the two ends of a dimension (ONNX's SAME_UPPER,
+// Autodiff's input gradients): the library gets the smaller of each pair
+// (here 0 and 1) and the rest is padded here first.
+// CHECK-LABEL: func.func @conv_uneven_pads
+// CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 0, 1, 1]
+// CHECK: tensor<1x2x6x6xf32> to tensor<1x2x7x7xf32>
+// CHECK: bufferization.to_buffer %[[P]] read_only : tensor<1x2x7x7xf32>
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : i64
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : i64
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i64
+// CHECK: call @dort_conv2d_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[C1]], %[[C1]], %[[C0]], %[[C1]], %[[C2]], %[[C1]], %[[C1]])
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @conv_uneven_pads(%x: tensor<1x2x6x6xf32>, %w: tensor<3x2x2x2xf32>) -> tensor<1x3x5x8xf32> {
+  %0 = dopt.conv %x, %w {dilations = array<i64: 2, 1>, group = 1 : i64, pads = array<i64: 0, 1, 1, 2>, strides = array<i64: 1, 1>} : (tensor<1x2x6x6xf32>, tensor<3x2x2x2xf32>) -> tensor<1x3x5x8xf32>
+  return %0 : tensor<1x3x5x8xf32>
+}
+
+// -----
+
+// f64 calls the f64 twin; f16 is widened to f32 first (one rounding at the
+// end), as on the CPU.
+// CHECK-LABEL: func.func @conv_f64
+// CHECK: call @dort_conv2d_f64
+// CHECK-LABEL: func.func @conv_f16
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: call @dort_conv2d_f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK-DAG: func.func private @dort_conv2d_f64
+// CHECK-DAG: func.func private @dort_conv2d_f32
+func.func @conv_f64(%x: tensor<1x2x5x5xf64>, %w: tensor<3x2x3x3xf64>) -> tensor<1x3x3x3xf64> {
+  %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf64>, tensor<3x2x3x3xf64>) -> tensor<1x3x3x3xf64>
+  return %0 : tensor<1x3x3x3xf64>
+}
+func.func @conv_f16(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16> {
+  %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16>
+  return %0 : tensor<1x3x2x2xf16>
+}
