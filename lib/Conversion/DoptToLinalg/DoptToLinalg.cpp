@@ -1375,18 +1375,39 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
                      {pads[2] - ph, pads[3] - pw},
                      scalarConstant(rewriter, loc, elt, 0.0));
     MemRefType any = anyStrided4D(elt);
-    auto view = [&](Value t) -> Value {
-      auto type = tensorTypeOf(t);
-      SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
+    SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
+    auto bufferOf = [&](Value t) -> Value {
       auto bufType = MemRefType::get(
-          type.getShape(), elt,
+          tensorTypeOf(t).getShape(), elt,
           StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
                                  dyn));
-      Value buf = bufferization::ToBufferOp::create(rewriter, loc, bufType, t,
-                                                    /*read_only=*/true);
-      return memref::CastOp::create(rewriter, loc, any, buf);
+      return bufferization::ToBufferOp::create(rewriter, loc, bufType, t,
+                                               /*read_only=*/true);
     };
-    SmallVector<Value> args = {view(x), view(adaptor.getWeight())};
+    // An operand that is a dopt.transpose of a 4-D tensor is passed as a
+    // transposed view of that tensor, not a copy: Autodiff's weight
+    // gradients transpose the activation and the output gradient
+    // ([N, C, ...] -> [C, N, ...]), and the runtime, seeing through the
+    // view, hands cuDNN both in their own NCHW layout.
+    auto view = [&](Value original, Value converted) -> Value {
+      if (auto t = original.getDefiningOp<dopt::TransposeOp>())
+        if (Value src = rewriter.getRemappedValue(t.getInput()))
+          if (tensorTypeOf(src).getRank() == 4) {
+            SmallVector<unsigned> perm;
+            for (int64_t p : t.getPerm())
+              perm.push_back(static_cast<unsigned>(p));
+            Value v = memref::TransposeOp::create(
+                rewriter, loc, bufferOf(src),
+                AffineMapAttr::get(AffineMap::getPermutationMap(
+                    perm, rewriter.getContext())));
+            return memref::CastOp::create(rewriter, loc, any, v);
+          }
+      return memref::CastOp::create(rewriter, loc, any, bufferOf(converted));
+    };
+    SmallVector<Value> args = {
+        x == adaptor.getInput() ? view(op.getInput(), x)
+                                : view(x, x), // padded here: the pad is a copy
+        view(op.getWeight(), adaptor.getWeight())};
     Value out = memref::AllocOp::create(
         rewriter, loc, MemRefType::get(rt.getShape(), elt));
     args.push_back(memref::CastOp::create(rewriter, loc, any, out));

@@ -778,6 +778,9 @@ struct CudnnApi {
       nullptr;
   decltype(&cudnnConvolutionBackwardFilter) backwardFilter = nullptr;
   decltype(&cudnnTransformTensor) transform = nullptr;
+  decltype(&cudnnGetConvolutionForwardAlgorithm_v7) heuristicForward = nullptr;
+  decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) heuristicFilter =
+      nullptr;
 };
 
 template <typename F> bool bindSymbol(void *lib, const char *name, F &fn) {
@@ -829,7 +832,12 @@ CudnnApi *cudnn(std::string &error) {
                            a.findFilter) ||
                !bindSymbol(a.lib, "cudnnConvolutionBackwardFilter",
                            a.backwardFilter) ||
-               !bindSymbol(a.lib, "cudnnTransformTensor", a.transform)) {
+               !bindSymbol(a.lib, "cudnnTransformTensor", a.transform) ||
+               !bindSymbol(a.lib, "cudnnGetConvolutionForwardAlgorithm_v7",
+                           a.heuristicForward) ||
+               !bindSymbol(a.lib,
+                           "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                           a.heuristicFilter)) {
       loadError = "libcudnn.so.9 lacks a function distopt needs";
     } else if (cudnnStatus_t st = a.create(&a.handle);
                st != CUDNN_STATUS_SUCCESS) {
@@ -882,23 +890,34 @@ struct View4 {
 
 /// How one convolution (by shapes, strides and parameters) runs: cuDNN's
 /// forward convolution, or -- when it is the weight gradient of another
-/// convolution (a small result from a large "filter": what Autodiff's
-/// conv rule makes of a weight gradient) -- cuDNN's backward-filter
-/// convolution of that one, whichever cuDNN found faster. Descriptors are
-/// made once.
+/// convolution (a small result from a large "filter": what Autodiff's conv
+/// rule makes of a weight gradient) -- cuDNN's backward-filter convolution
+/// of that one, whichever cuDNN finds faster. Descriptors are made once.
 struct ConvPlan {
   std::string error;
+  std::string label;
   bool asFilterGrad = false;
   int algo = 0;
   size_t workspace = 0;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, packedW = nullptr,
-                          stridedW = nullptr, gradX = nullptr, gradDy = nullptr,
-                          gradPacked = nullptr, gradY = nullptr;
-  cudnnFilterDescriptor_t w = nullptr, gradW = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr, gradConv = nullptr;
+  // The forward convolution: x and y as given, w packed NCHW (copied there
+  // through stridedW when the view is not).
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, stridedW = nullptr,
+                          packedW = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
   bool wPacked = true;
-  size_t wBytes = 0, gradBytes = 0;
-  std::string label;
+  size_t wBytes = 0;
+  // The backward-filter form: X = x with batch and channels swapped, dy = w
+  // swapped (each copied packed when the swap is not), dW = y swapped,
+  // computed packed into a scratch buffer and copied into y.
+  bool gradForm = false;
+  cudnnTensorDescriptor_t gradX = nullptr, gradXPacked = nullptr,
+                          gradDy = nullptr, gradDyPacked = nullptr,
+                          gradOut = nullptr, gradY = nullptr;
+  cudnnFilterDescriptor_t gradW = nullptr;
+  cudnnConvolutionDescriptor_t gradConv = nullptr;
+  bool packX = false, packDy = false;
+  size_t xBytes = 0, dyBytes = 0, outBytes = 0;
 };
 
 struct ConvState {
@@ -935,6 +954,41 @@ void *convWorkspace(size_t bytes, std::string &error) {
   return c.workspace;
 }
 
+/// Scratch device buffers for one call, given back (stream-ordered) at the
+/// end of it.
+struct Scratch {
+  std::vector<void *> blocks;
+  void *get(size_t bytes, std::string &error) {
+    void *p = deviceAlloc(bytes, error);
+    if (p)
+      blocks.push_back(p);
+    return p;
+  }
+  ~Scratch() {
+    for (void *p : blocks)
+      deviceFree(p);
+  }
+};
+
+int packedStrides4(const int *dims, int *strides) {
+  strides[3] = 1;
+  for (int i = 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
+  return 0;
+}
+
+/// The algorithm to run: DISTOPT_CUDNN_ALGO=heuristic takes cuDNN's
+/// heuristic ranking (the same choice in every process); by default cuDNN
+/// times its algorithms on the call's buffers (as PyTorch's
+/// cudnn.benchmark). Only deterministic algorithms are taken.
+bool heuristicAlgorithms() {
+  static const bool on = [] {
+    const char *v = std::getenv("DISTOPT_CUDNN_ALGO");
+    return v && std::strcmp(v, "heuristic") == 0;
+  }();
+  return on;
+}
+
 template <typename T>
 void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
             MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
@@ -967,51 +1021,74 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     dort_set_pending_error(1, "%s: %s", name, error.c_str());
     return;
   }
-  char keyBuf[512];
-  std::snprintf(
-      keyBuf, sizeof(keyBuf),
-      "%s %lld %lld %lld %lld/%lld %lld %lld %lld|%lld %lld %lld %lld/%lld "
-      "%lld %lld %lld|%lld %lld %lld %lld/%lld %lld %lld %lld|%lld %lld %lld "
-      "%lld %lld %lld %lld",
-      name, (long long)xs[0], (long long)xs[1], (long long)xs[2],
-      (long long)xs[3], (long long)x->strides[0], (long long)x->strides[1],
-      (long long)x->strides[2], (long long)x->strides[3], (long long)ws[0],
-      (long long)ws[1], (long long)ws[2], (long long)ws[3],
-      (long long)w->strides[0], (long long)w->strides[1],
-      (long long)w->strides[2], (long long)w->strides[3], (long long)ys[0],
-      (long long)ys[1], (long long)ys[2], (long long)ys[3],
-      (long long)y->strides[0], (long long)y->strides[1],
-      (long long)y->strides[2], (long long)y->strides[3], (long long)sh,
-      (long long)sw, (long long)ph, (long long)pw, (long long)dh,
-      (long long)dw, (long long)groups);
+  std::string key = name;
+  for (const MemRef<T, 4> *m : {x, w, y})
+    for (int i = 0; i < 4; ++i)
+      key += " " + std::to_string(m->sizes[i]) + "/" +
+             std::to_string(m->strides[i]);
+  for (int64_t v : {sh, sw, ph, pw, dh, dw, groups})
+    key += " " + std::to_string(v);
   ConvState &cs = convState();
-  auto found = cs.plans.find(keyBuf);
+  auto found = cs.plans.find(key);
   bool fresh = found == cs.plans.end();
-  ConvPlan &plan = fresh ? cs.plans[keyBuf] : found->second;
+  ConvPlan &plan = fresh ? cs.plans[key] : found->second;
   T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
     *yp = y->aligned + y->offset;
   const T one = 1, zero = 0;
   cudnnDataType_t type = cudnnType<T>();
-  cudnnMathType_t math =
-      envFlag("DISTOPT_CUDA_TF32") ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   auto failed = [&](cudnnStatus_t st, const char *what) {
     if (st == CUDNN_STATUS_SUCCESS)
       return false;
     plan.error = std::string(what) + ": " + api->errorString(st);
     return true;
   };
-  auto tensor = [&](cudnnTensorDescriptor_t &d, const View4 &v) {
+  auto tensor = [&](cudnnTensorDescriptor_t &d, const int *dims,
+                    const int *strides) {
     cudnnStatus_t st = api->createTensor(&d);
     if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setTensor(d, type, 4, v.dims, v.strides);
+      st = api->setTensor(d, type, 4, dims, strides);
     return st;
+  };
+  auto packedTensor = [&](cudnnTensorDescriptor_t &d, const int *dims) {
+    int strides[4];
+    packedStrides4(dims, strides);
+    return tensor(d, dims, strides);
+  };
+  auto filter = [&](cudnnFilterDescriptor_t &d, const int *dims) {
+    cudnnStatus_t st = api->createFilter(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setFilter(d, type, CUDNN_TENSOR_NCHW, dims[0], dims[1],
+                          dims[2], dims[3]);
+    return st;
+  };
+  auto convolution = [&](cudnnConvolutionDescriptor_t &d, int64_t strideH,
+                         int64_t strideW, int64_t dilH, int64_t dilW,
+                         int64_t g) {
+    cudnnMathType_t math =
+        envFlag("DISTOPT_CUDA_TF32") ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnStatus_t st = api->createConv(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setConv(d, static_cast<int>(ph), static_cast<int>(pw),
+                        static_cast<int>(strideH), static_cast<int>(strideW),
+                        static_cast<int>(dilH), static_cast<int>(dilW),
+                        CUDNN_CROSS_CORRELATION, type);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setGroups(d, static_cast<int>(g));
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setMath(d, math);
+    return st;
+  };
+  auto bytes4 = [](const int *dims) {
+    return sizeof(T) * size_t(dims[0]) * dims[1] * dims[2] * dims[3];
   };
   View4 vx(xs, x->strides, false), vw(ws, w->strides, false),
       vy(ys, y->strides, false);
+  View4 gx(xs, x->strides, true), gdy(ws, w->strides, true),
+      gy(ys, y->strides, true);
   if (fresh) {
-    // Plan: descriptors, then cuDNN's search over its algorithms (timed on
-    // these buffers), for the forward convolution and, where it applies,
-    // for the backward-filter one.
+    // Descriptors for the forward convolution and, where this convolution
+    // is the weight gradient of another, for cuDNN's backward filter: its
+    // stride is this one's dilation and its dilation this one's stride.
     plan.label = std::to_string(xs[0]) + "x" + std::to_string(xs[1]) + "x" +
                  std::to_string(xs[2]) + "x" + std::to_string(xs[3]) + " * " +
                  std::to_string(ws[0]) + "x" + std::to_string(ws[1]) + "x" +
@@ -1022,31 +1099,38 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     if (!vx.ok || !vw.ok || !vy.ok) {
       plan.error = "a view cuDNN cannot describe (a zero or negative stride, "
                    "or a dimension past 2^31)";
-    } else if (!failed(tensor(plan.x, vx), "x descriptor") &&
-               !failed(tensor(plan.y, vy), "y descriptor") &&
-               !failed(api->createFilter(&plan.w), "w descriptor") &&
-               !failed(api->setFilter(plan.w, type, CUDNN_TENSOR_NCHW,
-                                      vw.dims[0], vw.dims[1], vw.dims[2],
-                                      vw.dims[3]),
-                       "w descriptor") &&
-               !failed(api->createConv(&plan.conv), "convolution descriptor") &&
-               !failed(api->setConv(plan.conv, static_cast<int>(ph),
-                                    static_cast<int>(pw), static_cast<int>(sh),
-                                    static_cast<int>(sw), static_cast<int>(dh),
-                                    static_cast<int>(dw),
-                                    CUDNN_CROSS_CORRELATION, type),
-                       "convolution descriptor") &&
-               !failed(api->setGroups(plan.conv, static_cast<int>(groups)),
-                       "group count") &&
-               !failed(api->setMath(plan.conv, math), "math type")) {
+    } else if (!failed(tensor(plan.x, vx.dims, vx.strides), "x descriptor") &&
+               !failed(tensor(plan.y, vy.dims, vy.strides), "y descriptor") &&
+               !failed(filter(plan.w, vw.dims), "w descriptor") &&
+               !failed(convolution(plan.conv, sh, sw, dh, dw, groups),
+                       "convolution descriptor")) {
       plan.wPacked = vw.packed();
-      plan.wBytes = sizeof(T) * ws[0] * ws[1] * ws[2] * ws[3];
-      int packedStrides[4] = {vw.dims[1] * vw.dims[2] * vw.dims[3],
-                              vw.dims[2] * vw.dims[3], vw.dims[3], 1};
-      if (!plan.wPacked && !failed(tensor(plan.stridedW, vw), "w view") &&
-          !failed(api->createTensor(&plan.packedW), "w copy"))
-        failed(api->setTensor(plan.packedW, type, 4, vw.dims, packedStrides),
-               "w copy");
+      plan.wBytes = bytes4(vw.dims);
+      if (!plan.wPacked &&
+          !failed(tensor(plan.stridedW, vw.dims, vw.strides), "w view"))
+        failed(packedTensor(plan.packedW, vw.dims), "w copy");
+    }
+    plan.gradForm = plan.error.empty() && groups == 1 &&
+                    out(xs[2], ys[2], dh, ph, sh) == ws[2] &&
+                    out(xs[3], ys[3], dw, pw, sw) == ws[3] &&
+                    std::getenv("DISTOPT_CUDNN_FORWARD_ONLY") == nullptr &&
+                    gx.ok && gdy.ok && gy.ok;
+    if (plan.gradForm) {
+      plan.packX = !gx.packed();
+      plan.packDy = !gdy.packed();
+      plan.xBytes = bytes4(gx.dims);
+      plan.dyBytes = bytes4(gdy.dims);
+      plan.outBytes = bytes4(gy.dims);
+      plan.gradForm =
+          tensor(plan.gradX, gx.dims, gx.strides) == CUDNN_STATUS_SUCCESS &&
+          packedTensor(plan.gradXPacked, gx.dims) == CUDNN_STATUS_SUCCESS &&
+          tensor(plan.gradDy, gdy.dims, gdy.strides) == CUDNN_STATUS_SUCCESS &&
+          packedTensor(plan.gradDyPacked, gdy.dims) == CUDNN_STATUS_SUCCESS &&
+          packedTensor(plan.gradOut, gy.dims) == CUDNN_STATUS_SUCCESS &&
+          tensor(plan.gradY, gy.dims, gy.strides) == CUDNN_STATUS_SUCCESS &&
+          filter(plan.gradW, gy.dims) == CUDNN_STATUS_SUCCESS &&
+          convolution(plan.gradConv, dh, dw, sh, sw, 1) ==
+              CUDNN_STATUS_SUCCESS;
     }
   }
   if (!plan.error.empty()) {
@@ -1054,105 +1138,106 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
                            plan.error.c_str());
     return;
   }
-  // A weight view that is not packed NCHW is copied packed first.
-  void *wScratch = nullptr;
-  const T *wUse = wp;
-  if (!plan.wPacked) {
-    wScratch = deviceAlloc(plan.wBytes, error);
-    if (!wScratch) {
-      dort_set_pending_error(1, "%s: %s", name, error.c_str());
-      return;
-    }
-    cudnnStatus_t st = api->transform(api->handle, &one, plan.stridedW, wp,
-                                      &zero, plan.packedW, wScratch);
+  Scratch scratch;
+  auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
+                  cudnnTensorDescriptor_t to, size_t bytes,
+                  const void *&dst) -> bool {
+    void *p = scratch.get(bytes, error);
+    if (!p)
+      return false;
+    cudnnStatus_t st = api->transform(api->handle, &one, from, src, &zero, to, p);
     if (st != CUDNN_STATUS_SUCCESS) {
-      deviceFree(wScratch);
-      dort_set_pending_error(1, "%s: cuDNN copy of the weights: %s", name,
-                             api->errorString(st));
-      return;
+      error = std::string("cuDNN copy: ") + api->errorString(st);
+      return false;
     }
-    wUse = static_cast<const T *>(wScratch);
+    dst = p;
+    return true;
+  };
+  // Operands in the layouts the chosen form needs.
+  const void *wUse = wp, *gradXUse = xp, *gradDyUse = wp;
+  void *gradOut = nullptr;
+  bool needForward = fresh || !plan.asFilterGrad;
+  bool needGrad = plan.gradForm && (fresh || plan.asFilterGrad);
+  bool ok = true;
+  if (needForward && !plan.wPacked)
+    ok = copy(plan.stridedW, wp, plan.packedW, plan.wBytes, wUse);
+  if (ok && needGrad && plan.packX)
+    ok = copy(plan.gradX, xp, plan.gradXPacked, plan.xBytes, gradXUse);
+  if (ok && needGrad && plan.packDy)
+    ok = copy(plan.gradDy, wp, plan.gradDyPacked, plan.dyBytes, gradDyUse);
+  if (ok && needGrad && !(gradOut = scratch.get(plan.outBytes, error)))
+    ok = false;
+  if (!ok) {
+    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
+                           error.c_str());
+    return;
   }
   if (fresh) {
-    // The search's workspace: what the device can spare, at most 1 GiB.
+    // Choose: cuDNN's timing of its algorithms on these buffers (the
+    // search's workspace: what the device can spare, at most 1 GiB), or
+    // its heuristic ranking.
     size_t freeBytes = 0, total = 0;
     cudaMemGetInfo(&freeBytes, &total);
-    size_t searchBytes = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+    size_t cap = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+    bool heuristic = heuristicAlgorithms();
     void *search = nullptr;
-    if (cudaMalloc(&search, searchBytes) != cudaSuccess) {
+    if (!heuristic && cudaMalloc(&search, cap) != cudaSuccess) {
       cudaGetLastError();
       search = nullptr;
-      searchBytes = 0;
+      cap = 0;
     }
     float best = -1;
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int count = 0;
-    cudnnStatus_t st = api->findForward(
-        api->handle, plan.x, xp, plan.w, wUse, plan.conv, plan.y, yp,
-        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd, search, searchBytes);
-    if (st == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < count; ++i)
-        if (fwd[i].status == CUDNN_STATUS_SUCCESS &&
-            fwd[i].determinism == CUDNN_DETERMINISTIC &&
-            fwd[i].memory <= searchBytes && (best < 0 || fwd[i].time < best)) {
-          best = fwd[i].time;
-          plan.algo = fwd[i].algo;
-          plan.workspace = fwd[i].memory;
-        }
-    // The weight gradient of a convolution of x (batch and channels
-    // swapped) whose output gradient is w (swapped too): cuDNN's stride is
-    // this one's dilation and its dilation this one's stride.
-    bool gradForm = groups == 1 &&
-                    out(xs[2], ys[2], dh, ph, sh) == ws[2] &&
-                    out(xs[3], ys[3], dw, pw, sw) == ws[3] &&
-                    std::getenv("DISTOPT_CUDNN_FORWARD_ONLY") == nullptr;
-    View4 gx(xs, x->strides, true), gdy(ws, w->strides, true),
-        gy(ys, y->strides, true);
-    int gradDims[4] = {static_cast<int>(ys[1]), static_cast<int>(ys[0]),
-                       static_cast<int>(ys[2]), static_cast<int>(ys[3])};
-    int gradStrides[4] = {gradDims[1] * gradDims[2] * gradDims[3],
-                          gradDims[2] * gradDims[3], gradDims[3], 1};
-    void *gradScratch = nullptr;
-    if (gradForm && gx.ok && gdy.ok && gy.ok &&
-        tensor(plan.gradX, gx) == CUDNN_STATUS_SUCCESS &&
-        tensor(plan.gradDy, gdy) == CUDNN_STATUS_SUCCESS &&
-        tensor(plan.gradY, gy) == CUDNN_STATUS_SUCCESS &&
-        api->createTensor(&plan.gradPacked) == CUDNN_STATUS_SUCCESS &&
-        api->setTensor(plan.gradPacked, type, 4, gradDims, gradStrides) ==
-            CUDNN_STATUS_SUCCESS &&
-        api->createFilter(&plan.gradW) == CUDNN_STATUS_SUCCESS &&
-        api->setFilter(plan.gradW, type, CUDNN_TENSOR_NCHW, gradDims[0],
-                       gradDims[1], gradDims[2], gradDims[3]) ==
-            CUDNN_STATUS_SUCCESS &&
-        api->createConv(&plan.gradConv) == CUDNN_STATUS_SUCCESS &&
-        api->setConv(plan.gradConv, static_cast<int>(ph), static_cast<int>(pw),
-                     static_cast<int>(dh), static_cast<int>(dw),
-                     static_cast<int>(sh), static_cast<int>(sw),
-                     CUDNN_CROSS_CORRELATION, type) == CUDNN_STATUS_SUCCESS &&
-        api->setMath(plan.gradConv, math) == CUDNN_STATUS_SUCCESS) {
-      plan.gradBytes = sizeof(T) * ys[0] * ys[1] * ys[2] * ys[3];
-      gradScratch = deviceAlloc(plan.gradBytes, error);
-    }
-    if (gradScratch) {
-      cudnnConvolutionBwdFilterAlgoPerf_t bwd
+    auto consider = [&](const auto &perf, bool asGrad) {
+      if (perf.status != CUDNN_STATUS_SUCCESS ||
+          perf.determinism != CUDNN_DETERMINISTIC || perf.memory > cap)
+        return;
+      // Heuristic: the first acceptable of the ranking, the backward
+      // filter first where it applies.
+      if (heuristic ? best >= 0 : (best >= 0 && perf.time >= best))
+        return;
+      best = heuristic ? 0 : perf.time;
+      plan.asFilterGrad = asGrad;
+      plan.algo = perf.algo;
+      plan.workspace = perf.memory;
+    };
+    const char *where = "";
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (needGrad) {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf
           [CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int n = 0;
-      st = api->findFilter(api->handle, plan.gradX, xp, plan.gradDy, wUse,
-                           plan.gradConv, plan.gradW, gradScratch,
-                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bwd,
-                           search, searchBytes);
+      const cudnnTensorDescriptor_t gxd =
+          plan.packX ? plan.gradXPacked : plan.gradX;
+      const cudnnTensorDescriptor_t gdyd =
+          plan.packDy ? plan.gradDyPacked : plan.gradDy;
+      st = heuristic
+               ? api->heuristicFilter(api->handle, gxd, gdyd, plan.gradConv,
+                                      plan.gradW,
+                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                      &n, perf)
+               : api->findFilter(api->handle, gxd, gradXUse, gdyd, gradDyUse,
+                                 plan.gradConv, plan.gradW, gradOut,
+                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+                                 perf, search, cap);
       if (st == CUDNN_STATUS_SUCCESS)
         for (int i = 0; i < n; ++i)
-          if (bwd[i].status == CUDNN_STATUS_SUCCESS &&
-              bwd[i].determinism == CUDNN_DETERMINISTIC &&
-              bwd[i].memory <= searchBytes &&
-              (best < 0 || bwd[i].time < best)) {
-            best = bwd[i].time;
-            plan.asFilterGrad = true;
-            plan.algo = bwd[i].algo;
-            plan.workspace = bwd[i].memory;
-          }
-      deviceFree(gradScratch);
+          consider(perf[i], true);
+    }
+    if (best < 0 || !heuristic) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int n = 0;
+      st = heuristic
+               ? api->heuristicForward(api->handle, plan.x, plan.w, plan.conv,
+                                       plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                       &n, perf)
+               : api->findForward(api->handle, plan.x, xp, plan.w, wUse,
+                                  plan.conv, plan.y, yp,
+                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf,
+                                  search, cap);
+      where = "forward";
+      if (st == CUDNN_STATUS_SUCCESS)
+        for (int i = 0; i < n; ++i)
+          consider(perf[i], false);
     }
     if (search) {
       cudaStreamSynchronize(s.stream);
@@ -1160,33 +1245,26 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     }
     cudaGetLastError();
     if (best < 0)
-      plan.error = "no convolution algorithm takes these shapes";
-    plan.label = std::string(plan.asFilterGrad ? "as backward-filter "
+      plan.error = st != CUDNN_STATUS_SUCCESS
+                       ? std::string("no algorithm (") + where + " search: " +
+                             api->errorString(st) + ")"
+                       : "no deterministic algorithm takes these shapes";
+    plan.label = std::string(plan.asFilterGrad ? "as backward filter "
                                                : "forward ") +
                  plan.label + " algo " + std::to_string(plan.algo);
-  }
-  void *work = plan.error.empty() ? convWorkspace(plan.workspace, error)
-                                  : nullptr;
-  if (plan.error.empty() && plan.workspace && !work)
-    plan.error = error;
-  if (!plan.error.empty()) {
-    if (wScratch)
-      deviceFree(wScratch);
-    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                           plan.error.c_str());
-    return;
-  }
-  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  void *gradOut = nullptr;
-  if (plan.asFilterGrad) {
-    gradOut = deviceAlloc(plan.gradBytes, error);
-    if (!gradOut) {
-      if (wScratch)
-        deviceFree(wScratch);
-      dort_set_pending_error(1, "%s: %s", name, error.c_str());
+    if (!plan.error.empty()) {
+      dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                             plan.error.c_str());
       return;
     }
   }
+  void *work = convWorkspace(plan.workspace, error);
+  if (plan.workspace && !work) {
+    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
+                           error.c_str());
+    return;
+  }
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   auto call = [&] {
     if (!plan.asFilterGrad) {
       st = api->forward(api->handle, &one, plan.x, xp, plan.w, wUse, plan.conv,
@@ -1195,21 +1273,18 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       return;
     }
     st = api->backwardFilter(
-        api->handle, &one, plan.gradX, xp, plan.gradDy, wUse, plan.gradConv,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), work,
-        plan.workspace, &zero, plan.gradW, gradOut);
+        api->handle, &one, plan.packX ? plan.gradXPacked : plan.gradX,
+        gradXUse, plan.packDy ? plan.gradDyPacked : plan.gradDy, gradDyUse,
+        plan.gradConv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo),
+        work, plan.workspace, &zero, plan.gradW, gradOut);
     if (st == CUDNN_STATUS_SUCCESS)
-      st = api->transform(api->handle, &one, plan.gradPacked, gradOut, &zero,
+      st = api->transform(api->handle, &one, plan.gradOut, gradOut, &zero,
                           plan.gradY, yp);
   };
   if (profiler().on)
     profiled(s.stream, std::string("cuDNN ") + plan.label, call);
   else
     call();
-  if (gradOut)
-    deviceFree(gradOut);
-  if (wScratch)
-    deviceFree(wScratch);
   if (st != CUDNN_STATUS_SUCCESS)
     dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
                            api->errorString(st));
