@@ -12,7 +12,8 @@ the compiler cannot travel to a GPU machine:
                 latency does not depend on their values);
   run KIT       (on the GPU machine, its python3 with torch) writes the
                 weights, runs each bundle with --repeat (median, end to end:
-                inputs uploaded and outputs downloaded every run) and the
+                inputs uploaded and outputs downloaded every run), as is and
+                with DISTOPT_CUDA_GRAPH=1 (replayed as a CUDA graph), and the
                 same architecture in PyTorch eager on the same GPU, timed the
                 same way (host tensors in, host tensors out) and on device
                 tensors, and with --torch-compile also `torch.compile`d
@@ -139,12 +140,17 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
         xin = kit / f"{name}.in.npy"
         np.save(xin, x)
         exe = kit / f"{name}.dx" / name
-        r = subprocess.run([str(exe), "--input", f"{m['input']}={xin}", "--repeat",
-                            str(repeat)], capture_output=True, text=True, env=env,
-                           timeout=300)
-        ours = median_us(r.stderr + r.stdout) if r.returncode == 0 else float("nan")
-        if r.returncode:
-            print(f"{name}: distopt failed: {(r.stderr + r.stdout)[-600:]}")
+        timings = {}
+        # As is, and replayed as a CUDA graph (DISTOPT_CUDA_GRAPH=1: the
+        # second run is captured, later ones replay it).
+        for tag, extra in (("distopt_us", {}), ("distopt_graph_us", {"DISTOPT_CUDA_GRAPH": "1"})):
+            r = subprocess.run([str(exe), "--input", f"{m['input']}={xin}", "--repeat",
+                                str(repeat)], capture_output=True, text=True,
+                               env=dict(env, **extra), timeout=300)
+            timings[tag] = median_us(r.stderr + r.stdout) if r.returncode == 0 else float("nan")
+            if r.returncode:
+                print(f"{name} ({tag}): distopt failed: {(r.stderr + r.stdout)[-600:]}")
+        ours = timings["distopt_us"]
         model, _, _ = gpu_models.build(name)
         model = model.to(dev).eval()
         xt = torch.from_numpy(x)
@@ -166,6 +172,7 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
         xd = xt.to(dev)
         eager_dev = timed(lambda: model(xd))
         row = {"model": name, "desc": m["desc"], "distopt_us": ours,
+               "distopt_graph_us": timings["distopt_graph_us"],
                "torch_eager_host_us": eager_host, "torch_eager_device_us": eager_dev,
                "compile_s": m.get("compile_s")}
         if torch_compile:
@@ -185,13 +192,14 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
           f"median of {repeat} runs, fp32\n")
     ms = lambda r, k: f"{r[k] / 1e3:.3f}" if k in r else "-"  # noqa: E731
-    print("| model | size | distopt ms | PyTorch eager ms (host in/out) | ratio | "
-          "PyTorch eager ms (device tensors) | torch.compile ms (host in/out) | "
-          "torch.compile ms (device tensors) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| model | size | distopt ms | distopt ms (CUDA graph) | PyTorch eager ms "
+          "(host in/out) | ratio | PyTorch eager ms (device tensors) | torch.compile ms "
+          "(host in/out) | torch.compile ms (device tensors) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ratio = r["distopt_us"] / r["torch_eager_host_us"]
         print(f"| {r['model']} | {r['desc']} | {r['distopt_us'] / 1e3:.3f} | "
+              f"{r['distopt_graph_us'] / 1e3:.3f} | "
               f"{r['torch_eager_host_us'] / 1e3:.3f} | {ratio:.2f} | "
               f"{r['torch_eager_device_us'] / 1e3:.3f} | {ms(r, 'torch_compile_host_us')} | "
               f"{ms(r, 'torch_compile_device_us')} |")

@@ -20,7 +20,9 @@ three steps, as the compiler cannot travel to a GPU machine:
                 and with DISTOPT_CUDA_RESIDENT=0 (uploaded and downloaded every
                 step, as before 2026-11-26), both again with cuDNN's heuristic
                 algorithm choice (DISTOPT_CUDNN_ALGO=heuristic: the same in
-                both processes, so their losses must be equal) -- and the same
+                both processes, so their losses must be equal), and that once
+                more replayed as a CUDA graph (DISTOPT_CUDA_GRAPH=1, the same
+                losses again) -- and the same
                 model in PyTorch
                 eager with torch.optim.AdamW on the same GPU, batches copied
                 from host memory every step as distopt's are, and prints a
@@ -126,7 +128,8 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
         heuristic = {"DISTOPT_CUDNN_ALGO": "heuristic"}
         runs = [("resident", {}), ("copied", {"DISTOPT_CUDA_RESIDENT": "0"}),
                 ("heuristic", heuristic),
-                ("heuristic_copied", dict(heuristic, DISTOPT_CUDA_RESIDENT="0"))]
+                ("heuristic_copied", dict(heuristic, DISTOPT_CUDA_RESIDENT="0")),
+                ("graph", dict(heuristic, DISTOPT_CUDA_GRAPH="1"))]
         if profile:
             runs.append(("profile", {"DISTOPT_CUDA_PROFILE": "1"}))
         for tag, extra in runs:
@@ -178,26 +181,30 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
         # as copying it every step (compared where both processes run the
         # same convolution algorithms).
         a, b = row.get("distopt_heuristic_losses"), row.get("distopt_heuristic_copied_losses")
-        row["resident_equals_copied"] = bool(a and b and len(a) == len(b) and all(
+        same = lambda a, b: bool(a and b and len(a) == len(b) and all(  # noqa: E731
             abs(x - y) <= 1e-6 * max(1.0, abs(y)) for x, y in zip(a, b)))
+        row["resident_equals_copied"] = same(a, b)
+        # Replaying the step as a CUDA graph must not change it either.
+        row["graph_equals_resident"] = same(a, row.get("distopt_graph_losses"))
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, fp32 (TF32 off), "
           f"AdamW, median step of {steps - WARMUP} (after {WARMUP})\n")
     print("| model | size | distopt ms (state on the GPU) | distopt ms (same, cuDNN's "
-          "heuristic algorithms) | distopt ms (state copied every step) | PyTorch eager ms "
-          "| ratio (resident / eager) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+          "heuristic algorithms) | distopt ms (that, as a CUDA graph) | distopt ms (state "
+          "copied every step) | PyTorch eager ms | ratio (resident / eager) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['model']} | {r['desc']} | {r['distopt_resident_ms']:.2f} | "
-              f"{r['distopt_heuristic_ms']:.2f} | "
+              f"{r['distopt_heuristic_ms']:.2f} | {r['distopt_graph_ms']:.2f} | "
               f"{r['distopt_copied_ms']:.2f} | {r['torch_eager_ms']:.2f} | "
               f"{r['distopt_resident_ms'] / r['torch_eager_ms']:.2f} |")
     (kit / "results.json").write_text(json.dumps(rows, indent=1))
-    failed = [r["model"] for r in rows if not r["resident_equals_copied"] or any(
-        k.endswith("_error") for k in r)]
+    failed = [r["model"] for r in rows if not r["resident_equals_copied"]
+              or not r["graph_equals_resident"] or any(k.endswith("_error") for k in r)]
     if failed:
-        print(f"\nfailed (a run failed, or state on the GPU changed the losses): "
+        print(f"\nfailed (a run failed, or state on the GPU or a CUDA graph changed the "
+              f"losses): "
               f"{', '.join(failed)}")
     return 1 if failed else 0
 

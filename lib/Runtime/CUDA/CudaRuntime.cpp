@@ -22,6 +22,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,21 @@ struct DeviceState {
     bool resident = false, hostFresh = false;
   } carry;
   int rank = 0; // for the profile's title
+  // CUDA graphs (DISTOPT_CUDA_GRAPH=1): per entry point, one executable
+  // graph per set of device buffers (the carried state alternates between
+  // two), replayed instead of running the entry's host code.
+  struct Graphs {
+    std::map<std::vector<void *>, cudaGraphExec_t> execs;
+    bool refused = false; // a run could not be captured: never again
+  };
+  std::unordered_map<void *, Graphs> graphs;
+  // While a run is being captured: runtime calls that need the host (staged
+  // collectives, a cuDNN search, a growing workspace) break the capture
+  // instead of running; the blocks it allocates belong to the graph (its
+  // own frees are reused only inside it), never to the pool again.
+  bool capturing = false, captureBroken = false;
+  std::multimap<size_t, void *> captureFree;
+  std::vector<void *> captureOwned;
 };
 
 DeviceState &state() {
@@ -91,6 +107,9 @@ struct Profiler {
   std::vector<Span> open;            // recorded, not read yet
   std::vector<cudaEvent_t> spare;    // events to reuse
   std::map<std::string, std::pair<int64_t, double>> total; // count, ms
+  // Host time inside the calls that queue work (the launch overhead), by
+  // kind: the open run's, and the counted runs'.
+  std::map<std::string, std::pair<int64_t, double>> hostOpen, hostTotal;
 
   cudaEvent_t event() {
     if (!spare.empty()) {
@@ -118,6 +137,12 @@ struct Profiler {
       spare.push_back(sp.stop);
     }
     open.clear();
+    if (count)
+      for (auto &[kind, t] : hostOpen) {
+        hostTotal[kind].first += t.first;
+        hostTotal[kind].second += t.second;
+      }
+    hostOpen.clear();
   }
   void print() {
     if (total.empty())
@@ -144,6 +169,12 @@ struct Profiler {
       std::fprintf(stderr, "%10.3f %8lld %5.1f%%  %s\n", rows[i].second.second,
                    static_cast<long long>(rows[i].second.first),
                    100.0 * rows[i].second.second / sum, rows[i].first.c_str());
+    std::fprintf(stderr, "host time queueing the work, per call:");
+    for (auto &[kind, t] : hostTotal)
+      std::fprintf(stderr, " %s %.1f us (%lld calls);", kind.c_str(),
+                   t.second * 1e3 / std::max<int64_t>(t.first, 1),
+                   static_cast<long long>(t.first));
+    std::fprintf(stderr, "\n");
   }
 };
 
@@ -166,9 +197,19 @@ void profiled(cudaStream_t stream, const std::string &name, Work &&work) {
     return;
   }
   cudaEventRecord(sp.start, stream);
+  auto t0 = std::chrono::steady_clock::now();
   work();
+  auto t1 = std::chrono::steady_clock::now();
   cudaEventRecord(sp.stop, stream);
   p.open.push_back(sp);
+  std::string kind = name.compare(0, 6, "cuDNN ") == 0    ? "cuDNN"
+                     : name.compare(0, 7, "cuBLAS ") == 0 ? "cuBLAS"
+                     : name.find("<<<") != std::string::npos
+                         ? "kernel launch"
+                         : "copy";
+  auto &h = p.hostOpen[kind];
+  ++h.first;
+  h.second += std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
 std::string cudaMessage(cudaError_t e) {
@@ -233,19 +274,46 @@ bool ensureDevice() {
   return true;
 }
 
+/// Inside a capture: marks it broken (the caller then does nothing; the run
+/// is redone without a graph) and returns true.
+bool captureRefuses() {
+  DeviceState &s = state();
+  if (!s.capturing)
+    return false;
+  s.captureBroken = true;
+  return true;
+}
+
 void *deviceAlloc(size_t size, std::string &error) {
   DeviceState &s = state();
   if (size == 0)
     size = 1;
+  if (s.capturing) {
+    auto c = s.captureFree.find(size);
+    if (c != s.captureFree.end()) {
+      void *p = c->second;
+      s.captureFree.erase(c);
+      s.liveBlocks[p] = size;
+      return p;
+    }
+  }
   auto it = s.freeBlocks.find(size);
   if (it != s.freeBlocks.end()) {
     void *p = it->second;
     s.freeBlocks.erase(it);
     s.liveBlocks[p] = size;
+    if (s.capturing)
+      s.captureOwned.push_back(p);
     return p;
   }
   void *p = nullptr;
   cudaError_t e = cudaMalloc(&p, size);
+  if (e != cudaSuccess && s.capturing) {
+    cudaGetLastError();
+    s.captureBroken = true;
+    error = "out of device memory while capturing a CUDA graph";
+    return nullptr;
+  }
   if (e != cudaSuccess) {
     // Give the pool back and try once more.
     cudaGetLastError();
@@ -266,6 +334,8 @@ void *deviceAlloc(size_t size, std::string &error) {
     return nullptr;
   }
   s.liveBlocks[p] = size;
+  if (s.capturing)
+    s.captureOwned.push_back(p);
   return p;
 }
 
@@ -274,9 +344,85 @@ void deviceFree(void *p) {
   auto it = s.liveBlocks.find(p);
   if (it == s.liveBlocks.end())
     return;
-  // Stream-ordered reuse: the next user is on the same stream.
-  s.freeBlocks.emplace(it->second, p);
+  // Stream-ordered reuse: the next user is on the same stream (inside a
+  // capture, the next user inside the same graph).
+  if (s.capturing &&
+      std::find(s.captureOwned.begin(), s.captureOwned.end(), p) !=
+          s.captureOwned.end())
+    s.captureFree.emplace(it->second, p);
+  else
+    s.freeBlocks.emplace(it->second, p);
   s.liveBlocks.erase(it);
+}
+
+/// Runs `entry` on the device buffers, as a CUDA graph where it can be
+/// (DISTOPT_CUDA_GRAPH=1, not profiling, not syncing each launch): the
+/// first run of an entry runs as is (modules load, cuDNN searches); the
+/// next with these buffers is captured, and later ones replay the graph.
+/// A run that cannot be captured (collectives staged through the host)
+/// is run as is, and so are all later runs of that entry.
+int32_t runEntry(void *key, int32_t (*entry)(void **), std::vector<void *> &dev,
+                 bool firstRun) {
+  DeviceState &s = state();
+  static const bool enabled = [] {
+    const char *v = std::getenv("DISTOPT_CUDA_GRAPH");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (!enabled || firstRun || s.syncEachLaunch || profiler().on ||
+      dort_pending_error())
+    return entry(dev.data());
+  DeviceState::Graphs &g = s.graphs[key];
+  if (g.refused)
+    return entry(dev.data());
+  auto found = g.execs.find(dev);
+  if (found != g.execs.end()) {
+    cudaError_t e = cudaGraphLaunch(found->second, s.stream);
+    if (e != cudaSuccess)
+      return dort_set_error(1, "replaying the CUDA graph: %s",
+                            cudaMessage(e).c_str());
+    return 0;
+  }
+  if (g.execs.size() >= 4) // buffers that keep changing: not worth it
+    return entry(dev.data());
+  if (cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeRelaxed) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    g.refused = true;
+    return entry(dev.data());
+  }
+  s.capturing = true;
+  s.captureBroken = false;
+  int32_t rc = entry(dev.data());
+  s.capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s.stream, &graph);
+  cudaGraphExec_t exec = nullptr;
+  bool ok = rc == 0 && !s.captureBroken && !dort_pending_error() &&
+            e == cudaSuccess && graph &&
+            cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (!ok) {
+    // Nothing the capture queued has run: give its blocks back and run the
+    // entry as is, now and from now on.
+    cudaGetLastError();
+    dort_clear_pending_error();
+    for (auto &[bytes, p] : s.captureFree)
+      s.freeBlocks.emplace(bytes, p);
+    s.captureFree.clear();
+    s.captureOwned.clear();
+    g.refused = true;
+    return entry(dev.data());
+  }
+  // The graph's blocks stay its own.
+  s.captureFree.clear();
+  s.captureOwned.clear();
+  g.execs.emplace(dev, exec);
+  e = cudaGraphLaunch(exec, s.stream);
+  if (e != cudaSuccess)
+    return dort_set_error(1, "replaying the CUDA graph: %s",
+                          cudaMessage(e).c_str());
+  return 0;
 }
 
 bool check(cudaError_t e, const char *what) {
@@ -458,7 +604,7 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
                               cudaMessage(e).c_str());
     }
   }
-  int32_t rc = entry(dev.data());
+  int32_t rc = runEntry(key, entry, dev, firstRun);
   if (rc != 0)
     return rc;
   for (int32_t i = 0; i < count; ++i) {
@@ -936,9 +1082,16 @@ void *convWorkspace(size_t bytes, std::string &error) {
   ConvState &c = convState();
   if (bytes <= c.workspaceBytes)
     return c.workspace;
+  if (captureRefuses()) {
+    error = "a workspace that grows inside a CUDA graph";
+    return nullptr;
+  }
   if (c.workspace) {
-    cudaStreamSynchronize(state().stream);
-    cudaFree(c.workspace);
+    // A CUDA graph may hold the old workspace's address: keep it then.
+    if (state().graphs.empty()) {
+      cudaStreamSynchronize(state().stream);
+      cudaFree(c.workspace);
+    }
     c.workspace = nullptr;
     c.workspaceBytes = 0;
   }
@@ -1031,6 +1184,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   ConvState &cs = convState();
   auto found = cs.plans.find(key);
   bool fresh = found == cs.plans.end();
+  if (fresh && captureRefuses())
+    return; // the search times algorithms: not inside a graph
   ConvPlan &plan = fresh ? cs.plans[key] : found->second;
   T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
     *yp = y->aligned + y->offset;
@@ -1425,6 +1580,8 @@ struct Staged {
 template <typename Fn>
 void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
             Fn &&collective) {
+  if (captureRefuses())
+    return;
   if (!ensureDevice()) {
     dort_set_pending_error(1, "%s", state().error.c_str());
     return;
@@ -1444,6 +1601,8 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
 /// first; a receive uploads what arrived.
 template <typename Fn>
 void stagedOne(DortUnrankedMemRef *m, size_t elem, bool send, Fn &&message) {
+  if (captureRefuses())
+    return;
   if (!ensureDevice()) {
     dort_set_pending_error(1, "%s", state().error.c_str());
     return;
@@ -1464,6 +1623,8 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   namespace rc = distopt::runtime::cuda;
   if (rc::commEngine() != rc::Comm::Nccl)
     return false;
+  if (captureRefuses())
+    return true;
   if (!ensureDevice()) {
     dort_set_pending_error(1, "%s", state().error.c_str());
     return true;
