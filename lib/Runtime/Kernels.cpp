@@ -500,6 +500,15 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
     return;
   const T *xb = x->aligned + x->offset, *wb = w->aligned + w->offset;
   T *yb = y->aligned + y->offset;
+  if (k == 0) { // a sum of nothing
+    for (int64_t a = 0; a < n; ++a)
+      for (int64_t o = 0; o < m; ++o)
+        for (int64_t i = 0; i < ho; ++i)
+          for (int64_t j = 0; j < wo; ++j)
+            yb[a * y->strides[0] + o * y->strides[1] + i * y->strides[2] +
+               j * y->strides[3]] = T(0);
+    return;
+  }
   // The weights packed as [M, K].
   std::vector<T> wp(static_cast<size_t>(m * k));
   for (int64_t o = 0; o < m; ++o)

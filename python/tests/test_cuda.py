@@ -29,6 +29,17 @@ pytestmark = pytest.mark.skipif(not HAVE_CUDA, reason="distopt built without its
                                 "(no CUDA toolkit at build time)")
 
 
+def built_with_cudnn() -> bool:
+    cache = BUILD / "CMakeCache.txt"
+    return cache.exists() and any(
+        l.startswith("DISTOPT_CUDNN_INCLUDE_DIR:") and not l.rstrip().endswith("NOTFOUND")
+        for l in cache.read_text().splitlines())
+
+
+needs_cudnn = pytest.mark.skipif(not built_with_cudnn(), reason="distopt built without cuDNN's "
+                                 "headers: GPU convolutions stay im2col + GEMM")
+
+
 def has_device() -> bool:
     if not shutil.which("nvidia-smi"):
         return False
@@ -176,6 +187,7 @@ def test_pipelined_and_server_training_steps_compile_for_cuda(examples, tmp_path
     assert proc.returncode != 0
     assert "no usable CUDA device" in proc.stderr + proc.stdout
 
+@needs_cudnn
 def test_convolutions_go_to_cudnn(tmp_path):
     """On the GPU a convolution is one call of the runtime's
     dort_cuda_conv2d_f32 (cuDNN, loaded with dlopen at the first one: the
@@ -198,6 +210,7 @@ def test_convolutions_go_to_cudnn(tmp_path):
     assert " T _mlir_ciface_dort_cuda_conv2d_f32" in symbols
 
 
+@needs_cudnn
 def test_training_step_convolutions_go_to_cudnn(tmp_path):
     """A CNN's training step on the GPU: the forward convolutions, their
     input gradients and their weight gradients are all dort_conv2d calls

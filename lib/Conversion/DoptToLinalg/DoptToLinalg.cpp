@@ -1393,13 +1393,28 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       if (auto t = original.getDefiningOp<dopt::TransposeOp>())
         if (Value src = rewriter.getRemappedValue(t.getInput()))
           if (tensorTypeOf(src).getRank() == 4) {
-            SmallVector<unsigned> perm;
-            for (int64_t p : t.getPerm())
-              perm.push_back(static_cast<unsigned>(p));
-            Value v = memref::TransposeOp::create(
-                rewriter, loc, bufferOf(src),
-                AffineMapAttr::get(AffineMap::getPermutationMap(
-                    perm, rewriter.getContext())));
+            // The view is a reinterpret_cast with the permuted sizes and
+            // strides (a ViewLikeOp: the buffer planner and the
+            // deallocation see that it aliases the source; memref.transpose
+            // is not one in MLIR 22).
+            Value buf = bufferOf(src);
+            auto meta =
+                memref::ExtractStridedMetadataOp::create(rewriter, loc, buf);
+            ArrayRef<int64_t> shape = tensorTypeOf(src).getShape();
+            SmallVector<OpFoldResult> sizes, strides;
+            SmallVector<int64_t> permuted;
+            for (int64_t p : t.getPerm()) {
+              sizes.push_back(rewriter.getIndexAttr(shape[p]));
+              strides.push_back(meta.getStrides()[p]);
+              permuted.push_back(shape[p]);
+            }
+            auto viewType = MemRefType::get(
+                permuted, elt,
+                StridedLayoutAttr::get(rewriter.getContext(),
+                                       ShapedType::kDynamic, dyn));
+            Value v = memref::ReinterpretCastOp::create(
+                rewriter, loc, viewType, buf, OpFoldResult(meta.getOffset()),
+                sizes, strides);
             return memref::CastOp::create(rewriter, loc, any, v);
           }
       return memref::CastOp::create(rewriter, loc, any, bufferOf(converted));

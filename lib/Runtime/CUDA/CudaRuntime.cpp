@@ -372,8 +372,6 @@ int32_t runEntry(void *key, int32_t (*entry)(void **), std::vector<void *> &dev,
       dort_pending_error())
     return entry(dev.data());
   DeviceState::Graphs &g = s.graphs[key];
-  if (g.refused)
-    return entry(dev.data());
   auto found = g.execs.find(dev);
   if (found != g.execs.end()) {
     cudaError_t e = cudaGraphLaunch(found->second, s.stream);
@@ -382,7 +380,8 @@ int32_t runEntry(void *key, int32_t (*entry)(void **), std::vector<void *> &dev,
                             cudaMessage(e).c_str());
     return 0;
   }
-  if (g.execs.size() >= 4) // buffers that keep changing: not worth it
+  // A refused capture, or buffers that keep changing: run as is.
+  if (g.refused || g.execs.size() >= 4)
     return entry(dev.data());
   if (cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeRelaxed) !=
       cudaSuccess) {
@@ -1048,11 +1047,11 @@ struct ConvPlan {
   // The forward convolution: x and y as given, w packed NCHW (copied there
   // through stridedW when the view is not).
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, stridedW = nullptr,
-                          packedW = nullptr;
+                          packedW = nullptr, packedX = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  bool wPacked = true;
-  size_t wBytes = 0;
+  bool wPacked = true, xPacked = true;
+  size_t wBytes = 0, xBytesFwd = 0;
   // The backward-filter form: X = x with batch and channels swapped, dy = w
   // swapped (each copied packed when the swap is not), dW = y swapped,
   // computed packed into a scratch buffer and copied into y.
@@ -1088,7 +1087,10 @@ void *convWorkspace(size_t bytes, std::string &error) {
   }
   if (c.workspace) {
     // A CUDA graph may hold the old workspace's address: keep it then.
-    if (state().graphs.empty()) {
+    bool graphed = false;
+    for (auto &[entry, g] : state().graphs)
+      graphed = graphed || !g.execs.empty();
+    if (!graphed) {
       cudaStreamSynchronize(state().stream);
       cudaFree(c.workspace);
     }
@@ -1165,13 +1167,21 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     dort_set_pending_error(1, "%s: shapes do not fit the parameters", name);
     return;
   }
-  for (int i = 0; i < 4; ++i)
-    if (xs[i] == 0 || ws[i] == 0 || ys[i] == 0)
-      return; // nothing to compute (y is empty, or a sum of nothing below)
-  std::string error;
-  CudnnApi *api = cudnn(error);
-  if (!api) {
-    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+  T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
+    *yp = y->aligned + y->offset;
+  if (ys[0] == 0 || ys[1] == 0 || ys[2] == 0 || ys[3] == 0)
+    return; // y is empty
+  if (xs[1] == 0 || ws[2] == 0 || ws[3] == 0) {
+    // A sum of nothing: y is zero (written whole, as the contract says).
+    View4 vy(ys, y->strides, false);
+    if (!vy.packed()) {
+      dort_set_pending_error(1, "%s: an empty convolution into a strided view",
+                             name);
+      return;
+    }
+    check(cudaMemsetAsync(yp, 0, sizeof(T) * ys[0] * ys[1] * ys[2] * ys[3],
+                          s.stream),
+          name);
     return;
   }
   std::string key = name;
@@ -1185,10 +1195,14 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   auto found = cs.plans.find(key);
   bool fresh = found == cs.plans.end();
   if (fresh && captureRefuses())
-    return; // the search times algorithms: not inside a graph
+    return; // cuDNN's start and its search: not inside a graph
+  std::string error;
+  CudnnApi *api = cudnn(error);
+  if (!api) {
+    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+    return;
+  }
   ConvPlan &plan = fresh ? cs.plans[key] : found->second;
-  T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
-    *yp = y->aligned + y->offset;
   const T one = 1, zero = 0;
   cudnnDataType_t type = cudnnType<T>();
   auto failed = [&](cudnnStatus_t st, const char *what) {
@@ -1264,6 +1278,12 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       if (!plan.wPacked &&
           !failed(tensor(plan.stridedW, vw.dims, vw.strides), "w view"))
         failed(packedTensor(plan.packedW, vw.dims), "w copy");
+      // An input view that is not NCHW (a transposed operand) is copied
+      // packed too: not every algorithm takes any strides.
+      plan.xPacked = vx.packed();
+      plan.xBytesFwd = bytes4(vx.dims);
+      if (!plan.xPacked && plan.error.empty())
+        failed(packedTensor(plan.packedX, vx.dims), "x copy");
     }
     plan.gradForm = plan.error.empty() && groups == 1 &&
                     out(xs[2], ys[2], dh, ph, sh) == ws[2] &&
@@ -1309,13 +1329,15 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     return true;
   };
   // Operands in the layouts the chosen form needs.
-  const void *wUse = wp, *gradXUse = xp, *gradDyUse = wp;
+  const void *wUse = wp, *xUse = xp, *gradXUse = xp, *gradDyUse = wp;
   void *gradOut = nullptr;
   bool needForward = fresh || !plan.asFilterGrad;
   bool needGrad = plan.gradForm && (fresh || plan.asFilterGrad);
   bool ok = true;
   if (needForward && !plan.wPacked)
     ok = copy(plan.stridedW, wp, plan.packedW, plan.wBytes, wUse);
+  if (ok && needForward && !plan.xPacked)
+    ok = copy(plan.x, xp, plan.packedX, plan.xBytesFwd, xUse);
   if (ok && needGrad && plan.packX)
     ok = copy(plan.gradX, xp, plan.gradXPacked, plan.xBytes, gradXUse);
   if (ok && needGrad && plan.packDy)
@@ -1331,10 +1353,13 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     // Choose: cuDNN's timing of its algorithms on these buffers (the
     // search's workspace: what the device can spare, at most 1 GiB), or
     // its heuristic ranking.
+    // (The heuristic's cap is fixed, so that its choice does not depend on
+    // the memory free at the time.)
+    bool heuristic = heuristicAlgorithms();
     size_t freeBytes = 0, total = 0;
     cudaMemGetInfo(&freeBytes, &total);
-    size_t cap = std::min<size_t>(size_t(1) << 30, freeBytes / 4);
-    bool heuristic = heuristicAlgorithms();
+    size_t cap = heuristic ? size_t(256) << 20
+                           : std::min<size_t>(size_t(1) << 30, freeBytes / 4);
     void *search = nullptr;
     if (!heuristic && cudaMalloc(&search, cap) != cudaSuccess) {
       cudaGetLastError();
@@ -1382,10 +1407,14 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int n = 0;
       st = heuristic
-               ? api->heuristicForward(api->handle, plan.x, plan.w, plan.conv,
-                                       plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                       &n, perf)
-               : api->findForward(api->handle, plan.x, xp, plan.w, wUse,
+               ? api->heuristicForward(api->handle,
+                                       plan.xPacked ? plan.x : plan.packedX,
+                                       plan.w, plan.conv, plan.y,
+                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
+                                       perf)
+               : api->findForward(api->handle,
+                                  plan.xPacked ? plan.x : plan.packedX, xUse,
+                                  plan.w, wUse,
                                   plan.conv, plan.y, yp,
                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf,
                                   search, cap);
@@ -1422,7 +1451,9 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   auto call = [&] {
     if (!plan.asFilterGrad) {
-      st = api->forward(api->handle, &one, plan.x, xp, plan.w, wUse, plan.conv,
+      st = api->forward(api->handle, &one,
+                        plan.xPacked ? plan.x : plan.packedX, xUse, plan.w,
+                        wUse, plan.conv,
                         static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                         work, plan.workspace, &zero, plan.y, yp);
       return;

@@ -65,3 +65,28 @@ func.func @conv_f16(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<
   %0 = dopt.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16>) -> tensor<1x3x2x2xf16>
   return %0 : tensor<1x3x2x2xf16>
 }
+
+// -----
+
+// A weight gradient's shape: operands that are dopt.transposes are passed
+// as views of the transposes' inputs (reinterpret_casts with the permuted
+// sizes and strides: views the buffer planner follows), not as copies; and
+// a convolution nothing reads is not lowered at all (a call would not be
+// dead code to later passes).
+// CHECK-LABEL: func.func @conv_weight_grad_views
+// CHECK: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<4x3x6x6xf32>
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:4, %[[ST:.*]]:4 = memref.extract_strided_metadata %[[X]]
+// CHECK: %[[XV:.*]] = memref.reinterpret_cast %[[X]] to offset: [%[[OFF]]], sizes: [3, 4, 6, 6], strides: [%[[ST]]#1, %[[ST]]#0, %[[ST]]#2, %[[ST]]#3]
+// CHECK: %[[XC:.*]] = memref.cast %[[XV]]
+// CHECK: %[[G:.*]] = bufferization.to_buffer %arg1 read_only : tensor<4x5x4x4xf32>
+// CHECK: memref.reinterpret_cast %[[G]] {{.*}} sizes: [5, 4, 4, 4]
+// CHECK: call @dort_conv2d_f32(%[[XC]],
+// CHECK-NOT: call @dort_conv2d_f32
+// CHECK: return
+func.func @conv_weight_grad_views(%x: tensor<4x3x6x6xf32>, %g: tensor<4x5x4x4xf32>) -> tensor<3x5x3x3xf32> {
+  %xt = dopt.transpose %x {perm = array<i64: 1, 0, 2, 3>} : (tensor<4x3x6x6xf32>) -> tensor<3x4x6x6xf32>
+  %gt = dopt.transpose %g {perm = array<i64: 1, 0, 2, 3>} : (tensor<4x5x4x4xf32>) -> tensor<5x4x4x4xf32>
+  %r = dopt.conv %xt, %gt {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<3x4x6x6xf32>, tensor<5x4x4x4xf32>) -> tensor<3x5x3x3xf32>
+  %dead = dopt.conv %x, %x {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<4x3x6x6xf32>, tensor<4x3x6x6xf32>) -> tensor<4x4x1x1xf32>
+  return %r : tensor<3x5x3x3xf32>
+}
