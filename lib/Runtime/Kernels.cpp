@@ -265,13 +265,7 @@ bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
   return ok;
 }
 
-template <typename T, int R> struct MemRef {
-  T *allocated;
-  T *aligned;
-  int64_t offset;
-  int64_t sizes[R];
-  int64_t strides[R];
-};
+using distopt::runtime::MemRef;
 
 /// The view of op(X) for the last two dimensions of a memref at `base`.
 template <typename T, int R>

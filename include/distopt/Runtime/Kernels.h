@@ -138,6 +138,18 @@ void memrefCopy(int64_t elemSize, DortUnrankedMemRef *src,
 
 #ifdef __cplusplus
 }
+
+namespace distopt::runtime {
+/* A ranked memref descriptor of element type T and rank R, as MLIR lays it
+ * out (the typed structs above, generically). */
+template <typename T, int R> struct MemRef {
+  T *allocated;
+  T *aligned;
+  int64_t offset;
+  int64_t sizes[R];
+  int64_t strides[R];
+};
+} // namespace distopt::runtime
 #endif
 
 #endif /* DISTOPT_RUNTIME_KERNELS_H */

@@ -889,13 +889,7 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-template <typename T, int R> struct MemRef {
-  T *allocated;
-  T *aligned;
-  int64_t offset;
-  int64_t sizes[R];
-  int64_t strides[R];
-};
+using distopt::runtime::MemRef;
 
 /// libcudnn, loaded with dlopen at the first convolution: an executable
 /// without convolutions never needs it, and one that needs it and lacks it
@@ -907,13 +901,10 @@ struct CudnnApi {
   decltype(&cudnnSetStream) setStream = nullptr;
   decltype(&cudnnGetErrorString) errorString = nullptr;
   decltype(&cudnnCreateTensorDescriptor) createTensor = nullptr;
-  decltype(&cudnnDestroyTensorDescriptor) destroyTensor = nullptr;
   decltype(&cudnnSetTensorNdDescriptor) setTensor = nullptr;
   decltype(&cudnnCreateFilterDescriptor) createFilter = nullptr;
-  decltype(&cudnnDestroyFilterDescriptor) destroyFilter = nullptr;
   decltype(&cudnnSetFilter4dDescriptor) setFilter = nullptr;
   decltype(&cudnnCreateConvolutionDescriptor) createConv = nullptr;
-  decltype(&cudnnDestroyConvolutionDescriptor) destroyConv = nullptr;
   decltype(&cudnnSetConvolution2dDescriptor) setConv = nullptr;
   decltype(&cudnnSetConvolutionGroupCount) setGroups = nullptr;
   decltype(&cudnnSetConvolutionMathType) setMath = nullptr;
@@ -952,18 +943,12 @@ CudnnApi *cudnn(std::string &error) {
                !bindSymbol(a.lib, "cudnnGetErrorString", a.errorString) ||
                !bindSymbol(a.lib, "cudnnCreateTensorDescriptor",
                            a.createTensor) ||
-               !bindSymbol(a.lib, "cudnnDestroyTensorDescriptor",
-                           a.destroyTensor) ||
                !bindSymbol(a.lib, "cudnnSetTensorNdDescriptor", a.setTensor) ||
                !bindSymbol(a.lib, "cudnnCreateFilterDescriptor",
                            a.createFilter) ||
-               !bindSymbol(a.lib, "cudnnDestroyFilterDescriptor",
-                           a.destroyFilter) ||
                !bindSymbol(a.lib, "cudnnSetFilter4dDescriptor", a.setFilter) ||
                !bindSymbol(a.lib, "cudnnCreateConvolutionDescriptor",
                            a.createConv) ||
-               !bindSymbol(a.lib, "cudnnDestroyConvolutionDescriptor",
-                           a.destroyConv) ||
                !bindSymbol(a.lib, "cudnnSetConvolution2dDescriptor",
                            a.setConv) ||
                !bindSymbol(a.lib, "cudnnSetConvolutionGroupCount",
