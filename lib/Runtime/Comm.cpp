@@ -776,3 +776,5 @@ int dort_test(dort_request *r, int *done) {
 }
 
 } // extern "C"
+
+extern "C" double dort_comm_timeout_seconds(void) { return timeoutSeconds(); }

@@ -1,4 +1,4 @@
-//===- NcclBootstrap.cpp - NCCL's bootstrap over MPI, and its all-reduce --===//
+//===- NcclBootstrap.cpp - NCCL's bootstrap over MPI, and its collectives -===//
 //
 // Run under mpirun.
 //
@@ -6,13 +6,16 @@
 // rank 0 makes NCCL's unique id, dort_nccl_unique_id broadcasts it, and
 // every rank must hold the same bytes.
 //
-// With --all-reduce (on a GPU machine; python/gpu/gpu_check.py runs it):
-// a grid of one axis over the world, then the runtime's NCCL all-reduce
-// (the engine DISTOPT_CUDA_COMM=nccl selects: communicator bootstrapped
-// over MPI, ncclCommInitRank, ncclAllReduce on a stream) of a device
-// buffer holding rank+1 in every element; each must come back as
-// size*(size+1)/2. Ranks that share a GPU get the runtime's error (NCCL
-// refuses them), printed, and exit 1.
+// With --all-reduce (on a GPU machine; scripts/gpu-check runs it): a grid
+// of one axis over the world, then the engine DISTOPT_CUDA_COMM=nccl
+// selects (communicator bootstrapped over MPI, ncclCommInitRank, the
+// collectives on a stream): an all-reduce of a device buffer holding rank+1
+// in every element, which must come back as size*(size+1)/2; then an
+// all-gather and a reduce-scatter along the leading dimension, waited for
+// through the runtime's watchdog (ncclWatch), checked element by element;
+// and a gather along a later dimension, which NCCL must leave to the staged
+// path. Ranks that share a GPU get the runtime's error (NCCL refuses them),
+// printed, and exit 1.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +69,90 @@ int checkUniqueId(dort_comm *world, int rank, int size) {
 int fail(int rank, const char *what, cudaError_t e) {
   std::fprintf(stderr, "rank %d: %s: %s\n", rank, what, cudaGetErrorString(e));
   return 1;
+}
+
+/// The all-gather and reduce-scatter NCCL carries (along the leading
+/// dimension), waited for through the runtime's watchdog (ncclWatch).
+int checkGatherScatter(dort_comm *world, int rank, int size,
+                       cudaStream_t stream) {
+  const int64_t k = 1 << 16; // elements per rank
+  float *part = nullptr, *all = nullptr;
+  cudaError_t e;
+  if ((e = cudaMalloc(reinterpret_cast<void **>(&part), k * sizeof(float))) !=
+          cudaSuccess ||
+      (e = cudaMalloc(reinterpret_cast<void **>(&all),
+                      k * size * sizeof(float))) != cudaSuccess)
+    return fail(rank, "cudaMalloc", e);
+  std::vector<float> host(k * size);
+  for (int64_t i = 0; i < k; ++i)
+    host[i] = float(rank * k + i);
+  if ((e = cudaMemcpy(part, host.data(), k * sizeof(float),
+                      cudaMemcpyHostToDevice)) != cudaSuccess)
+    return fail(rank, "cudaMemcpy", e);
+  // Rank-1 descriptors: [k] and [size * k].
+  int64_t partDesc[5] = {reinterpret_cast<int64_t>(part),
+                         reinterpret_cast<int64_t>(part), 0, k, 1};
+  int64_t allDesc[5] = {reinterpret_cast<int64_t>(all),
+                        reinterpret_cast<int64_t>(all), 0, k * size, 1};
+  DortUnrankedMemRef p{1, partDesc}, a{1, allDesc};
+  namespace rc = distopt::runtime::cuda;
+  std::string error;
+  int64_t wrong = 0;
+  if (!rc::ncclAllGather(&p, &a, 0, 0, DORT_F32, stream)) {
+    std::fprintf(stderr, "rank %d: NCCL did not take a leading all-gather\n",
+                 rank);
+    return 1;
+  }
+  if (!rc::ncclWatch(stream, error) || dort_pending_error()) {
+    std::fprintf(stderr, "rank %d: all-gather: %s\n", rank,
+                 dort_pending_error() ? dort_pending_error() : error.c_str());
+    return 1;
+  }
+  cudaMemcpy(host.data(), all, k * size * sizeof(float),
+             cudaMemcpyDeviceToHost);
+  for (int64_t i = 0; i < k * size; ++i)
+    wrong += host[i] != float(i);
+  // Reduce-scatter of the gathered buffer plus one: every rank holds the
+  // same [size * k], so block r sums to size * (r * k + i + 1).
+  for (int64_t i = 0; i < k * size; ++i)
+    host[i] = float(i) + 1;
+  cudaMemcpy(all, host.data(), k * size * sizeof(float),
+             cudaMemcpyHostToDevice);
+  if (!rc::ncclReduceScatter(&a, &p, 0, /*Sum*/ 1, 0, DORT_F32, stream)) {
+    std::fprintf(stderr,
+                 "rank %d: NCCL did not take a leading reduce-scatter\n", rank);
+    return 1;
+  }
+  if (!rc::ncclWatch(stream, error) || dort_pending_error()) {
+    std::fprintf(stderr, "rank %d: reduce-scatter: %s\n", rank,
+                 dort_pending_error() ? dort_pending_error() : error.c_str());
+    return 1;
+  }
+  cudaMemcpy(host.data(), part, k * sizeof(float), cudaMemcpyDeviceToHost);
+  for (int64_t i = 0; i < k; ++i)
+    wrong += host[i] != float(size) * float(rank * k + i + 1);
+  // A view NCCL cannot take as is (the gather along a dimension after one
+  // of extent 2) is left to the staged path.
+  int64_t twoDim[7] = {reinterpret_cast<int64_t>(all),
+                       reinterpret_cast<int64_t>(all), 0, 2, k * size / 2,
+                       k * size / 2, 1};
+  DortUnrankedMemRef t{2, twoDim};
+  bool refused = !rc::ncclAllGather(&p, &t, 0, 1, DORT_F32, stream);
+  int bad = wrong != 0 || !refused;
+  int anyBad = 0;
+  dort_all_reduce(&bad, &anyBad, 1, DORT_I32, DORT_MAX, world, nullptr);
+  if (rank == 0)
+    std::printf("nccl all-gather and reduce-scatter of %lld floats per rank "
+                "on %d rank(s), waited for by the watchdog: %s\n",
+                static_cast<long long>(k), size, anyBad ? "WRONG" : "ok");
+  if (wrong)
+    std::fprintf(stderr, "rank %d: %lld elements wrong\n", rank,
+                 static_cast<long long>(wrong));
+  if (!refused)
+    std::fprintf(stderr, "rank %d: NCCL took a gather it cannot do\n", rank);
+  cudaFree(part);
+  cudaFree(all);
+  return anyBad;
 }
 
 int checkAllReduce(dort_comm *world, int rank, int size) {
@@ -149,7 +236,9 @@ int checkAllReduce(dort_comm *world, int rank, int size) {
     std::fprintf(stderr, "rank %d: %lld elements differ from %g\n", rank,
                  static_cast<long long>(wrong), want);
   cudaFree(buf);
-  return anyBad;
+  if (anyBad)
+    return anyBad;
+  return checkGatherScatter(world, rank, size, stream);
 }
 
 } // namespace

@@ -54,6 +54,11 @@ int dort_comm_finalize(void);
 /* Ends every rank of the job: prints "rank R: MESSAGE" and aborts. */
 void dort_comm_abort(int code, const char *message);
 
+/* The bound on waiting for peers, in seconds (DISTOPT_COMM_TIMEOUT, default
+ * 300): what the MPI collectives wait, and what the CUDA runtime waits for
+ * NCCL's work before aborting its communicators. */
+double dort_comm_timeout_seconds(void);
+
 /* The world communicator (valid after dort_comm_init). */
 dort_comm *dort_comm_world(void);
 int dort_comm_rank(const dort_comm *comm);

@@ -618,11 +618,14 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
       return dort_set_error(1, "downloading output buffer %d: %s", i,
                             cudaMessage(e).c_str());
   }
-  cudaError_t e = cudaStreamSynchronize(s.stream);
-  if (e != cudaSuccess && !dort_pending_error())
+  // With NCCL's communicators, the wait polls their errors and is bounded
+  // (a dead peer aborts them and ends the run).
+  std::string waitError;
+  if (!distopt::runtime::cuda::ncclWatch(s.stream, waitError) &&
+      !dort_pending_error())
     return dort_set_error(
         1, "the GPU program failed: %s (DISTOPT_CUDA_SYNC=1 names the kernel)",
-        cudaMessage(e).c_str());
+        waitError.c_str());
   if (profiler().on) {
     profiler().collect(!firstRun);
     profiler().skipped += firstRun;
@@ -1650,6 +1653,27 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   return rc::ncclAllReduce(in, out, axis, kind, dtype, state().stream);
 }
 
+/// Whether NCCL carried this all-gather (kind < 0) or reduce-scatter
+/// (DISTOPT_CUDA_COMM=nccl; along a leading dimension of contiguous views).
+bool ncclTakesAlong(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                    int64_t axis, int64_t kind, int64_t dim,
+                    dort_dtype dtype) {
+  namespace rc = distopt::runtime::cuda;
+  if (rc::commEngine() != rc::Comm::Nccl)
+    return false;
+  if (captureRefuses())
+    return true;
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", state().error.c_str());
+    return true;
+  }
+  if (dort_pending_error())
+    return true;
+  return kind < 0 ? rc::ncclAllGather(in, out, axis, dim, dtype, state().stream)
+                  : rc::ncclReduceScatter(in, out, axis, kind, dim, dtype,
+                                          state().stream);
+}
+
 } // namespace
 
 #define DORT_CUDA_STAGED(SUFFIX, ELEM, DTYPE)                                         \
@@ -1687,6 +1711,8 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   void _mlir_ciface_dort_cuda_shard_all_gather_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t dim) {                                                           \
+    if (ncclTakesAlong(in, out, axis, -1, dim, DTYPE))                         \
+      return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_all_gather_##SUFFIX(i, o, axis, dim);            \
     });                                                                        \
@@ -1694,6 +1720,8 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   void _mlir_ciface_dort_cuda_shard_reduce_scatter_##SUFFIX(                   \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind, int64_t dim) {                                             \
+    if (ncclTakesAlong(in, out, axis, kind, dim, DTYPE))                       \
+      return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_reduce_scatter_##SUFFIX(i, o, axis, kind, dim);  \
     });                                                                        \

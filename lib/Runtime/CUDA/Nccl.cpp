@@ -21,6 +21,10 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -36,6 +40,13 @@ struct NcclApi {
   ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
+                            ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*reduceScatter)(const void *, void *, size_t, ncclDataType_t,
+                                ncclRedOp_t, ncclComm_t,
+                                cudaStream_t) = nullptr;
+  ncclResult_t (*asyncError)(ncclComm_t, ncclResult_t *) = nullptr;
+  ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
   const char *(*errorString)(ncclResult_t) = nullptr;
 };
 
@@ -60,6 +71,10 @@ const NcclApi *api(std::string &error) {
                !bind(a.lib, "ncclCommInitRank", a.commInitRank) ||
                !bind(a.lib, "ncclCommDestroy", a.commDestroy) ||
                !bind(a.lib, "ncclAllReduce", a.allReduce) ||
+               !bind(a.lib, "ncclAllGather", a.allGather) ||
+               !bind(a.lib, "ncclReduceScatter", a.reduceScatter) ||
+               !bind(a.lib, "ncclCommGetAsyncError", a.asyncError) ||
+               !bind(a.lib, "ncclCommAbort", a.commAbort) ||
                !bind(a.lib, "ncclGetErrorString", a.errorString)) {
       loadError = "libnccl.so.2 lacks a function distopt needs";
     }
@@ -165,6 +180,74 @@ Comm commEngine() {
   return engine;
 }
 
+} // namespace distopt::runtime::cuda
+
+namespace {
+
+/// NCCL and the communicator of grid axis `axis` (made at its first use:
+/// the axis's rank 0 makes the unique id, an MPI broadcast hands it on);
+/// null after a pending error naming `what`.
+ncclComm_t axisComm(const NcclApi *&nccl, int64_t axis, const char *what) {
+  std::string error;
+  nccl = api(error);
+  if (!nccl) {
+    dort_set_pending_error(1, "DISTOPT_CUDA_COMM=nccl: %s", error.c_str());
+    return nullptr;
+  }
+  auto &comms = axisComms();
+  auto it = comms.find(static_cast<int>(axis));
+  if (it != comms.end())
+    return it->second;
+  dort_comm *c = dort_grid_axis_comm(static_cast<int>(axis));
+  if (!c) {
+    dort_set_pending_error(1, "%s over grid axis %lld: no such axis", what,
+                           static_cast<long long>(axis));
+    return nullptr;
+  }
+  int local = dort_comm_local_size(dort_comm_world()), devices = 0;
+  cudaGetDeviceCount(&devices);
+  if (local > devices) {
+    dort_set_pending_error(
+        1,
+        "DISTOPT_CUDA_COMM=nccl needs a GPU per rank: %d ranks share %d "
+        "GPU(s) on this node (NCCL refuses two ranks on one GPU); use the "
+        "staged collectives (unset DISTOPT_CUDA_COMM)",
+        local, devices);
+    return nullptr;
+  }
+  ncclUniqueId id;
+  if (dort_nccl_unique_id(c, &id, sizeof id) != 0) {
+    dort_set_pending_error(1, "%s", dort_last_error_message());
+    return nullptr;
+  }
+  ncclComm_t comm;
+  ncclResult_t r =
+      nccl->commInitRank(&comm, dort_comm_size(c), id, dort_comm_rank(c));
+  if (r != ncclSuccess) {
+    dort_set_pending_error(1, "ncclCommInitRank (grid axis %lld): %s",
+                           static_cast<long long>(axis), nccl->errorString(r));
+    return nullptr;
+  }
+  comms.emplace(static_cast<int>(axis), comm);
+  return comm;
+}
+
+/// Whether every dimension of `m` before `dim` has extent 1: NCCL's
+/// rank-major concatenation of such views is the one along `dim`.
+bool leadingDim(const DortUnrankedMemRef *m, int64_t dim) {
+  auto *d = static_cast<int64_t *>(m->descriptor);
+  if (dim < 0 || dim >= m->rank)
+    return false;
+  for (int64_t i = 0; i < dim; ++i)
+    if (d[3 + i] != 1)
+      return false;
+  return true;
+}
+
+} // namespace
+
+namespace distopt::runtime::cuda {
+
 bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
                    int64_t axis, int64_t kind, dort_dtype dtype,
                    void *stream) {
@@ -174,58 +257,116 @@ bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   ncclRedOp_t op;
   if (!ncclType(dtype, type) || !ncclOp(kind, op))
     return false;
-  std::string error;
-  const NcclApi *nccl = api(error);
-  if (!nccl) {
-    dort_set_pending_error(1, "DISTOPT_CUDA_COMM=nccl: %s", error.c_str());
+  const NcclApi *nccl = nullptr;
+  ncclComm_t comm = axisComm(nccl, axis, "all_reduce");
+  if (!comm)
     return true;
-  }
-  auto &comms = axisComms();
-  auto it = comms.find(static_cast<int>(axis));
-  if (it == comms.end()) {
-    dort_comm *c = dort_grid_axis_comm(static_cast<int>(axis));
-    if (!c) {
-      dort_set_pending_error(1, "all_reduce over grid axis %lld: no such axis",
-                             static_cast<long long>(axis));
-      return true;
-    }
-    int ranks = dort_comm_size(dort_comm_world()),
-        local = dort_comm_local_size(dort_comm_world()), devices = 0;
-    cudaGetDeviceCount(&devices);
-    if (local > devices) {
-      dort_set_pending_error(
-          1,
-          "DISTOPT_CUDA_COMM=nccl needs a GPU per rank: %d ranks share %d "
-          "GPU(s) on this node (NCCL refuses two ranks on one GPU); use the "
-          "staged collectives (unset DISTOPT_CUDA_COMM)",
-          local, devices);
-      return true;
-    }
-    (void)ranks;
-    ncclUniqueId id;
-    if (dort_nccl_unique_id(c, &id, sizeof id) != 0) {
-      dort_set_pending_error(1, "%s", dort_last_error_message());
-      return true;
-    }
-    ncclComm_t comm;
-    ncclResult_t r =
-        nccl->commInitRank(&comm, dort_comm_size(c), id, dort_comm_rank(c));
-    if (r != ncclSuccess) {
-      dort_set_pending_error(1, "ncclCommInitRank (grid axis %lld): %s",
-                             static_cast<long long>(axis),
-                             nccl->errorString(r));
-      return true;
-    }
-    it = comms.emplace(static_cast<int>(axis), comm).first;
-  }
   ncclResult_t r = nccl->allReduce(
       dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
-      static_cast<size_t>(numElements(in)), type, op, it->second,
+      static_cast<size_t>(numElements(in)), type, op, comm,
       static_cast<cudaStream_t>(stream));
   if (r != ncclSuccess)
     dort_set_pending_error(1, "ncclAllReduce (grid axis %lld): %s",
                            static_cast<long long>(axis), nccl->errorString(r));
   return true;
+}
+
+bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                   int64_t axis, int64_t dim, dort_dtype dtype, void *stream) {
+  ncclDataType_t type;
+  if (!contiguous(in) || !contiguous(out) || !leadingDim(out, dim) ||
+      !leadingDim(in, dim) || !ncclType(dtype, type))
+    return false;
+  const NcclApi *nccl = nullptr;
+  ncclComm_t comm = axisComm(nccl, axis, "all_gather");
+  if (!comm)
+    return true;
+  ncclResult_t r = nccl->allGather(
+      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
+      static_cast<size_t>(numElements(in)), type, comm,
+      static_cast<cudaStream_t>(stream));
+  if (r != ncclSuccess)
+    dort_set_pending_error(1, "ncclAllGather (grid axis %lld): %s",
+                           static_cast<long long>(axis), nccl->errorString(r));
+  return true;
+}
+
+bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                       int64_t axis, int64_t kind, int64_t dim,
+                       dort_dtype dtype, void *stream) {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  if (!contiguous(in) || !contiguous(out) || !leadingDim(in, dim) ||
+      !leadingDim(out, dim) || !ncclType(dtype, type) || !ncclOp(kind, op))
+    return false;
+  const NcclApi *nccl = nullptr;
+  ncclComm_t comm = axisComm(nccl, axis, "reduce_scatter");
+  if (!comm)
+    return true;
+  ncclResult_t r = nccl->reduceScatter(
+      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
+      static_cast<size_t>(numElements(out)), type, op, comm,
+      static_cast<cudaStream_t>(stream));
+  if (r != ncclSuccess)
+    dort_set_pending_error(1, "ncclReduceScatter (grid axis %lld): %s",
+                           static_cast<long long>(axis), nccl->errorString(r));
+  return true;
+}
+
+bool ncclWatch(void *stream, std::string &error) {
+  auto s = static_cast<cudaStream_t>(stream);
+  auto &comms = axisComms();
+  std::string loadError;
+  const NcclApi *nccl = comms.empty() ? nullptr : api(loadError);
+  if (!nccl) {
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess)
+      error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return e == cudaSuccess;
+  }
+  auto abortAll = [&] {
+    for (auto &[axis, comm] : comms)
+      nccl->commAbort(comm);
+    comms.clear();
+  };
+  auto start = std::chrono::steady_clock::now();
+  double limit = dort_comm_timeout_seconds();
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess)
+      return true;
+    if (e != cudaErrorNotReady) {
+      error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+      abortAll();
+      return false;
+    }
+    for (auto &[axis, comm] : comms) {
+      ncclResult_t state = ncclSuccess;
+      if (nccl->asyncError(comm, &state) == ncclSuccess &&
+          state != ncclSuccess && state != ncclInProgress) {
+        error = std::string("NCCL failed on grid axis ") +
+                std::to_string(axis) + " (" + nccl->errorString(state) +
+                "): a peer failed; the communicators are aborted";
+        abortAll();
+        return false;
+      }
+    }
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (waited > limit) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "the GPU's work with NCCL collectives did not finish "
+                    "within %g s (DISTOPT_COMM_TIMEOUT): a peer died or "
+                    "hangs; the communicators are aborted",
+                    limit);
+      error = buf;
+      abortAll();
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 } // namespace distopt::runtime::cuda

@@ -6,6 +6,7 @@
 #include "distopt/Runtime/Kernels.h"
 
 #include <cstdint>
+#include <string>
 
 namespace distopt::runtime::cuda {
 
@@ -20,6 +21,24 @@ Comm commEngine();
 /// it lacks): the caller stages it. Failures are pending errors.
 bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
                    int64_t axis, int64_t kind, dort_dtype dtype, void *stream);
+
+/// The all-gather of a shard collective along `dim` through NCCL, where
+/// NCCL's rank-major concatenation is that (contiguous views, every
+/// dimension before `dim` of extent 1); false otherwise (staged).
+bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                   int64_t axis, int64_t dim, dort_dtype dtype, void *stream);
+
+/// The reduce-scatter along `dim`, on the same terms.
+bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                       int64_t axis, int64_t kind, int64_t dim,
+                       dort_dtype dtype, void *stream);
+
+/// Waits for `stream` where NCCL communicators exist, polling their
+/// asynchronous errors: on an error, or when the work has not finished
+/// within dort_comm_timeout_seconds() (a peer died or hangs), every
+/// communicator is aborted (ncclCommAbort) and false returned with `error`
+/// set. Without communicators: cudaStreamSynchronize.
+bool ncclWatch(void *stream, std::string &error);
 
 } // namespace distopt::runtime::cuda
 
