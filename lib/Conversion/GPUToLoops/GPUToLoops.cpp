@@ -17,6 +17,12 @@
 // indices) are recomputed where they are used. An all-reduce combines
 // the threads' values in thread order and gives every thread the result.
 //
+// A kernel whose blocks each run a part of their own (independent
+// reductions: `scf.if (block id == k)` around each part) is emulated as one
+// single-block kernel per part: the parts are independent, so that is what
+// the GPU computes, though not the branch structure itself (ptxas and the
+// GPU runs check that).
+//
 // What the emulation cannot represent (a barrier inside control flow, shared
 // memory, warp shuffles) is an error naming the op: such kernels are not what
 // distopt's mapping makes.
@@ -340,12 +346,70 @@ struct EmulateGPULaunchesPass
     return success();
   }
 
+  /// A launch whose blocks each run their own part (what the loop mapping
+  /// makes of independent reductions: pure ops, then `scf.if (block id x
+  /// == k)` for k = 0, 1, ..., nothing else) becomes one single-block
+  /// launch per part, the block id a constant in each: the parts touch
+  /// disjoint memory, so running them one after another is what the GPU
+  /// computes, and each part's barriers and all-reduces are at its top
+  /// level, where the emulation takes them. Returns the launches to
+  /// emulate (`launch` itself when it is not of that form).
+  SmallVector<gpu::LaunchOp> splitBlockParts(gpu::LaunchOp launch) {
+    Block &body = launch.getBody().front();
+    Value bx = launch.getBlockIds().x;
+    SmallVector<std::pair<scf::IfOp, int64_t>> parts;
+    for (Operation &op : body.without_terminator()) {
+      if (auto part = dyn_cast<scf::IfOp>(op)) {
+        auto cmp = part.getCondition().getDefiningOp<arith::CmpIOp>();
+        std::optional<int64_t> k =
+            cmp ? getConstantIntValue(cmp.getRhs()) : std::nullopt;
+        if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq ||
+            cmp.getLhs() != bx || !k || part.elseBlock() ||
+            *k != static_cast<int64_t>(parts.size()))
+          return {launch};
+        parts.push_back({part, *k});
+        continue;
+      }
+      if (!isMemoryEffectFree(&op) || op.getNumRegions() != 0)
+        return {launch};
+    }
+    std::optional<int64_t> gx =
+        getConstantIntValue(launch.getGridSizeOperandValues().x);
+    if (parts.size() < 2 || !gx || *gx != static_cast<int64_t>(parts.size()))
+      return {launch};
+    SmallVector<gpu::LaunchOp> split;
+    OpBuilder b(launch);
+    Location loc = launch.getLoc();
+    gpu::KernelDim3 size = launch.getBlockSizeOperandValues();
+    for (auto [part, k] : parts) {
+      Value one = arith::ConstantIndexOp::create(b, loc, 1);
+      auto single = gpu::LaunchOp::create(b, loc, one, one, one, size.x,
+                                          size.y, size.z);
+      Block &to = single.getBody().front();
+      OpBuilder in = OpBuilder::atBlockEnd(&to);
+      IRMapping map;
+      map.map(launch.getBody().getArguments(),
+              single.getBody().getArguments());
+      map.map(bx, arith::ConstantIndexOp::create(in, loc, k).getResult());
+      for (Operation &op : body.without_terminator())
+        if (!isa<scf::IfOp>(op))
+          in.clone(op, map);
+      for (Operation &op : part.thenBlock()->without_terminator())
+        in.clone(op, map);
+      gpu::TerminatorOp::create(in, loc);
+      split.push_back(single);
+    }
+    launch.erase();
+    return split;
+  }
+
   void runOnOperation() override {
     SmallVector<gpu::LaunchOp> launches;
     getOperation().walk([&](gpu::LaunchOp l) { launches.push_back(l); });
     for (gpu::LaunchOp launch : launches)
-      if (failed(emulate(launch)))
-        return signalPassFailure();
+      for (gpu::LaunchOp one : splitBlockParts(launch))
+        if (failed(emulate(one)))
+          return signalPassFailure();
   }
 };
 

@@ -747,6 +747,10 @@ std::optional<SplitPlan> planSplit(scf::ParallelOp par) {
   return SplitPlan{*r, chunks, (length + chunks - 1) / chunks, *lb, *step};
 }
 
+/// Marks the second pass of a split reduction (the fold of the partial
+/// sums): not to be split again.
+constexpr llvm::StringLiteral kSplitFold = "distopt.split_fold";
+
 bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
   if (rowFused)
     return false;
@@ -795,13 +799,15 @@ bool splitLongReduction(scf::ParallelOp par, bool rowFused) {
                               first.getInductionVars());
   }
 
-  // Pass 2: the original nest, its loop now over the chunks' partial sums.
+  // Pass 2: the original nest, its loop now over the chunks' partial sums
+  // (few outputs: a block each shares its fold, isRowFused).
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(loop);
     r->foldPartials(b, partials, chunks, par.getInductionVars());
     loop.erase();
   }
+  par->setAttr(kSplitFold, b.getUnitAttr());
   b.setInsertionPointAfter(par);
   for (Value buffer : partials)
     memref::DeallocOp::create(b, loc, buffer);
@@ -1131,18 +1137,29 @@ struct MapLoopsToGPUPass
     // or are too few to fill a block of the flat mapping (one thread per
     // row, which reads a column's elements in step across a warp) and too
     // short to split (splitLongReduction: chunks of columns, read in step).
+    // The fold of a split reduction is short by construction (its chunks):
+    // with few outputs, a block each folds them (64 batch-norm channels'
+    // 1024 partials each: 64 blocks, not one block of 64 threads each
+    // reading 1024 in turn).
     std::optional<int64_t> rows = constantTotal(par);
     return anyReduction &&
            (allContiguous ||
-            (rows && *rows < kFlatBlock && !planSplit(par).has_value()));
+            (rows && *rows < kFlatBlock &&
+             (par->hasAttr(kSplitFold) || !planSplit(par).has_value())));
   }
 
   /// One block per outer iteration; inner loops strided over the threads.
-  gpu::LaunchOp mapRowFused(scf::ParallelOp par) {
+  /// `segmentEnds` (a one-trip stretch of independent reductions,
+  /// `independentReductions`): block k runs the ops after the (k-1)-th of
+  /// these loops up to the k-th, the others skip them.
+  gpu::LaunchOp mapRowFused(scf::ParallelOp par,
+                            ArrayRef<Operation *> segmentEnds = {}) {
     OpBuilder b(par);
     Location loc = par.getLoc();
     SmallVector<Value> tcs = tripCounts(b, par);
-    Value grid = product(b, loc, tcs);
+    Value grid = segmentEnds.empty()
+                     ? product(b, loc, tcs)
+                     : cIndex(b, loc, static_cast<int64_t>(segmentEnds.size()));
     // Threads: enough for the widest inner loop, in whole warps.
     int64_t widest = 0;
     for (Operation &op : par.getBody()->without_terminator()) {
@@ -1172,7 +1189,34 @@ struct MapLoopsToGPUPass
       wrote = read = false;
     };
     scf::IfOp single; // the open thread-0 segment, if any
+    int64_t segment = -1;
+    bool segmentDone = true;
+    // With parts, the pure ops first (every part may use them).
+    llvm::SmallPtrSet<Operation *, 16> hoisted;
+    if (!segmentEnds.empty())
+      for (Operation &op : par.getBody()->without_terminator())
+        if (isMemoryEffectFree(&op) && op.getNumRegions() == 0) {
+          b.clone(op, map);
+          hoisted.insert(&op);
+        }
     for (Operation &op : par.getBody()->without_terminator()) {
+      if (hoisted.count(&op))
+        continue;
+      if (!segmentEnds.empty() && segmentDone) {
+        // The next block's part: a block-uniform branch (its barriers and
+        // all-reduces are reached by all of the block's threads or none).
+        b.setInsertionPoint(launch.getBody().front().getTerminator());
+        Value mine = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq, launch.getBlockIds().x,
+            cIndex(b, loc, ++segment));
+        auto part = scf::IfOp::create(b, loc, mine, /*withElse=*/false);
+        b.setInsertionPoint(part.thenBlock()->getTerminator());
+        single = nullptr;
+        wrote = read = false;
+        segmentDone = false;
+      }
+      if (llvm::is_contained(segmentEnds, &op))
+        segmentDone = true;
       if (auto inner = dyn_cast<scf::ParallelOp>(op)) {
         single = nullptr;
         if (wrote || read)
@@ -1293,6 +1337,134 @@ struct MapLoopsToGPUPass
     for (Operation *op : ops)
       b.clone(*op, map);
     return launch;
+  }
+
+  /// Where a buffer access lands: its root buffer (through views) and, for
+  /// a static view at a constant byte offset into an arena
+  /// (`memref.view`), the bytes it covers; otherwise all of the root.
+  struct Footprint {
+    Value root;
+    int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
+  };
+  static std::optional<Footprint> footprint(Value v) {
+    Footprint f;
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto view = dyn_cast<memref::ViewOp>(def)) {
+        auto type = cast<MemRefType>(view.getType());
+        std::optional<int64_t> offset =
+            getConstantIntValue(view.getByteShift());
+        if (offset && type.hasStaticShape() && type.getLayout().isIdentity() &&
+            f.end == std::numeric_limits<int64_t>::max()) {
+          f.begin = *offset;
+          f.end = *offset + type.getNumElements() *
+                                (type.getElementTypeBitWidth() + 7) / 8;
+        } else {
+          f.begin = 0;
+          f.end = std::numeric_limits<int64_t>::max();
+        }
+        v = view.getSource();
+        continue;
+      }
+      if (isa<ViewLikeOpInterface, memref::CastOp>(def)) {
+        // A sub-view of unknown bytes: the whole root.
+        f.begin = 0;
+        f.end = std::numeric_limits<int64_t>::max();
+        v = def->getOperand(0);
+        continue;
+      }
+      if (isa<memref::AllocOp, memref::AllocaOp>(def))
+        break;
+      return std::nullopt; // a buffer of unknown origin
+    }
+    if (!v.getDefiningOp() && !isa<BlockArgument>(v))
+      return std::nullopt;
+    f.root = v;
+    return f;
+  }
+
+  /// A stretch (`first` to `last`, one block) that is only independent
+  /// reductions to scalars -- each some stores (the accumulators' initial
+  /// values) and one block reduction, none touching what another writes,
+  /// no value of one used by another: the global norm's sums of squares of
+  /// a model's small gradients, one after another -- gives the loops that
+  /// end its parts (two or more), which can then run in a block each
+  /// instead of one after another in one block; empty otherwise.
+  SmallVector<Operation *> independentReductions(Operation *first,
+                                                 Operation *last) {
+    struct Part {
+      SmallVector<Operation *> ops;
+      SmallVector<Footprint> reads, writes;
+    };
+    SmallVector<Part> parts(1);
+    SmallVector<Operation *> ends;
+    for (Operation *op = first;; op = op->getNextNode()) {
+      Part &part = parts.back();
+      part.ops.push_back(op);
+      auto add = [&](SmallVectorImpl<Footprint> &list, Value buffer) {
+        std::optional<Footprint> f = footprint(buffer);
+        if (f)
+          list.push_back(*f);
+        return f.has_value();
+      };
+      if (std::optional<BlockReduction> r = matchBlockReduction(op)) {
+        if (r->inRegisters())
+          return {};
+        bool ok = true;
+        op->walk([&](Operation *inner) {
+          if (auto load = dyn_cast<memref::LoadOp>(inner))
+            ok &= add(part.reads, load.getMemRef());
+          else if (auto store = dyn_cast<memref::StoreOp>(inner))
+            ok &= add(part.writes, store.getMemRef());
+          else if (inner != op && !isMemoryEffectFree(inner) &&
+                   inner->getNumRegions() == 0)
+            ok = false;
+        });
+        if (!ok)
+          return {};
+        ends.push_back(op);
+        if (op == last)
+          break;
+        parts.emplace_back();
+        continue;
+      }
+      if (auto store = dyn_cast<memref::StoreOp>(op)) {
+        if (!add(part.writes, store.getMemRef()))
+          return {};
+      } else if (op->getNumRegions() != 0 || !isMemoryEffectFree(op)) {
+        return {};
+      }
+      if (op == last)
+        return {}; // the stretch must end with a reduction
+    }
+    if (ends.size() < 2)
+      return {};
+    auto overlap = [](const Footprint &a, const Footprint &b) {
+      return a.root == b.root && a.begin < b.end && b.begin < a.end;
+    };
+    for (size_t i = 0; i < parts.size(); ++i)
+      for (size_t j = 0; j < parts.size(); ++j) {
+        if (i == j)
+          continue;
+        for (const Footprint &w : parts[i].writes) {
+          for (const Footprint &o : parts[j].writes)
+            if (overlap(w, o))
+              return {};
+          for (const Footprint &o : parts[j].reads)
+            if (overlap(w, o))
+              return {};
+        }
+        // No value of part i used in part j (pure ops aside: the mapping
+        // computes those before the parts).
+        for (Operation *op : parts[i].ops)
+          for (Operation *user : op->getUsers()) {
+            if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
+              break;
+            Operation *top = first->getBlock()->findAncestorOpInBlock(*user);
+            if (top && llvm::is_contained(parts[j].ops, top))
+              return {};
+          }
+      }
+    return ends;
   }
 
   /// Moves the ops from `first` to `last` (one block) into a one-trip
@@ -1486,14 +1658,21 @@ struct MapLoopsToGPUPass
           pending.clear();
           return;
         }
+        // Independent reductions (each its own accumulators): a block each.
+        SmallVector<Operation *> ends;
+        if (last == pending.back())
+          ends = independentReductions(pending.front(), last);
         FailureOr<scf::ParallelOp> group = wrapStretch(pending.front(), last);
         pending.clear();
         if (failed(group)) {
           ok = false;
           return;
         }
-        launches.push_back(isRowFused(*group) ? mapRowFused(*group)
-                                              : mapFlat(*group));
+        if (!ends.empty())
+          launches.push_back(mapRowFused(*group, ends));
+        else
+          launches.push_back(isRowFused(*group) ? mapRowFused(*group)
+                                                : mapFlat(*group));
         group->erase();
       };
       for (Operation *op : ops) {

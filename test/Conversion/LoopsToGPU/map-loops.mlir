@@ -661,3 +661,115 @@ func.func @split_scalar_sum_twice(%x: memref<4194304xf32>, %s: memref<f32>) {
   }
   return
 }
+
+// Long column sums over few columns (batch-norm statistics: 64 channels of
+// 65536 elements): split into 1024 chunks, and then the fold of each
+// channel's 1024 partial sums is a block's (64 blocks sharing their fold,
+// gpu.all_reduce), not one thread's (one block of 64 threads, each reading
+// 1024 partials in turn).
+// CHECK-LABEL: func.func @split_few_column_sums
+// CHECK: %[[TMP:.*]] = memref.alloc() : memref<1024x64xf32>
+// CHECK: gpu.launch
+// CHECK:   memref.store %{{.*}}, %[[TMP]]
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c64{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %c1024{{.*}} step %{{.*}} iter_args
+// CHECK:     memref.load %[[TMP]]
+// CHECK:   gpu.all_reduce add
+// CHECK: memref.dealloc %[[TMP]]
+func.func @split_few_column_sums(%x: memref<65536x64xf32>, %s: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %n = arith.constant 65536 : index
+  scf.parallel (%i) = (%c0) to (%c64) step (%c1) {
+    scf.for %j = %c0 to %n step %c1 {
+      %a = memref.load %x[%j, %i] : memref<65536x64xf32>
+      %acc = memref.load %s[%i] : memref<64xf32>
+      %sum = arith.addf %acc, %a : f32
+      memref.store %sum, %s[%i] : memref<64xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// Independent reductions to scalars one after another (the global norm's
+// sums of squares of small gradients, each into its own accumulator in
+// the arena): one kernel with a block per reduction, each block's part in
+// a branch on its block id, not one block running them in turn.
+// CHECK-LABEL: func.func @independent_sums
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], {{.*}}) in (%{{.*}} = %c2{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK-DAG: %[[S:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<64xi8> to memref<f32>
+// CHECK: %[[IS0:.*]] = arith.cmpi eq, %[[BX]], %c0
+// CHECK: scf.if %[[IS0]] {
+// CHECK:   memref.load %arg0
+// CHECK:   gpu.all_reduce add
+// CHECK: %[[IS1:.*]] = arith.cmpi eq, %[[BX]], %c1
+// CHECK: scf.if %[[IS1]] {
+// CHECK:   memref.load %arg1
+// CHECK:   gpu.all_reduce add
+func.func @independent_sums(%x: memref<1000xf32>, %y: memref<64x9xf32>, %arena: memref<64xi8>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c9 = arith.constant 9 : index
+  %c64 = arith.constant 64 : index
+  %c1000 = arith.constant 1000 : index
+  %zero = arith.constant 0.0 : f32
+  %s = memref.view %arena[%c0][] : memref<64xi8> to memref<f32>
+  %t = memref.view %arena[%c32][] : memref<64xi8> to memref<f32>
+  memref.store %zero, %s[] : memref<f32>
+  scf.for %j = %c0 to %c1000 step %c1 {
+    %a = memref.load %x[%j] : memref<1000xf32>
+    %sq = arith.mulf %a, %a : f32
+    %acc = memref.load %s[] : memref<f32>
+    %sum = arith.addf %acc, %sq : f32
+    memref.store %sum, %s[] : memref<f32>
+  }
+  memref.store %zero, %t[] : memref<f32>
+  scf.for %j = %c0 to %c64 step %c1 {
+    scf.for %k = %c0 to %c9 step %c1 {
+      %a = memref.load %y[%j, %k] : memref<64x9xf32>
+      %sq = arith.mulf %a, %a : f32
+      %acc = memref.load %t[] : memref<f32>
+      %sum = arith.addf %acc, %sq : f32
+      memref.store %sum, %t[] : memref<f32>
+    }
+  }
+  return
+}
+
+// The same with the second reduction reading the first's accumulator (the
+// arena bytes overlap): not independent, one block runs both in turn.
+// CHECK-LABEL: func.func @dependent_sums
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK-NOT: arith.cmpi eq, %{{.*}}, %c1
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.all_reduce add
+func.func @dependent_sums(%x: memref<1000xf32>, %arena: memref<64xi8>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c1000 = arith.constant 1000 : index
+  %zero = arith.constant 0.0 : f32
+  %s = memref.view %arena[%c0][] : memref<64xi8> to memref<f32>
+  %t = memref.view %arena[%c32][] : memref<64xi8> to memref<f32>
+  %s1 = memref.view %arena[%c0][] : memref<64xi8> to memref<1xf32>
+  memref.store %zero, %s[] : memref<f32>
+  scf.for %j = %c0 to %c1000 step %c1 {
+    %a = memref.load %x[%j] : memref<1000xf32>
+    %acc = memref.load %s[] : memref<f32>
+    %sum = arith.addf %acc, %a : f32
+    memref.store %sum, %s[] : memref<f32>
+  }
+  memref.store %zero, %t[] : memref<f32>
+  scf.for %j = %c0 to %c1000 step %c1 {
+    %a = memref.load %x[%j] : memref<1000xf32>
+    %b = memref.load %s1[%c0] : memref<1xf32>
+    %ab = arith.mulf %a, %b : f32
+    %acc = memref.load %t[] : memref<f32>
+    %sum = arith.addf %acc, %ab : f32
+    memref.store %sum, %t[] : memref<f32>
+  }
+  return
+}
