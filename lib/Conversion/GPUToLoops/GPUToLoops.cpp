@@ -365,6 +365,7 @@ struct EmulateGPULaunchesPass
             cmp ? getConstantIntValue(cmp.getRhs()) : std::nullopt;
         if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq ||
             cmp.getLhs() != bx || !k || part.elseBlock() ||
+            part.getNumResults() != 0 ||
             *k != static_cast<int64_t>(parts.size()))
           return {launch};
         parts.push_back({part, *k});
@@ -373,9 +374,10 @@ struct EmulateGPULaunchesPass
       if (!isMemoryEffectFree(&op) || op.getNumRegions() != 0)
         return {launch};
     }
-    std::optional<int64_t> gx =
-        getConstantIntValue(launch.getGridSizeOperandValues().x);
-    if (parts.size() < 2 || !gx || *gx != static_cast<int64_t>(parts.size()))
+    gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+    std::optional<int64_t> gx = getConstantIntValue(grid.x);
+    if (parts.size() < 2 || !gx || *gx != static_cast<int64_t>(parts.size()) ||
+        getConstantIntValue(grid.y) != 1 || getConstantIntValue(grid.z) != 1)
       return {launch};
     SmallVector<gpu::LaunchOp> split;
     OpBuilder b(launch);

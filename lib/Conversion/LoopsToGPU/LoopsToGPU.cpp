@@ -1344,31 +1344,38 @@ struct MapLoopsToGPUPass
   /// (`memref.view`), the bytes it covers; otherwise all of the root.
   struct Footprint {
     Value root;
-    int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
+    bool whole = false; // all of the root (bytes unknown)
+    int64_t begin = 0, end = 0;
   };
+  /// Function arguments are distinct buffers (the runtime's entry buffers:
+  /// one allocation each), so they are roots of their own.
   static std::optional<Footprint> footprint(Value v) {
     Footprint f;
+    bool narrowed = false;
     while (Operation *def = v.getDefiningOp()) {
       if (auto view = dyn_cast<memref::ViewOp>(def)) {
+        // The bytes of a static view at a constant offset into its source
+        // (the arena), unless a view of it already covers unknown bytes.
         auto type = cast<MemRefType>(view.getType());
         std::optional<int64_t> offset =
             getConstantIntValue(view.getByteShift());
-        if (offset && type.hasStaticShape() && type.getLayout().isIdentity() &&
-            f.end == std::numeric_limits<int64_t>::max()) {
+        if (!narrowed && !f.whole && offset && type.hasStaticShape() &&
+            type.getLayout().isIdentity() &&
+            type.getElementType().isIntOrFloat()) {
           f.begin = *offset;
           f.end = *offset + type.getNumElements() *
-                                (type.getElementTypeBitWidth() + 7) / 8;
+                                ((type.getElementTypeBitWidth() + 7) / 8);
+          narrowed = true;
         } else {
-          f.begin = 0;
-          f.end = std::numeric_limits<int64_t>::max();
+          f.whole = true;
         }
         v = view.getSource();
         continue;
       }
       if (isa<ViewLikeOpInterface, memref::CastOp>(def)) {
-        // A sub-view of unknown bytes: the whole root.
-        f.begin = 0;
-        f.end = std::numeric_limits<int64_t>::max();
+        // Any other view (a subview, a reinterpret_cast that may reach past
+        // its source): the whole root, never narrowed again.
+        f.whole = true;
         v = def->getOperand(0);
         continue;
       }
@@ -1376,8 +1383,14 @@ struct MapLoopsToGPUPass
         break;
       return std::nullopt; // a buffer of unknown origin
     }
-    if (!v.getDefiningOp() && !isa<BlockArgument>(v))
-      return std::nullopt;
+    if (!v.getDefiningOp()) {
+      auto arg = cast<BlockArgument>(v);
+      if (!arg.getOwner()->isEntryBlock() ||
+          !isa<func::FuncOp>(arg.getOwner()->getParentOp()))
+        return std::nullopt;
+    }
+    if (!narrowed)
+      f.whole = true;
     f.root = v;
     return f;
   }
@@ -1439,7 +1452,8 @@ struct MapLoopsToGPUPass
     if (ends.size() < 2)
       return {};
     auto overlap = [](const Footprint &a, const Footprint &b) {
-      return a.root == b.root && a.begin < b.end && b.begin < a.end;
+      return a.root == b.root &&
+             (a.whole || b.whole || (a.begin < b.end && b.begin < a.end));
     };
     for (size_t i = 0; i < parts.size(); ++i)
       for (size_t j = 0; j < parts.size(); ++j) {
@@ -1455,14 +1469,15 @@ struct MapLoopsToGPUPass
         }
         // No value of part i used in part j (pure ops aside: the mapping
         // computes those before the parts).
-        for (Operation *op : parts[i].ops)
+        for (Operation *op : parts[i].ops) {
+          if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
+            continue;
           for (Operation *user : op->getUsers()) {
-            if (isMemoryEffectFree(op) && op->getNumRegions() == 0)
-              break;
             Operation *top = first->getBlock()->findAncestorOpInBlock(*user);
             if (top && llvm::is_contained(parts[j].ops, top))
               return {};
           }
+        }
       }
     return ends;
   }

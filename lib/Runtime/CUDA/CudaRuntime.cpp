@@ -1577,12 +1577,18 @@ struct Staged {
     if (!download || count == 0)
       return true;
     auto *src = static_cast<AnyDescriptor *>(m->descriptor);
-    return check(cudaMemcpyAsync(data.data(), src->aligned + first * elem,
-                                 count * elem, cudaMemcpyDeviceToHost,
-                                 state().stream),
-                 "download for a collective") &&
-           check(cudaStreamSynchronize(state().stream),
-                 "wait before a collective");
+    if (!check(cudaMemcpyAsync(data.data(), src->aligned + first * elem,
+                               count * elem, cudaMemcpyDeviceToHost,
+                               state().stream),
+               "download for a collective"))
+      return false;
+    // (Bounded where NCCL work is queued ahead of it.)
+    std::string error;
+    if (!distopt::runtime::cuda::ncclWatch(state().stream, error)) {
+      dort_set_pending_error(1, "wait before a collective: %s", error.c_str());
+      return false;
+    }
+    return true;
   }
 
   bool upload() {

@@ -88,6 +88,30 @@ std::map<int, ncclComm_t> &axisComms() {
   return comms;
 }
 
+/// An event recorded on the stream after the last NCCL call: the watchdog
+/// bounds the wait for NCCL's work (not for everything else on the stream).
+struct NcclProgress {
+  cudaEvent_t last = nullptr;
+  bool pending = false;
+};
+NcclProgress &progress() {
+  static NcclProgress p;
+  return p;
+}
+
+/// Records that NCCL work was just queued on `stream`.
+void queued(cudaStream_t stream) {
+  NcclProgress &p = progress();
+  if (!p.last &&
+      cudaEventCreateWithFlags(&p.last, cudaEventDisableTiming) != cudaSuccess) {
+    cudaGetLastError();
+    p.last = nullptr;
+    return;
+  }
+  if (cudaEventRecord(p.last, stream) == cudaSuccess)
+    p.pending = true;
+}
+
 bool ncclType(dort_dtype d, ncclDataType_t &t) {
   switch (d) {
   case DORT_F32: t = ncclFloat32; return true;
@@ -103,7 +127,10 @@ bool ncclType(dort_dtype d, ncclDataType_t &t) {
 }
 
 /// shard.ReductionKind: Sum=1, Max=2, Min=3, Product=4, Average=5.
-bool ncclOp(int64_t kind, ncclRedOp_t &op) {
+bool ncclOp(int64_t kind, ncclRedOp_t &op, dort_dtype d) {
+  // An average of integers is an error on the staged path: leave it there.
+  if (kind == 5 && d != DORT_F32 && d != DORT_F64)
+    return false;
   switch (kind) {
   case 1: op = ncclSum; return true;
   case 2: op = ncclMax; return true;
@@ -255,7 +282,7 @@ bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
     return false; // staged: it reads any strides
   ncclDataType_t type;
   ncclRedOp_t op;
-  if (!ncclType(dtype, type) || !ncclOp(kind, op))
+  if (!ncclType(dtype, type) || !ncclOp(kind, op, dtype))
     return false;
   const NcclApi *nccl = nullptr;
   ncclComm_t comm = axisComm(nccl, axis, "all_reduce");
@@ -268,6 +295,8 @@ bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   if (r != ncclSuccess)
     dort_set_pending_error(1, "ncclAllReduce (grid axis %lld): %s",
                            static_cast<long long>(axis), nccl->errorString(r));
+  else
+    queued(static_cast<cudaStream_t>(stream));
   return true;
 }
 
@@ -277,6 +306,9 @@ bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   if (!contiguous(in) || !contiguous(out) || !leadingDim(out, dim) ||
       !leadingDim(in, dim) || !ncclType(dtype, type))
     return false;
+  dort_comm *group = dort_grid_axis_comm(static_cast<int>(axis));
+  if (group && numElements(out) != dort_comm_size(group) * numElements(in))
+    return false; // not NCCL's shape: the staged path says what is wrong
   const NcclApi *nccl = nullptr;
   ncclComm_t comm = axisComm(nccl, axis, "all_gather");
   if (!comm)
@@ -288,6 +320,8 @@ bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   if (r != ncclSuccess)
     dort_set_pending_error(1, "ncclAllGather (grid axis %lld): %s",
                            static_cast<long long>(axis), nccl->errorString(r));
+  else
+    queued(static_cast<cudaStream_t>(stream));
   return true;
 }
 
@@ -297,7 +331,10 @@ bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   ncclDataType_t type;
   ncclRedOp_t op;
   if (!contiguous(in) || !contiguous(out) || !leadingDim(in, dim) ||
-      !leadingDim(out, dim) || !ncclType(dtype, type) || !ncclOp(kind, op))
+      !leadingDim(out, dim) || !ncclType(dtype, type) || !ncclOp(kind, op, dtype))
+    return false;
+  dort_comm *group = dort_grid_axis_comm(static_cast<int>(axis));
+  if (group && numElements(in) != dort_comm_size(group) * numElements(out))
     return false;
   const NcclApi *nccl = nullptr;
   ncclComm_t comm = axisComm(nccl, axis, "reduce_scatter");
@@ -310,63 +347,72 @@ bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   if (r != ncclSuccess)
     dort_set_pending_error(1, "ncclReduceScatter (grid axis %lld): %s",
                            static_cast<long long>(axis), nccl->errorString(r));
+  else
+    queued(static_cast<cudaStream_t>(stream));
   return true;
 }
 
 bool ncclWatch(void *stream, std::string &error) {
   auto s = static_cast<cudaStream_t>(stream);
-  auto &comms = axisComms();
-  std::string loadError;
-  const NcclApi *nccl = comms.empty() ? nullptr : api(loadError);
-  if (!nccl) {
-    cudaError_t e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess)
-      error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-    return e == cudaSuccess;
-  }
-  auto abortAll = [&] {
-    for (auto &[axis, comm] : comms)
-      nccl->commAbort(comm);
-    comms.clear();
+  auto cudaError = [&](cudaError_t e) {
+    error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return false;
   };
-  auto start = std::chrono::steady_clock::now();
-  double limit = dort_comm_timeout_seconds();
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess)
-      return true;
-    if (e != cudaErrorNotReady) {
-      error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-      abortAll();
+  auto &comms = axisComms();
+  NcclProgress &p = progress();
+  std::string loadError;
+  const NcclApi *nccl =
+      comms.empty() || !p.pending ? nullptr : api(loadError);
+  if (nccl) {
+    // NCCL's work, bounded: its errors polled, and no longer than the
+    // timeout. On either, the communicators are aborted (NCCL's kernels
+    // then return) and the stream drained, so that nothing is still being
+    // written when the run reports the failure (the job then ends).
+    auto fail = [&](const std::string &why) {
+      error = why;
+      for (auto &[axis, comm] : comms)
+        nccl->commAbort(comm);
+      comms.clear();
+      p.pending = false;
+      cudaStreamSynchronize(s);
+      cudaGetLastError();
       return false;
-    }
-    for (auto &[axis, comm] : comms) {
-      ncclResult_t state = ncclSuccess;
-      if (nccl->asyncError(comm, &state) == ncclSuccess &&
-          state != ncclSuccess && state != ncclInProgress) {
-        error = std::string("NCCL failed on grid axis ") +
-                std::to_string(axis) + " (" + nccl->errorString(state) +
-                "): a peer failed; the communicators are aborted";
-        abortAll();
-        return false;
+    };
+    auto start = std::chrono::steady_clock::now();
+    double limit = dort_comm_timeout_seconds();
+    for (;;) {
+      cudaError_t e = cudaEventQuery(p.last);
+      if (e == cudaSuccess)
+        break;
+      if (e != cudaErrorNotReady)
+        return fail(std::string(cudaGetErrorName(e)) + ": " +
+                    cudaGetErrorString(e));
+      for (auto &[axis, comm] : comms) {
+        ncclResult_t state = ncclSuccess;
+        if (nccl->asyncError(comm, &state) == ncclSuccess &&
+            state != ncclSuccess && state != ncclInProgress)
+          return fail(std::string("NCCL failed on grid axis ") +
+                      std::to_string(axis) + " (" + nccl->errorString(state) +
+                      "): a peer failed; the communicators are aborted");
       }
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+      if (waited > limit) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "NCCL's collectives did not finish within %g s "
+                      "(DISTOPT_COMM_TIMEOUT): a peer died or hangs; the "
+                      "communicators are aborted",
+                      limit);
+        return fail(buf);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-    if (waited > limit) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf,
-                    "the GPU's work with NCCL collectives did not finish "
-                    "within %g s (DISTOPT_COMM_TIMEOUT): a peer died or "
-                    "hangs; the communicators are aborted",
-                    limit);
-      error = buf;
-      abortAll();
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    p.pending = false;
   }
+  cudaError_t e = cudaStreamSynchronize(s);
+  return e == cudaSuccess || cudaError(e);
 }
 
 } // namespace distopt::runtime::cuda

@@ -33,11 +33,12 @@ bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
                        int64_t axis, int64_t kind, int64_t dim,
                        dort_dtype dtype, void *stream);
 
-/// Waits for `stream` where NCCL communicators exist, polling their
-/// asynchronous errors: on an error, or when the work has not finished
-/// within dort_comm_timeout_seconds() (a peer died or hangs), every
-/// communicator is aborted (ncclCommAbort) and false returned with `error`
-/// set. Without communicators: cudaStreamSynchronize.
+/// Waits for `stream`. NCCL work queued on it since the last wait is
+/// watched first: its communicators' asynchronous errors polled, and no
+/// longer than dort_comm_timeout_seconds() (a peer died or hangs); on
+/// either, every communicator is aborted (ncclCommAbort), the stream
+/// drained, and false returned with `error` set. Then (and without NCCL
+/// work) cudaStreamSynchronize.
 bool ncclWatch(void *stream, std::string &error);
 
 } // namespace distopt::runtime::cuda
