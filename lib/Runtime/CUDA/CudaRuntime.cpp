@@ -1642,9 +1642,10 @@ void stagedOne(DortUnrankedMemRef *m, size_t elem, bool send, Fn &&message) {
     host.upload();
 }
 
-/// Whether NCCL carried this all-reduce (DISTOPT_CUDA_COMM=nccl).
-bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
-               int64_t kind, dort_dtype dtype) {
+/// Whether NCCL carried a collective (DISTOPT_CUDA_COMM=nccl): `call`
+/// queues it on the rank's stream and says whether NCCL took it (the
+/// engine's ncclAllReduce, ncclAllGather or ncclReduceScatter).
+template <typename Call> bool ncclTakes(Call &&call) {
   namespace rc = distopt::runtime::cuda;
   if (rc::commEngine() != rc::Comm::Nccl)
     return false;
@@ -1656,28 +1657,7 @@ bool ncclTakes(DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,
   }
   if (dort_pending_error())
     return true;
-  return rc::ncclAllReduce(in, out, axis, kind, dtype, state().stream);
-}
-
-/// Whether NCCL carried this all-gather (kind < 0) or reduce-scatter
-/// (DISTOPT_CUDA_COMM=nccl; along a leading dimension of contiguous views).
-bool ncclTakesAlong(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
-                    int64_t axis, int64_t kind, int64_t dim,
-                    dort_dtype dtype) {
-  namespace rc = distopt::runtime::cuda;
-  if (rc::commEngine() != rc::Comm::Nccl)
-    return false;
-  if (captureRefuses())
-    return true;
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", state().error.c_str());
-    return true;
-  }
-  if (dort_pending_error())
-    return true;
-  return kind < 0 ? rc::ncclAllGather(in, out, axis, dim, dtype, state().stream)
-                  : rc::ncclReduceScatter(in, out, axis, kind, dim, dtype,
-                                          state().stream);
+  return call(static_cast<void *>(state().stream));
 }
 
 } // namespace
@@ -1700,7 +1680,10 @@ bool ncclTakesAlong(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   void _mlir_ciface_dort_cuda_shard_all_reduce_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind) {                                                          \
-    if (ncclTakes(in, out, axis, kind, DTYPE))                                 \
+    if (ncclTakes([&](void *st) {                                              \
+          return distopt::runtime::cuda::ncclAllReduce(in, out, axis, kind,    \
+                                                       DTYPE, st);             \
+        }))                                                                    \
       return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_all_reduce_##SUFFIX(i, o, axis, kind);           \
@@ -1717,7 +1700,10 @@ bool ncclTakesAlong(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   void _mlir_ciface_dort_cuda_shard_all_gather_##SUFFIX(                       \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t dim) {                                                           \
-    if (ncclTakesAlong(in, out, axis, -1, dim, DTYPE))                         \
+    if (ncclTakes([&](void *st) {                                              \
+          return distopt::runtime::cuda::ncclAllGather(in, out, axis, dim,     \
+                                                       DTYPE, st);             \
+        }))                                                                    \
       return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_all_gather_##SUFFIX(i, o, axis, dim);            \
@@ -1726,7 +1712,11 @@ bool ncclTakesAlong(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   void _mlir_ciface_dort_cuda_shard_reduce_scatter_##SUFFIX(                   \
       DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
       int64_t kind, int64_t dim) {                                             \
-    if (ncclTakesAlong(in, out, axis, kind, dim, DTYPE))                       \
+    if (ncclTakes([&](void *st) {                                              \
+          return distopt::runtime::cuda::ncclReduceScatter(in, out, axis,      \
+                                                           kind, dim, DTYPE,   \
+                                                           st);                \
+        }))                                                                    \
       return;                                                                  \
     staged(in, out, ELEM, [&](DortUnrankedMemRef *i, DortUnrankedMemRef *o) {  \
       _mlir_ciface_dort_shard_reduce_scatter_##SUFFIX(i, o, axis, kind, dim);  \
