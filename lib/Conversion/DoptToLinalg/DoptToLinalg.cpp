@@ -1321,16 +1321,6 @@ Value sharedLhsBatchMatmul(OpBuilder &b, Location loc, Value a, Value bm,
 /// groups with a transpose back.
 constexpr int64_t kMaxGroupsPerGemm = 8;
 
-/// Convolution as im2col + GEMM, so the work lands in BLAS. With few
-/// groups, in NCHW throughout (no transpose of the result):
-///   col[n, g, (c, i, j), (oh, ow)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
-///   y[n, g, m, (oh, ow)]           = W[g] @ col[n, g]  (W[g]: Mg x Cg*kh*kw)
-/// one batch (over n) of GEMMs per group, W shared by the batch, each
-/// writing its group's channels of y in place; col is written along ow,
-/// the output's contiguous dimension. With many groups:
-///   col[g, (n, oh, ow), (c, i, j)], out[g] = col[g] @ W[g]^T, transposed to y.
-/// dopt.conv is float-only, and f16/bf16 are widened to f32 before this
-/// pattern runs, so every convolution takes the BLAS route.
 /// The runtime function a library convolution of `elt` calls:
 ///   dort_conv2d_<f32|f64>(x, w, y, stride_h, stride_w, pad_h, pad_w,
 ///                         dilation_h, dilation_w, groups)
@@ -1352,6 +1342,17 @@ MemRefType anyStrided4D(Type elt) {
       StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, dyn));
 }
 
+/// Convolution as im2col + GEMM, so the work lands in BLAS. With few
+/// groups, in NCHW throughout (no transpose of the result):
+///   col[n, g, (c, i, j), (oh, ow)] = x[n, g*Cg + c, oh*sh + i*dh, ow*sw + j*dw]
+///   y[n, g, m, (oh, ow)]           = W[g] @ col[n, g]  (W[g]: Mg x Cg*kh*kw)
+/// one batch (over n) of GEMMs per group, W shared by the batch, each
+/// writing its group's channels of y in place; col is written along ow,
+/// the output's contiguous dimension. With many groups:
+///   col[g, (n, oh, ow), (c, i, j)], out[g] = col[g] @ W[g]^T, transposed to y.
+/// dopt.conv is float-only, and f16/bf16 are widened to f32 before this
+/// pattern runs, so every convolution takes the BLAS route -- or, with
+/// library-convolutions (the CUDA targets), one runtime call (libraryCall).
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
   ConvPattern(const TypeConverter &converter, MLIRContext *ctx,
               bool library)
