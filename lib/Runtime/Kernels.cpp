@@ -440,39 +440,6 @@ extern "C" int dort_set_num_threads(int n) {
 
 namespace {
 
-/// Checks a convolution's operands against its parameters; false (with a
-/// pending error naming `name`) when they do not fit together.
-template <typename T>
-bool convShapesFit(const char *name, const MemRef<T, 4> *x,
-                   const MemRef<T, 4> *w, const MemRef<T, 4> *y, int64_t sh,
-                   int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                   int64_t groups) {
-  if (!checkSizes(name, "x", x) || !checkSizes(name, "w", w) ||
-      !checkSizes(name, "y", y))
-    return false;
-  const int64_t *xs = x->sizes, *ws = w->sizes, *ys = y->sizes;
-  auto out = [](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-  };
-  bool ok = sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 &&
-            groups > 0 && xs[1] % groups == 0 && ws[0] % groups == 0 &&
-            ws[1] == xs[1] / groups && ys[0] == xs[0] && ys[1] == ws[0] &&
-            ys[2] == out(xs[2], ws[2], sh, ph, dh) &&
-            ys[3] == out(xs[3], ws[3], sw, pw, dw);
-  if (!ok)
-    dort_set_pending_error(
-        1,
-        "%s: shapes do not fit: x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, "
-        "y %lldx%lldx%lldx%lld, strides %lldx%lld, pads %lldx%lld, dilations "
-        "%lldx%lld, groups %lld",
-        name, (long long)xs[0], (long long)xs[1], (long long)xs[2],
-        (long long)xs[3], (long long)ws[0], (long long)ws[1], (long long)ws[2],
-        (long long)ws[3], (long long)ys[0], (long long)ys[1], (long long)ys[2],
-        (long long)ys[3], (long long)sh, (long long)sw, (long long)ph,
-        (long long)pw, (long long)dh, (long long)dw, (long long)groups);
-  return ok;
-}
-
 /// The convolution on the CPU (for cuda-emu bundles): per sample and group,
 /// an im2col of the sample into a scratch matrix and one GEMM with the
 /// group's weights; samples and groups spread over the thread pool.
@@ -482,7 +449,10 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
             int64_t dw, int64_t groups) {
   char name[64];
   std::snprintf(name, sizeof(name), "dort_conv2d_%s", Blas<T>::suffix);
-  if (!convShapesFit(name, x, w, y, sh, sw, ph, pw, dh, dw, groups))
+  if (!checkSizes(name, "x", x) || !checkSizes(name, "w", w) ||
+      !checkSizes(name, "y", y) ||
+      !distopt::runtime::conv2dShapesFit(name, x->sizes, w->sizes, y->sizes,
+                                         sh, sw, ph, pw, dh, dw, groups))
     return;
   const int64_t n = x->sizes[0], c = x->sizes[1], h = x->sizes[2],
                 wd = x->sizes[3];
@@ -517,7 +487,8 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
   int threads = threadsFor(n * m * p * k, teamSize());
   parallelFor(n * groups, threads, [&](int64_t item) {
     int64_t ni = item / groups, g = item % groups;
-    std::vector<T> col(static_cast<size_t>(k * p)), out(static_cast<size_t>(mg * p));
+    std::vector<T> col(static_cast<size_t>(k * p)),
+        out(static_cast<size_t>(mg * p));
     for (int64_t ci = 0; ci < cg; ++ci)
       for (int64_t u = 0; u < kh; ++u)
         for (int64_t v = 0; v < kw; ++v) {
@@ -547,6 +518,30 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
 }
 
 } // namespace
+
+bool distopt::runtime::conv2dShapesFit(const char *name, const int64_t *xs,
+                                       const int64_t *ws, const int64_t *ys,
+                                       int64_t sh, int64_t sw, int64_t ph,
+                                       int64_t pw, int64_t dh, int64_t dw,
+                                       int64_t groups) {
+  bool ok = sh > 0 && sw > 0 && dh > 0 && dw > 0 && ph >= 0 && pw >= 0 &&
+            groups > 0 && xs[1] % groups == 0 && ws[0] % groups == 0 &&
+            ws[1] == xs[1] / groups && ys[0] == xs[0] && ys[1] == ws[0] &&
+            ys[2] == convOutputSize(xs[2], ws[2], sh, ph, dh) &&
+            ys[3] == convOutputSize(xs[3], ws[3], sw, pw, dw);
+  if (!ok)
+    dort_set_pending_error(
+        1,
+        "%s: shapes do not fit: x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, "
+        "y %lldx%lldx%lldx%lld, strides %lldx%lld, pads %lldx%lld, dilations "
+        "%lldx%lld, groups %lld",
+        name, (long long)xs[0], (long long)xs[1], (long long)xs[2],
+        (long long)xs[3], (long long)ws[0], (long long)ws[1], (long long)ws[2],
+        (long long)ws[3], (long long)ys[0], (long long)ys[1], (long long)ys[2],
+        (long long)ys[3], (long long)sh, (long long)sw, (long long)ph,
+        (long long)pw, (long long)dh, (long long)dw, (long long)groups);
+  return ok;
+}
 
 extern "C" void _mlir_ciface_dort_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
                                              MemRef4DF32 *y, int64_t sh,

@@ -149,6 +149,20 @@ template <typename T, int R> struct MemRef {
   int64_t sizes[R];
   int64_t strides[R];
 };
+
+/* The output extent of a convolution along one dimension. */
+inline int64_t convOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                              int64_t pad, int64_t dilation) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+/* Whether dort_conv2d's operands (sizes x [N, C, H, W], w [M, C/groups, kh,
+ * kw], y [N, M, ho, wo]) fit its parameters; false after a pending error
+ * naming `name` and every shape. The CPU and CUDA runtimes' one rule. */
+bool conv2dShapesFit(const char *name, const int64_t *xs, const int64_t *ws,
+                     const int64_t *ys, int64_t strideH, int64_t strideW,
+                     int64_t padH, int64_t padW, int64_t dilationH,
+                     int64_t dilationW, int64_t groups);
 } // namespace distopt::runtime
 #endif
 

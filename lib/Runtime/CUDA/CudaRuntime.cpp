@@ -7,6 +7,7 @@
 
 #include "distopt/Runtime/CUDA.h"
 
+#include "Dlsym.h"
 #include "NcclEngine.h"
 
 #include "distopt/Runtime/Comm.h"
@@ -44,6 +45,7 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   bool syncEachLaunch = false;
+  bool tf32 = false; // DISTOPT_CUDA_TF32: cuBLAS and cuDNN may use TF32
   std::unordered_map<const void *, cudaLibrary_t> libraries;
   std::unordered_map<const char *, cudaKernel_t> kernels;
   // Device memory pool: freed blocks by size, reused by exact size.
@@ -258,9 +260,9 @@ bool ensureDevice() {
     return false;
   }
   cublasSetStream(s.blas, s.stream);
-  cublasSetMathMode(s.blas, envFlag("DISTOPT_CUDA_TF32")
-                                ? CUBLAS_TF32_TENSOR_OP_MATH
-                                : CUBLAS_PEDANTIC_MATH);
+  s.tf32 = envFlag("DISTOPT_CUDA_TF32");
+  cublasSetMathMode(s.blas, s.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                   : CUBLAS_PEDANTIC_MATH);
   s.syncEachLaunch = envFlag("DISTOPT_CUDA_SYNC");
   if (envFlag("DISTOPT_CUDA_PROFILE")) {
     profiler().on = true;
@@ -894,6 +896,8 @@ namespace {
 
 using distopt::runtime::MemRef;
 
+using distopt::runtime::cuda::bindSymbol;
+
 /// libcudnn, loaded with dlopen at the first convolution: an executable
 /// without convolutions never needs it, and one that needs it and lacks it
 /// says so.
@@ -922,10 +926,6 @@ struct CudnnApi {
       nullptr;
 };
 
-template <typename F> bool bindSymbol(void *lib, const char *name, F &fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 /// cuDNN with a handle on the rank's stream; null with `error` set when it
 /// cannot be had.
@@ -1144,17 +1144,10 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   if (dort_pending_error())
     return;
   const int64_t *xs = x->sizes, *ws = w->sizes, *ys = y->sizes;
-  auto out = [](int64_t in, int64_t k, int64_t st, int64_t p, int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / st + 1;
-  };
-  if (sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || ph < 0 || pw < 0 ||
-      groups <= 0 || xs[1] % groups != 0 || ws[0] % groups != 0 ||
-      ws[1] != xs[1] / groups || ys[0] != xs[0] || ys[1] != ws[0] ||
-      ys[2] != out(xs[2], ws[2], sh, ph, dh) ||
-      ys[3] != out(xs[3], ws[3], sw, pw, dw)) {
-    dort_set_pending_error(1, "%s: shapes do not fit the parameters", name);
+  using distopt::runtime::convOutputSize;
+  if (!distopt::runtime::conv2dShapesFit(name, xs, ws, ys, sh, sw, ph, pw, dh,
+                                         dw, groups))
     return;
-  }
   T *xp = x->aligned + x->offset, *wp = w->aligned + w->offset,
     *yp = y->aligned + y->offset;
   if (ys[0] == 0 || ys[1] == 0 || ys[2] == 0 || ys[3] == 0)
@@ -1221,8 +1214,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   auto convolution = [&](cudnnConvolutionDescriptor_t &d, int64_t strideH,
                          int64_t strideW, int64_t dilH, int64_t dilW,
                          int64_t g) {
-    cudnnMathType_t math =
-        envFlag("DISTOPT_CUDA_TF32") ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnMathType_t math = s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     cudnnStatus_t st = api->createConv(&d);
     if (st == CUDNN_STATUS_SUCCESS)
       st = api->setConv(d, static_cast<int>(ph), static_cast<int>(pw),
@@ -1238,11 +1230,11 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   auto bytes4 = [](const int *dims) {
     return sizeof(T) * size_t(dims[0]) * dims[1] * dims[2] * dims[3];
   };
-  View4 vx(xs, x->strides, false), vw(ws, w->strides, false),
-      vy(ys, y->strides, false);
-  View4 gx(xs, x->strides, true), gdy(ws, w->strides, true),
-      gy(ys, y->strides, true);
   if (fresh) {
+    View4 vx(xs, x->strides, false), vw(ws, w->strides, false),
+        vy(ys, y->strides, false);
+    View4 gx(xs, x->strides, true), gdy(ws, w->strides, true),
+        gy(ys, y->strides, true);
     // Descriptors for the forward convolution and, where this convolution
     // is the weight gradient of another, for cuDNN's backward filter: its
     // stride is this one's dilation and its dilation this one's stride.
@@ -1274,8 +1266,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
         failed(packedTensor(plan.packedX, vx.dims), "x copy");
     }
     plan.gradForm = plan.error.empty() && groups == 1 &&
-                    out(xs[2], ys[2], dh, ph, sh) == ws[2] &&
-                    out(xs[3], ys[3], dw, pw, sw) == ws[3] &&
+                    convOutputSize(xs[2], ys[2], dh, ph, sh) == ws[2] &&
+                    convOutputSize(xs[3], ys[3], dw, pw, sw) == ws[3] &&
                     std::getenv("DISTOPT_CUDNN_FORWARD_ONLY") == nullptr &&
                     gx.ok && gdy.ok && gy.ok;
     if (plan.gradForm) {
@@ -1308,7 +1300,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     void *p = scratch.get(bytes, error);
     if (!p)
       return false;
-    cudnnStatus_t st = api->transform(api->handle, &one, from, src, &zero, to, p);
+    cudnnStatus_t st =
+        api->transform(api->handle, &one, from, src, &zero, to, p);
     if (st != CUDNN_STATUS_SUCCESS) {
       error = std::string("cuDNN copy: ") + api->errorString(st);
       return false;

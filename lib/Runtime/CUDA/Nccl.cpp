@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Dlsym.h"
 #include "NcclEngine.h"
 
 #include "distopt/Runtime/CUDA.h"
@@ -32,6 +33,8 @@
 
 namespace {
 
+using distopt::runtime::cuda::bindSymbol;
+
 struct NcclApi {
   void *lib = nullptr;
   ncclResult_t (*getVersion)(int *) = nullptr;
@@ -50,10 +53,6 @@ struct NcclApi {
   const char *(*errorString)(ncclResult_t) = nullptr;
 };
 
-template <typename F> bool bind(void *lib, const char *name, F &fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 /// libnccl, loaded once; null with `error` set when it cannot be.
 const NcclApi *api(std::string &error) {
@@ -66,16 +65,16 @@ const NcclApi *api(std::string &error) {
     if (!a.lib) {
       const char *why = dlerror();
       loadError = std::string("cannot load libnccl.so.2: ") + (why ? why : "");
-    } else if (!bind(a.lib, "ncclGetVersion", a.getVersion) ||
-               !bind(a.lib, "ncclGetUniqueId", a.getUniqueId) ||
-               !bind(a.lib, "ncclCommInitRank", a.commInitRank) ||
-               !bind(a.lib, "ncclCommDestroy", a.commDestroy) ||
-               !bind(a.lib, "ncclAllReduce", a.allReduce) ||
-               !bind(a.lib, "ncclAllGather", a.allGather) ||
-               !bind(a.lib, "ncclReduceScatter", a.reduceScatter) ||
-               !bind(a.lib, "ncclCommGetAsyncError", a.asyncError) ||
-               !bind(a.lib, "ncclCommAbort", a.commAbort) ||
-               !bind(a.lib, "ncclGetErrorString", a.errorString)) {
+    } else if (!bindSymbol(a.lib, "ncclGetVersion", a.getVersion) ||
+               !bindSymbol(a.lib, "ncclGetUniqueId", a.getUniqueId) ||
+               !bindSymbol(a.lib, "ncclCommInitRank", a.commInitRank) ||
+               !bindSymbol(a.lib, "ncclCommDestroy", a.commDestroy) ||
+               !bindSymbol(a.lib, "ncclAllReduce", a.allReduce) ||
+               !bindSymbol(a.lib, "ncclAllGather", a.allGather) ||
+               !bindSymbol(a.lib, "ncclReduceScatter", a.reduceScatter) ||
+               !bindSymbol(a.lib, "ncclCommGetAsyncError", a.asyncError) ||
+               !bindSymbol(a.lib, "ncclCommAbort", a.commAbort) ||
+               !bindSymbol(a.lib, "ncclGetErrorString", a.errorString)) {
       loadError = "libnccl.so.2 lacks a function distopt needs";
     }
   }
@@ -354,10 +353,6 @@ bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
 
 bool ncclWatch(void *stream, std::string &error) {
   auto s = static_cast<cudaStream_t>(stream);
-  auto cudaError = [&](cudaError_t e) {
-    error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-    return false;
-  };
   auto &comms = axisComms();
   NcclProgress &p = progress();
   std::string loadError;
@@ -412,7 +407,9 @@ bool ncclWatch(void *stream, std::string &error) {
     p.pending = false;
   }
   cudaError_t e = cudaStreamSynchronize(s);
-  return e == cudaSuccess || cudaError(e);
+  if (e != cudaSuccess)
+    error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess;
 }
 
 } // namespace distopt::runtime::cuda
