@@ -74,7 +74,7 @@ struct DeviceState {
   // two), replayed instead of running the entry's host code.
   struct Graphs {
     std::map<std::vector<void *>, cudaGraphExec_t> execs;
-    bool refused = false; // a run could not be captured: never again
+    bool refused = false; // a capture failed: no new ones (old ones replay)
   };
   std::unordered_map<void *, Graphs> graphs;
   // While a run is being captured: runtime calls that need the host (staged

@@ -101,8 +101,8 @@ NcclProgress &progress() {
 /// Records that NCCL work was just queued on `stream`.
 void queued(cudaStream_t stream) {
   NcclProgress &p = progress();
-  if (!p.last &&
-      cudaEventCreateWithFlags(&p.last, cudaEventDisableTiming) != cudaSuccess) {
+  if (!p.last && cudaEventCreateWithFlags(&p.last, cudaEventDisableTiming) !=
+                     cudaSuccess) {
     cudaGetLastError();
     p.last = nullptr;
     return;
@@ -258,6 +258,24 @@ ncclComm_t axisComm(const NcclApi *&nccl, int64_t axis, const char *what) {
   return comm;
 }
 
+/// Queues one NCCL collective (`call`, given the library and grid axis
+/// `axis`'s communicator) on `stream`: a failure is a pending error naming
+/// `what`, a success recorded for the watchdog. True: NCCL took it.
+template <typename Call>
+bool queue(const char *what, int64_t axis, void *stream, Call &&call) {
+  const NcclApi *nccl = nullptr;
+  ncclComm_t comm = axisComm(nccl, axis, what);
+  if (!comm)
+    return true;
+  ncclResult_t r = call(nccl, comm);
+  if (r != ncclSuccess)
+    dort_set_pending_error(1, "%s (grid axis %lld): %s", what,
+                           static_cast<long long>(axis), nccl->errorString(r));
+  else
+    queued(static_cast<cudaStream_t>(stream));
+  return true;
+}
+
 /// Whether every dimension of `m` before `dim` has extent 1: NCCL's
 /// rank-major concatenation of such views is the one along `dim`.
 bool leadingDim(const DortUnrankedMemRef *m, int64_t dim) {
@@ -283,20 +301,13 @@ bool ncclAllReduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   ncclRedOp_t op;
   if (!ncclType(dtype, type) || !ncclOp(kind, op, dtype))
     return false;
-  const NcclApi *nccl = nullptr;
-  ncclComm_t comm = axisComm(nccl, axis, "all_reduce");
-  if (!comm)
-    return true;
-  ncclResult_t r = nccl->allReduce(
-      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
-      static_cast<size_t>(numElements(in)), type, op, comm,
-      static_cast<cudaStream_t>(stream));
-  if (r != ncclSuccess)
-    dort_set_pending_error(1, "ncclAllReduce (grid axis %lld): %s",
-                           static_cast<long long>(axis), nccl->errorString(r));
-  else
-    queued(static_cast<cudaStream_t>(stream));
-  return true;
+  return queue("ncclAllReduce", axis, stream, [&](const NcclApi *nccl,
+                                                   ncclComm_t comm) {
+    return nccl->allReduce(dataOf(in, dort_dtype_size(dtype)),
+                           dataOf(out, dort_dtype_size(dtype)),
+                           static_cast<size_t>(numElements(in)), type, op,
+                           comm, static_cast<cudaStream_t>(stream));
+  });
 }
 
 bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
@@ -308,20 +319,13 @@ bool ncclAllGather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   dort_comm *group = dort_grid_axis_comm(static_cast<int>(axis));
   if (group && numElements(out) != dort_comm_size(group) * numElements(in))
     return false; // not NCCL's shape: the staged path says what is wrong
-  const NcclApi *nccl = nullptr;
-  ncclComm_t comm = axisComm(nccl, axis, "all_gather");
-  if (!comm)
-    return true;
-  ncclResult_t r = nccl->allGather(
-      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
-      static_cast<size_t>(numElements(in)), type, comm,
-      static_cast<cudaStream_t>(stream));
-  if (r != ncclSuccess)
-    dort_set_pending_error(1, "ncclAllGather (grid axis %lld): %s",
-                           static_cast<long long>(axis), nccl->errorString(r));
-  else
-    queued(static_cast<cudaStream_t>(stream));
-  return true;
+  return queue("ncclAllGather", axis, stream, [&](const NcclApi *nccl,
+                                                   ncclComm_t comm) {
+    return nccl->allGather(dataOf(in, dort_dtype_size(dtype)),
+                           dataOf(out, dort_dtype_size(dtype)),
+                           static_cast<size_t>(numElements(in)), type, comm,
+                           static_cast<cudaStream_t>(stream));
+  });
 }
 
 bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
@@ -330,25 +334,19 @@ bool ncclReduceScatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
   ncclDataType_t type;
   ncclRedOp_t op;
   if (!contiguous(in) || !contiguous(out) || !leadingDim(in, dim) ||
-      !leadingDim(out, dim) || !ncclType(dtype, type) || !ncclOp(kind, op, dtype))
+      !leadingDim(out, dim) || !ncclType(dtype, type) ||
+      !ncclOp(kind, op, dtype))
     return false;
   dort_comm *group = dort_grid_axis_comm(static_cast<int>(axis));
   if (group && numElements(in) != dort_comm_size(group) * numElements(out))
     return false;
-  const NcclApi *nccl = nullptr;
-  ncclComm_t comm = axisComm(nccl, axis, "reduce_scatter");
-  if (!comm)
-    return true;
-  ncclResult_t r = nccl->reduceScatter(
-      dataOf(in, dort_dtype_size(dtype)), dataOf(out, dort_dtype_size(dtype)),
-      static_cast<size_t>(numElements(out)), type, op, comm,
-      static_cast<cudaStream_t>(stream));
-  if (r != ncclSuccess)
-    dort_set_pending_error(1, "ncclReduceScatter (grid axis %lld): %s",
-                           static_cast<long long>(axis), nccl->errorString(r));
-  else
-    queued(static_cast<cudaStream_t>(stream));
-  return true;
+  return queue("ncclReduceScatter", axis, stream, [&](const NcclApi *nccl,
+                                                       ncclComm_t comm) {
+    return nccl->reduceScatter(dataOf(in, dort_dtype_size(dtype)),
+                               dataOf(out, dort_dtype_size(dtype)),
+                               static_cast<size_t>(numElements(out)), type, op,
+                               comm, static_cast<cudaStream_t>(stream));
+  });
 }
 
 bool ncclWatch(void *stream, std::string &error) {
