@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -575,6 +576,66 @@ extern "C" void _mlir_ciface_dort_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
                                              double beta) {
   matmul2d<double>(cast<double, 2>(a), cast<double, 2>(b), cast<double, 2>(c),
                    transA, transB, alpha, beta);
+}
+
+extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
+    MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
+    MemRef1DF32 *bias, int32_t transA, int32_t transB, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  const char *name = "dort_matmul_epilogue_f32";
+  const MemRef<float, 2> *md = cast<float, 2>(d), *mr = cast<float, 2>(r);
+  const MemRef<float, 1> *mb = cast<float, 1>(bias);
+  if (!checkSizes(name, "D", md) || (beta != 0.0f && !checkSizes(name, "R", mr)))
+    return;
+  int64_t m = md->sizes[0], n = md->sizes[1];
+  if (beta != 0.0f && (mr->sizes[0] != m || mr->sizes[1] != n)) {
+    dort_set_pending_error(1, "%s: R is %lldx%lld, D is %lldx%lld", name,
+                           (long long)mr->sizes[0], (long long)mr->sizes[1],
+                           (long long)m, (long long)n);
+    return;
+  }
+  if (hasBias && (!mb || !mb->aligned || mb->sizes[0] != n)) {
+    dort_set_pending_error(1, "%s: the bias has %lld elements, D %lld columns",
+                           name, mb ? (long long)mb->sizes[0] : -1LL,
+                           (long long)n);
+    return;
+  }
+  if (act != DORT_ACT_NONE && act != DORT_ACT_RELU &&
+      act != DORT_ACT_GELU_TANH) {
+    dort_set_pending_error(1, "%s: unknown activation %d", name, (int)act);
+    return;
+  }
+  ensureThreads();
+  float *pd = md->aligned + md->offset;
+  // D = R first (unless R is D), then the GEMM accumulates onto it.
+  if (beta != 0.0f) {
+    const float *pr = mr->aligned + mr->offset;
+    if (pr != pd || mr->strides[0] != md->strides[0] ||
+        mr->strides[1] != md->strides[1])
+      parallelFor(m, threadsFor(m * n, teamSize()), [&](int64_t i) {
+        for (int64_t j = 0; j < n; ++j)
+          pd[i * md->strides[0] + j * md->strides[1]] =
+              pr[i * mr->strides[0] + j * mr->strides[1]];
+      });
+  }
+  matmul2d<float>(cast<float, 2>(a), cast<float, 2>(b), md, transA, transB,
+                  alpha, beta);
+  if (dort_pending_error())
+    return;
+  const float *pb = hasBias ? mb->aligned + mb->offset : nullptr;
+  int64_t sb = hasBias ? mb->strides[0] : 0;
+  parallelFor(m, threadsFor(m * n, teamSize()), [&](int64_t i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float &x = pd[i * md->strides[0] + j * md->strides[1]];
+      float v = pb ? x + pb[j * sb] : x;
+      if (act == DORT_ACT_RELU)
+        v = v > 0.0f ? v : 0.0f;
+      else if (act == DORT_ACT_GELU_TANH)
+        v = 0.5f * v *
+            (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+      x = v;
+    }
+  });
 }
 
 extern "C" void

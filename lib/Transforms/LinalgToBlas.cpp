@@ -5,11 +5,14 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
 
 namespace distopt {
 #define GEN_PASS_DEF_LINALGTOBLASPASS
@@ -69,6 +72,7 @@ std::optional<std::pair<bool, bool>> transposes(linalg::LinalgOp op,
 
 struct LinalgToBlasPass
     : distopt::impl::LinalgToBlasPassBase<LinalgToBlasPass> {
+  using LinalgToBlasPassBase::LinalgToBlasPassBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<linalg::LinalgOp> candidates;
@@ -129,8 +133,365 @@ struct LinalgToBlasPass
                             : one);
     if (zeroFill)
       zeroFill->erase();
-    func::CallOp::create(b, loc, callee, args);
+    auto call = func::CallOp::create(b, loc, callee, args);
+    Value a = op->getOperand(0), bm = op->getOperand(1),
+          c = op.getDpsInits()[0];
     op->erase();
+    if (epilogues && zeroFill && !batchDims && elt.isF32())
+      fuseEpilogue(call, a, bm, c);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Epilogues: act(A B + bias + residual) as one call
+  //===--------------------------------------------------------------------===//
+
+  /// The elementwise step after a GEMM that the library can fuse into it
+  /// (cuBLASLt's epilogues): the generic that reads the product C and
+  /// writes D = act(C + bias[column] + residual).
+  struct Epilogue {
+    linalg::GenericOp op;
+    Value product;  // the generic's operand that is C (or a view of it)
+    Value bias;     // 1-D, one per column; or null
+    Value residual; // same shape as D (the GEMM's beta = 1); or null
+    int act = kNone;
+  };
+  enum { kNone = 0, kRelu = 1, kGeluTanh = 2 };
+
+  /// A [rows..., N] view of a 2-D [M, N] buffer as the GEMM sees it:
+  /// itself when 2-D, collapsed otherwise; null when the rows cannot be
+  /// collapsed or the last dimension is not contiguous.
+  static Value as2D(OpBuilder &b, Location loc, Value v) {
+    auto type = cast<MemRefType>(v.getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1)
+      return nullptr;
+    if (type.getRank() == 2)
+      return v;
+    ReassociationIndices rows;
+    for (int64_t i = 0; i + 1 < type.getRank(); ++i)
+      rows.push_back(i);
+    SmallVector<ReassociationIndices> re = {rows, {type.getRank() - 1}};
+    if (!memref::CollapseShapeOp::isGuaranteedCollapsible(type, re))
+      return nullptr;
+    return memref::CollapseShapeOp::create(b, loc, v, re);
+  }
+
+  /// Evaluates the body's steps from z to the yielded value at `x`: the
+  /// scalar function the epilogue applies. nullopt for an op it does not
+  /// know (which then is not an activation the library has).
+  static std::optional<double> evaluate(Block &body, Value z,
+                                        const llvm::SmallPtrSetImpl<Operation *>
+                                            &skip,
+                                        double x) {
+    llvm::DenseMap<Value, double> env;
+    env[z] = x;
+    auto get = [&](Value v) -> std::optional<double> {
+      auto it = env.find(v);
+      if (it != env.end())
+        return it->second;
+      FloatAttr f;
+      if (matchPattern(v, m_Constant(&f)))
+        return f.getValueAsDouble();
+      return std::nullopt;
+    };
+    for (Operation &o : body.without_terminator()) {
+      if (skip.contains(&o))
+        continue;
+      SmallVector<double> in;
+      for (Value v : o.getOperands()) {
+        std::optional<double> d = get(v);
+        if (!d)
+          return std::nullopt;
+        in.push_back(*d);
+      }
+      double r;
+      if (isa<arith::AddFOp>(o))
+        r = in[0] + in[1];
+      else if (isa<arith::SubFOp>(o))
+        r = in[0] - in[1];
+      else if (isa<arith::MulFOp>(o))
+        r = in[0] * in[1];
+      else if (isa<arith::DivFOp>(o))
+        r = in[0] / in[1];
+      else if (isa<arith::NegFOp>(o))
+        r = -in[0];
+      else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o))
+        r = std::max(in[0], in[1]);
+      else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o))
+        r = std::min(in[0], in[1]);
+      else if (isa<math::TanhOp>(o))
+        r = std::tanh(in[0]);
+      else if (isa<math::ExpOp>(o))
+        r = std::exp(in[0]);
+      else if (isa<math::ErfOp>(o))
+        r = std::erf(in[0]);
+      else if (auto cmp = dyn_cast<arith::CmpFOp>(o)) {
+        using P = arith::CmpFPredicate;
+        switch (cmp.getPredicate()) {
+        case P::OGT: case P::UGT: r = in[0] > in[1]; break;
+        case P::OGE: case P::UGE: r = in[0] >= in[1]; break;
+        case P::OLT: case P::ULT: r = in[0] < in[1]; break;
+        case P::OLE: case P::ULE: r = in[0] <= in[1]; break;
+        default: return std::nullopt;
+        }
+      } else if (isa<arith::SelectOp>(o))
+        r = in[0] != 0 ? in[1] : in[2];
+      else
+        return std::nullopt;
+      env[o.getResult(0)] = r;
+    }
+    return get(body.getTerminator()->getOperand(0));
+  }
+
+  /// Which activation the body applies to z, by evaluating it where the
+  /// candidates differ: none, ReLU, or GELU's tanh form (cuBLASLt's GELU;
+  /// GELU with erf differs from it by up to 5e-4 and is not fused).
+  static std::optional<int> activation(Block &body, Value z,
+                                       const llvm::SmallPtrSetImpl<Operation *>
+                                           &chain) {
+    auto gelu = [](double x) {
+      return 0.5 * x *
+             (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    };
+    bool asNone = true, asRelu = true, asGelu = true;
+    for (int i = -64; i <= 64; ++i) {
+      for (double x : {i / 8.0, i / 8.0 + 1e-3}) {
+        std::optional<double> f = evaluate(body, z, chain, x);
+        if (!f || std::isnan(*f))
+          return std::nullopt;
+        auto near = [&](double want, double tol) {
+          return std::abs(*f - want) <= tol * std::max(1.0, std::abs(want));
+        };
+        asNone = asNone && near(x, 1e-6);
+        asRelu = asRelu && near(std::max(x, 0.0), 1e-6);
+        asGelu = asGelu && near(gelu(x), 1e-5);
+      }
+    }
+    if (asNone)
+      return kNone;
+    if (asRelu)
+      return kRelu;
+    if (asGelu)
+      return kGeluTanh;
+    return std::nullopt;
+  }
+
+  /// The buffer a view looks into, through views and casts.
+  static Value root(Value v) { return rootBuffer(v); }
+
+  /// The generic right after `call` (nothing but views and allocations in
+  /// between) if it is an epilogue of the product `c` that nothing else
+  /// reads.
+  std::optional<Epilogue> matchEpilogue(func::CallOp call, Value a, Value bm,
+                                        Value c) {
+    Operation *next = call->getNextNode();
+    while (next && (isa<memref::AllocOp>(next) || isMemoryEffectFree(next)))
+      next = next->getNextNode();
+    auto gen = dyn_cast_or_null<linalg::GenericOp>(next);
+    if (!gen || !gen.hasPureBufferSemantics() || gen.getNumDpsInits() != 1 ||
+        gen.getNumLoops() < 2 ||
+        gen.getNumParallelLoops() != gen.getNumLoops())
+      return std::nullopt;
+    unsigned rank = gen.getNumLoops();
+    MLIRContext *ctx = gen.getContext();
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+    AffineMap column =
+        AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, ctx), ctx);
+    Epilogue e;
+    e.op = gen;
+    Value d = gen.getDpsInits()[0];
+    if (gen.getMatchingIndexingMap(gen.getDpsInitOperand(0)) != identity ||
+        !cast<MemRefType>(d.getType()).getElementType().isF32())
+      return std::nullopt;
+    Block &body = gen.getRegion().front();
+    if (!body.getArguments().back().use_empty())
+      return std::nullopt;
+    llvm::SmallPtrSet<Value, 4> leaves; // C's, the bias's, the residual's
+    Value cArg;
+    for (OpOperand *in : gen.getDpsInputOperands()) {
+      Value v = in->get();
+      AffineMap map = gen.getMatchingIndexingMap(in);
+      auto type = cast<MemRefType>(v.getType());
+      BlockArgument arg = gen.getMatchingBlockArgument(in);
+      if (!type.getElementType().isF32())
+        return std::nullopt;
+      auto expand = v.getDefiningOp<memref::ExpandShapeOp>();
+      bool isProduct =
+          v == c || (expand && expand.getSrc() == c &&
+                     expand.getReassociationIndices().size() == 2 &&
+                     expand.getReassociationIndices()[1].size() == 1);
+      if (isProduct && map == identity && !e.product) {
+        e.product = v;
+        cArg = arg;
+      } else if (map == column && type.getRank() == 1 && !e.bias &&
+                 !isProduct) {
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (failed(type.getStridesAndOffset(strides, offset)) ||
+            strides[0] != 1)
+          return std::nullopt;
+        e.bias = v;
+      } else if (map == identity && !e.residual && !isProduct) {
+        e.residual = v;
+      } else {
+        return std::nullopt;
+      }
+      leaves.insert(arg);
+    }
+    if (!e.product)
+      return std::nullopt;
+    // What the epilogue writes or reads must not be what the GEMM reads or
+    // writes: D is written before the product would have been read.
+    Value rd = root(d);
+    for (Value v : {a, bm})
+      if (root(v) == rd)
+        return std::nullopt;
+    if (e.bias && root(e.bias) == rd)
+      return std::nullopt;
+    if (e.residual && root(e.residual) == rd && e.residual != d)
+      return std::nullopt;
+    // The product is read by this generic only, unless the generic writes
+    // D in place of it (later steps then read D). Otherwise it is a buffer
+    // of its own, which goes.
+    if (d != c && !c.getDefiningOp<memref::AllocOp>())
+      return std::nullopt;
+    SmallVector<Operation *> readers;
+    if (d != c)
+      readers = llvm::to_vector(c.getUsers());
+    for (Operation *user : readers) {
+      if (user == gen.getOperation() || user == e.product.getDefiningOp())
+        continue;
+      auto castOp = dyn_cast<memref::CastOp>(user);
+      if (castOp && llvm::all_of(castOp->getUsers(),
+                                 [&](Operation *u) { return u == call; }))
+        continue;
+      return std::nullopt;
+    }
+    if (e.product != c &&
+        !llvm::all_of(e.product.getUsers(),
+                      [&](Operation *u) { return u == gen.getOperation(); }))
+      return std::nullopt;
+    // z = C + bias + residual: a tree of additions whose leaves are those
+    // arguments, each once; every other step is a function of z alone.
+    llvm::SmallPtrSet<Operation *, 4> chain;
+    Value z = cArg;
+    if (leaves.size() > 1) {
+      std::function<bool(Value, llvm::SmallPtrSetImpl<Value> &,
+                         llvm::SmallPtrSetImpl<Operation *> &)>
+          collect = [&](Value v, llvm::SmallPtrSetImpl<Value> &seen,
+                        llvm::SmallPtrSetImpl<Operation *> &ops) {
+            if (leaves.contains(v))
+              return seen.insert(v).second;
+            auto add = v.getDefiningOp<arith::AddFOp>();
+            if (!add || add->getBlock() != &body)
+              return false;
+            ops.insert(add);
+            return collect(add.getLhs(), seen, ops) &&
+                   collect(add.getRhs(), seen, ops);
+          };
+      z = nullptr;
+      for (auto add : body.getOps<arith::AddFOp>()) {
+        llvm::SmallPtrSet<Value, 4> seen;
+        llvm::SmallPtrSet<Operation *, 4> ops;
+        if (collect(add.getResult(), seen, ops) && seen.size() == leaves.size()) {
+          z = add.getResult();
+          chain = std::move(ops);
+          break;
+        }
+      }
+      if (!z)
+        return std::nullopt;
+    }
+    // Only the chain reads the leaves, and only the chain's root leaves it.
+    for (Value leaf : leaves)
+      for (Operation *u : leaf.getUsers())
+        if (!chain.contains(u))
+          return std::nullopt;
+    for (Operation *o : chain)
+      for (Operation *u : o->getResult(0).getUsers())
+        if (o->getResult(0) != z && !chain.contains(u))
+          return std::nullopt;
+    std::optional<int> act = activation(body, z, chain);
+    if (!act || (*act == kNone && !e.bias && !e.residual))
+      return std::nullopt;
+    e.act = *act;
+    return e;
+  }
+
+  /// Replaces the GEMM `call` (beta = 0) and the epilogue that follows it by
+  /// one dort_matmul_epilogue_f32 call writing the epilogue's output.
+  void fuseEpilogue(func::CallOp call, Value a, Value bm, Value c) {
+    std::optional<Epilogue> e = matchEpilogue(call, a, bm, c);
+    if (!e)
+      return;
+    OpBuilder b(e->op);
+    Location loc = e->op.getLoc();
+    Value d = as2D(b, loc, e->op.getDpsInits()[0]);
+    Value r = e->residual ? as2D(b, loc, e->residual) : d;
+    if (!d || !r) {
+      for (Value v : {d, r})
+        if (v && v.getDefiningOp() && v.use_empty())
+          v.getDefiningOp()->erase();
+      return;
+    }
+    Type f32 = b.getF32Type(), i32 = b.getI32Type();
+    auto dyn2 = MemRefType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic}, f32,
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                               {ShapedType::kDynamic, ShapedType::kDynamic}));
+    auto dyn1 = MemRefType::get(
+        {ShapedType::kDynamic}, f32,
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                               {ShapedType::kDynamic}));
+    // Without a bias, an empty view of D stands in for it (never read).
+    Value bias = e->bias;
+    if (!bias)
+      bias = memref::ReinterpretCastOp::create(
+          b, loc,
+          MemRefType::get({0}, f32,
+                          StridedLayoutAttr::get(b.getContext(), 0, {1})),
+          d, /*offset=*/0, /*sizes=*/ArrayRef<int64_t>{0},
+          /*strides=*/ArrayRef<int64_t>{1});
+    ModuleOp module = getOperation();
+    auto callee = module.lookupSymbol<func::FuncOp>("dort_matmul_epilogue_f32");
+    if (!callee) {
+      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+      callee = func::FuncOp::create(
+          mb, module.getLoc(), "dort_matmul_epilogue_f32",
+          mb.getFunctionType({dyn2, dyn2, dyn2, dyn2, dyn1, i32, i32, f32, f32,
+                              i32, i32},
+                             {}));
+      callee.setPrivate();
+      callee->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
+    }
+    auto cst = [&](int v) {
+      return arith::ConstantIntOp::create(b, loc, v, 32).getResult();
+    };
+    SmallVector<Value> args = {
+        call.getOperand(0),
+        call.getOperand(1),
+        memref::CastOp::create(b, loc, dyn2, d),
+        memref::CastOp::create(b, loc, dyn2, r),
+        memref::CastOp::create(b, loc, dyn1, bias),
+        call.getOperand(3),
+        call.getOperand(4),
+        call.getOperand(5),
+        arith::ConstantOp::create(b, loc,
+                                  b.getF32FloatAttr(e->residual ? 1.0 : 0.0)),
+        cst(e->act),
+        cst(e->bias ? 1 : 0)};
+    func::CallOp::create(b, loc, callee, args);
+    Value productCast = call.getOperand(2);
+    Value product = e->product;
+    e->op->erase();
+    call->erase();
+    for (Value v : {productCast, product})
+      if (v.getDefiningOp() && v.use_empty() && v != c)
+        v.getDefiningOp()->erase();
+    if (c.use_empty() && c.getDefiningOp())
+      c.getDefiningOp()->erase();
   }
 
   /// The buffer a view (subview, reshape, cast) looks into.

@@ -647,3 +647,80 @@ TEST(Kernels, Conv2dShapeMismatchRaisesPendingError) {
       << dort_pending_error();
   dort_clear_pending_error();
 }
+
+/// dort_matmul_epilogue_f32 against a naive act(alpha A B^T + beta R + bias):
+/// each activation, with and without bias and residual, D padded (a view),
+/// R in place (R = D) or separate.
+TEST(Kernels, MatmulEpilogueMatchesReference) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t m = 5, n = 7, k = 6, ldd = n + 3;
+  std::vector<float> a(m * k), b(n * k), bias(n), r(m * n);
+  for (auto *v : {&a, &b, &bias, &r})
+    for (float &x : *v)
+      x = dist(rng);
+  auto gelu = [](double x) {
+    return 0.5 * x *
+           (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  };
+  for (int act : {DORT_ACT_NONE, DORT_ACT_RELU, DORT_ACT_GELU_TANH})
+    for (int hasBias : {0, 1})
+      for (int residual : {0, 1, 2}) { // none, separate, in place (R = D)
+        std::vector<float> d(m * ldd + 2, 123.0f);
+        float *pd = d.data() + 2;
+        if (residual == 2)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              pd[i * ldd + j] = r[i * n + j];
+        MemRef2DF32 da{a.data(), a.data(), 0, {m, k}, {k, 1}};
+        MemRef2DF32 db{b.data(), b.data(), 0, {n, k}, {k, 1}};
+        MemRef2DF32 dd{d.data(), d.data(), 2, {m, n}, {ldd, 1}};
+        MemRef2DF32 dr = residual == 1
+                             ? MemRef2DF32{r.data(), r.data(), 0, {m, n}, {n, 1}}
+                             : dd;
+        MemRef1DF32 dbias{bias.data(), bias.data(), 0, {n}, {1}};
+        float beta = residual ? 1.0f : 0.0f;
+        dort_clear_pending_error();
+        _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dr, &dbias, 0, 1,
+                                              0.5f, beta, act, hasBias);
+        ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double z = 0;
+            for (int64_t p = 0; p < k; ++p)
+              z += double(a[i * k + p]) * b[j * k + p];
+            z = 0.5 * z + (residual ? r[i * n + j] : 0.0) +
+                (hasBias ? bias[j] : 0.0);
+            double want = act == DORT_ACT_RELU        ? std::max(z, 0.0)
+                          : act == DORT_ACT_GELU_TANH ? gelu(z)
+                                                      : z;
+            EXPECT_NEAR(pd[i * ldd + j], want, 1e-4)
+                << "act " << act << " bias " << hasBias << " residual "
+                << residual << " at " << i << "," << j;
+          }
+        // The padding between D's rows is untouched.
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = n; j < ldd && i * ldd + j < m * ldd; ++j)
+            if (i + 1 < m)
+              EXPECT_EQ(pd[i * ldd + j], 123.0f);
+      }
+  // A bias of the wrong length and an unknown activation are errors.
+  std::vector<float> d(m * n);
+  MemRef2DF32 da{a.data(), a.data(), 0, {m, k}, {k, 1}};
+  MemRef2DF32 db{b.data(), b.data(), 0, {n, k}, {k, 1}};
+  MemRef2DF32 dd{d.data(), d.data(), 0, {m, n}, {n, 1}};
+  MemRef1DF32 shortBias{bias.data(), bias.data(), 0, {n - 1}, {1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dd, &shortBias, 0, 1,
+                                        1.0f, 0.0f, DORT_ACT_NONE, 1);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_STREQ(dort_pending_error(),
+               "dort_matmul_epilogue_f32: the bias has 6 elements, D 7 columns");
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dd, &shortBias, 0, 1,
+                                        1.0f, 0.0f, 9, 0);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_STREQ(dort_pending_error(),
+               "dort_matmul_epilogue_f32: unknown activation 9");
+  dort_clear_pending_error();
+}

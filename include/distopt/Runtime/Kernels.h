@@ -32,6 +32,14 @@
 extern "C" {
 #endif
 
+typedef struct MemRef1DF32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} MemRef1DF32;
+
 typedef struct MemRef2DF32 {
   float *allocated;
   float *aligned;
@@ -100,6 +108,22 @@ void _mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                         MemRef3DF64 *c, int32_t transA,
                                         int32_t transB, double alpha,
                                         double beta);
+
+/* A GEMM with its epilogue (what `--target cuda` and `cuda-emu` make of a
+ * GEMM followed by a bias, residual or activation step; the CUDA runtime's
+ * dort_cuda_matmul_epilogue_f32 runs it with cuBLASLt):
+ *   D = act(alpha * op(A) * op(B) + beta * R + bias[column])
+ * R is read only when beta != 0 (it may be D itself); bias only when
+ * hasBias, with one element per column of D. act: DORT_ACT_NONE,
+ * DORT_ACT_RELU (max(x, 0)) or DORT_ACT_GELU_TANH
+ * (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). */
+enum { DORT_ACT_NONE = 0, DORT_ACT_RELU = 1, DORT_ACT_GELU_TANH = 2 };
+void _mlir_ciface_dort_matmul_epilogue_f32(MemRef2DF32 *a, MemRef2DF32 *b,
+                                           MemRef2DF32 *d, MemRef2DF32 *r,
+                                           MemRef1DF32 *bias, int32_t transA,
+                                           int32_t transB, float alpha,
+                                           float beta, int32_t act,
+                                           int32_t hasBias);
 
 /* A 2-D convolution (what `--target cuda` and `cuda-emu` lower dopt.conv
  * to; the CUDA runtime's dort_cuda_conv2d_<type> runs it with cuDNN):

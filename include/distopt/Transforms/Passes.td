@@ -53,7 +53,21 @@ def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
     // becomes
     func.call @dort_matmul_f32(%a', %b', %c', %false, %false, %one, %one)
     ```
+
+    With `epilogues` (the CUDA targets: cuBLASLt's epilogues), a 2-D f32
+    GEMM into a fresh buffer that only the next elementwise step reads, when
+    that step computes `D = act(C + bias[column] + residual)` (each term
+    optional; `act` none, ReLU, or GELU's tanh form, recognised by
+    evaluating the step's body), becomes one
+    `dort_matmul_epilogue_f32(A, B, D, R, bias, transA, transB, alpha, beta,
+    act, hasBias)`: D = act(alpha op(A) op(B) + beta R + bias), beta = 1
+    with a residual. The product buffer goes.
   }];
+  let options = [
+    Option<"epilogues", "epilogues", "bool", /*default=*/"false",
+           "Fuse bias, residual and activation steps into the GEMM call "
+           "(dort_matmul_epilogue_f32)">,
+  ];
   let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
                            "mlir::arith::ArithDialect"];
 }

@@ -14,6 +14,7 @@
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #ifdef DISTOPT_HAVE_CUDNN
@@ -704,6 +705,69 @@ const dort_device_hooks kHooks = {carryHook, syncHook, hostChangedHook};
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Scratch memory of library calls
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The libraries' workspace (cuDNN's and cuBLASLt's, one call at a time on
+/// the rank's stream): at least `bytes`, kept between calls.
+struct Workspace {
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+};
+
+void *libraryWorkspace(size_t bytes, std::string &error) {
+  static Workspace c;
+  if (bytes <= c.workspaceBytes)
+    return c.workspace;
+  if (captureRefuses()) {
+    error = "a workspace that grows inside a CUDA graph";
+    return nullptr;
+  }
+  if (c.workspace) {
+    // A CUDA graph may hold the old workspace's address: keep it then.
+    bool graphed = false;
+    for (auto &[entry, g] : state().graphs)
+      graphed = graphed || !g.execs.empty();
+    if (!graphed) {
+      cudaStreamSynchronize(state().stream);
+      cudaFree(c.workspace);
+    }
+    c.workspace = nullptr;
+    c.workspaceBytes = 0;
+  }
+  cudaError_t e = cudaMalloc(&c.workspace, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    c.workspace = nullptr;
+    error = "library workspace of " + std::to_string(bytes) +
+            " bytes: " + cudaMessage(e);
+    return nullptr;
+  }
+  c.workspaceBytes = bytes;
+  return c.workspace;
+}
+
+/// Scratch device buffers for one call, given back (stream-ordered) at the
+/// end of it.
+struct Scratch {
+  std::vector<void *> blocks;
+  void *get(size_t bytes, std::string &error) {
+    void *p = deviceAlloc(bytes, error);
+    if (p)
+      blocks.push_back(p);
+    return p;
+  }
+  ~Scratch() {
+    for (void *p : blocks)
+      deviceFree(p);
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
 // GEMMs (Kernels.h's contract) through cuBLAS
 //===----------------------------------------------------------------------===//
 
@@ -849,6 +913,233 @@ void gemm3(const char *name, M *a, M *b, M *c, int32_t ta, int32_t tb, T alpha,
           c->strides[0], ta, tb, alpha, beta);
 }
 
+//===----------------------------------------------------------------------===//
+// GEMMs with epilogues (Kernels.h's dort_matmul_epilogue_f32) through cuBLASLt
+//===----------------------------------------------------------------------===//
+
+/// The largest power of two up to 256 that divides the address: what
+/// cuBLASLt's algorithm choice may assume of a pointer.
+uint32_t alignmentOf(const void *p) {
+  uint32_t a = 256;
+  while (a > 4 && reinterpret_cast<uintptr_t>(p) % a)
+    a /= 2;
+  return a;
+}
+
+/// A cuBLASLt matmul for one shape, layout, epilogue and set of pointer
+/// alignments: descriptors and the heuristic's algorithm, made once.
+struct LtPlan {
+  std::string error;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
+struct LtState {
+  cublasLtHandle_t handle = nullptr;
+  std::string error;
+  std::map<std::vector<int64_t>, LtPlan> plans;
+};
+
+LtState &ltState() {
+  static LtState l;
+  return l;
+}
+
+/// How much workspace cuBLASLt's algorithms may use (what NVIDIA suggests
+/// for Hopper).
+constexpr uint64_t kLtWorkspace = 32u << 20;
+
+std::string ltMessage(const char *what, cublasStatus_t st) {
+  return std::string(what) + ": " + cublasGetStatusString(st);
+}
+
+/// The plan of a row-major D[m, n] = act(alpha op(A) op(B) + beta R + bias)
+/// as cuBLASLt's column-major D^T = op(B)^T op(A)^T: cuBLASLt's A is our B
+/// (its rows are D's columns, so the bias runs along them), its B our A.
+LtPlan &ltPlan(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
+               const BlasOperand &oa, const BlasOperand &ob, int64_t ldr,
+               int64_t ldd, cublasLtEpilogue_t epilogue, const void *pa,
+               const void *pb, const void *pr, const void *pd,
+               const void *pbias) {
+  DeviceState &s = state();
+  LtState &l = ltState();
+  uint32_t align[5] = {alignmentOf(pa), alignmentOf(pb), alignmentOf(pr),
+                       alignmentOf(pd), pbias ? alignmentOf(pbias) : 0};
+  std::vector<int64_t> key = {m, n, k, tA, tB, oa.ld, ob.ld, ldr, ldd,
+                              static_cast<int64_t>(epilogue), s.tf32};
+  key.insert(key.end(), align, align + 5);
+  auto found = l.plans.find(key);
+  if (found != l.plans.end())
+    return found->second;
+  LtPlan &plan = l.plans[key];
+  cublasStatus_t st;
+  auto fail = [&](const char *what) -> LtPlan & {
+    plan.error = ltMessage(what, st);
+    return plan;
+  };
+  if (!l.handle && (st = cublasLtCreate(&l.handle)) != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtCreate");
+  cublasOperation_t opA = tB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opB = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  uint64_t u32 = static_cast<uint64_t>(n), um = static_cast<uint64_t>(m),
+           uk = static_cast<uint64_t>(k);
+  if ((st = cublasLtMatmulDescCreate(&plan.desc,
+                                     s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F,
+                                     CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulDescCreate");
+  if ((st = cublasLtMatmulDescSetAttribute(plan.desc,
+                                           CUBLASLT_MATMUL_DESC_TRANSA, &opA,
+                                           sizeof(opA))) ||
+      (st = cublasLtMatmulDescSetAttribute(plan.desc,
+                                           CUBLASLT_MATMUL_DESC_TRANSB, &opB,
+                                           sizeof(opB))) ||
+      (st = cublasLtMatmulDescSetAttribute(plan.desc,
+                                           CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, sizeof(epilogue))) ||
+      (pbias && (st = cublasLtMatmulDescSetAttribute(
+                     plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
+                     sizeof(pbias)))))
+    return fail("cublasLtMatmulDescSetAttribute");
+  // Stored shapes, column-major: cuBLASLt's A is n x k (k x n transposed),
+  // its B k x m (m x k transposed), C and D n x m.
+  if ((st = cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tB ? uk : u32,
+                                       tB ? u32 : uk, ob.ld)) ||
+      (st = cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tA ? um : uk,
+                                       tA ? uk : um, oa.ld)) ||
+      (st = cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, u32, um, ldr)) ||
+      (st = cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_32F, u32, um, ldd)))
+    return fail("cublasLtMatrixLayoutCreate");
+  cublasLtMatmulPreference_t pref = nullptr;
+  if ((st = cublasLtMatmulPreferenceCreate(&pref)))
+    return fail("cublasLtMatmulPreferenceCreate");
+  uint64_t wsMax = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsMax, sizeof(wsMax));
+  // cuBLASLt's A is our B, and so on.
+  const cublasLtMatmulPreferenceAttributes_t alignAttr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  const uint32_t alignOf[4] = {align[1], align[0], align[2], align[3]};
+  for (int i = 0; i < 4; ++i)
+    cublasLtMatmulPreferenceSetAttribute(pref, alignAttr[i], &alignOf[i],
+                                         sizeof(uint32_t));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(l.handle, plan.desc, plan.a, plan.b,
+                                      plan.c, plan.d, pref, 1, &result,
+                                      &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulAlgoGetHeuristic");
+  if (returned == 0) {
+    plan.error = "cuBLASLt has no algorithm for this GEMM and epilogue";
+    return plan;
+  }
+  plan.algo = result.algo;
+  plan.workspace = result.workspaceSize;
+  return plan;
+}
+
+void gemmEpilogue(const char *name, const MemRef2DF32 *a, const MemRef2DF32 *b,
+                  const MemRef2DF32 *d, const MemRef2DF32 *r,
+                  const MemRef1DF32 *bias, int32_t transA, int32_t transB,
+                  float alpha, float beta, int32_t act, int32_t hasBias) {
+  DeviceState &s = state();
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", s.error.c_str());
+    return;
+  }
+  if (dort_pending_error())
+    return;
+  int64_t m = transA ? a->sizes[1] : a->sizes[0];
+  int64_t k = transA ? a->sizes[0] : a->sizes[1];
+  int64_t kb = transB ? b->sizes[1] : b->sizes[0];
+  int64_t n = transB ? b->sizes[0] : b->sizes[1];
+  if (k != kb || d->sizes[0] != m || d->sizes[1] != n ||
+      (beta != 0.0f && (r->sizes[0] != m || r->sizes[1] != n)) ||
+      (hasBias && bias->sizes[0] != n)) {
+    dort_set_pending_error(1, "%s: shapes do not match", name);
+    return;
+  }
+  if (act != DORT_ACT_NONE && act != DORT_ACT_RELU &&
+      act != DORT_ACT_GELU_TANH) {
+    dort_set_pending_error(1, "%s: unknown activation %d", name, (int)act);
+    return;
+  }
+  if (m == 0 || n == 0)
+    return;
+  BlasOperand oa = asBlas(a->sizes[0], a->sizes[1], a->strides[0],
+                          a->strides[1]);
+  BlasOperand ob = asBlas(b->sizes[0], b->sizes[1], b->strides[0],
+                          b->strides[1]);
+  BlasOperand od = asBlas(m, n, d->strides[0], d->strides[1]);
+  BlasOperand orr = beta != 0.0f
+                        ? asBlas(m, n, r->strides[0], r->strides[1])
+                        : od;
+  if (!oa.ok || !ob.ok || !od.ok || od.flip || !orr.ok || orr.flip ||
+      (hasBias && bias->sizes[0] > 1 && bias->strides[0] != 1)) {
+    dort_set_pending_error(1,
+                           "%s: a strided view cuBLASLt cannot take (no unit "
+                           "stride in either dimension, or a strided bias)",
+                           name);
+    return;
+  }
+  bool tA = (transA != 0) != oa.flip, tB = (transB != 0) != ob.flip;
+  const float *pa = a->aligned + a->offset, *pb = b->aligned + b->offset;
+  float *pd = d->aligned + d->offset;
+  const float *pr = beta != 0.0f ? r->aligned + r->offset : pd;
+  const float *pbias = hasBias ? bias->aligned + bias->offset : nullptr;
+  cublasLtEpilogue_t epilogue =
+      act == DORT_ACT_RELU
+          ? (hasBias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+      : act == DORT_ACT_GELU_TANH
+          ? (hasBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+          : (hasBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  LtPlan &plan = ltPlan(m, n, k, tA, tB, oa, ob, orr.ld, od.ld, epilogue, pa,
+                        pb, pr, pd, pbias);
+  std::string error = plan.error;
+  void *work = nullptr;
+  if (error.empty() && plan.workspace)
+    work = libraryWorkspace(plan.workspace, error);
+  if (!error.empty()) {
+    if (!s.captureBroken)
+      dort_set_pending_error(1, "%s (%lldx%lldx%lld): %s", name, (long long)m,
+                             (long long)n, (long long)k, error.c_str());
+    return;
+  }
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  auto call = [&] {
+    if (pbias)
+      st = cublasLtMatmulDescSetAttribute(
+          plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof(pbias));
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmul(ltState().handle, plan.desc, &alpha, pb, plan.a, pa,
+                          plan.b, &beta, pr, plan.c, pd, plan.d, &plan.algo,
+                          work, plan.workspace, s.stream);
+  };
+  static const char *actNames[] = {"", " + ReLU", " + GELU"};
+  if (profiler().on)
+    profiled(s.stream,
+             std::string("cuBLASLt ") + name + " " + std::to_string(m) + "x" +
+                 std::to_string(n) + "x" + std::to_string(k) +
+                 (hasBias ? " + bias" : "") + (beta != 0.0f ? " + R" : "") +
+                 actNames[act],
+             call);
+  else
+    call();
+  if (st != CUBLAS_STATUS_SUCCESS)
+    dort_set_pending_error(1, "%s (%lldx%lldx%lld): cuBLASLt: %s", name,
+                           (long long)m, (long long)n, (long long)k,
+                           cublasGetStatusString(st));
+  else if (s.syncEachLaunch)
+    check(cudaStreamSynchronize(s.stream), name);
+}
+
 } // namespace
 
 extern "C" {
@@ -858,6 +1149,13 @@ void _mlir_ciface_dort_cuda_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                                        float alpha, float beta) {
   gemm2<MemRef2DF32, float>("dort_cuda_matmul_f32", a, b, c, ta, tb, alpha,
                             beta);
+}
+void _mlir_ciface_dort_cuda_matmul_epilogue_f32(
+    MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
+    MemRef1DF32 *bias, int32_t ta, int32_t tb, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  gemmEpilogue("dort_cuda_matmul_epilogue_f32", a, b, d, r, bias, ta, tb,
+               alpha, beta, act, hasBias);
 }
 void _mlir_ciface_dort_cuda_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
                                        MemRef2DF64 *c, int32_t ta, int32_t tb,
@@ -1055,63 +1353,12 @@ struct ConvPlan {
 
 struct ConvState {
   std::unordered_map<std::string, ConvPlan> plans;
-  void *workspace = nullptr;
-  size_t workspaceBytes = 0;
 };
 
 ConvState &convState() {
   static ConvState c;
   return c;
 }
-
-/// A workspace of at least `bytes`, kept between calls.
-void *convWorkspace(size_t bytes, std::string &error) {
-  ConvState &c = convState();
-  if (bytes <= c.workspaceBytes)
-    return c.workspace;
-  if (captureRefuses()) {
-    error = "a workspace that grows inside a CUDA graph";
-    return nullptr;
-  }
-  if (c.workspace) {
-    // A CUDA graph may hold the old workspace's address: keep it then.
-    bool graphed = false;
-    for (auto &[entry, g] : state().graphs)
-      graphed = graphed || !g.execs.empty();
-    if (!graphed) {
-      cudaStreamSynchronize(state().stream);
-      cudaFree(c.workspace);
-    }
-    c.workspace = nullptr;
-    c.workspaceBytes = 0;
-  }
-  cudaError_t e = cudaMalloc(&c.workspace, bytes);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    c.workspace = nullptr;
-    error = "cuDNN workspace of " + std::to_string(bytes) +
-            " bytes: " + cudaMessage(e);
-    return nullptr;
-  }
-  c.workspaceBytes = bytes;
-  return c.workspace;
-}
-
-/// Scratch device buffers for one call, given back (stream-ordered) at the
-/// end of it.
-struct Scratch {
-  std::vector<void *> blocks;
-  void *get(size_t bytes, std::string &error) {
-    void *p = deviceAlloc(bytes, error);
-    if (p)
-      blocks.push_back(p);
-    return p;
-  }
-  ~Scratch() {
-    for (void *p : blocks)
-      deviceFree(p);
-  }
-};
 
 int packedStrides4(const int *dims, int *strides) {
   strides[3] = 1;
@@ -1423,7 +1670,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       return;
     }
   }
-  void *work = convWorkspace(plan.workspace, error);
+  void *work = libraryWorkspace(plan.workspace, error);
   if (plan.workspace && !work) {
     dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
                            error.c_str());

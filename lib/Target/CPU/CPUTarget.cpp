@@ -129,7 +129,8 @@ LogicalResult cpu::addEntryPoint(ModuleOp module, ArrayRef<MemRefType> argTypes,
 }
 
 LogicalResult cpu::lowerToLoops(ModuleOp module,
-                                SmallVectorImpl<MemRefType> &argTypes) {
+                                SmallVectorImpl<MemRefType> &argTypes,
+                                bool gemmEpilogues) {
   // Inputs and weights belong to the runtime (weights are mapped read-only):
   // bufferization must never write into them.
   if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main")) {
@@ -161,7 +162,9 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           "function-boundary-type-conversion=identity-layout-map},"
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
-          "distopt-linalg-to-blas,"
+          "distopt-linalg-to-blas{epilogues=" +
+              std::string(gemmEpilogues ? "true" : "false") +
+              "},"
           "func.func(distopt-copies-to-linalg,convert-linalg-to-parallel-loops,"
           "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-buffers),"
           "ownership-based-buffer-deallocation,"

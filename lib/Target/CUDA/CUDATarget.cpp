@@ -172,7 +172,7 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
     bufferKinds.push_back(
         main.getArgAttr(i, "dopt.weight") && !updatesWeights ? 1 : 0);
   bufferKinds.insert(bufferKinds.end(), main.getNumResults(), 2);
-  if (failed(cpu::lowerToLoops(module, argTypes)))
+  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true)))
     return failure();
   if (argTypes.size() != bufferKinds.size())
     return module.emitError("internal error: dopt_main has ")
@@ -192,7 +192,7 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
 LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
                                       bool forward) {
   SmallVector<MemRefType> argTypes;
-  if (failed(cpu::lowerToLoops(module, argTypes)))
+  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true)))
     return failure();
   if (failed(cpu::runPipeline(module, "func.func(distopt-map-loops-to-gpu)")))
     return failure();

@@ -54,10 +54,12 @@ mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
 /// out-parameters), GEMMs as runtime calls, linalg as `scf.parallel` nests,
 /// row-local fusion and the static memory plan. The stage every target
 /// shares; `argTypes` receives dopt_main's buffer types (the entry's
-/// buffers).
+/// buffers). With `gemmEpilogues` (the CUDA targets), a GEMM's bias,
+/// residual and activation step joins its call (cuBLASLt's epilogues).
 mlir::LogicalResult
 lowerToLoops(mlir::ModuleOp module,
-             llvm::SmallVectorImpl<mlir::MemRefType> &argTypes);
+             llvm::SmallVectorImpl<mlir::MemRefType> &argTypes,
+             bool gemmEpilogues = false);
 
 /// linalg on tensors -> LLVM dialect, plus the `dopt_entry` wrapper.
 mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);
