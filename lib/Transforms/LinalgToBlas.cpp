@@ -407,7 +407,7 @@ struct LinalgToBlasPass
     // Only the chain reads the leaves, and only the chain's root leaves it.
     for (Value leaf : leaves)
       for (Operation *u : leaf.getUsers())
-        if (!chain.contains(u))
+        if (leaf != z && !chain.contains(u))
           return std::nullopt;
     for (Operation *o : chain)
       for (Operation *u : o->getResult(0).getUsers())

@@ -40,6 +40,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python" / "testmodels"))
+import gemm_epilogues  # noqa: E402
 import zoo  # noqa: E402
 
 # The bundled examples (gen_models.py): model -> --dim args (inputs follow
@@ -229,6 +230,12 @@ def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
         path = zoo.materialize(name, models)
         compile_one(name, path, zoo.dim_args(name, ZOO_BATCH),
                     zoo.inputs(name, ZOO_BATCH), kind="zoo")
+    # cuBLASLt's epilogues: each kind fused, and steps left alone.
+    import onnx
+    for name, model, feeds, _, _ in gemm_epilogues.cases():
+        path = models / f"epilogue_{name}.onnx"
+        onnx.save(model, str(path))
+        compile_one(f"epilogue_{name}", path, [], feeds, kind="epilogue")
     if torch_models is not None:
         failures += prepare_training(kit, distopt, torch_models, plan)
     (kit / "plan.json").write_text(json.dumps(plan, indent=1))

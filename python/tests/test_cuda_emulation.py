@@ -20,6 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import gemm_epilogues  # python/testmodels, via cli
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_follows_reference,
                       assert_plans_equal_one_process, batches_as_data, compile_step,
@@ -271,3 +272,28 @@ def test_emulated_global_norm_of_long_gradients(tmp_path):
     grad = np.load(tmp_path / "out" / "grad_w.npy").astype(np.float64)
     want = float(np.sqrt((grad * grad).sum()))
     assert abs(norm - want) <= 1e-6 * want, (norm, want)
+
+
+@pytest.mark.parametrize("case", list(gemm_epilogues.cases()), ids=lambda c: c[0])
+def test_emulated_gemm_epilogues_match_onnxruntime(case, tmp_path):
+    """A GEMM and the bias, residual and activation step after it become one
+    call (cuBLASLt's epilogues on a GPU; the CPU runtime's twin here), only
+    where the library computes the same thing; every case against ONNX
+    Runtime."""
+    import onnxruntime as ort
+    name, model, feeds, fused, plain = case
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    gpu = run(DISTOPT, "compile", path, "--target", "cuda-emu", "--emit=gpu", "-o",
+              "-").stdout
+    assert len(re.findall(r"call @dort_matmul_epilogue_f32\(", gpu)) == fused, name
+    assert len(re.findall(r"call @dort_(?:batch_)?matmul_f32\(", gpu)) == plain, name
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", path, "--target", "cuda-emu", "-o", bundle)
+    np.save(tmp_path / "x.npy", feeds["x"])
+    run(bundle / name, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    got = np.load(tmp_path / "out" / "y.npy")
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name

@@ -105,6 +105,28 @@ func.func @bias_gelu_tanh(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: memr
   return
 }
 
+// ReLU without a bias on the entry's output buffer (the product written in
+// place): act = 1, hasBias = 0, an empty view of D stands for the bias.
+// CHECK-LABEL: func.func @relu_only_output
+// CHECK-DAG: %[[ZERO_I:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[ONE_I:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[EMPTY:.*]] = memref.reinterpret_cast %arg2 to offset: [0], sizes: [0], strides: [1]
+// CHECK-DAG: %[[B:.*]] = memref.cast %[[EMPTY]]
+// CHECK: call @dort_matmul_epilogue_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[B]], %[[ZERO_I]], %[[ZERO_I]], %{{.*}}, %{{.*}}, %[[ONE_I]], %[[ZERO_I]])
+// CHECK-NOT: linalg.generic
+func.func @relu_only_output(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.maximumf %x, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
 // Left alone:
 // - GELU with erf (not the library's GELU);
 // - a bias per row (not per column);
