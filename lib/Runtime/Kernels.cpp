@@ -4,6 +4,8 @@
 
 #include "distopt/Runtime/Runtime.h"
 
+#include "Half.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -577,6 +579,76 @@ extern "C" void _mlir_ciface_dort_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
   matmul2d<double>(cast<double, 2>(a), cast<double, 2>(b), cast<double, 2>(c),
                    transA, transB, alpha, beta);
 }
+
+namespace {
+
+/// A 16-bit operand widened to a dense f32 copy (same sizes, row-major),
+/// for OpenBLAS's f32 GEMM: exact, as the f32 accumulation of the GPU's
+/// 16-bit GEMM is.
+template <int R, float (*Widen)(uint16_t)> struct WidenedOperand {
+  std::vector<float> data;
+  MemRef<float, R> ref{};
+  explicit WidenedOperand(const MemRef<uint16_t, R> *m) {
+    int64_t n = 1;
+    for (int i = 0; i < R; ++i)
+      n *= std::max<int64_t>(m->sizes[i], 0);
+    data.resize(static_cast<size_t>(n));
+    ref.allocated = ref.aligned = data.data();
+    ref.offset = 0;
+    int64_t stride = 1;
+    for (int i = R - 1; i >= 0; --i) {
+      ref.sizes[i] = m->sizes[i];
+      ref.strides[i] = stride;
+      stride *= std::max<int64_t>(m->sizes[i], 1);
+    }
+    const uint16_t *base = m->aligned + m->offset;
+    int64_t index[R] = {};
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t at = 0;
+      for (int i = 0; i < R; ++i)
+        at += index[i] * m->strides[i];
+      data[static_cast<size_t>(e)] = Widen(base[at]);
+      for (int i = R - 1; i >= 0 && ++index[i] == m->sizes[i]; --i)
+        index[i] = 0;
+    }
+  }
+};
+
+template <int R, float (*Widen)(uint16_t), typename D16, typename D32,
+          typename Gemm>
+void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm) {
+  const auto *ma = reinterpret_cast<const MemRef<uint16_t, R> *>(a);
+  const auto *mb = reinterpret_cast<const MemRef<uint16_t, R> *>(b);
+  if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb))
+    return;
+  WidenedOperand<R, Widen> wa(ma), wb(mb);
+  gemm(&wa.ref, &wb.ref, cast<float, R>(c));
+}
+
+} // namespace
+
+#define DORT_GEMM16(NAME, WIDEN)                                               \
+  extern "C" void _mlir_ciface_dort_matmul_##NAME##_f32(                      \
+      MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DF32 *c, int32_t transA,          \
+      int32_t transB, float alpha, float beta) {                               \
+    gemm16<2, WIDEN>("dort_matmul_" #NAME "_f32", a, b, c,                     \
+                     [&](auto *wa, auto *wb, auto *wc) {                       \
+                       matmul2d<float>(wa, wb, wc, transA, transB, alpha,      \
+                                       beta);                                  \
+                     });                                                       \
+  }                                                                            \
+  extern "C" void _mlir_ciface_dort_batch_matmul_##NAME##_f32(                \
+      MemRef3DU16 *a, MemRef3DU16 *b, MemRef3DF32 *c, int32_t transA,          \
+      int32_t transB, float alpha, float beta) {                               \
+    gemm16<3, WIDEN>("dort_batch_matmul_" #NAME "_f32", a, b, c,               \
+                     [&](auto *wa, auto *wb, auto *wc) {                       \
+                       matmul3d<float>(wa, wb, wc, transA, transB, alpha,      \
+                                       beta);                                  \
+                     });                                                       \
+  }
+DORT_GEMM16(f16, distopt::runtime::f16ToFloat)
+DORT_GEMM16(bf16, distopt::runtime::bf16ToFloat)
+#undef DORT_GEMM16
 
 extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
     MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,

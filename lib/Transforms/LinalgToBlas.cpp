@@ -11,6 +11,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <cmath>
 
@@ -81,8 +82,249 @@ struct LinalgToBlasPass
           op.hasPureBufferSemantics())
         candidates.push_back(op);
     });
+    narrowOperands(candidates);
     for (linalg::LinalgOp op : candidates)
       rewrite(op);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // 16-bit operands: GEMMs of f16/bf16 values widened to f32
+  //===--------------------------------------------------------------------===//
+
+  /// An f32 buffer holding 16-bit floats widened (dopt -> linalg computes
+  /// f16 and bf16 in f32): the generic that wrote it last yields
+  /// `arith.extf` of a 16-bit value, and what reads it from there to its
+  /// next write is GEMMs only.
+  struct Widened {
+    Value root;                // the f32 allocation
+    linalg::GenericOp writer;  // the write
+    OpOperand *init = nullptr; // the writer's output operand for it
+    Type narrow;               // f16 or bf16
+    SmallVector<OpOperand *> reads; // the GEMMs' operands reading it
+  };
+
+  static bool isView(Operation *op) {
+    return isa<memref::CastOp, memref::ExpandShapeOp,
+               memref::CollapseShapeOp>(op);
+  }
+
+  static bool isGemm(Operation *op) {
+    return isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op);
+  }
+
+  /// The buffer under a GEMM operand, through casts and reshapes.
+  static Value viewRoot(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (!isView(def))
+        break;
+      v = def->getOperand(0);
+    }
+    return v;
+  }
+
+  /// The uses of `v` and of the views of it, by the operation using them.
+  static void finalUsers(Value v,
+                         llvm::MapVector<Operation *, SmallVector<OpOperand *>>
+                             &uses) {
+    for (OpOperand &use : v.getUses()) {
+      if (isView(use.getOwner()))
+        finalUsers(use.getOwner()->getResult(0), uses);
+      else
+        uses[use.getOwner()].push_back(&use);
+    }
+  }
+
+  /// The 16-bit buffer GEMM operand `operand` of `gemm` reads widened, if
+  /// it does.
+  static std::optional<Widened> widened(Operation *gemm, unsigned operand) {
+    Value root = viewRoot(gemm->getOperand(operand));
+    auto alloc = root.getDefiningOp<memref::AllocOp>();
+    if (!alloc || !alloc.getType().getElementType().isF32() ||
+        !alloc.getType().getLayout().isIdentity())
+      return std::nullopt;
+    llvm::MapVector<Operation *, SmallVector<OpOperand *>> uses;
+    finalUsers(root, uses);
+    Block *block = gemm->getBlock();
+    for (auto &[user, _] : uses)
+      if (user->getBlock() != block)
+        return std::nullopt;
+    auto onlyGemmInputs = [&](Operation *op) {
+      return isGemm(op) && llvm::all_of(uses[op], [](OpOperand *u) {
+               return u->getOperandNumber() < 2;
+             });
+    };
+    // The last write before the GEMM (GEMMs reading it may come between).
+    Widened w;
+    w.root = root;
+    for (Operation *op = gemm->getPrevNode(); op; op = op->getPrevNode()) {
+      if (!uses.count(op) || onlyGemmInputs(op))
+        continue;
+      auto gen = dyn_cast<linalg::GenericOp>(op);
+      if (!gen || !gen.hasPureBufferSemantics())
+        return std::nullopt;
+      for (OpOperand *u : uses[op]) {
+        if (gen.isDpsInit(u) && u->get() == root && !w.init)
+          w.init = u;
+        else if (gen.isDpsInit(u))
+          return std::nullopt; // written through a view, or twice
+      }
+      if (!w.init)
+        return std::nullopt; // read by something else than GEMMs
+      w.writer = gen;
+      break;
+    }
+    if (!w.writer)
+      return std::nullopt;
+    // Its readers up to the next write: GEMMs only.
+    for (Operation *op = w.writer->getNextNode(); op; op = op->getNextNode()) {
+      if (!uses.count(op))
+        continue;
+      if (onlyGemmInputs(op)) {
+        w.reads.append(uses[op]);
+        continue;
+      }
+      auto gen = dyn_cast<linalg::GenericOp>(op);
+      bool reads = gen && llvm::any_of(uses[op], [&](OpOperand *u) {
+                     return gen.isDpsInput(u);
+                   });
+      if (reads || !(gen || isa<memref::DeallocOp>(op) ||
+                     isa<linalg::LinalgOp>(op)))
+        return std::nullopt; // read otherwise, or used by a call
+      break;                 // overwritten
+    }
+    linalg::GenericOp gen = w.writer;
+    if (!gen.getMatchingIndexingMap(w.init).isIdentity())
+      return std::nullopt;
+    BlockArgument out = gen.getMatchingBlockArgument(w.init);
+    if (!out.use_empty())
+      return std::nullopt;
+    Operation *yield = gen.getRegion().front().getTerminator();
+    auto ext = yield->getOperand(out.getArgNumber() - gen.getNumDpsInputs())
+                   .getDefiningOp<arith::ExtFOp>();
+    if (!ext)
+      return std::nullopt;
+    w.narrow = ext.getIn().getType();
+    if (!w.narrow.isF16() && !w.narrow.isBF16())
+      return std::nullopt;
+    return w;
+  }
+
+  /// Makes the GEMMs whose operands are both widened 16-bit values of one
+  /// type read the 16-bit values: their writer stores them unwidened in a
+  /// 16-bit buffer (or, for a plain conversion of an entry argument, the
+  /// GEMMs read the argument), and BLAS gets f16/bf16 operands with f32
+  /// accumulation (cuBLAS's tensor cores on a GPU).
+  void narrowOperands(ArrayRef<linalg::LinalgOp> gemms) {
+    auto gemmOk = [&](Operation *op) {
+      auto l = cast<linalg::LinalgOp>(op);
+      auto c = cast<MemRefType>(l.getDpsInits()[0].getType());
+      return c.getElementType().isF32() &&
+             transposes(l, isa<linalg::BatchMatmulOp>(op) ? 1 : 0);
+    };
+    // The writes whose values GEMMs read, by writer.
+    llvm::MapVector<Operation *, Widened> writes;
+    llvm::DenseMap<OpOperand *, Operation *> writerOf;
+    for (linalg::LinalgOp op : gemms)
+      for (unsigned i = 0; i < 2; ++i)
+        if (gemmOk(op))
+          if (std::optional<Widened> w = widened(op, i)) {
+            writerOf[&op->getOpOperand(i)] = w->writer;
+            writes.insert({w->writer, *w});
+          }
+    // Every GEMM reading a narrowed value must take both operands narrow,
+    // of one type: drop writes until that holds.
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (auto &[writer, w] : writes) {
+        bool ok = true;
+        for (OpOperand *read : w.reads) {
+          Operation *gemm = read->getOwner();
+          Operation *other =
+              writerOf.lookup(&gemm->getOpOperand(1 - read->getOperandNumber()));
+          auto it = other ? writes.find(other) : writes.end();
+          ok = ok && gemmOk(gemm) &&
+               writerOf.lookup(&gemm->getOpOperand(read->getOperandNumber())) ==
+                   writer &&
+               it != writes.end() && it->second.narrow == w.narrow;
+        }
+        if (!ok) {
+          writes.erase(writer);
+          changed = true;
+          break;
+        }
+      }
+    }
+    for (auto &[writer, w] : writes)
+      narrow(w);
+  }
+
+  /// `operand`'s value (a view of `from`) as the same view of `to`, made
+  /// before `at`.
+  static Value viewOn(Value operand, Value from, Value to, Type narrow,
+                      Operation *at) {
+    if (operand == from)
+      return to;
+    Operation *def = operand.getDefiningOp();
+    Value src = viewOn(def->getOperand(0), from, to, narrow, at);
+    OpBuilder b(at);
+    Operation *clone = b.clone(*def);
+    clone->setOperand(0, src);
+    auto t = cast<MemRefType>(operand.getType());
+    MemRefType narrowed = MemRefType::Builder(t).setElementType(narrow);
+    clone->getResult(0).setType(narrowed);
+    return clone->getResult(0);
+  }
+
+  void narrow(Widened &w) {
+    linalg::GenericOp gen = w.writer;
+    auto narrowType =
+        MemRefType::get(cast<MemRefType>(w.root.getType()).getShape(), w.narrow);
+    BlockArgument out = gen.getMatchingBlockArgument(w.init);
+    Operation *yield = gen.getRegion().front().getTerminator();
+    unsigned result = out.getArgNumber() - gen.getNumDpsInputs();
+    auto ext = yield->getOperand(result).getDefiningOp<arith::ExtFOp>();
+    // A conversion of an entry argument (read-only: nothing writes it):
+    // the GEMMs read the argument, and the conversion goes.
+    Value source;
+    if (gen.getNumDpsInits() == 1 && gen.getNumDpsInputs() == 1 &&
+        gen.getRegion().front().getOperations().size() == 2 &&
+        ext.getIn() == gen.getRegion().front().getArgument(0) &&
+        gen.getMatchingIndexingMap(gen.getDpsInputOperand(0)).isIdentity()) {
+      auto arg = dyn_cast<BlockArgument>(gen.getDpsInputs()[0]);
+      if (arg && isa<func::FuncOp>(arg.getOwner()->getParentOp()) &&
+          arg.getType() == narrowType)
+        source = arg;
+    }
+    if (!source) {
+      OpBuilder b(w.root.getDefiningOp());
+      source = memref::AllocOp::create(
+          b, w.root.getLoc(), narrowType,
+          w.root.getDefiningOp<memref::AllocOp>().getAlignmentAttr());
+      w.init->set(source);
+      out.setType(w.narrow);
+      yield->setOperand(result, ext.getIn());
+      if (ext->use_empty())
+        ext->erase();
+    }
+    for (OpOperand *read : w.reads) {
+      Value old = read->get();
+      read->set(viewOn(old, w.root, source, w.narrow, read->getOwner()));
+      while (old != w.root && old.use_empty()) {
+        Operation *def = old.getDefiningOp();
+        old = def->getOperand(0);
+        def->erase();
+      }
+    }
+    if (isa<BlockArgument>(source))
+      gen->erase();
+    Operation *root = w.root.getDefiningOp();
+    if (llvm::all_of(root->getUsers(),
+                     [](Operation *u) { return isa<memref::DeallocOp>(u); })) {
+      for (Operation *u : llvm::make_early_inc_range(root->getUsers()))
+        u->erase();
+      root->erase();
+    }
   }
 
   void rewrite(linalg::LinalgOp op) {
@@ -91,9 +333,12 @@ struct LinalgToBlasPass
     Type elt = cType.getElementType();
     if (!elt.isF32() && !elt.isF64())
       return;
-    for (Value v : op->getOperands())
-      if (cast<MemRefType>(v.getType()).getElementType() != elt)
-        return;
+    // A and B: C's type, or both f16 or both bf16 with an f32 C.
+    Type in = cast<MemRefType>(op->getOperand(0).getType()).getElementType();
+    if (cast<MemRefType>(op->getOperand(1).getType()).getElementType() != in)
+      return;
+    if (in != elt && !(elt.isF32() && (in.isF16() || in.isBF16())))
+      return;
     std::optional<std::pair<bool, bool>> t = transposes(op, batchDims);
     if (!t)
       return;
@@ -104,10 +349,14 @@ struct LinalgToBlasPass
     auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
                                          dyn);
     auto genericType = MemRefType::get(dyn, elt, layout);
+    auto inputType = MemRefType::get(dyn, in, layout);
     std::string name = std::string(batchDims ? "dort_batch_matmul_"
                                              : "dort_matmul_") +
-                       (elt.isF32() ? "f32" : "f64");
-    func::FuncOp callee = declare(name, genericType, elt);
+                       (in.isF16()    ? "f16_f32"
+                        : in.isBF16() ? "bf16_f32"
+                        : elt.isF32() ? "f32"
+                                      : "f64");
+    func::FuncOp callee = declare(name, inputType, genericType, elt);
     SmallVector<Value> args;
     for (Value v : op->getOperands()) {
       // A shared operand becomes a batch of one, which the kernel
@@ -117,7 +366,9 @@ struct LinalgToBlasPass
         v = memref::ExpandShapeOp::create(
             b, loc, SmallVector<int64_t>{1, type.getDimSize(0), type.getDimSize(1)},
             v, SmallVector<ReassociationIndices>{{0, 1}, {2}});
-      args.push_back(memref::CastOp::create(b, loc, genericType, v));
+      MemRefType argType =
+          MemRefType::Builder(genericType).setElementType(type.getElementType());
+      args.push_back(memref::CastOp::create(b, loc, argType, v));
     }
     args.push_back(arith::ConstantIntOp::create(b, loc, t->first, 32));
     args.push_back(arith::ConstantIntOp::create(b, loc, t->second, 32));
@@ -137,7 +388,7 @@ struct LinalgToBlasPass
     Value a = op->getOperand(0), bm = op->getOperand(1),
           c = op.getDpsInits()[0];
     op->erase();
-    if (epilogues && zeroFill && !batchDims && elt.isF32())
+    if (epilogues && zeroFill && !batchDims && elt.isF32() && in.isF32())
       fuseEpilogue(call, a, bm, c);
   }
 
@@ -540,14 +791,15 @@ struct LinalgToBlasPass
     return nullptr;
   }
 
-  func::FuncOp declare(StringRef name, MemRefType memrefType, Type elt) {
+  func::FuncOp declare(StringRef name, MemRefType inputType,
+                       MemRefType memrefType, Type elt) {
     ModuleOp module = getOperation();
     if (auto f = module.lookupSymbol<func::FuncOp>(name))
       return f;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     Type i32 = b.getI32Type();
     auto type = b.getFunctionType(
-        {memrefType, memrefType, memrefType, i32, i32, elt, elt}, {});
+        {inputType, inputType, memrefType, i32, i32, elt, elt}, {});
     auto f = func::FuncOp::create(b, module.getLoc(), name, type);
     f.setPrivate();
     f->setAttr("llvm.emit_c_interface", b.getUnitAttr());

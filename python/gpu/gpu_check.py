@@ -40,7 +40,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python" / "testmodels"))
-import gemm_epilogues  # noqa: E402
+import gemm_cases  # noqa: E402
 import zoo  # noqa: E402
 
 # The bundled examples (gen_models.py): model -> --dim args (inputs follow
@@ -232,7 +232,7 @@ def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
                     zoo.inputs(name, ZOO_BATCH), kind="zoo")
     # cuBLASLt's epilogues: each kind fused, and steps left alone.
     import onnx
-    for name, model, feeds, _, _ in gemm_epilogues.cases():
+    for name, model, feeds, _, _ in gemm_cases.epilogue_cases():
         path = models / f"epilogue_{name}.onnx"
         onnx.save(model, str(path))
         compile_one(f"epilogue_{name}", path, [], feeds, kind="epilogue")

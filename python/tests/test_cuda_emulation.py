@@ -20,7 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import gemm_epilogues  # python/testmodels, via cli
+import gemm_cases  # python/testmodels, via cli
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_follows_reference,
                       assert_plans_equal_one_process, batches_as_data, compile_step,
@@ -274,7 +274,7 @@ def test_emulated_global_norm_of_long_gradients(tmp_path):
     assert abs(norm - want) <= 1e-6 * want, (norm, want)
 
 
-@pytest.mark.parametrize("case", list(gemm_epilogues.cases()), ids=lambda c: c[0])
+@pytest.mark.parametrize("case", list(gemm_cases.epilogue_cases()), ids=lambda c: c[0])
 def test_emulated_gemm_epilogues_match_onnxruntime(case, tmp_path):
     """A GEMM and the bias, residual and activation step after it become one
     call (cuBLASLt's epilogues on a GPU; the CPU runtime's twin here), only
@@ -297,3 +297,42 @@ def test_emulated_gemm_epilogues_match_onnxruntime(case, tmp_path):
         None, feeds)[0]
     assert got.shape == want.shape
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("case", list(gemm_cases.sixteen_bit_cases()), ids=lambda c: c[0])
+def test_sixteen_bit_gemms_match_reference(case, target, tmp_path):
+    """f16 and bf16 GEMMs read their operands as 16-bit values (cuBLAS's
+    GemmEx with tensor cores on a GPU; widened into OpenBLAS here), where
+    both operands are: the calls counted, every output against ONNX Runtime
+    (numpy for bf16) within 16-bit rounding."""
+    name, model, feeds, narrow, wide = case
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    emit = "gpu" if target == "cuda-emu" else "llvm"
+    ir = run(DISTOPT, "compile", path, "--target", target, f"--emit={emit}", "-o", "-").stdout
+    if target == "cuda-emu":
+        calls = re.findall(r"call @dort_(?:batch_)?matmul_(b?f16_f32|f32)\(", ir)
+        assert calls.count("f16_f32") + calls.count("bf16_f32") == narrow, (name, calls)
+        assert calls.count("f32") == wide, (name, calls)
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", path, "--target", target, "-o", bundle)
+    args = []
+    for k, v in feeds.items():
+        # bf16 as the runtime's .npy files hold it (2-byte void).
+        np.save(tmp_path / f"{k}.npy", v.view("V2") if v.dtype == np.uint16 else v)
+        args += ["--input", f"{k}={tmp_path / f'{k}.npy'}"]
+    run(bundle / name, *args, "--output-dir", tmp_path / "out")
+    for out, want in gemm_cases.reference(name, model, feeds).items():
+        got = np.load(tmp_path / "out" / f"{out}.npy")
+        if got.dtype == np.dtype("V2"):
+            got = got.view(np.uint16)
+        assert got.shape == want.shape and got.dtype == want.dtype, (out, got.dtype)
+        if name == "linear_bf16":
+            got, want = gemm_cases.bf16_to_f32(got), gemm_cases.bf16_to_f32(want)
+            tol = 2 ** -7
+        else:
+            tol = 2 ** -10
+        got, want = got.astype(np.float64), want.astype(np.float64)
+        err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+        assert err <= 2 * tol, (name, out, err)

@@ -109,6 +109,40 @@ void _mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                         int32_t transB, double alpha,
                                         double beta);
 
+/* GEMMs of 16-bit operands (f16 or bf16 bits in uint16_t) accumulated
+ * and written in f32: the same contract, op(A) and op(B) widened exactly
+ * (cuBLAS's tensor cores on a GPU). */
+typedef struct MemRef2DU16 {
+  uint16_t *allocated;
+  uint16_t *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} MemRef2DU16;
+
+typedef struct MemRef3DU16 {
+  uint16_t *allocated;
+  uint16_t *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} MemRef3DU16;
+
+void _mlir_ciface_dort_matmul_f16_f32(MemRef2DU16 *a, MemRef2DU16 *b,
+                                      MemRef2DF32 *c, int32_t transA,
+                                      int32_t transB, float alpha, float beta);
+void _mlir_ciface_dort_matmul_bf16_f32(MemRef2DU16 *a, MemRef2DU16 *b,
+                                       MemRef2DF32 *c, int32_t transA,
+                                       int32_t transB, float alpha, float beta);
+void _mlir_ciface_dort_batch_matmul_f16_f32(MemRef3DU16 *a, MemRef3DU16 *b,
+                                            MemRef3DF32 *c, int32_t transA,
+                                            int32_t transB, float alpha,
+                                            float beta);
+void _mlir_ciface_dort_batch_matmul_bf16_f32(MemRef3DU16 *a, MemRef3DU16 *b,
+                                             MemRef3DF32 *c, int32_t transA,
+                                             int32_t transB, float alpha,
+                                             float beta);
+
 /* A GEMM with its epilogue (what `--target cuda` and `cuda-emu` make of a
  * GEMM followed by a bias, residual or activation step; the CUDA runtime's
  * dort_cuda_matmul_epilogue_f32 runs it with cuBLASLt):

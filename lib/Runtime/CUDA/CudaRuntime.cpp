@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -828,14 +829,15 @@ cublasStatus_t gemmBatched<double>(cublasHandle_t h, cublasOperation_t ta,
 }
 
 /// C[b] = alpha op(A[b]) op(B[b]) + beta C[b] on device views; 2-D views
-/// are a batch of one (batch strides 0).
-template <typename T>
-void gemm(const char *name, T *a, const int64_t *aSizes, const int64_t *aStr,
-          T *b, const int64_t *bSizes, const int64_t *bStr, T *c,
+/// are a batch of one (batch strides 0). A and B are T, or 16-bit (TI =
+/// uint16_t, `abType` CUDA_R_16F or CUDA_R_16BF) with T = float.
+template <typename T, typename TI = T>
+void gemm(const char *name, TI *a, const int64_t *aSizes, const int64_t *aStr,
+          TI *b, const int64_t *bSizes, const int64_t *bStr, T *c,
           const int64_t *cSizes, const int64_t *cStr, int64_t aBatch,
           int64_t aBatchStride, int64_t bBatch, int64_t bBatchStride,
           int64_t cBatch, int64_t cBatchStride, int32_t transA, int32_t transB,
-          T alpha, T beta) {
+          T alpha, T beta, cudaDataType abType = CUDA_R_32F) {
   DeviceState &s = state();
   if (!ensureDevice()) {
     dort_set_pending_error(1, "%s", s.error.c_str());
@@ -868,12 +870,31 @@ void gemm(const char *name, T *a, const int64_t *aSizes, const int64_t *aStr,
   bool tA = (transA != 0) != oa.flip, tB = (transB != 0) != ob.flip;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   auto call = [&] {
-    st = gemmBatched<T>(
-        s.blas, tB ? CUBLAS_OP_T : CUBLAS_OP_N, tA ? CUBLAS_OP_T : CUBLAS_OP_N,
-        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
-        b, static_cast<int>(ob.ld), bBatch == 1 ? 0 : bBatchStride, a,
-        static_cast<int>(oa.ld), aBatch == 1 ? 0 : aBatchStride, &beta, c,
-        static_cast<int>(oc.ld), cBatchStride, static_cast<int>(cBatch));
+    cublasOperation_t opB = tB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      opA = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    long long sa = aBatch == 1 ? 0 : aBatchStride,
+              sb = bBatch == 1 ? 0 : bBatchStride;
+    if constexpr (std::is_same_v<TI, T>) {
+      st = gemmBatched<T>(s.blas, opB, opA, static_cast<int>(n),
+                          static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                          static_cast<int>(ob.ld), sb, a,
+                          static_cast<int>(oa.ld), sa, &beta, c,
+                          static_cast<int>(oc.ld), cBatchStride,
+                          static_cast<int>(cBatch));
+    } else {
+      // 16-bit operands, f32 accumulation: the default math mode lets
+      // cuBLAS use tensor cores (the products are exact in f32).
+      cublasSetMathMode(s.blas, CUBLAS_DEFAULT_MATH);
+      st = cublasGemmStridedBatchedEx(
+          s.blas, opB, opA, static_cast<int>(n), static_cast<int>(m),
+          static_cast<int>(k), &alpha, b, abType, static_cast<int>(ob.ld), sb,
+          a, abType, static_cast<int>(oa.ld), sa, &beta, c, CUDA_R_32F,
+          static_cast<int>(oc.ld), cBatchStride, static_cast<int>(cBatch),
+          s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          CUBLAS_GEMM_DEFAULT);
+      cublasSetMathMode(s.blas, s.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                       : CUBLAS_PEDANTIC_MATH);
+    }
   };
   if (profiler().on)
     profiled(s.stream,
@@ -901,6 +922,20 @@ void gemm2(const char *name, M *a, M *b, M *c, int32_t ta, int32_t tb, T alpha,
           b->aligned + b->offset, b->sizes, b->strides,
           c->aligned + c->offset, c->sizes, c->strides, 1, 0, 1, 0, 1, 0, ta,
           tb, alpha, beta);
+}
+
+/// 16-bit A and B (`abType`), f32 C.
+template <typename M16, typename M>
+void gemm16(const char *name, M16 *a, M16 *b, M *c, int rank, int32_t ta,
+            int32_t tb, float alpha, float beta, cudaDataType abType) {
+  int d = rank - 2; // the matrices' first dimension
+  gemm<float, uint16_t>(
+      name, a->aligned + a->offset, a->sizes + d, a->strides + d,
+      b->aligned + b->offset, b->sizes + d, b->strides + d,
+      c->aligned + c->offset, c->sizes + d, c->strides + d,
+      d ? a->sizes[0] : 1, d ? a->strides[0] : 0, d ? b->sizes[0] : 1,
+      d ? b->strides[0] : 0, d ? c->sizes[0] : 1, d ? c->strides[0] : 0, ta, tb,
+      alpha, beta, abType);
 }
 
 template <typename M, typename T>
@@ -1150,6 +1185,23 @@ void _mlir_ciface_dort_cuda_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
   gemm2<MemRef2DF32, float>("dort_cuda_matmul_f32", a, b, c, ta, tb, alpha,
                             beta);
 }
+#define DORT_CUDA_GEMM16(NAME, TYPE)                                           \
+  void _mlir_ciface_dort_cuda_matmul_##NAME##_f32(                             \
+      MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DF32 *c, int32_t ta, int32_t tb,  \
+      float alpha, float beta) {                                               \
+    gemm16("dort_cuda_matmul_" #NAME "_f32", a, b, c, 2, ta, tb, alpha, beta,  \
+           TYPE);                                                              \
+  }                                                                            \
+  void _mlir_ciface_dort_cuda_batch_matmul_##NAME##_f32(                       \
+      MemRef3DU16 *a, MemRef3DU16 *b, MemRef3DF32 *c, int32_t ta, int32_t tb,  \
+      float alpha, float beta) {                                               \
+    gemm16("dort_cuda_batch_matmul_" #NAME "_f32", a, b, c, 3, ta, tb, alpha,  \
+           beta, TYPE);                                                        \
+  }
+DORT_CUDA_GEMM16(f16, CUDA_R_16F)
+DORT_CUDA_GEMM16(bf16, CUDA_R_16BF)
+#undef DORT_CUDA_GEMM16
+
 void _mlir_ciface_dort_cuda_matmul_epilogue_f32(
     MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
     MemRef1DF32 *bias, int32_t ta, int32_t tb, float alpha, float beta,
