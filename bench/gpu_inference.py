@@ -7,7 +7,9 @@ the compiler cannot travel to a GPU machine:
   export KIT    (/usr/bin/python3 with Debian's torch) exports each model
                 with torch.onnx.export, weights as external data;
   prepare KIT   (the project's venv) compiles each with
-                `distopt compile --target cuda`, then drops the weight files
+                `distopt compile --target cuda`, and the MLP, the encoder
+                and the GPT converted to fp16 too (float16.py: what
+                `model.half()` exports), then drops the weight files
                 (the GPU machine writes random weights of the same layout:
                 latency does not depend on their values);
   run KIT       (on the GPU machine, its python3 with torch) writes the
@@ -16,7 +18,7 @@ the compiler cannot travel to a GPU machine:
                 with DISTOPT_CUDA_GRAPH=1 (replayed as a CUDA graph), and the
                 same architecture in PyTorch eager on the same GPU, timed the
                 same way (host tensors in, host tensors out) and on device
-                tensors, and with --torch-compile also `torch.compile`d
+                tensors (the fp16 rows: `model.half()`), and with --torch-compile also `torch.compile`d
                 (default mode, on device tensors; its compile time is
                 reported, not timed), and prints a table.
 
@@ -41,6 +43,8 @@ sys.path.insert(0, str(HERE))
 
 DIMS = {"mlp": ["--dim", "batch=128"], "cnn": ["--dim", "batch=8"],
         "transformer_encoder": ["--dim", "batch=8"], "gpt": ["--dim", "batch=8"]}
+# Also timed in fp16 (16-bit GEMMs on tensor cores): "<name>_f16".
+FP16 = ("mlp", "transformer_encoder", "gpt")
 
 
 def export(kit: Path) -> int:
@@ -65,12 +69,22 @@ def export(kit: Path) -> int:
     return 0
 
 
-def prepare(kit: Path, distopt: Path, flags=lambda name: DIMS[name]) -> int:
+def prepare(kit: Path, distopt: Path, flags=lambda name: DIMS[name], fp16=FP16) -> int:
     """Compiles each exported model of KIT for CUDA (`distopt compile
-    --target cuda` with flags(name)), its weights moved to an external file
-    first and dropped after (bench/gpu_training.py's prepare too)."""
+    --target cuda` with flags(name)), and those named in `fp16` converted to
+    fp16 too, its weights moved to an external file first and dropped after
+    (bench/gpu_training.py's prepare too, without fp16 models)."""
     import onnx
+    sys.path.insert(0, str(ROOT / "python" / "testmodels"))
+    import float16
     meta = json.loads((kit / "meta.json").read_text())
+    for name in list(meta):
+        if name in fp16:
+            half = f"{name}_f16"
+            onnx.save(float16.to_float16(onnx.load(str(kit / f"{name}.onnx"))),
+                      str(kit / f"{half}.onnx"))
+            meta[half] = dict(meta[name], half=True,
+                              dtype="int64" if meta[name]["dtype"] == "int64" else "float16")
     for name in meta:
         path = kit / f"{name}.onnx"
         model = onnx.load(str(path))
@@ -78,7 +92,8 @@ def prepare(kit: Path, distopt: Path, flags=lambda name: DIMS[name]) -> int:
                         all_tensors_to_one_file=True, location=f"{name}.onnx.data",
                         size_threshold=1024)
         t0 = time.time()
-        r = subprocess.run([str(distopt), "compile", str(path), *flags(name), "--target",
+        r = subprocess.run([str(distopt), "compile", str(path),
+                            *flags(name.removesuffix("_f16")), "--target",
                             "cuda", "-o", str(kit / f"{name}.dx")],
                            capture_output=True, text=True)
         if r.returncode:
@@ -92,7 +107,8 @@ def prepare(kit: Path, distopt: Path, flags=lambda name: DIMS[name]) -> int:
 
 
 def write_random_weights(path: Path):
-    """Random float32 values at every external initializer's place."""
+    """Random values at every external initializer's place, of its type
+    (float32 or float16)."""
     import numpy as np
     import onnx
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
@@ -103,11 +119,13 @@ def write_random_weights(path: Path):
     for init in model.graph.initializer:
         if uses_external_data(init):
             info = ExternalDataInfo(init)
-            spans.append((info.offset or 0, info.length))
+            dtype = np.float16 if init.data_type == onnx.TensorProto.FLOAT16 else np.float32
+            spans.append((info.offset or 0, info.length, dtype))
             end = max(end, (info.offset or 0) + info.length)
     data = np.zeros(end, dtype=np.uint8)
-    for off, length in spans:
-        vals = (rng.standard_normal(length // 4) * 0.02).astype(np.float32)
+    for off, length, dtype in spans:
+        size = np.dtype(dtype).itemsize
+        vals = (rng.standard_normal(length // size) * 0.02).astype(dtype)
         data[off:off + length] = vals.view(np.uint8)
     data.tofile(str(path) + ".data")
 
@@ -136,7 +154,7 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
         if m["dtype"] == "int64":
             x = rng.integers(0, 8192, m["shape"]).astype(np.int64)
         else:
-            x = rng.standard_normal(m["shape"]).astype(np.float32)
+            x = rng.standard_normal(m["shape"]).astype(m["dtype"])
         xin = kit / f"{name}.in.npy"
         np.save(xin, x)
         exe = kit / f"{name}.dx" / name
@@ -151,8 +169,10 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
             if r.returncode:
                 print(f"{name} ({tag}): distopt failed: {(r.stderr + r.stdout)[-600:]}")
         ours = timings["distopt_us"]
-        model, _, _ = gpu_models.build(name)
+        model, _, _ = gpu_models.build(name.removesuffix("_f16"))
         model = model.to(dev).eval()
+        if m.get("half"):
+            model = model.half()
         xt = torch.from_numpy(x)
 
         def timed(fn):
@@ -171,7 +191,8 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
         eager_host = timed(lambda: model(xt.to(dev)).cpu())
         xd = xt.to(dev)
         eager_dev = timed(lambda: model(xd))
-        row = {"model": name, "desc": m["desc"], "distopt_us": ours,
+        row = {"model": name, "desc": m["desc"] + (" (fp16)" if m.get("half") else ""),
+               "distopt_us": ours,
                "distopt_graph_us": timings["distopt_graph_us"],
                "torch_eager_host_us": eager_host, "torch_eager_device_us": eager_dev,
                "compile_s": m.get("compile_s")}
@@ -190,7 +211,7 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-          f"median of {repeat} runs, fp32\n")
+          f"median of {repeat} runs, fp32 (fp16 where marked)\n")
     ms = lambda r, k: f"{r[k] / 1e3:.3f}" if k in r else "-"  # noqa: E731
     print("| model | size | distopt ms | distopt ms (CUDA graph) | PyTorch eager ms "
           "(host in/out) | ratio | PyTorch eager ms (device tensors) | torch.compile ms "

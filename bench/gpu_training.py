@@ -79,7 +79,8 @@ def export(kit: Path) -> int:
 
 def prepare(kit: Path, distopt: Path) -> int:
     return gpu_inference.prepare(
-        kit, distopt, lambda name: ["--loss", "cross-entropy:y", "--optimizer", "adamw"])
+        kit, distopt, lambda name: ["--loss", "cross-entropy:y", "--optimizer", "adamw"],
+        fp16=())
 
 
 def batches(m: dict, classes: int):

@@ -233,17 +233,30 @@ bool gemmSerial(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
   return true;
 }
 
+/// What a block of C needs besides its GEMM: nothing.
+struct NoEpilogue {
+  template <typename T> void before(const View<T> &, int64_t, int64_t) const {}
+  template <typename T> void after(const View<T> &, int64_t, int64_t) const {}
+};
+
 /// gemmSerial on up to `threads` threads: C is cut into row blocks (or
 /// column blocks when C is wider than tall, so that each thread packs only
 /// its part of B), one per thread; each block is an independent GEMM on
-/// views of the operands.
-template <typename T>
+/// views of the operands. `epi.before` and `epi.after` run on each block of
+/// C (with its first row and column) on its thread, before and after its
+/// GEMM, while it is in cache.
+template <typename T, typename Epi = NoEpilogue>
 bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
-               T beta, int threads) {
+               T beta, int threads, const Epi &epi = Epi()) {
   int64_t m = c.rows, n = c.cols, k = a.cols;
   threads = threadsFor(m * n * std::max<int64_t>(k, 1), threads);
-  if (threads <= 1 || (m < 2 && n < 2))
-    return gemmSerial(name, a, b, c, alpha, beta);
+  if (threads <= 1 || (m < 2 && n < 2)) {
+    epi.before(c, 0, 0);
+    bool ok = gemmSerial(name, a, b, c, alpha, beta);
+    if (ok)
+      epi.after(c, 0, 0);
+    return ok;
+  }
   bool byRows = m >= n;
   int64_t extent = byRows ? m : n;
   int parts = static_cast<int>(std::min<int64_t>(threads, extent));
@@ -262,8 +275,11 @@ bool gemmViews(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
       pc.base += lo * c.s1;
       pc.cols = hi - lo;
     }
+    epi.before(pc, byRows ? lo : 0, byRows ? 0 : lo);
     if (!gemmSerial(name, pa, pb, pc, alpha, beta))
       ok = false;
+    else
+      epi.after(pc, byRows ? lo : 0, byRows ? 0 : lo);
   });
   return ok;
 }
@@ -650,25 +666,76 @@ DORT_GEMM16(f16, distopt::runtime::f16ToFloat)
 DORT_GEMM16(bf16, distopt::runtime::bf16ToFloat)
 #undef DORT_GEMM16
 
+namespace {
+
+/// dort_matmul_epilogue_f32's steps around each thread's block of D: R
+/// copied in before (unless R is D), bias and activation after.
+struct BiasActivation {
+  View<float> r;
+  bool copyR;
+  const float *bias;
+  int64_t biasStride;
+  int32_t act;
+  void before(const View<float> &d, int64_t row0, int64_t col0) const {
+    if (!copyR)
+      return;
+    for (int64_t i = 0; i < d.rows; ++i)
+      for (int64_t j = 0; j < d.cols; ++j)
+        d.base[i * d.s0 + j * d.s1] =
+            r.base[(row0 + i) * r.s0 + (col0 + j) * r.s1];
+  }
+  void after(const View<float> &d, int64_t, int64_t col0) const {
+    for (int64_t i = 0; i < d.rows; ++i)
+      for (int64_t j = 0; j < d.cols; ++j) {
+        float &x = d.base[i * d.s0 + j * d.s1];
+        float v = bias ? x + bias[(col0 + j) * biasStride] : x;
+        if (act == DORT_ACT_RELU)
+          v = v > 0.0f ? v : 0.0f;
+        else if (act == DORT_ACT_GELU_TANH)
+          v = 0.5f * v *
+              (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+        x = v;
+      }
+  }
+};
+
+} // namespace
+
 extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
     MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
     MemRef1DF32 *bias, int32_t transA, int32_t transB, float alpha, float beta,
     int32_t act, int32_t hasBias) {
   const char *name = "dort_matmul_epilogue_f32";
-  const MemRef<float, 2> *md = cast<float, 2>(d), *mr = cast<float, 2>(r);
-  const MemRef<float, 1> *mb = cast<float, 1>(bias);
-  if (!checkSizes(name, "D", md) || (beta != 0.0f && !checkSizes(name, "R", mr)))
+  const MemRef<float, 2> *ma = cast<float, 2>(a), *mb = cast<float, 2>(b),
+                         *md = cast<float, 2>(d), *mr = cast<float, 2>(r);
+  const MemRef<float, 1> *mbias = cast<float, 1>(bias);
+  if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb) ||
+      !checkSizes(name, "D", md) ||
+      (beta != 0.0f && !checkSizes(name, "R", mr)))
     return;
-  int64_t m = md->sizes[0], n = md->sizes[1];
+  View<float> va = opView(*ma, ma->aligned + ma->offset, transA != 0);
+  View<float> vb = opView(*mb, mb->aligned + mb->offset, transB != 0);
+  View<float> vd = opView(*md, md->aligned + md->offset, false);
+  int64_t m = vd.rows, n = vd.cols;
+  if (va.cols != vb.rows || va.rows != m || vb.cols != n) {
+    dort_set_pending_error(
+        1,
+        "%s: shape mismatch: op(A) is %lldx%lld, op(B) is %lldx%lld, D is "
+        "%lldx%lld (transA=%d, transB=%d)",
+        name, (long long)va.rows, (long long)va.cols, (long long)vb.rows,
+        (long long)vb.cols, (long long)m, (long long)n, (int)transA,
+        (int)transB);
+    return;
+  }
   if (beta != 0.0f && (mr->sizes[0] != m || mr->sizes[1] != n)) {
     dort_set_pending_error(1, "%s: R is %lldx%lld, D is %lldx%lld", name,
                            (long long)mr->sizes[0], (long long)mr->sizes[1],
                            (long long)m, (long long)n);
     return;
   }
-  if (hasBias && (!mb || !mb->aligned || mb->sizes[0] != n)) {
+  if (hasBias && (!mbias || !mbias->aligned || mbias->sizes[0] != n)) {
     dort_set_pending_error(1, "%s: the bias has %lld elements, D %lld columns",
-                           name, mb ? (long long)mb->sizes[0] : -1LL,
+                           name, mbias ? (long long)mbias->sizes[0] : -1LL,
                            (long long)n);
     return;
   }
@@ -677,37 +744,16 @@ extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
     dort_set_pending_error(1, "%s: unknown activation %d", name, (int)act);
     return;
   }
-  ensureThreads();
-  float *pd = md->aligned + md->offset;
-  // D = R first (unless R is D), then the GEMM accumulates onto it.
+  BiasActivation epi{};
   if (beta != 0.0f) {
-    const float *pr = mr->aligned + mr->offset;
-    if (pr != pd || mr->strides[0] != md->strides[0] ||
-        mr->strides[1] != md->strides[1])
-      parallelFor(m, threadsFor(m * n, teamSize()), [&](int64_t i) {
-        for (int64_t j = 0; j < n; ++j)
-          pd[i * md->strides[0] + j * md->strides[1]] =
-              pr[i * mr->strides[0] + j * mr->strides[1]];
-      });
+    epi.r = opView(*mr, mr->aligned + mr->offset, false);
+    epi.copyR = epi.r.base != vd.base || epi.r.s0 != vd.s0 || epi.r.s1 != vd.s1;
   }
-  matmul2d<float>(cast<float, 2>(a), cast<float, 2>(b), md, transA, transB,
-                  alpha, beta);
-  if (dort_pending_error())
-    return;
-  const float *pb = hasBias ? mb->aligned + mb->offset : nullptr;
-  int64_t sb = hasBias ? mb->strides[0] : 0;
-  parallelFor(m, threadsFor(m * n, teamSize()), [&](int64_t i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float &x = pd[i * md->strides[0] + j * md->strides[1]];
-      float v = pb ? x + pb[j * sb] : x;
-      if (act == DORT_ACT_RELU)
-        v = v > 0.0f ? v : 0.0f;
-      else if (act == DORT_ACT_GELU_TANH)
-        v = 0.5f * v *
-            (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
-      x = v;
-    }
-  });
+  epi.bias = hasBias ? mbias->aligned + mbias->offset : nullptr;
+  epi.biasStride = hasBias ? mbias->strides[0] : 0;
+  epi.act = act;
+  ensureThreads();
+  gemmViews(name, va, vb, vd, alpha, beta, teamSize(), epi);
 }
 
 extern "C" void

@@ -336,3 +336,33 @@ def test_sixteen_bit_gemms_match_reference(case, target, tmp_path):
         got, want = got.astype(np.float64), want.astype(np.float64)
         err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
         assert err <= 2 * tol, (name, out, err)
+
+
+def test_exported_gpt_in_fp16_uses_16_bit_gemms(tmp_path):
+    """The GPT example (torch.onnx.export) converted to fp16 (as
+    `model.half()` exports it): every one of its 13 GEMMs reads 16-bit
+    operands, and the emulated GPU's logits match ONNX Runtime's fp16 run
+    within fp16's precision."""
+    import sys
+    import onnxruntime as ort
+    import float16  # python/testmodels, via cli
+    run(sys.executable, ROOT / "python/testmodels/gen_models.py", "--out", tmp_path,
+        "--only", "gpt")
+    path = tmp_path / "gpt16.onnx"
+    onnx.save(float16.to_float16(onnx.load(str(tmp_path / "gpt.onnx"))), str(path))
+    gpu = run(DISTOPT, "compile", path, "--dim", "batch=2", "--target", "cuda-emu",
+              "--emit=gpu", "-o", "-").stdout
+    calls = re.findall(r"call @dort_(?:batch_)?matmul_(\w+?)\(", gpu)
+    assert len(calls) == 13 and set(calls) == {"f16_f32"}, calls
+    bundle = tmp_path / "gpt16.dx"
+    run(DISTOPT, "compile", path, "--dim", "batch=2", "--target", "cuda-emu", "-o", bundle)
+    ids = np.random.default_rng(0).integers(0, 100, (2, 16)).astype(np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    run(bundle / "gpt16", "--input", f"input_ids={tmp_path / 'ids.npy'}", "--output-dir",
+        tmp_path / "out")
+    got = np.load(next((tmp_path / "out").glob("*.npy")))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"input_ids": ids})[0]
+    assert got.dtype == np.float16 and got.shape == want.shape
+    err = np.abs(got.astype(np.float32) - want).max() / np.abs(want).max()
+    assert err <= 5e-3, err

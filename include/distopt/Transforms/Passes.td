@@ -46,6 +46,11 @@ def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
     indexing maps) becomes a call to the runtime's
     `dort_{batch_}matmul_{f32,f64}` (C interface), which calls OpenBLAS
     `cblas_?gemm` with beta = 1 (the accumulator was zero-filled before).
+    A GEMM of f16/bf16 values widened to f32 reads them as 16-bit values
+    when both operands are (the last write of each operand's buffer yields
+    `arith.extf` of a 16-bit value and only GEMMs read it: that write
+    stores the 16-bit value instead, or the GEMM reads the entry argument
+    it converted): `dort_(batch_)matmul_{f16,bf16}_f32`, f32 accumulation.
     Other element types stay loops.
 
     ```mlir
