@@ -690,7 +690,7 @@ struct BiasActivation {
         float &x = d.base[i * d.s0 + j * d.s1];
         float v = bias ? x + bias[(col0 + j) * biasStride] : x;
         if (act == DORT_ACT_RELU)
-          v = v > 0.0f ? v : 0.0f;
+          v = v < 0.0f ? 0.0f : v; // NaN stays NaN, as arith.maximumf
         else if (act == DORT_ACT_GELU_TANH)
           v = 0.5f * v *
               (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));

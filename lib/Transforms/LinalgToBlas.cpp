@@ -140,7 +140,8 @@ struct LinalgToBlasPass
     Value root = viewRoot(gemm->getOperand(operand));
     auto alloc = root.getDefiningOp<memref::AllocOp>();
     if (!alloc || !alloc.getType().getElementType().isF32() ||
-        !alloc.getType().getLayout().isIdentity())
+        !alloc.getType().getLayout().isIdentity() ||
+        !alloc.getType().hasStaticShape())
       return std::nullopt;
     llvm::MapVector<Operation *, SmallVector<OpOperand *>> uses;
     finalUsers(root, uses);
@@ -175,7 +176,10 @@ struct LinalgToBlasPass
     }
     if (!w.writer)
       return std::nullopt;
-    // Its readers up to the next write: GEMMs only.
+    // Its readers up to the next write: GEMMs only. The next write is a
+    // linalg op that only writes it (an output whose value its body does
+    // not read), or its deallocation; any other use (a read, a call, a
+    // copy) keeps the f32 buffer.
     for (Operation *op = w.writer->getNextNode(); op; op = op->getNextNode()) {
       if (!uses.count(op))
         continue;
@@ -183,14 +187,14 @@ struct LinalgToBlasPass
         w.reads.append(uses[op]);
         continue;
       }
-      auto gen = dyn_cast<linalg::GenericOp>(op);
-      bool reads = gen && llvm::any_of(uses[op], [&](OpOperand *u) {
-                     return gen.isDpsInput(u);
-                   });
-      if (reads || !(gen || isa<memref::DeallocOp>(op) ||
-                     isa<linalg::LinalgOp>(op)))
-        return std::nullopt; // read otherwise, or used by a call
-      break;                 // overwritten
+      if (isa<memref::DeallocOp>(op))
+        break;
+      auto l = dyn_cast<linalg::LinalgOp>(op);
+      if (!l || llvm::any_of(uses[op], [&](OpOperand *u) {
+            return !l.isDpsInit(u) || l.payloadUsesValueFromOperand(u);
+          }))
+        return std::nullopt;
+      break; // overwritten
     }
     linalg::GenericOp gen = w.writer;
     if (!gen.getMatchingIndexingMap(w.init).isIdentity())
@@ -221,15 +225,16 @@ struct LinalgToBlasPass
       return c.getElementType().isF32() &&
              transposes(l, isa<linalg::BatchMatmulOp>(op) ? 1 : 0);
     };
-    // The writes whose values GEMMs read, by writer.
-    llvm::MapVector<Operation *, Widened> writes;
-    llvm::DenseMap<OpOperand *, Operation *> writerOf;
+    // The writes whose values GEMMs read, by the writer's output operand
+    // (a generic may write several).
+    llvm::MapVector<OpOperand *, Widened> writes;
+    llvm::DenseMap<OpOperand *, OpOperand *> writerOf;
     for (linalg::LinalgOp op : gemms)
       for (unsigned i = 0; i < 2; ++i)
         if (gemmOk(op))
           if (std::optional<Widened> w = widened(op, i)) {
-            writerOf[&op->getOpOperand(i)] = w->writer;
-            writes.insert({w->writer, *w});
+            writerOf[&op->getOpOperand(i)] = w->init;
+            writes.insert({w->init, *w});
           }
     // Every GEMM reading a narrowed value must take both operands narrow,
     // of one type: drop writes until that holds.
@@ -240,7 +245,7 @@ struct LinalgToBlasPass
         bool ok = true;
         for (OpOperand *read : w.reads) {
           Operation *gemm = read->getOwner();
-          Operation *other =
+          OpOperand *other =
               writerOf.lookup(&gemm->getOpOperand(1 - read->getOperandNumber()));
           auto it = other ? writes.find(other) : writes.end();
           ok = ok && gemmOk(gemm) &&
@@ -292,8 +297,13 @@ struct LinalgToBlasPass
         ext.getIn() == gen.getRegion().front().getArgument(0) &&
         gen.getMatchingIndexingMap(gen.getDpsInputOperand(0)).isIdentity()) {
       auto arg = dyn_cast<BlockArgument>(gen.getDpsInputs()[0]);
-      if (arg && isa<func::FuncOp>(arg.getOwner()->getParentOp()) &&
-          arg.getType() == narrowType)
+      auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+      auto writable =
+          fn ? fn.getArgAttrOfType<BoolAttr>(arg.getArgNumber(),
+                                             "bufferization.writable")
+             : BoolAttr();
+      if (writable && !writable.getValue() && arg.getType() == narrowType)
         source = arg;
     }
     if (!source) {
@@ -448,7 +458,7 @@ struct LinalgToBlasPass
       return std::nullopt;
     };
     for (Operation &o : body.without_terminator()) {
-      if (skip.contains(&o))
+      if (skip.contains(&o) || o.hasTrait<OpTrait::ConstantLike>())
         continue;
       SmallVector<double> in;
       for (Value v : o.getOperands()) {
@@ -507,8 +517,15 @@ struct LinalgToBlasPass
              (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     };
     bool asNone = true, asRelu = true, asGelu = true;
-    for (int i = -64; i <= 64; ++i) {
-      for (double x : {i / 8.0, i / 8.0 + 1e-3}) {
+    // Where they differ most (|x| < 8), and far out (a clamp there is not
+    // an activation the library has).
+    SmallVector<double> xs;
+    for (int i = -64; i <= 64; ++i)
+      xs.append({i / 8.0, i / 8.0 + 1e-3});
+    for (double big : {16.0, 100.0, 1e4, 7e4, 1e8, 1e30})
+      xs.append({big, -big});
+    for (double x : xs) {
+      {
         std::optional<double> f = evaluate(body, z, chain, x);
         if (!f || std::isnan(*f))
           return std::nullopt;
@@ -674,6 +691,10 @@ struct LinalgToBlasPass
   /// Replaces the GEMM `call` (beta = 0) and the epilogue that follows it by
   /// one dort_matmul_epilogue_f32 call writing the epilogue's output.
   void fuseEpilogue(func::CallOp call, Value a, Value bm, Value c) {
+    // An empty contraction is no GEMM for cuBLASLt.
+    for (Value v : {a, bm})
+      if (llvm::is_contained(cast<MemRefType>(v.getType()).getShape(), 0))
+        return;
     std::optional<Epilogue> e = matchEpilogue(call, a, bm, c);
     if (!e)
       return;

@@ -7,11 +7,12 @@
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 
-// An entry argument's conversion goes: the GEMM reads the argument. The
+// An entry argument's conversion goes (the argument is read-only: inputs and
+// weights are): the GEMM reads the argument. The
 // ReLU written in place of the first product is stored in f16 for the
 // second GEMM (the product keeps its f32 buffer).
 // CHECK-LABEL: func.func @mlp
-// CHECK-SAME: (%[[X:.*]]: memref<4x8xf16>, %[[W1:.*]]: memref<8x16xf16>, %[[W2:.*]]: memref<16x2xf16>
+// CHECK-SAME: (%[[X:[^:]*]]: memref<4x8xf16> {{.*}}, %[[W1:[^:]*]]: memref<8x16xf16> {{.*}}, %[[W2:[^:]*]]: memref<16x2xf16>
 // CHECK-DAG: %[[H16:.*]] = memref.alloc() : memref<4x16xf16>
 // CHECK-DAG: %[[H:.*]] = memref.alloc() : memref<4x16xf32>
 // CHECK-DAG: %[[XC:.*]] = memref.cast %[[X]] : memref<4x8xf16> to memref<?x?xf16, strided<[?, ?], offset: ?>>
@@ -25,7 +26,9 @@
 // CHECK: %[[HC:.*]] = memref.cast %[[H16]] : memref<4x16xf16>
 // CHECK: call @dort_matmul_f16_f32(%[[HC]],
 // CHECK-NOT: arith.extf
-func.func @mlp(%x: memref<4x8xf16>, %w1: memref<8x16xf16>, %w2: memref<16x2xf16>, %y: memref<4x2xf32>) {
+func.func @mlp(%x: memref<4x8xf16> {bufferization.writable = false},
+               %w1: memref<8x16xf16> {bufferization.writable = false},
+               %w2: memref<16x2xf16> {bufferization.writable = false}, %y: memref<4x2xf32>) {
   %zero = arith.constant 0.0 : f32
   %xw = memref.alloc() : memref<4x8xf32>
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
@@ -74,7 +77,9 @@ func.func @mlp(%x: memref<4x8xf16>, %w1: memref<8x16xf16>, %w2: memref<16x2xf16>
 // CHECK: memref.collapse_shape %arg2 {{.*}} : memref<2x3x4x8xbf16> into memref<6x4x8xbf16>
 // CHECK: call @dort_batch_matmul_bf16_f32(
 // CHECK-NOT: linalg.generic
-func.func @batched_bf16(%q: memref<2x3x4x8xbf16>, %k: memref<6x8x4xbf16>, %v: memref<2x3x4x8xbf16>,
+func.func @batched_bf16(%q: memref<2x3x4x8xbf16> {bufferization.writable = false},
+                        %k: memref<6x8x4xbf16> {bufferization.writable = false},
+                        %v: memref<2x3x4x8xbf16> {bufferization.writable = false},
                         %c1: memref<6x4x4xf32>, %c2: memref<6x4x4xf32>) {
   %zero = arith.constant 0.0 : f32
   %qw = memref.alloc() : memref<2x3x4x8xf32>
@@ -108,9 +113,40 @@ func.func @batched_bf16(%q: memref<2x3x4x8xbf16>, %k: memref<6x8x4xbf16>, %v: me
   return
 }
 
-// Left f32: an f16 operand with an f32 one, and a widened value that
-// something other than a GEMM reads too.
+// A conversion of an argument that may be written stays a conversion, now
+// into a 16-bit buffer.
+// CHECK-LABEL: func.func @writable_argument
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<4x8xf16>
+// CHECK: linalg.generic {{.*}} ins(%arg0 : memref<4x8xf16>) outs(%[[COPY]] : memref<4x8xf16>)
+// CHECK: %[[C:.*]] = memref.cast %[[COPY]]
+// CHECK: call @dort_matmul_f16_f32(%[[C]],
+func.func @writable_argument(%x: memref<4x8xf16>, %w: memref<8x2xf16> {bufferization.writable = false},
+                             %y: memref<4x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %xw = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf16>) outs(%xw : memref<4x8xf32>) {
+  ^bb0(%in: f16, %o: f32):
+    %e = arith.extf %in : f16 to f32
+    linalg.yield %e : f32
+  }
+  %ww = memref.alloc() : memref<8x2xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : memref<8x2xf16>) outs(%ww : memref<8x2xf32>) {
+  ^bb0(%in: f16, %o: f32):
+    %e = arith.extf %in : f16 to f32
+    linalg.yield %e : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%y : memref<4x2xf32>)
+  linalg.matmul ins(%xw, %ww : memref<4x8xf32>, memref<8x2xf32>) outs(%y : memref<4x2xf32>)
+  return
+}
+
+// Left f32: an f16 operand with an f32 one, a widened value that something
+// other than a GEMM reads too, and one that a named op reads (a transpose).
 // CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: f16_f32
+// CHECK: call @dort_matmul_f32
 // CHECK-NOT: f16_f32
 // CHECK: call @dort_matmul_f32
 // CHECK-NOT: f16_f32
@@ -150,5 +186,16 @@ func.func @left_alone(%x: memref<4x8xf16>, %w: memref<8x2xf32>, %w16: memref<8x2
   ^bb0(%in: f32, %o: f32):
     linalg.yield %in : f32
   }
+  %xw3 = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf16>) outs(%xw3 : memref<4x8xf32>) {
+  ^bb0(%in: f16, %o: f32):
+    %e = arith.extf %in : f16 to f32
+    linalg.yield %e : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%y : memref<4x2xf32>)
+  linalg.matmul ins(%xw3, %ww : memref<4x8xf32>, memref<8x2xf32>) outs(%y : memref<4x2xf32>)
+  %t = memref.alloc() : memref<8x4xf32>
+  linalg.transpose ins(%xw3 : memref<4x8xf32>) outs(%t : memref<8x4xf32>) permutation = [1, 0]
   return
 }

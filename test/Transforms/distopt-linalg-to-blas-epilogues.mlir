@@ -204,3 +204,25 @@ func.func @left_alone(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: memref<1
   }
   return %c3 : memref<4x16xf32>
 }
+
+// Clip(0, 10) agrees with ReLU below 8 but is not ReLU: left alone (the
+// body is also evaluated far out).
+// CHECK-LABEL: func.func @clip_is_not_relu
+// CHECK-NOT: dort_matmul_epilogue_f32
+// CHECK: linalg.generic
+func.func @clip_is_not_relu(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: memref<16xf32>, %out: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ten = arith.constant 10.0 : f32
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x16xf32>, memref<16xf32>) outs(%out : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %z = arith.addf %x, %y : f32
+    %r = arith.maximumf %z, %zero : f32
+    %m = arith.minimumf %r, %ten : f32
+    linalg.yield %m : f32
+  }
+  return
+}

@@ -890,8 +890,7 @@ void gemm(const char *name, TI *a, const int64_t *aSizes, const int64_t *aStr,
           static_cast<int>(k), &alpha, b, abType, static_cast<int>(ob.ld), sb,
           a, abType, static_cast<int>(oa.ld), sa, &beta, c, CUDA_R_32F,
           static_cast<int>(oc.ld), cBatchStride, static_cast<int>(cBatch),
-          s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT);
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       cublasSetMathMode(s.blas, s.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                        : CUBLAS_PEDANTIC_MATH);
     }
