@@ -288,6 +288,17 @@ bool captureRefuses() {
   return true;
 }
 
+/// For a runtime call on the device: the device is up and no earlier step
+/// failed (its results would be garbage). False otherwise, the device's
+/// failure reported as the pending error.
+bool deviceCallReady() {
+  if (!ensureDevice()) {
+    dort_set_pending_error(1, "%s", state().error.c_str());
+    return false;
+  }
+  return dort_pending_error() == nullptr;
+}
+
 void *deviceAlloc(size_t size, std::string &error) {
   DeviceState &s = state();
   if (size == 0)
@@ -470,12 +481,8 @@ void dort_cuda_launch(const void *image, const char *kernel, int64_t gx,
                       int64_t gy, int64_t gz, int64_t bx, int64_t by,
                       int64_t bz, int32_t smem, int64_t *args, int32_t nargs) {
   DeviceState &s = state();
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", s.error.c_str());
+  if (!deviceCallReady())
     return;
-  }
-  if (dort_pending_error())
-    return; // an earlier step failed: its result is garbage anyway
   if (gx == 0 || gy == 0 || gz == 0)
     return; // an empty iteration space
   cudaKernel_t fn;
@@ -839,11 +846,7 @@ void gemm(const char *name, TI *a, const int64_t *aSizes, const int64_t *aStr,
           int64_t cBatch, int64_t cBatchStride, int32_t transA, int32_t transB,
           T alpha, T beta, cudaDataType abType = CUDA_R_32F) {
   DeviceState &s = state();
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", s.error.c_str());
-    return;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return;
   int64_t m = transA ? aSizes[1] : aSizes[0];
   int64_t k = transA ? aSizes[0] : aSizes[1];
@@ -1084,11 +1087,7 @@ void gemmEpilogue(const char *name, const MemRef2DF32 *a, const MemRef2DF32 *b,
                   const MemRef1DF32 *bias, int32_t transA, int32_t transB,
                   float alpha, float beta, int32_t act, int32_t hasBias) {
   DeviceState &s = state();
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", s.error.c_str());
-    return;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return;
   int64_t m = transA ? a->sizes[1] : a->sizes[0];
   int64_t k = transA ? a->sizes[0] : a->sizes[1];
@@ -1435,11 +1434,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
             MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
             int64_t dh, int64_t dw, int64_t groups) {
   DeviceState &s = state();
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", s.error.c_str());
-    return;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return;
   const int64_t *xs = x->sizes, *ws = w->sizes, *ys = y->sizes;
   using distopt::runtime::convOutputSize;
@@ -1898,11 +1893,7 @@ void staged(DortUnrankedMemRef *in, DortUnrankedMemRef *out, size_t elem,
             Fn &&collective) {
   if (captureRefuses())
     return;
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", state().error.c_str());
-    return;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return;
   Staged hin, hout;
   // An output view with gaps is downloaded too, so that uploading its span
@@ -1919,11 +1910,7 @@ template <typename Fn>
 void stagedOne(DortUnrankedMemRef *m, size_t elem, bool send, Fn &&message) {
   if (captureRefuses())
     return;
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", state().error.c_str());
-    return;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return;
   Staged host;
   if (!host.stage(m, elem, send || !dense(m)))
@@ -1942,11 +1929,7 @@ template <typename Call> bool ncclTakes(Call &&call) {
     return false;
   if (captureRefuses())
     return true;
-  if (!ensureDevice()) {
-    dort_set_pending_error(1, "%s", state().error.c_str());
-    return true;
-  }
-  if (dort_pending_error())
+  if (!deviceCallReady())
     return true;
   return call(static_cast<void *>(state().stream));
 }
