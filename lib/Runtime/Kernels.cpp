@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <sched.h>
@@ -701,14 +702,13 @@ struct BiasActivation {
 
 } // namespace
 
-extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
-    MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
-    MemRef1DF32 *bias, int32_t transA, int32_t transB, float alpha, float beta,
-    int32_t act, int32_t hasBias) {
-  const char *name = "dort_matmul_epilogue_f32";
-  const MemRef<float, 2> *ma = cast<float, 2>(a), *mb = cast<float, 2>(b),
-                         *md = cast<float, 2>(d), *mr = cast<float, 2>(r);
-  const MemRef<float, 1> *mbias = cast<float, 1>(bias);
+namespace {
+
+void matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
+                    const MemRef<float, 2> *mb, const MemRef<float, 2> *md,
+                    const MemRef<float, 2> *mr, const MemRef<float, 1> *mbias,
+                    int32_t transA, int32_t transB, float alpha, float beta,
+                    int32_t act, int32_t hasBias) {
   if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb) ||
       !checkSizes(name, "D", md) ||
       (beta != 0.0f && !checkSizes(name, "R", mr)))
@@ -754,6 +754,72 @@ extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
   epi.act = act;
   ensureThreads();
   gemmViews(name, va, vb, vd, alpha, beta, teamSize(), epi);
+}
+
+/// The 16-bit epilogue GEMM: the f32 one on widened copies, D rounded once.
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void matmulEpilogue16(const char *name, MemRef2DU16 *a, MemRef2DU16 *b,
+                      MemRef2DU16 *d, MemRef2DU16 *r, MemRef1DU16 *bias,
+                      int32_t transA, int32_t transB, float alpha, float beta,
+                      int32_t act, int32_t hasBias) {
+  using M2 = MemRef<uint16_t, 2>;
+  const auto *ma = reinterpret_cast<const M2 *>(a);
+  const auto *mb = reinterpret_cast<const M2 *>(b);
+  const auto *md = reinterpret_cast<const M2 *>(d);
+  const auto *mr = reinterpret_cast<const M2 *>(r);
+  const auto *mbias = reinterpret_cast<const MemRef<uint16_t, 1> *>(bias);
+  if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb) ||
+      !checkSizes(name, "D", md) ||
+      (beta != 0.0f && !checkSizes(name, "R", mr)) ||
+      (hasBias && !checkSizes(name, "bias", mbias)))
+    return;
+  WidenedOperand<2, Widen> wa(ma), wb(mb), wd(md);
+  std::optional<WidenedOperand<2, Widen>> wr;
+  std::optional<WidenedOperand<1, Widen>> wbias;
+  if (beta != 0.0f)
+    wr.emplace(mr);
+  if (hasBias)
+    wbias.emplace(mbias);
+  matmulEpilogue(name, &wa.ref, &wb.ref, &wd.ref, wr ? &wr->ref : &wd.ref,
+                 wbias ? &wbias->ref : nullptr, transA, transB, alpha, beta,
+                 act, hasBias);
+  if (dort_pending_error())
+    return;
+  uint16_t *base = md->aligned + md->offset;
+  for (int64_t i = 0; i < md->sizes[0]; ++i)
+    for (int64_t j = 0; j < md->sizes[1]; ++j)
+      base[i * md->strides[0] + j * md->strides[1]] =
+          Narrow(wd.data[static_cast<size_t>(i * md->sizes[1] + j)]);
+}
+
+} // namespace
+
+extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
+    MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
+    MemRef1DF32 *bias, int32_t transA, int32_t transB, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  matmulEpilogue("dort_matmul_epilogue_f32", cast<float, 2>(a),
+                 cast<float, 2>(b), cast<float, 2>(d), cast<float, 2>(r),
+                 cast<float, 1>(bias), transA, transB, alpha, beta, act,
+                 hasBias);
+}
+
+extern "C" void _mlir_ciface_dort_matmul_epilogue_f16(
+    MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
+    MemRef1DU16 *bias, int32_t transA, int32_t transB, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  matmulEpilogue16<distopt::runtime::f16ToFloat, distopt::runtime::floatToF16>(
+      "dort_matmul_epilogue_f16", a, b, d, r, bias, transA, transB, alpha,
+      beta, act, hasBias);
+}
+
+extern "C" void _mlir_ciface_dort_matmul_epilogue_bf16(
+    MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
+    MemRef1DU16 *bias, int32_t transA, int32_t transB, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  matmulEpilogue16<distopt::runtime::bf16ToFloat, distopt::runtime::floatToBF16>(
+      "dort_matmul_epilogue_bf16", a, b, d, r, bias, transA, transB, alpha,
+      beta, act, hasBias);
 }
 
 extern "C" void

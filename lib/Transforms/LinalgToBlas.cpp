@@ -398,8 +398,8 @@ struct LinalgToBlasPass
     Value a = op->getOperand(0), bm = op->getOperand(1),
           c = op.getDpsInits()[0];
     op->erase();
-    if (epilogues && zeroFill && !batchDims && elt.isF32() && in.isF32())
-      fuseEpilogue(call, a, bm, c);
+    if (epilogues && zeroFill && !batchDims && elt.isF32())
+      fuseEpilogue(call, a, bm, c, in);
   }
 
   //===--------------------------------------------------------------------===//
@@ -476,8 +476,8 @@ struct LinalgToBlasPass
         r = in[0] * in[1];
       else if (isa<arith::DivFOp>(o))
         r = in[0] / in[1];
-      else if (isa<arith::NegFOp>(o))
-        r = -in[0];
+      else if (isa<arith::NegFOp, arith::ExtFOp, arith::TruncFOp>(o))
+        r = isa<arith::NegFOp>(o) ? -in[0] : in[0]; // roundings: the value
       else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o))
         r = std::max(in[0], in[1]);
       else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o))
@@ -511,7 +511,8 @@ struct LinalgToBlasPass
   /// GELU with erf differs from it by up to 5e-4 and is not fused).
   static std::optional<int> activation(Block &body, Value z,
                                        const llvm::SmallPtrSetImpl<Operation *>
-                                           &chain) {
+                                           &chain,
+                                       double geluTolerance) {
     auto gelu = [](double x) {
       return 0.5 * x *
              (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -534,7 +535,7 @@ struct LinalgToBlasPass
         };
         asNone = asNone && near(x, 1e-6);
         asRelu = asRelu && near(std::max(x, 0.0), 1e-6);
-        asGelu = asGelu && near(gelu(x), 1e-5);
+        asGelu = asGelu && near(gelu(x), geluTolerance);
       }
     }
     if (asNone)
@@ -553,7 +554,7 @@ struct LinalgToBlasPass
   /// between) if it is an epilogue of the product `c` that nothing else
   /// reads.
   std::optional<Epilogue> matchEpilogue(func::CallOp call, Value a, Value bm,
-                                        Value c) {
+                                        Value c, Type io) {
     Operation *next = call->getNextNode();
     while (next && (isa<memref::AllocOp>(next) || isMemoryEffectFree(next)))
       next = next->getNextNode();
@@ -571,7 +572,7 @@ struct LinalgToBlasPass
     e.op = gen;
     Value d = gen.getDpsInits()[0];
     if (gen.getMatchingIndexingMap(gen.getDpsInitOperand(0)) != identity ||
-        !cast<MemRefType>(d.getType()).getElementType().isF32())
+        cast<MemRefType>(d.getType()).getElementType() != io)
       return std::nullopt;
     Block &body = gen.getRegion().front();
     if (!body.getArguments().back().use_empty())
@@ -583,13 +584,14 @@ struct LinalgToBlasPass
       AffineMap map = gen.getMatchingIndexingMap(in);
       auto type = cast<MemRefType>(v.getType());
       BlockArgument arg = gen.getMatchingBlockArgument(in);
-      if (!type.getElementType().isF32())
-        return std::nullopt;
       auto expand = v.getDefiningOp<memref::ExpandShapeOp>();
       bool isProduct =
           v == c || (expand && expand.getSrc() == c &&
                      expand.getReassociationIndices().size() == 2 &&
                      expand.getReassociationIndices()[1].size() == 1);
+      // The product is f32; the rest of the step is the GEMM's operand type.
+      if (type.getElementType() != (isProduct ? Type(Float32Type::get(ctx)) : io))
+        return std::nullopt;
       if (isProduct && map == identity && !e.product) {
         e.product = v;
         cArg = arg;
@@ -652,6 +654,14 @@ struct LinalgToBlasPass
                         llvm::SmallPtrSetImpl<Operation *> &ops) {
             if (leaves.contains(v))
               return seen.insert(v).second;
+            // The roundings of a 16-bit step (its values are 16-bit, its
+            // arithmetic f32): the library rounds once, at the end.
+            Operation *def = v.getDefiningOp();
+            if (isa_and_nonnull<arith::ExtFOp, arith::TruncFOp>(def) &&
+                def->getBlock() == &body) {
+              ops.insert(def);
+              return collect(def->getOperand(0), seen, ops);
+            }
             auto add = v.getDefiningOp<arith::AddFOp>();
             if (!add || add->getBlock() != &body)
               return false;
@@ -677,12 +687,18 @@ struct LinalgToBlasPass
       for (Operation *u : leaf.getUsers())
         if (leaf != z && !chain.contains(u))
           return std::nullopt;
+    // A 16-bit output is worth a call even with nothing else to fuse: the
+    // library writes it rounded.
+    bool converts = io != Float32Type::get(ctx);
     for (Operation *o : chain)
       for (Operation *u : o->getResult(0).getUsers())
         if (o->getResult(0) != z && !chain.contains(u))
           return std::nullopt;
-    std::optional<int> act = activation(body, z, chain);
-    if (!act || (*act == kNone && !e.bias && !e.residual))
+    // GELU's constants in the step's type (rounded to f16 they move it by
+    // 1.4e-5, to bf16 by 3.4e-4; GELU with erf differs by 4.7e-4).
+    double geluTolerance = io.isF16() ? 5e-5 : io.isBF16() ? 4e-4 : 1e-5;
+    std::optional<int> act = activation(body, z, chain, geluTolerance);
+    if (!act || (*act == kNone && !e.bias && !e.residual && !converts))
       return std::nullopt;
     e.act = *act;
     return e;
@@ -690,12 +706,12 @@ struct LinalgToBlasPass
 
   /// Replaces the GEMM `call` (beta = 0) and the epilogue that follows it by
   /// one dort_matmul_epilogue_f32 call writing the epilogue's output.
-  void fuseEpilogue(func::CallOp call, Value a, Value bm, Value c) {
+  void fuseEpilogue(func::CallOp call, Value a, Value bm, Value c, Type io) {
     // An empty contraction is no GEMM for cuBLASLt.
     for (Value v : {a, bm})
       if (llvm::is_contained(cast<MemRefType>(v.getType()).getShape(), 0))
         return;
-    std::optional<Epilogue> e = matchEpilogue(call, a, bm, c);
+    std::optional<Epilogue> e = matchEpilogue(call, a, bm, c, io);
     if (!e)
       return;
     OpBuilder b(e->op);
@@ -710,11 +726,11 @@ struct LinalgToBlasPass
     }
     Type f32 = b.getF32Type(), i32 = b.getI32Type();
     auto dyn2 = MemRefType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic}, f32,
+        {ShapedType::kDynamic, ShapedType::kDynamic}, io,
         StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
                                {ShapedType::kDynamic, ShapedType::kDynamic}));
     auto dyn1 = MemRefType::get(
-        {ShapedType::kDynamic}, f32,
+        {ShapedType::kDynamic}, io,
         StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
                                {ShapedType::kDynamic}));
     // Without a bias, an empty view of D stands in for it (never read).
@@ -722,16 +738,18 @@ struct LinalgToBlasPass
     if (!bias)
       bias = memref::ReinterpretCastOp::create(
           b, loc,
-          MemRefType::get({0}, f32,
+          MemRefType::get({0}, io,
                           StridedLayoutAttr::get(b.getContext(), 0, {1})),
           d, /*offset=*/0, /*sizes=*/ArrayRef<int64_t>{0},
           /*strides=*/ArrayRef<int64_t>{1});
     ModuleOp module = getOperation();
-    auto callee = module.lookupSymbol<func::FuncOp>("dort_matmul_epilogue_f32");
+    std::string name = std::string("dort_matmul_epilogue_") +
+                       (io.isF16() ? "f16" : io.isBF16() ? "bf16" : "f32");
+    auto callee = module.lookupSymbol<func::FuncOp>(name);
     if (!callee) {
       OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
       callee = func::FuncOp::create(
-          mb, module.getLoc(), "dort_matmul_epilogue_f32",
+          mb, module.getLoc(), name,
           mb.getFunctionType({dyn2, dyn2, dyn2, dyn2, dyn1, i32, i32, f32, f32,
                               i32, i32},
                              {}));

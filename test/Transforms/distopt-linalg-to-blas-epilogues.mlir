@@ -226,3 +226,47 @@ func.func @clip_is_not_relu(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: me
   }
   return
 }
+
+// An f16 layer (its GEMM reads the 16-bit values): the step's roundings
+// (truncf/extf around each f32 operation) are one rounding in the library;
+// bias and ReLU fused: dort_matmul_epilogue_f16 on f16 D and bias.
+// CHECK-LABEL: func.func @f16_bias_relu
+// CHECK: call @dort_matmul_epilogue_f16(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<?x?xf16, {{.*}}>, memref<?x?xf16, {{.*}}>, memref<?x?xf16, {{.*}}>, memref<?x?xf16, {{.*}}>, memref<?xf16, {{.*}}>, i32, i32, f32, f32, i32, i32) -> ()
+// CHECK-NOT: linalg.generic
+func.func @f16_bias_relu(%x: memref<4x8xf16> {bufferization.writable = false},
+                         %w: memref<8x16xf16> {bufferization.writable = false},
+                         %bias: memref<16xf16> {bufferization.writable = false},
+                         %y: memref<4x16xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %xw = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf16>) outs(%xw : memref<4x8xf32>) {
+  ^bb0(%in: f16, %o: f32):
+    %e = arith.extf %in : f16 to f32
+    linalg.yield %e : f32
+  }
+  %ww = memref.alloc() : memref<8x16xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : memref<8x16xf16>) outs(%ww : memref<8x16xf32>) {
+  ^bb0(%in: f16, %o: f32):
+    %e = arith.extf %in : f16 to f32
+    linalg.yield %e : f32
+  }
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%xw, %ww : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x16xf32>, memref<16xf16>) outs(%y : memref<4x16xf16>) {
+  ^bb0(%in: f32, %b: f16, %o: f16):
+    %t = arith.truncf %in : f32 to f16
+    %e = arith.extf %t : f16 to f32
+    %eb = arith.extf %b : f16 to f32
+    %s = arith.addf %e, %eb : f32
+    %t2 = arith.truncf %s : f32 to f16
+    %e2 = arith.extf %t2 : f16 to f32
+    %r = arith.maximumf %e2, %zero : f32
+    %t3 = arith.truncf %r : f32 to f16
+    linalg.yield %t3 : f16
+  }
+  return
+}

@@ -158,6 +158,27 @@ void _mlir_ciface_dort_matmul_epilogue_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                                            int32_t transB, float alpha,
                                            float beta, int32_t act,
                                            int32_t hasBias);
+/* The same with A, B, D, R and the bias f16 (bf16): computed in f32, D
+ * rounded once. */
+typedef struct MemRef1DU16 {
+  uint16_t *allocated;
+  uint16_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} MemRef1DU16;
+void _mlir_ciface_dort_matmul_epilogue_f16(MemRef2DU16 *a, MemRef2DU16 *b,
+                                           MemRef2DU16 *d, MemRef2DU16 *r,
+                                           MemRef1DU16 *bias, int32_t transA,
+                                           int32_t transB, float alpha,
+                                           float beta, int32_t act,
+                                           int32_t hasBias);
+void _mlir_ciface_dort_matmul_epilogue_bf16(MemRef2DU16 *a, MemRef2DU16 *b,
+                                            MemRef2DU16 *d, MemRef2DU16 *r,
+                                            MemRef1DU16 *bias, int32_t transA,
+                                            int32_t transB, float alpha,
+                                            float beta, int32_t act,
+                                            int32_t hasBias);
 
 /* A 2-D convolution (what `--target cuda` and `cuda-emu` lower dopt.conv
  * to; the CUDA runtime's dort_cuda_conv2d_<type> runs it with cuDNN):

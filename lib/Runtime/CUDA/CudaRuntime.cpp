@@ -995,17 +995,18 @@ std::string ltMessage(const char *what, cublasStatus_t st) {
 /// The plan of a row-major D[m, n] = act(alpha op(A) op(B) + beta R + bias)
 /// as cuBLASLt's column-major D^T = op(B)^T op(A)^T: cuBLASLt's A is our B
 /// (its rows are D's columns, so the bias runs along them), its B our A.
-LtPlan &ltPlan(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
-               const BlasOperand &oa, const BlasOperand &ob, int64_t ldr,
-               int64_t ldd, cublasLtEpilogue_t epilogue, const void *pa,
-               const void *pb, const void *pr, const void *pd,
+LtPlan &ltPlan(cudaDataType type, int64_t m, int64_t n, int64_t k, bool tA,
+               bool tB, const BlasOperand &oa, const BlasOperand &ob,
+               int64_t ldr, int64_t ldd, cublasLtEpilogue_t epilogue,
+               const void *pa, const void *pb, const void *pr, const void *pd,
                const void *pbias) {
   DeviceState &s = state();
   LtState &l = ltState();
   uint32_t align[5] = {alignmentOf(pa), alignmentOf(pb), alignmentOf(pr),
                        alignmentOf(pd), pbias ? alignmentOf(pbias) : 0};
   std::vector<int64_t> key = {m, n, k, tA, tB, oa.ld, ob.ld, ldr, ldd,
-                              static_cast<int64_t>(epilogue), s.tf32};
+                              static_cast<int64_t>(epilogue), s.tf32,
+                              static_cast<int64_t>(type)};
   key.insert(key.end(), align, align + 5);
   auto found = l.plans.find(key);
   if (found != l.plans.end())
@@ -1022,10 +1023,13 @@ LtPlan &ltPlan(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
                     opB = tA ? CUBLAS_OP_T : CUBLAS_OP_N;
   uint64_t u32 = static_cast<uint64_t>(n), um = static_cast<uint64_t>(m),
            uk = static_cast<uint64_t>(k);
-  if ((st = cublasLtMatmulDescCreate(&plan.desc,
-                                     s.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                            : CUBLAS_COMPUTE_32F,
-                                     CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+  // f32: TF32 only when asked; 16-bit operands: tensor cores, f32
+  // accumulation (the FAST_TF32 compute type takes f32 operands only).
+  if ((st = cublasLtMatmulDescCreate(
+           &plan.desc,
+           s.tf32 && type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                        : CUBLAS_COMPUTE_32F,
+           CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
     return fail("cublasLtMatmulDescCreate");
   if ((st = cublasLtMatmulDescSetAttribute(plan.desc,
                                            CUBLASLT_MATMUL_DESC_TRANSA, &opA,
@@ -1042,12 +1046,12 @@ LtPlan &ltPlan(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
     return fail("cublasLtMatmulDescSetAttribute");
   // Stored shapes, column-major: cuBLASLt's A is n x k (k x n transposed),
   // its B k x m (m x k transposed), C and D n x m.
-  if ((st = cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tB ? uk : u32,
+  if ((st = cublasLtMatrixLayoutCreate(&plan.a, type, tB ? uk : u32,
                                        tB ? u32 : uk, ob.ld)) ||
-      (st = cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tA ? um : uk,
+      (st = cublasLtMatrixLayoutCreate(&plan.b, type, tA ? um : uk,
                                        tA ? uk : um, oa.ld)) ||
-      (st = cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, u32, um, ldr)) ||
-      (st = cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_32F, u32, um, ldd)))
+      (st = cublasLtMatrixLayoutCreate(&plan.c, type, u32, um, ldr)) ||
+      (st = cublasLtMatrixLayoutCreate(&plan.d, type, u32, um, ldd)))
     return fail("cublasLtMatrixLayoutCreate");
   cublasLtMatmulPreference_t pref = nullptr;
   if ((st = cublasLtMatmulPreferenceCreate(&pref)))
@@ -1082,10 +1086,13 @@ LtPlan &ltPlan(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
   return plan;
 }
 
-void gemmEpilogue(const char *name, const MemRef2DF32 *a, const MemRef2DF32 *b,
-                  const MemRef2DF32 *d, const MemRef2DF32 *r,
-                  const MemRef1DF32 *bias, int32_t transA, int32_t transB,
-                  float alpha, float beta, int32_t act, int32_t hasBias) {
+/// D = act(alpha op(A) op(B) + beta R + bias) on device views of `type`
+/// (f32, or f16/bf16 computed in f32), M2/M1 their descriptors.
+template <typename M2, typename M1>
+void gemmEpilogue(const char *name, cudaDataType type, const M2 *a,
+                  const M2 *b, const M2 *d, const M2 *r, const M1 *bias,
+                  int32_t transA, int32_t transB, float alpha, float beta,
+                  int32_t act, int32_t hasBias) {
   DeviceState &s = state();
   if (!deviceCallReady())
     return;
@@ -1123,18 +1130,18 @@ void gemmEpilogue(const char *name, const MemRef2DF32 *a, const MemRef2DF32 *b,
     return;
   }
   bool tA = (transA != 0) != oa.flip, tB = (transB != 0) != ob.flip;
-  const float *pa = a->aligned + a->offset, *pb = b->aligned + b->offset;
-  float *pd = d->aligned + d->offset;
-  const float *pr = beta != 0.0f ? r->aligned + r->offset : pd;
-  const float *pbias = hasBias ? bias->aligned + bias->offset : nullptr;
+  const void *pa = a->aligned + a->offset, *pb = b->aligned + b->offset;
+  void *pd = d->aligned + d->offset;
+  const void *pr = beta != 0.0f ? r->aligned + r->offset : pd;
+  const void *pbias = hasBias ? bias->aligned + bias->offset : nullptr;
   cublasLtEpilogue_t epilogue =
       act == DORT_ACT_RELU
           ? (hasBias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
       : act == DORT_ACT_GELU_TANH
           ? (hasBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
           : (hasBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-  LtPlan &plan = ltPlan(m, n, k, tA, tB, oa, ob, orr.ld, od.ld, epilogue, pa,
-                        pb, pr, pd, pbias);
+  LtPlan &plan = ltPlan(type, m, n, k, tA, tB, oa, ob, orr.ld, od.ld,
+                        epilogue, pa, pb, pr, pd, pbias);
   std::string error = plan.error;
   void *work = nullptr;
   if (error.empty() && plan.workspace)
@@ -1204,8 +1211,22 @@ void _mlir_ciface_dort_cuda_matmul_epilogue_f32(
     MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
     MemRef1DF32 *bias, int32_t ta, int32_t tb, float alpha, float beta,
     int32_t act, int32_t hasBias) {
-  gemmEpilogue("dort_cuda_matmul_epilogue_f32", a, b, d, r, bias, ta, tb,
-               alpha, beta, act, hasBias);
+  gemmEpilogue("dort_cuda_matmul_epilogue_f32", CUDA_R_32F, a, b, d, r, bias,
+               ta, tb, alpha, beta, act, hasBias);
+}
+void _mlir_ciface_dort_cuda_matmul_epilogue_f16(
+    MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
+    MemRef1DU16 *bias, int32_t ta, int32_t tb, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  gemmEpilogue("dort_cuda_matmul_epilogue_f16", CUDA_R_16F, a, b, d, r, bias,
+               ta, tb, alpha, beta, act, hasBias);
+}
+void _mlir_ciface_dort_cuda_matmul_epilogue_bf16(
+    MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
+    MemRef1DU16 *bias, int32_t ta, int32_t tb, float alpha, float beta,
+    int32_t act, int32_t hasBias) {
+  gemmEpilogue("dort_cuda_matmul_epilogue_bf16", CUDA_R_16BF, a, b, d, r,
+               bias, ta, tb, alpha, beta, act, hasBias);
 }
 void _mlir_ciface_dort_cuda_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
                                        MemRef2DF64 *c, int32_t ta, int32_t tb,
