@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <random>
@@ -723,4 +724,60 @@ TEST(Kernels, MatmulEpilogueMatchesReference) {
   EXPECT_STREQ(dort_pending_error(),
                "dort_matmul_epilogue_f32: unknown activation 9");
   dort_clear_pending_error();
+}
+
+/// The 16-bit epilogue GEMM is the f32 one on the widened values, D rounded
+/// once (bf16: round to nearest even), into a padded D.
+TEST(Kernels, MatmulEpilogueBf16IsTheF32OneRounded) {
+  auto bf16 = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  };
+  auto widen = [](uint16_t h) {
+    uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t m = 3, n = 5, k = 4, ldd = 7;
+  std::vector<uint16_t> a(m * k), b(k * n), bias(n), r(m * n);
+  for (auto *v : {&a, &b, &bias, &r})
+    for (uint16_t &x : *v)
+      x = bf16(dist(rng));
+  std::vector<float> af(a.size()), bf(b.size()), biasf(n), rf(r.size()),
+      df(m * n);
+  for (size_t i = 0; i < a.size(); ++i)
+    af[i] = widen(a[i]);
+  for (size_t i = 0; i < b.size(); ++i)
+    bf[i] = widen(b[i]);
+  for (int64_t i = 0; i < n; ++i)
+    biasf[i] = widen(bias[i]);
+  for (size_t i = 0; i < r.size(); ++i)
+    rf[i] = widen(r[i]);
+  MemRef2DF32 fa{af.data(), af.data(), 0, {m, k}, {k, 1}};
+  MemRef2DF32 fb{bf.data(), bf.data(), 0, {k, n}, {n, 1}};
+  MemRef2DF32 fd{df.data(), df.data(), 0, {m, n}, {n, 1}};
+  MemRef2DF32 fr{rf.data(), rf.data(), 0, {m, n}, {n, 1}};
+  MemRef1DF32 fbias{biasf.data(), biasf.data(), 0, {n}, {1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_epilogue_f32(&fa, &fb, &fd, &fr, &fbias, 0, 0, 1.0f,
+                                        1.0f, DORT_ACT_GELU_TANH, 1);
+  std::vector<uint16_t> d(m * ldd, 0xffff);
+  MemRef2DU16 ha{a.data(), a.data(), 0, {m, k}, {k, 1}};
+  MemRef2DU16 hb{b.data(), b.data(), 0, {k, n}, {n, 1}};
+  MemRef2DU16 hd{d.data(), d.data(), 0, {m, n}, {ldd, 1}};
+  MemRef2DU16 hr{r.data(), r.data(), 0, {m, n}, {n, 1}};
+  MemRef1DU16 hbias{bias.data(), bias.data(), 0, {n}, {1}};
+  _mlir_ciface_dort_matmul_epilogue_bf16(&ha, &hb, &hd, &hr, &hbias, 0, 0, 1.0f,
+                                         1.0f, DORT_ACT_GELU_TANH, 1);
+  ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(d[i * ldd + j], bf16(df[i * n + j])) << i << "," << j;
+    for (int64_t j = n; j < ldd; ++j)
+      EXPECT_EQ(d[i * ldd + j], 0xffff); // the padding is untouched
+  }
 }
