@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sched.h>
 #include <thread>
 #include <vector>
@@ -704,7 +704,8 @@ struct BiasActivation {
 
 namespace {
 
-void matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
+/// False (after reporting) when the call cannot be made.
+bool matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
                     const MemRef<float, 2> *mb, const MemRef<float, 2> *md,
                     const MemRef<float, 2> *mr, const MemRef<float, 1> *mbias,
                     int32_t transA, int32_t transB, float alpha, float beta,
@@ -712,7 +713,7 @@ void matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
   if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb) ||
       !checkSizes(name, "D", md) ||
       (beta != 0.0f && !checkSizes(name, "R", mr)))
-    return;
+    return false;
   View<float> va = opView(*ma, ma->aligned + ma->offset, transA != 0);
   View<float> vb = opView(*mb, mb->aligned + mb->offset, transB != 0);
   View<float> vd = opView(*md, md->aligned + md->offset, false);
@@ -725,24 +726,24 @@ void matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
         name, (long long)va.rows, (long long)va.cols, (long long)vb.rows,
         (long long)vb.cols, (long long)m, (long long)n, (int)transA,
         (int)transB);
-    return;
+    return false;
   }
   if (beta != 0.0f && (mr->sizes[0] != m || mr->sizes[1] != n)) {
     dort_set_pending_error(1, "%s: R is %lldx%lld, D is %lldx%lld", name,
                            (long long)mr->sizes[0], (long long)mr->sizes[1],
                            (long long)m, (long long)n);
-    return;
+    return false;
   }
   if (hasBias && (!mbias || !mbias->aligned || mbias->sizes[0] != n)) {
     dort_set_pending_error(1, "%s: the bias has %lld elements, D %lld columns",
                            name, mbias ? (long long)mbias->sizes[0] : -1LL,
                            (long long)n);
-    return;
+    return false;
   }
   if (act != DORT_ACT_NONE && act != DORT_ACT_RELU &&
       act != DORT_ACT_GELU_TANH) {
     dort_set_pending_error(1, "%s: unknown activation %d", name, (int)act);
-    return;
+    return false;
   }
   BiasActivation epi{};
   if (beta != 0.0f) {
@@ -753,7 +754,7 @@ void matmulEpilogue(const char *name, const MemRef<float, 2> *ma,
   epi.biasStride = hasBias ? mbias->strides[0] : 0;
   epi.act = act;
   ensureThreads();
-  gemmViews(name, va, vb, vd, alpha, beta, teamSize(), epi);
+  return gemmViews(name, va, vb, vd, alpha, beta, teamSize(), epi);
 }
 
 /// The 16-bit epilogue GEMM: the f32 one on widened copies, D rounded once.
@@ -773,23 +774,26 @@ void matmulEpilogue16(const char *name, MemRef2DU16 *a, MemRef2DU16 *b,
       (beta != 0.0f && !checkSizes(name, "R", mr)) ||
       (hasBias && !checkSizes(name, "bias", mbias)))
     return;
-  WidenedOperand<2, Widen> wa(ma), wb(mb), wd(md);
+  WidenedOperand<2, Widen> wa(ma), wb(mb);
+  // D in f32, dense: written whole by the GEMM (R widened on its own).
+  std::vector<float> dense(static_cast<size_t>(md->sizes[0] * md->sizes[1]));
+  MemRef<float, 2> wd{dense.data(), dense.data(), 0,
+                      {md->sizes[0], md->sizes[1]}, {md->sizes[1], 1}};
   std::optional<WidenedOperand<2, Widen>> wr;
   std::optional<WidenedOperand<1, Widen>> wbias;
   if (beta != 0.0f)
     wr.emplace(mr);
   if (hasBias)
     wbias.emplace(mbias);
-  matmulEpilogue(name, &wa.ref, &wb.ref, &wd.ref, wr ? &wr->ref : &wd.ref,
-                 wbias ? &wbias->ref : nullptr, transA, transB, alpha, beta,
-                 act, hasBias);
-  if (dort_pending_error())
+  if (!matmulEpilogue(name, &wa.ref, &wb.ref, &wd, wr ? &wr->ref : &wd,
+                      wbias ? &wbias->ref : nullptr, transA, transB, alpha,
+                      beta, act, hasBias))
     return;
   uint16_t *base = md->aligned + md->offset;
   for (int64_t i = 0; i < md->sizes[0]; ++i)
     for (int64_t j = 0; j < md->sizes[1]; ++j)
       base[i * md->strides[0] + j * md->strides[1]] =
-          Narrow(wd.data[static_cast<size_t>(i * md->sizes[1] + j)]);
+          Narrow(dense[static_cast<size_t>(i * md->sizes[1] + j)]);
 }
 
 } // namespace

@@ -439,13 +439,26 @@ struct LinalgToBlasPass
     return memref::CollapseShapeOp::create(b, loc, v, re);
   }
 
+  /// In a step on 16-bit values (`io` f16 or bf16): one of its roundings,
+  /// `truncf f32 -> io` (to nearest even) or `extf io -> f32`, which the
+  /// library's single rounding at the end replaces. Nothing in an f32 step.
+  static bool isStepRounding(Operation *op, Type io) {
+    if (io.isF32() || !op || op->getNumOperands() != 1 ||
+        op->getNumResults() != 1)
+      return false;
+    Type from = op->getOperand(0).getType(), to = op->getResult(0).getType();
+    if (auto t = dyn_cast<arith::TruncFOp>(op))
+      return from.isF32() && to == io && !t.getRoundingmodeAttr();
+    return isa<arith::ExtFOp>(op) && from == io && to.isF32();
+  }
+
   /// Evaluates the body's steps from z to the yielded value at `x`: the
   /// scalar function the epilogue applies. nullopt for an op it does not
   /// know (which then is not an activation the library has).
   static std::optional<double> evaluate(Block &body, Value z,
                                         const llvm::SmallPtrSetImpl<Operation *>
                                             &skip,
-                                        double x) {
+                                        Type io, double x) {
     llvm::DenseMap<Value, double> env;
     env[z] = x;
     auto get = [&](Value v) -> std::optional<double> {
@@ -476,8 +489,10 @@ struct LinalgToBlasPass
         r = in[0] * in[1];
       else if (isa<arith::DivFOp>(o))
         r = in[0] / in[1];
-      else if (isa<arith::NegFOp, arith::ExtFOp, arith::TruncFOp>(o))
-        r = isa<arith::NegFOp>(o) ? -in[0] : in[0]; // roundings: the value
+      else if (isa<arith::NegFOp>(o))
+        r = -in[0];
+      else if (isStepRounding(&o, io))
+        r = in[0]; // the value, as the library computes it
       else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(o))
         r = std::max(in[0], in[1]);
       else if (isa<arith::MinimumFOp, arith::MinNumFOp>(o))
@@ -512,7 +527,7 @@ struct LinalgToBlasPass
   static std::optional<int> activation(Block &body, Value z,
                                        const llvm::SmallPtrSetImpl<Operation *>
                                            &chain,
-                                       double geluTolerance) {
+                                       Type io, double geluTolerance) {
     auto gelu = [](double x) {
       return 0.5 * x *
              (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -527,7 +542,7 @@ struct LinalgToBlasPass
       xs.append({big, -big});
     for (double x : xs) {
       {
-        std::optional<double> f = evaluate(body, z, chain, x);
+        std::optional<double> f = evaluate(body, z, chain, io, x);
         if (!f || std::isnan(*f))
           return std::nullopt;
         auto near = [&](double want, double tol) {
@@ -657,8 +672,7 @@ struct LinalgToBlasPass
             // The roundings of a 16-bit step (its values are 16-bit, its
             // arithmetic f32): the library rounds once, at the end.
             Operation *def = v.getDefiningOp();
-            if (isa_and_nonnull<arith::ExtFOp, arith::TruncFOp>(def) &&
-                def->getBlock() == &body) {
+            if (isStepRounding(def, io) && def->getBlock() == &body) {
               ops.insert(def);
               return collect(def->getOperand(0), seen, ops);
             }
@@ -697,7 +711,7 @@ struct LinalgToBlasPass
     // GELU's constants in the step's type (rounded to f16 they move it by
     // 1.4e-5, to bf16 by 3.4e-4; GELU with erf differs by 4.7e-4).
     double geluTolerance = io.isF16() ? 5e-5 : io.isBF16() ? 4e-4 : 1e-5;
-    std::optional<int> act = activation(body, z, chain, geluTolerance);
+    std::optional<int> act = activation(body, z, chain, io, geluTolerance);
     if (!act || (*act == kNone && !e.bias && !e.residual && !converts))
       return std::nullopt;
     e.act = *act;
@@ -705,7 +719,8 @@ struct LinalgToBlasPass
   }
 
   /// Replaces the GEMM `call` (beta = 0) and the epilogue that follows it by
-  /// one dort_matmul_epilogue_f32 call writing the epilogue's output.
+  /// one dort_matmul_epilogue_<io> call writing the epilogue's output: f32,
+  /// or f16/bf16 when the GEMM's operands and the step's values are.
   void fuseEpilogue(func::CallOp call, Value a, Value bm, Value c, Type io) {
     // An empty contraction is no GEMM for cuBLASLt.
     for (Value v : {a, bm})

@@ -270,3 +270,24 @@ func.func @f16_bias_relu(%x: memref<4x8xf16> {bufferization.writable = false},
   }
   return
 }
+
+// An f32 step that rounds through f16 (a Cast round trip: fake
+// quantisation) keeps its rounding: left alone.
+// CHECK-LABEL: func.func @f32_step_rounding_through_f16
+// CHECK-NOT: dort_matmul_epilogue
+// CHECK: linalg.generic
+func.func @f32_step_rounding_through_f16(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: memref<16xf32>, %out: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<4x16xf32>, memref<16xf32>) outs(%out : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %z = arith.addf %x, %y : f32
+    %t = arith.truncf %z : f32 to f16
+    %e = arith.extf %t : f16 to f32
+    linalg.yield %e : f32
+  }
+  return
+}

@@ -23,10 +23,13 @@
  *  - _mlir_ciface_dort_cuda_matmul_* / batch_matmul_*: Kernels.h's GEMM
  *    contract on device buffers, through cuBLAS (fp32 exact by default;
  *    DISTOPT_CUDA_TF32=1 allows TF32 tensor cores).
- *  - _mlir_ciface_dort_cuda_matmul_epilogue_f32: Kernels.h's GEMM with its
- *    bias, residual and activation, through cuBLASLt's epilogues (one plan
- *    per shape, layout and pointer alignment; the algorithm is cuBLASLt's
- *    heuristic's first).
+ *  - _mlir_ciface_dort_cuda_matmul_{f16,bf16}_f32 (and batch_): 16-bit
+ *    operands, f32 accumulation and result (cublasGemmStridedBatchedEx,
+ *    tensor cores).
+ *  - _mlir_ciface_dort_cuda_matmul_epilogue_{f32,f16,bf16}: Kernels.h's
+ *    GEMM with its bias, residual and activation, through cuBLASLt's
+ *    epilogues (one plan per type, shape, layout and pointer alignment; the
+ *    algorithm is cuBLASLt's heuristic's first).
  *  - _mlir_ciface_dort_cuda_shard_*: the collectives of Distributed.h on
  *    device buffers, staged through host memory (device -> host -> MPI ->
  *    host -> device). Debian's OpenMPI is not CUDA-aware, and NCCL refuses

@@ -59,14 +59,16 @@ def LinalgToBlasPass : Pass<"distopt-linalg-to-blas", "mlir::ModuleOp"> {
     func.call @dort_matmul_f32(%a', %b', %c', %false, %false, %one, %one)
     ```
 
-    With `epilogues` (the CUDA targets: cuBLASLt's epilogues), a 2-D f32
-    GEMM into a fresh buffer that only the next elementwise step reads, when
+    With `epilogues` (the CUDA targets: cuBLASLt's epilogues), a 2-D GEMM
+    into a fresh buffer that only the next elementwise step reads, when
     that step computes `D = act(C + bias[column] + residual)` (each term
     optional; `act` none, ReLU, or GELU's tanh form, recognised by
     evaluating the step's body), becomes one
-    `dort_matmul_epilogue_f32(A, B, D, R, bias, transA, transB, alpha, beta,
+    `dort_matmul_epilogue_<t>(A, B, D, R, bias, transA, transB, alpha, beta,
     act, hasBias)`: D = act(alpha op(A) op(B) + beta R + bias), beta = 1
-    with a residual. The product buffer goes.
+    with a residual; `t` is f32, or f16/bf16 for a 16-bit GEMM whose step's
+    values are 16-bit (its roundings replaced by one at the end). The
+    product buffer goes.
   }];
   let options = [
     Option<"epilogues", "epilogues", "bool", /*default=*/"false",

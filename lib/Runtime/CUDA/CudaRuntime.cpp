@@ -955,10 +955,11 @@ void gemm3(const char *name, M *a, M *b, M *c, int32_t ta, int32_t tb, T alpha,
 //===----------------------------------------------------------------------===//
 
 /// The largest power of two up to 256 that divides the address: what
-/// cuBLASLt's algorithm choice may assume of a pointer.
+/// cuBLASLt's algorithm choice may assume of a pointer (a 16-bit view at an
+/// odd element: 2).
 uint32_t alignmentOf(const void *p) {
   uint32_t a = 256;
-  while (a > 4 && reinterpret_cast<uintptr_t>(p) % a)
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a)
     a /= 2;
   return a;
 }
