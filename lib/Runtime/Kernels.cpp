@@ -315,9 +315,11 @@ bool checkSizes(const char *name, const char *which, const MemRef<T, R> *m) {
 template <typename T>
 void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
               const MemRef<T, 2> *c, int32_t transA, int32_t transB, T alpha,
-              T beta) {
+              T beta, const char *caller = nullptr) {
   char name[64];
   std::snprintf(name, sizeof(name), "dort_matmul_%s", Blas<T>::suffix);
+  if (caller)
+    std::snprintf(name, sizeof(name), "%s", caller);
   if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
       !checkSizes(name, "C", c))
     return;
@@ -341,9 +343,11 @@ void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
 template <typename T>
 void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
               const MemRef<T, 3> *c, int32_t transA, int32_t transB, T alpha,
-              T beta) {
+              T beta, const char *caller = nullptr) {
   char name[64];
   std::snprintf(name, sizeof(name), "dort_batch_matmul_%s", Blas<T>::suffix);
+  if (caller)
+    std::snprintf(name, sizeof(name), "%s", caller);
   if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
       !checkSizes(name, "C", c))
     return;
@@ -651,7 +655,7 @@ void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm) {
     gemm16<2, WIDEN>("dort_matmul_" #NAME "_f32", a, b, c,                     \
                      [&](auto *wa, auto *wb, auto *wc) {                       \
                        matmul2d<float>(wa, wb, wc, transA, transB, alpha,      \
-                                       beta);                                  \
+                                       beta, "dort_matmul_" #NAME "_f32");     \
                      });                                                       \
   }                                                                            \
   extern "C" void _mlir_ciface_dort_batch_matmul_##NAME##_f32(                \
@@ -660,7 +664,8 @@ void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm) {
     gemm16<3, WIDEN>("dort_batch_matmul_" #NAME "_f32", a, b, c,               \
                      [&](auto *wa, auto *wb, auto *wc) {                       \
                        matmul3d<float>(wa, wb, wc, transA, transB, alpha,      \
-                                       beta);                                  \
+                                       beta, "dort_batch_matmul_" #NAME        \
+                                       "_f32");                                \
                      });                                                       \
   }
 DORT_GEMM16(f16, distopt::runtime::f16ToFloat)

@@ -781,3 +781,28 @@ TEST(Kernels, MatmulEpilogueBf16IsTheF32OneRounded) {
       EXPECT_EQ(d[i * ldd + j], 0xffff); // the padding is untouched
   }
 }
+
+/// A 16-bit GEMM's shape mismatch names the 16-bit call.
+TEST(Kernels, SixteenBitShapeMismatchNamesTheCall) {
+  uint16_t a[6] = {}, b[6] = {};
+  float c[4] = {9, 9, 9, 9};
+  MemRef2DU16 da{a, a, 0, {2, 3}, {3, 1}}, db{b, b, 0, {2, 3}, {3, 1}};
+  MemRef2DF32 dc{c, c, 0, {2, 2}, {2, 1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_matmul_f16_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_EQ(std::string(dort_pending_error()),
+            "dort_matmul_f16_f32: shape mismatch: op(A) is 2x3, op(B) is 2x3, "
+            "C is 2x2 (transA=0, transB=0)");
+  for (float v : c)
+    EXPECT_EQ(v, 9.0f);
+  dort_clear_pending_error();
+  MemRef3DU16 ta{a, a, 0, {2, 1, 3}, {3, 3, 1}}, tb{b, b, 0, {3, 1, 2}, {2, 2, 1}};
+  MemRef3DF32 tc{c, c, 0, {2, 1, 2}, {2, 2, 1}};
+  _mlir_ciface_dort_batch_matmul_bf16_f32(&ta, &tb, &tc, 0, 0, 1.0f, 0.0f);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_NE(std::string(dort_pending_error()).find("dort_batch_matmul_bf16_f32"),
+            std::string::npos)
+      << dort_pending_error();
+  dort_clear_pending_error();
+}
