@@ -317,9 +317,10 @@ void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
               const MemRef<T, 2> *c, int32_t transA, int32_t transB, T alpha,
               T beta, const char *caller = nullptr) {
   char name[64];
-  std::snprintf(name, sizeof(name), "dort_matmul_%s", Blas<T>::suffix);
   if (caller)
     std::snprintf(name, sizeof(name), "%s", caller);
+  else
+    std::snprintf(name, sizeof(name), "dort_matmul_%s", Blas<T>::suffix);
   if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
       !checkSizes(name, "C", c))
     return;
@@ -345,9 +346,10 @@ void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
               const MemRef<T, 3> *c, int32_t transA, int32_t transB, T alpha,
               T beta, const char *caller = nullptr) {
   char name[64];
-  std::snprintf(name, sizeof(name), "dort_batch_matmul_%s", Blas<T>::suffix);
   if (caller)
     std::snprintf(name, sizeof(name), "%s", caller);
+  else
+    std::snprintf(name, sizeof(name), "dort_batch_matmul_%s", Blas<T>::suffix);
   if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
       !checkSizes(name, "C", c))
     return;

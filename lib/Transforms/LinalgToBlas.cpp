@@ -78,8 +78,7 @@ struct LinalgToBlasPass
     ModuleOp module = getOperation();
     SmallVector<linalg::LinalgOp> candidates;
     module.walk([&](linalg::LinalgOp op) {
-      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) &&
-          op.hasPureBufferSemantics())
+      if (isGemm(op) && op.hasPureBufferSemantics())
         candidates.push_back(op);
     });
     narrowOperands(candidates);
@@ -99,6 +98,7 @@ struct LinalgToBlasPass
     Value root;                // the f32 allocation
     linalg::GenericOp writer;  // the write
     OpOperand *init = nullptr; // the writer's output operand for it
+    arith::ExtFOp ext;         // the widening the writer yields
     Type narrow;               // f16 or bf16
     SmallVector<OpOperand *> reads; // the GEMMs' operands reading it
   };
@@ -203,11 +203,11 @@ struct LinalgToBlasPass
     if (!out.use_empty())
       return std::nullopt;
     Operation *yield = gen.getRegion().front().getTerminator();
-    auto ext = yield->getOperand(out.getArgNumber() - gen.getNumDpsInputs())
-                   .getDefiningOp<arith::ExtFOp>();
-    if (!ext)
+    w.ext = yield->getOperand(out.getArgNumber() - gen.getNumDpsInputs())
+                .getDefiningOp<arith::ExtFOp>();
+    if (!w.ext)
       return std::nullopt;
-    w.narrow = ext.getIn().getType();
+    w.narrow = w.ext.getIn().getType();
     if (!w.narrow.isF16() && !w.narrow.isBF16())
       return std::nullopt;
     return w;
@@ -288,7 +288,7 @@ struct LinalgToBlasPass
     BlockArgument out = gen.getMatchingBlockArgument(w.init);
     Operation *yield = gen.getRegion().front().getTerminator();
     unsigned result = out.getArgNumber() - gen.getNumDpsInputs();
-    auto ext = yield->getOperand(result).getDefiningOp<arith::ExtFOp>();
+    arith::ExtFOp ext = w.ext;
     // A conversion of an entry argument (read-only: nothing writes it):
     // the GEMMs read the argument, and the conversion goes.
     Value source;
@@ -366,7 +366,10 @@ struct LinalgToBlasPass
                         : in.isBF16() ? "bf16_f32"
                         : elt.isF32() ? "f32"
                                       : "f64");
-    func::FuncOp callee = declare(name, inputType, genericType, elt);
+    Type i32 = b.getI32Type();
+    func::FuncOp callee = declare(
+        name, b.getFunctionType(
+                  {inputType, inputType, genericType, i32, i32, elt, elt}, {}));
     SmallVector<Value> args;
     for (Value v : op->getOperands()) {
       // A shared operand becomes a batch of one, which the kernel
@@ -541,17 +544,15 @@ struct LinalgToBlasPass
     for (double big : {16.0, 100.0, 1e4, 7e4, 1e8, 1e30})
       xs.append({big, -big});
     for (double x : xs) {
-      {
-        std::optional<double> f = evaluate(body, z, chain, io, x);
-        if (!f || std::isnan(*f))
-          return std::nullopt;
-        auto near = [&](double want, double tol) {
-          return std::abs(*f - want) <= tol * std::max(1.0, std::abs(want));
-        };
-        asNone = asNone && near(x, 1e-6);
-        asRelu = asRelu && near(std::max(x, 0.0), 1e-6);
-        asGelu = asGelu && near(gelu(x), geluTolerance);
-      }
+      std::optional<double> f = evaluate(body, z, chain, io, x);
+      if (!f || std::isnan(*f))
+        return std::nullopt;
+      auto near = [&](double want, double tol) {
+        return std::abs(*f - want) <= tol * std::max(1.0, std::abs(want));
+      };
+      asNone = asNone && near(x, 1e-6);
+      asRelu = asRelu && near(std::max(x, 0.0), 1e-6);
+      asGelu = asGelu && near(gelu(x), geluTolerance);
     }
     if (asNone)
       return kNone;
@@ -561,9 +562,6 @@ struct LinalgToBlasPass
       return kGeluTanh;
     return std::nullopt;
   }
-
-  /// The buffer a view looks into, through views and casts.
-  static Value root(Value v) { return rootBuffer(v); }
 
   /// The generic right after `call` (nothing but views and allocations in
   /// between) if it is an epilogue of the product `c` that nothing else
@@ -629,13 +627,13 @@ struct LinalgToBlasPass
       return std::nullopt;
     // What the epilogue writes or reads must not be what the GEMM reads or
     // writes: D is written before the product would have been read.
-    Value rd = root(d);
+    Value rd = rootBuffer(d);
     for (Value v : {a, bm})
-      if (root(v) == rd)
+      if (rootBuffer(v) == rd)
         return std::nullopt;
-    if (e.bias && root(e.bias) == rd)
+    if (e.bias && rootBuffer(e.bias) == rd)
       return std::nullopt;
-    if (e.residual && root(e.residual) == rd && e.residual != d)
+    if (e.residual && rootBuffer(e.residual) == rd && e.residual != d)
       return std::nullopt;
     // The product is read by this generic only, unless the generic writes
     // D in place of it (later steps then read D). Otherwise it is a buffer
@@ -757,20 +755,11 @@ struct LinalgToBlasPass
                           StridedLayoutAttr::get(b.getContext(), 0, {1})),
           d, /*offset=*/0, /*sizes=*/ArrayRef<int64_t>{0},
           /*strides=*/ArrayRef<int64_t>{1});
-    ModuleOp module = getOperation();
-    std::string name = std::string("dort_matmul_epilogue_") +
-                       (io.isF16() ? "f16" : io.isBF16() ? "bf16" : "f32");
-    auto callee = module.lookupSymbol<func::FuncOp>(name);
-    if (!callee) {
-      OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-      callee = func::FuncOp::create(
-          mb, module.getLoc(), name,
-          mb.getFunctionType({dyn2, dyn2, dyn2, dyn2, dyn1, i32, i32, f32, f32,
-                              i32, i32},
-                             {}));
-      callee.setPrivate();
-      callee->setAttr("llvm.emit_c_interface", mb.getUnitAttr());
-    }
+    func::FuncOp callee = declare(
+        std::string("dort_matmul_epilogue_") +
+            (io.isF16() ? "f16" : io.isBF16() ? "bf16" : "f32"),
+        b.getFunctionType(
+            {dyn2, dyn2, dyn2, dyn2, dyn1, i32, i32, f32, f32, i32, i32}, {}));
     auto cst = [&](int v) {
       return arith::ConstantIntOp::create(b, loc, v, 32).getResult();
     };
@@ -845,15 +834,12 @@ struct LinalgToBlasPass
     return nullptr;
   }
 
-  func::FuncOp declare(StringRef name, MemRefType inputType,
-                       MemRefType memrefType, Type elt) {
+  /// The runtime function `name` of `type` (C interface), declared once.
+  func::FuncOp declare(StringRef name, FunctionType type) {
     ModuleOp module = getOperation();
     if (auto f = module.lookupSymbol<func::FuncOp>(name))
       return f;
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    Type i32 = b.getI32Type();
-    auto type = b.getFunctionType(
-        {inputType, inputType, memrefType, i32, i32, elt, elt}, {});
     auto f = func::FuncOp::create(b, module.getLoc(), name, type);
     f.setPrivate();
     f->setAttr("llvm.emit_c_interface", b.getUnitAttr());

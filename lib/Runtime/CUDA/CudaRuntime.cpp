@@ -24,11 +24,13 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -806,6 +808,13 @@ BlasOperand asBlas(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return o;
 }
 
+/// op(A) is m x k, op(B) kb x n (they fit when k == kb).
+std::array<int64_t, 4> gemmDims(const int64_t *aSizes, const int64_t *bSizes,
+                                int32_t transA, int32_t transB) {
+  return {transA ? aSizes[1] : aSizes[0], transA ? aSizes[0] : aSizes[1],
+          transB ? bSizes[1] : bSizes[0], transB ? bSizes[0] : bSizes[1]};
+}
+
 template <typename T> cublasStatus_t gemmBatched(
     cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
     int k, const T *alpha, const T *a, int lda, long long sa, const T *b,
@@ -848,10 +857,7 @@ void gemm(const char *name, TI *a, const int64_t *aSizes, const int64_t *aStr,
   DeviceState &s = state();
   if (!deviceCallReady())
     return;
-  int64_t m = transA ? aSizes[1] : aSizes[0];
-  int64_t k = transA ? aSizes[0] : aSizes[1];
-  int64_t kb = transB ? bSizes[1] : bSizes[0];
-  int64_t n = transB ? bSizes[0] : bSizes[1];
+  auto [m, k, kb, n] = gemmDims(aSizes, bSizes, transA, transB);
   if (k != kb || cSizes[0] != m || cSizes[1] != n ||
       (aBatch != 1 && aBatch != cBatch) || (bBatch != 1 && bBatch != cBatch)) {
     dort_set_pending_error(1, "%s: shapes do not match", name);
@@ -917,38 +923,21 @@ void gemm(const char *name, TI *a, const int64_t *aSizes, const int64_t *aStr,
     check(cudaStreamSynchronize(s.stream), name);
 }
 
-template <typename M, typename T>
-void gemm2(const char *name, M *a, M *b, M *c, int32_t ta, int32_t tb, T alpha,
-           T beta) {
-  gemm<T>(name, a->aligned + a->offset, a->sizes, a->strides,
-          b->aligned + b->offset, b->sizes, b->strides,
-          c->aligned + c->offset, c->sizes, c->strides, 1, 0, 1, 0, 1, 0, ta,
-          tb, alpha, beta);
+/// gemm on memref descriptors: 2-D, or 3-D with the batch first. A and B
+/// of C's element type T, or 16-bit (`abType`) with an f32 C.
+template <typename T, typename MA, typename MC>
+void gemmOn(const char *name, MA *a, MA *b, MC *c, int32_t ta, int32_t tb,
+            T alpha, T beta, cudaDataType abType = CUDA_R_32F) {
+  constexpr int d = std::size(decltype(MA::sizes){}) - 2; // batch dims
+  using TI = std::remove_pointer_t<decltype(MA::aligned)>;
+  gemm<T, TI>(name, a->aligned + a->offset, a->sizes + d, a->strides + d,
+              b->aligned + b->offset, b->sizes + d, b->strides + d,
+              c->aligned + c->offset, c->sizes + d, c->strides + d,
+              d ? a->sizes[0] : 1, d ? a->strides[0] : 0, d ? b->sizes[0] : 1,
+              d ? b->strides[0] : 0, d ? c->sizes[0] : 1,
+              d ? c->strides[0] : 0, ta, tb, alpha, beta, abType);
 }
 
-/// 16-bit A and B (`abType`), f32 C.
-template <typename M16, typename M>
-void gemm16(const char *name, M16 *a, M16 *b, M *c, int rank, int32_t ta,
-            int32_t tb, float alpha, float beta, cudaDataType abType) {
-  int d = rank - 2; // the matrices' first dimension
-  gemm<float, uint16_t>(
-      name, a->aligned + a->offset, a->sizes + d, a->strides + d,
-      b->aligned + b->offset, b->sizes + d, b->strides + d,
-      c->aligned + c->offset, c->sizes + d, c->strides + d,
-      d ? a->sizes[0] : 1, d ? a->strides[0] : 0, d ? b->sizes[0] : 1,
-      d ? b->strides[0] : 0, d ? c->sizes[0] : 1, d ? c->strides[0] : 0, ta, tb,
-      alpha, beta, abType);
-}
-
-template <typename M, typename T>
-void gemm3(const char *name, M *a, M *b, M *c, int32_t ta, int32_t tb, T alpha,
-           T beta) {
-  gemm<T>(name, a->aligned + a->offset, a->sizes + 1, a->strides + 1,
-          b->aligned + b->offset, b->sizes + 1, b->strides + 1,
-          c->aligned + c->offset, c->sizes + 1, c->strides + 1, a->sizes[0],
-          a->strides[0], b->sizes[0], b->strides[0], c->sizes[0],
-          c->strides[0], ta, tb, alpha, beta);
-}
 
 //===----------------------------------------------------------------------===//
 // GEMMs with epilogues (Kernels.h's dort_matmul_epilogue_f32) through cuBLASLt
@@ -1097,10 +1086,7 @@ void gemmEpilogue(const char *name, cudaDataType type, const M2 *a,
   DeviceState &s = state();
   if (!deviceCallReady())
     return;
-  int64_t m = transA ? a->sizes[1] : a->sizes[0];
-  int64_t k = transA ? a->sizes[0] : a->sizes[1];
-  int64_t kb = transB ? b->sizes[1] : b->sizes[0];
-  int64_t n = transB ? b->sizes[0] : b->sizes[1];
+  auto [m, k, kb, n] = gemmDims(a->sizes, b->sizes, transA, transB);
   if (k != kb || d->sizes[0] != m || d->sizes[1] != n ||
       (beta != 0.0f && (r->sizes[0] != m || r->sizes[1] != n)) ||
       (hasBias && bias->sizes[0] != n)) {
@@ -1188,21 +1174,21 @@ extern "C" {
 void _mlir_ciface_dort_cuda_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                                        MemRef2DF32 *c, int32_t ta, int32_t tb,
                                        float alpha, float beta) {
-  gemm2<MemRef2DF32, float>("dort_cuda_matmul_f32", a, b, c, ta, tb, alpha,
+  gemmOn<float>("dort_cuda_matmul_f32", a, b, c, ta, tb, alpha,
                             beta);
 }
 #define DORT_CUDA_GEMM16(NAME, TYPE)                                           \
   void _mlir_ciface_dort_cuda_matmul_##NAME##_f32(                             \
       MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DF32 *c, int32_t ta, int32_t tb,  \
       float alpha, float beta) {                                               \
-    gemm16("dort_cuda_matmul_" #NAME "_f32", a, b, c, 2, ta, tb, alpha, beta,  \
-           TYPE);                                                              \
+    gemmOn<float>("dort_cuda_matmul_" #NAME "_f32", a, b, c, ta, tb, alpha,    \
+                  beta, TYPE);                                                 \
   }                                                                            \
   void _mlir_ciface_dort_cuda_batch_matmul_##NAME##_f32(                       \
       MemRef3DU16 *a, MemRef3DU16 *b, MemRef3DF32 *c, int32_t ta, int32_t tb,  \
       float alpha, float beta) {                                               \
-    gemm16("dort_cuda_batch_matmul_" #NAME "_f32", a, b, c, 3, ta, tb, alpha,  \
-           beta, TYPE);                                                        \
+    gemmOn<float>("dort_cuda_batch_matmul_" #NAME "_f32", a, b, c, ta, tb,     \
+                  alpha, beta, TYPE);                                          \
   }
 DORT_CUDA_GEMM16(f16, CUDA_R_16F)
 DORT_CUDA_GEMM16(bf16, CUDA_R_16BF)
@@ -1232,21 +1218,21 @@ void _mlir_ciface_dort_cuda_matmul_epilogue_bf16(
 void _mlir_ciface_dort_cuda_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
                                        MemRef2DF64 *c, int32_t ta, int32_t tb,
                                        double alpha, double beta) {
-  gemm2<MemRef2DF64, double>("dort_cuda_matmul_f64", a, b, c, ta, tb, alpha,
+  gemmOn<double>("dort_cuda_matmul_f64", a, b, c, ta, tb, alpha,
                              beta);
 }
 void _mlir_ciface_dort_cuda_batch_matmul_f32(MemRef3DF32 *a, MemRef3DF32 *b,
                                              MemRef3DF32 *c, int32_t ta,
                                              int32_t tb, float alpha,
                                              float beta) {
-  gemm3<MemRef3DF32, float>("dort_cuda_batch_matmul_f32", a, b, c, ta, tb,
+  gemmOn<float>("dort_cuda_batch_matmul_f32", a, b, c, ta, tb,
                             alpha, beta);
 }
 void _mlir_ciface_dort_cuda_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                              MemRef3DF64 *c, int32_t ta,
                                              int32_t tb, double alpha,
                                              double beta) {
-  gemm3<MemRef3DF64, double>("dort_cuda_batch_matmul_f64", a, b, c, ta, tb,
+  gemmOn<double>("dort_cuda_batch_matmul_f64", a, b, c, ta, tb,
                              alpha, beta);
 }
 
