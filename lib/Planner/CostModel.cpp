@@ -250,6 +250,18 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
         cost.opClass = OpClass::Conv;
         cost.flops = 2 * out * perOutput + (c.getBias() ? out : 0);
       })
+      .Case<dopt::ConvTransposeOp>([&](dopt::ConvTransposeOp c) {
+        // Each input element meets (M/g)·kh·kw weights: 2·N·C·H·W·(M/g)·kh·kw
+        // (+ the output for the bias); the weight is C × M/g × kh × kw.
+        auto w = llvm::cast<mlir::ShapedType>(c.getWeight().getType());
+        auto x = llvm::cast<mlir::ShapedType>(c.getInput().getType());
+        double perInput = 1;
+        for (int64_t i = 1; i < w.getRank(); ++i)
+          perInput *= static_cast<double>(w.getShape()[i]);
+        cost.opClass = OpClass::Conv;
+        cost.flops = 2 * static_cast<double>(x.getNumElements()) * perInput +
+                     (c.getBias() ? out : 0);
+      })
       .Case<dopt::SoftmaxOp, dopt::LogSoftmaxOp>([&](auto) {
         // max (1), subtract (1), exp (1), sum (1), divide or subtract the
         // log-sum (1): 5 per element.

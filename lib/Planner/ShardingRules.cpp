@@ -227,6 +227,33 @@ std::optional<OpShardingRule> convRule(dopt::ConvOp op) {
   return b.rule;
 }
 
+/// The transposed convolution: input [N, C, H, W], weight [C, M/G, kh, kw]
+/// -- the weight's first dimension is the contraction, its second the
+/// output channels (of each group).
+std::optional<OpShardingRule> convTransposeRule(dopt::ConvTransposeOp op) {
+  auto x = shapeOf(op.getInput()), y = shapeOf(op.getResult());
+  if (!x || !y || x->size() != 4)
+    return std::nullopt;
+  RuleBuilder b;
+  bool dense = op.getGroup() == 1;
+  int64_t n = b.orNone(b.add((*y)[0]), (*y)[0]);
+  int64_t o = b.orNone(b.add((*y)[1], dense ? FactorKind::Parallel
+                                            : FactorKind::NeedReplication),
+                       (*y)[1]);
+  // As for dopt.conv: split input channels leave partial sums, and a bias
+  // would be added in each.
+  int64_t c = b.orNone(b.add((*x)[1], dense && !op.getBias()
+                                          ? FactorKind::Reduction
+                                          : FactorKind::NeedReplication),
+                       (*x)[1]);
+  b.rule.operandDims.push_back(Dims{n, c, -1, -1});
+  b.rule.operandDims.push_back(Dims{dense ? c : -1, o, -1, -1});
+  if (op.getBias())
+    b.rule.operandDims.push_back(Dims{o});
+  b.rule.resultDims.push_back(Dims{n, o, -1, -1});
+  return b.rule;
+}
+
 /// Pooling: batch and channel parallel, windows not split.
 std::optional<OpShardingRule> poolRule(mlir::Operation *op, bool global) {
   auto x = shapeOf(op->getOperand(0));
@@ -537,6 +564,7 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
       .Case<dopt::MatMulOp>(matmulRule)
       .Case<dopt::GemmOp>(gemmRule)
       .Case<dopt::ConvOp>(convRule)
+      .Case<dopt::ConvTransposeOp>(convTransposeRule)
       .Case<dopt::MaxPoolOp, dopt::AvgPoolOp>(
           [](mlir::Operation *o) { return poolRule(o, /*global=*/false); })
       .Case<dopt::GlobalAvgPoolOp>(

@@ -543,6 +543,85 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
   });
 }
 
+/// The input gradient of that convolution (a transposed convolution): per
+/// sample and group, one GEMM of the group's weights (transposed) with the
+/// sample's dy into columns [C/G·kh·kw, ho·wo], added back into dx where
+/// each column's window lies (col2im); samples and groups spread over the
+/// thread pool, each writing its own channels of dx.
+template <typename T>
+void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
+                        const MemRef<T, 4> *dx, int64_t sh, int64_t sw,
+                        int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                        int64_t groups) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "dort_conv2d_backward_data_%s",
+                Blas<T>::suffix);
+  if (!checkSizes(name, "dy", dy) || !checkSizes(name, "w", w) ||
+      !checkSizes(name, "dx", dx) ||
+      !distopt::runtime::conv2dShapesFit(name, dx->sizes, w->sizes, dy->sizes,
+                                         sh, sw, ph, pw, dh, dw, groups))
+    return;
+  const int64_t n = dx->sizes[0], c = dx->sizes[1], h = dx->sizes[2],
+                wd = dx->sizes[3];
+  const int64_t m = w->sizes[0], kh = w->sizes[2], kw = w->sizes[3];
+  const int64_t ho = dy->sizes[2], wo = dy->sizes[3];
+  const int64_t cg = c / groups, mg = m / groups, k = cg * kh * kw,
+                p = ho * wo;
+  if (n == 0 || c == 0 || h == 0 || wd == 0)
+    return; // dx is empty
+  const T *db = dy->aligned + dy->offset, *wb = w->aligned + w->offset;
+  T *xb = dx->aligned + dx->offset;
+  const int64_t *xs = dx->strides, *ys = dy->strides;
+  // The weights packed as [M, K].
+  std::vector<T> wp(static_cast<size_t>(m * k));
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t u = 0; u < kh; ++u)
+        for (int64_t v = 0; v < kw; ++v)
+          wp[((o * cg + ci) * kh + u) * kw + v] =
+              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
+                 v * w->strides[3]];
+  ensureThreads();
+  int threads = threadsFor(n * mg * p * k, teamSize());
+  parallelFor(n * groups, threads, [&](int64_t item) {
+    int64_t ni = item / groups, g = item % groups;
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t q = 0; q < wd; ++q)
+          xb[ni * xs[0] + (g * cg + ci) * xs[1] + r * xs[2] + q * xs[3]] = T(0);
+    if (mg == 0 || p == 0 || k == 0)
+      return; // a sum of nothing
+    std::vector<T> grad(static_cast<size_t>(mg * p)),
+        col(static_cast<size_t>(k * p));
+    for (int64_t o = 0; o < mg; ++o)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j)
+          grad[(o * ho + i) * wo + j] =
+              db[ni * ys[0] + (g * mg + o) * ys[1] + i * ys[2] + j * ys[3]];
+    Blas<T>::gemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+                  static_cast<int>(k), static_cast<int>(p),
+                  static_cast<int>(mg), T(1), wp.data() + g * mg * k,
+                  static_cast<int>(k), grad.data(), static_cast<int>(p), T(0),
+                  col.data(), static_cast<int>(p));
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t u = 0; u < kh; ++u)
+        for (int64_t v = 0; v < kw; ++v) {
+          const T *row = col.data() + ((ci * kh + u) * kw + v) * p;
+          T *plane = xb + ni * xs[0] + (g * cg + ci) * xs[1];
+          for (int64_t i = 0; i < ho; ++i) {
+            int64_t r = i * sh + u * dh - ph;
+            if (r < 0 || r >= h)
+              continue;
+            for (int64_t j = 0; j < wo; ++j) {
+              int64_t q = j * sw + v * dw - pw;
+              if (q >= 0 && q < wd)
+                plane[r * xs[2] + q * xs[3]] += row[i * wo + j];
+            }
+          }
+        }
+  });
+}
+
 } // namespace
 
 bool distopt::runtime::conv2dShapesFit(const char *name, const int64_t *xs,
@@ -585,6 +664,22 @@ extern "C" void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
                                              int64_t groups) {
   conv2d<double>(cast<double, 4>(x), cast<double, 4>(w), cast<double, 4>(y),
                  sh, sw, ph, pw, dh, dw, groups);
+}
+
+extern "C" void _mlir_ciface_dort_conv2d_backward_data_f32(
+    MemRef4DF32 *dy, MemRef4DF32 *w, MemRef4DF32 *dx, int64_t sh, int64_t sw,
+    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  conv2dBackwardData<float>(cast<float, 4>(dy), cast<float, 4>(w),
+                            cast<float, 4>(dx), sh, sw, ph, pw, dh, dw,
+                            groups);
+}
+
+extern "C" void _mlir_ciface_dort_conv2d_backward_data_f64(
+    MemRef4DF64 *dy, MemRef4DF64 *w, MemRef4DF64 *dx, int64_t sh, int64_t sw,
+    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  conv2dBackwardData<double>(cast<double, 4>(dy), cast<double, 4>(w),
+                             cast<double, 4>(dx), sh, sw, ph, pw, dh, dw,
+                             groups);
 }
 
 extern "C" void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,

@@ -8,6 +8,7 @@
 
 #include "distopt/Transforms/Autodiff.h"
 
+#include "distopt/Dialect/Dopt/IR/DoptConvolutions.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/GridAxes.h"
 
@@ -143,94 +144,24 @@ void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
   out.push_back(reshape(b, gb, bt.getShape()));
 }
 
-/// Pads (positive amounts) or crops (negative) the dimensions of `v`:
-/// `begin` and `end` per dimension.
-Value padOrCrop(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> begin,
-                ArrayRef<int64_t> end) {
-  RankedTensorType t = typeOf(v);
-  int64_t r = t.getRank();
-  SmallVector<int64_t> pads(2 * r, 0), starts(r, 0), ends(t.getShape()),
-      steps(r, 1);
-  bool pad = false, crop = false;
-  for (int64_t i = 0; i < r; ++i) {
-    if (begin[i] > 0) {
-      pads[i] = begin[i];
-      pad = true;
-    } else if (begin[i] < 0) {
-      starts[i] = -begin[i];
-      crop = true;
-    }
-    if (end[i] > 0) {
-      pads[r + i] = end[i];
-      pad = true;
-    } else if (end[i] < 0) {
-      ends[i] += end[i];
-      crop = true;
-    }
-  }
-  if (crop)
-    v = dopt::SliceOp::create(b, v, b.getDenseI64ArrayAttr(starts),
-                              b.getDenseI64ArrayAttr(ends),
-                              b.getDenseI64ArrayAttr(steps));
-  if (pad)
-    v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr(pads),
-                            b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
-  return v;
-}
-
-/// Inserts s-1 zeros between the elements of the last two dimensions of an
-/// NCHW tensor (the adjoint of a strided convolution, made unit-stride).
-Value dilateSpatial(ImplicitLocOpBuilder &b, Value g, int64_t sh, int64_t sw) {
-  if (sh == 1 && sw == 1)
-    return g;
-  auto s = typeOf(g).getShape();
-  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
-  Value v = reshape(b, g, {n, c, h, 1, w, 1});
-  v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                        sh - 1, 0, sw - 1}),
-                          b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
-  v = reshape(b, v, {n, c, h * sh, w * sw});
-  return dopt::SliceOp::create(
-      b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
-      b.getDenseI64ArrayAttr({n, c, (h - 1) * sh + 1, (w - 1) * sw + 1}),
-      b.getDenseI64ArrayAttr({1, 1, 1, 1}));
-}
-
 /// The input adjoint of y = conv(x, w; strides st, pads pd, dilations dl,
-/// groups G), x of shape `xs`, w [F, C/G, kh, kw]: a convolution of g
-/// dilated by the strides and padded to full, with w flipped and each
-/// group's [F/G, C/G] block transposed (weights [C, F/G, kh, kw], groups
-/// G, dilation dl); the end padded by what the strides skipped.
+/// groups G), x of shape `xs`: the transposed convolution of g with the same
+/// weight and parameters (cuDNN's backward data on a GPU), its output
+/// padding what the strides skipped at the end of x.
 Value convInputGrad(ImplicitLocOpBuilder &b, Value g, Value w,
                     ArrayRef<int64_t> xs, ArrayRef<int64_t> st,
                     ArrayRef<int64_t> pd, ArrayRef<int64_t> dl,
                     int64_t groups) {
   auto ws = typeOf(w).getShape(), gsz = typeOf(g).getShape();
-  Value gd = dilateSpatial(b, g, st[0], st[1]);
-  SmallVector<int64_t> begin{0, 0}, end{0, 0};
-  for (int i = 0; i < 2; ++i) {
-    int64_t extent = dl[i] * (ws[2 + i] - 1) + 1;
-    begin.push_back(extent - 1 - pd[i]);
-    end.push_back(xs[2 + i] - 1 + pd[i] - (gsz[2 + i] - 1) * st[i]);
-  }
-  gd = padOrCrop(b, gd, begin, end);
-  Value flipped = dopt::SliceOp::create(
-      b, w, b.getDenseI64ArrayAttr({0, 0, ws[2] - 1, ws[3] - 1}),
-      b.getDenseI64ArrayAttr({ws[0], ws[1], -1, -1}),
-      b.getDenseI64ArrayAttr({1, 1, -1, -1}));
-  Value wt;
-  if (groups == 1) {
-    wt = dopt::TransposeOp::create(b, flipped, b.getDenseI64ArrayAttr({1, 0, 2, 3}));
-  } else {
-    int64_t f = ws[0] / groups, c = ws[1];
-    Value v = reshape(b, flipped, {groups, f, c, ws[2], ws[3]});
-    v = dopt::TransposeOp::create(b, v, b.getDenseI64ArrayAttr({0, 2, 1, 3, 4}));
-    wt = reshape(b, v, {groups * c, f, ws[2], ws[3]});
-  }
-  return dopt::ConvOp::create(b, gd, wt, Value(), b.getDenseI64ArrayAttr({1, 1}),
-                              b.getDenseI64ArrayAttr({0, 0, 0, 0}),
-                              b.getDenseI64ArrayAttr(dl),
-                              b.getI64IntegerAttr(groups));
+  SmallVector<int64_t> outPad;
+  for (int i = 0; i < 2; ++i)
+    outPad.push_back(xs[2 + i] - dopt::transposedOutputSize(
+                                     gsz[2 + i], ws[2 + i], st[i], pd[i],
+                                     pd[2 + i], dl[i], 0));
+  return dopt::ConvTransposeOp::create(
+      b, g, w, Value(), b.getDenseI64ArrayAttr(st), b.getDenseI64ArrayAttr(pd),
+      b.getDenseI64ArrayAttr(dl), b.getDenseI64ArrayAttr(outPad),
+      b.getI64IntegerAttr(groups));
 }
 
 /// The weight adjoint of the same convolution, w of shape `ws`: N becomes
@@ -515,6 +446,34 @@ const llvm::StringMap<RuleFn> &rules() {
         out.push_back(reduceSum(b, g, {0, 2, 3}, false));
       return success();
     };
+    // 2-D transposed convolution y = convT(x, w): the adjoint of
+    // x' = conv(y', w) with the same parameters, so dx = conv(g, w) (cut to
+    // x where an output padding of a stride or more lets the convolution
+    // reach past it) and dw the weight adjoint of that convolution with g
+    // as its input and x as its output's adjoint; dbias = sum of g over N,
+    // H, W.
+    t["dopt.conv_transpose"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                                  Adjoints &out) -> LogicalResult {
+      auto ct = cast<dopt::ConvTransposeOp>(op);
+      Value x = ct.getInput(), w = ct.getWeight(), g = gs[0];
+      ArrayRef<int64_t> st = ct.getStrides(), pd = ct.getPads(),
+                        dl = ct.getDilations();
+      int64_t groups = ct.getGroup();
+      Value dx = dopt::ConvOp::create(
+          b, g, w, Value(), b.getDenseI64ArrayAttr(st),
+          b.getDenseI64ArrayAttr(pd), b.getDenseI64ArrayAttr(dl),
+          b.getI64IntegerAttr(groups));
+      auto xs = typeOf(x).getShape(), ds = typeOf(dx).getShape();
+      if (ds != xs)
+        dx = dopt::padOrCrop(b, b.getLoc(), dx, {0, 0, 0, 0},
+                             {0, 0, xs[2] - ds[2], xs[3] - ds[3]});
+      out.push_back(dx);
+      out.push_back(convWeightGrad(b, g, x, typeOf(w).getShape(), st, pd, dl,
+                                   groups));
+      if (ct.getBias())
+        out.push_back(reduceSum(b, g, {0, 2, 3}, false));
+      return success();
+    };
     // 2-D average pooling: a depthwise convolution with a ones kernel,
     // divided by each window's count (kh·kw, or its elements inside the
     // input without count_include_pad); its adjoint is that convolution's
@@ -619,14 +578,14 @@ const llvm::StringMap<RuleFn> &rules() {
           taken = taken ? Value(dopt::OrOp::create(b, taken, isMax)) : isMax;
           Value part = dopt::WhereOp::create(b, mask, g, zero);
           // Back to the padded input's grid at this offset.
-          Value placed = dilateSpatial(b, part, st[0], st[1]);
+          Value placed = dopt::dilateSpatial(b, b.getLoc(), part, st[0], st[1]);
           auto ps = typeOf(placed).getShape();
-          placed = padOrCrop(b, placed, {0, 0, h0, w0},
+          placed = dopt::padOrCrop(b, b.getLoc(), placed, {0, 0, h0, w0},
                              {0, 0, hp - h0 - ps[2], wp - w0 - ps[3]});
           total = total ? add(b, total, placed) : placed;
         }
       // Drop the padding.
-      out.push_back(padOrCrop(b, total, {0, 0, -pd[0], -pd[1]},
+      out.push_back(dopt::padOrCrop(b, b.getLoc(), total, {0, 0, -pd[0], -pd[1]},
                               {0, 0, -(pd[2] + extra[0]), -(pd[3] + extra[1])}));
       return success();
     };

@@ -439,7 +439,8 @@ struct PipelineTrainingPass
       for (auto [op, kept] : llvm::zip(forwardOps, forwardClones[m])) {
         bool keep = recompute == "off" ||
                     (recompute == "selective" &&
-                     isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp>(op)) ||
+                     isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+                         dopt::ConvTransposeOp>(op)) ||
                     isa<dopt::ConstantOp, dopt::WeightOp>(op);
         if (keep) {
           for (auto [o, n] : llvm::zip(op->getResults(), kept->getResults()))

@@ -239,17 +239,29 @@ def test_gradients_flag_errors(tmp_path):
 
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
-                "lm_cross_entropy", "regression_mse", "mobilenet_blocks"]
+                "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
 def test_gradients_match_pytorch(name, torch_models, tmp_path):
+    check_pytorch_gradients(name, torch_models, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_blocks", "upsampler_mse"])
+def test_emulated_gpu_gradients_match_pytorch(name, torch_models, tmp_path):
+    """The same on --target cuda-emu: convolutions and transposed ones as
+    the library calls cuDNN runs on a GPU (forward, backward filter and
+    backward data), run by the runtime's CPU twins."""
+    check_pytorch_gradients(name, torch_models, tmp_path, ["--target", "cuda-emu"])
+
+
+def check_pytorch_gradients(name, torch_models, tmp_path, flags=()):
     d = torch_models / name
     meta = json.loads((d / "meta.json").read_text())
     model = onnx.load(str(d / "model.onnx"))
     feeds = {k: np.load(d / f) for k, f in meta["inputs"].items()}
     extra = ["--loss", meta["loss_flag"]] if "loss_flag" in meta else []
-    loss, grads = distopt_gradients(model, feeds, tmp_path, extra)
+    loss, grads = distopt_gradients(model, feeds, tmp_path, extra + list(flags))
     assert abs(float(loss) - meta["loss"]) <= 1e-5 * max(1.0, abs(meta["loss"]))
     assert set(grads) == set(meta["grads"]), (sorted(grads), sorted(meta["grads"]))
     for w, f in meta["grads"].items():

@@ -197,6 +197,23 @@ void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
                                   int64_t dilationH, int64_t dilationW,
                                   int64_t groups);
 
+/* The input gradient of that convolution, a transposed convolution (what
+ * the CUDA targets lower dopt.conv_transpose to; the CUDA runtime's
+ * dort_cuda_conv2d_backward_data_<type> runs it with cuDNN's backward data):
+ *   dx[n, g*C/G + c, i*sh + u*dh - ph, j*sw + v*dw - pw] +=
+ *       sum_m dy[n, g*M/G + m, i, j] * w[g*M/G + m, c, u, v]
+ * over every (i, j, u, v) that lands inside dx, on strided views dy
+ * [N, M, ho, wo], w [M, C/G, kh, kw], dx [N, C, H, W] (written whole: zero
+ * where nothing lands). The shapes fit as for dort_conv2d with x = dx. */
+void _mlir_ciface_dort_conv2d_backward_data_f32(
+    MemRef4DF32 *dy, MemRef4DF32 *w, MemRef4DF32 *dx, int64_t strideH,
+    int64_t strideW, int64_t padH, int64_t padW, int64_t dilationH,
+    int64_t dilationW, int64_t groups);
+void _mlir_ciface_dort_conv2d_backward_data_f64(
+    MemRef4DF64 *dy, MemRef4DF64 *w, MemRef4DF64 *dx, int64_t strideH,
+    int64_t strideW, int64_t padH, int64_t padW, int64_t dilationH,
+    int64_t dilationW, int64_t groups);
+
 /* Sets the number of threads of the run: the OpenMP pool shared by the
  * generated loops and the GEMM kernels (OpenBLAS itself is set to one
  * thread; the kernels cut GEMMs into one block per thread). n > 0: use n.

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Conversion/Passes.h"
+#include "distopt/Dialect/Dopt/IR/DoptConvolutions.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -1327,11 +1328,16 @@ constexpr int64_t kMaxGroupsPerGemm = 8;
 /// on strided 4-D views (x [N, C, H, W], w [M, C/groups, kh, kw], y
 /// [N, M, ho, wo], written whole), with the same padding at both ends of
 /// each spatial dimension.
-StringRef libraryConvolution(Type elt) {
+///
+/// A transposed convolution (dopt.conv_transpose) calls
+///   dort_conv2d_backward_data_<f32|f64>(dy, w, dx, ...same parameters)
+/// with dy its input, w its weight and dx its output: the input gradient of
+/// the convolution from dx to dy (cuDNN's backward data on a GPU).
+StringRef libraryConvolution(Type elt, bool backwardData = false) {
   if (elt.isF32())
-    return "dort_conv2d_f32";
+    return backwardData ? "dort_conv2d_backward_data_f32" : "dort_conv2d_f32";
   if (elt.isF64())
-    return "dort_conv2d_f64";
+    return backwardData ? "dort_conv2d_backward_data_f64" : "dort_conv2d_f64";
   return "";
 }
 
@@ -1340,6 +1346,103 @@ MemRefType anyStrided4D(Type elt) {
   return MemRefType::get(
       dyn, elt,
       StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, dyn));
+}
+
+/// The attribute that tells apart the bufferization.to_buffer ops of
+/// different library calls (see libraryConvolutionCall).
+constexpr llvm::StringLiteral kLibraryCallAttr = "dopt.library_call";
+
+/// One library convolution call (libraryConvolution's contract) on the
+/// buffers of `x` and `w` (converted values; `xOriginal`/`wOriginal` the
+/// dopt values they came from), into a new buffer of `out`'s shape: the
+/// result as a tensor.
+///
+/// One-Shot Bufferize takes a bufferization.to_buffer as the read of its
+/// tensor, at the to_buffer: the buffer must not be used after a later op
+/// may have written the tensor's memory in place. Each call therefore gets
+/// to_buffer ops of its own, right before it, marked with the call's number
+/// `callIndex` (kLibraryCallAttr) so that CSE cannot merge them with an
+/// earlier call's (a weight gradient's view of an activation with the
+/// forward convolution's buffer of it: by the time the gradient reads it,
+/// a gradient accumulation may have reused that memory).
+Value libraryConvolutionCall(ConversionPatternRewriter &rewriter, Location loc,
+                             StringRef callee, int64_t callIndex,
+                             Value xOriginal, Value x, Value wOriginal,
+                             Value w, RankedTensorType out,
+                             ArrayRef<int64_t> st, ArrayRef<int64_t> pad,
+                             ArrayRef<int64_t> dl, int64_t groups) {
+  Type elt = out.getElementType();
+  MemRefType any = anyStrided4D(elt);
+  SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
+  auto bufferOf = [&](Value t) -> Value {
+    auto bufType = MemRefType::get(
+        tensorTypeOf(t).getShape(), elt,
+        StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
+                               dyn));
+    auto buffer = bufferization::ToBufferOp::create(rewriter, loc, bufType, t,
+                                                    /*read_only=*/true);
+    buffer->setAttr(kLibraryCallAttr, rewriter.getI64IntegerAttr(callIndex));
+    return buffer;
+  };
+  // An operand that is a dopt.transpose of a 4-D tensor is passed as a
+  // transposed view of that tensor, not a copy: Autodiff's weight
+  // gradients transpose the activation and the output gradient
+  // ([N, C, ...] -> [C, N, ...]), and the runtime, seeing through the
+  // view, hands cuDNN both in their own NCHW layout.
+  auto view = [&](Value original, Value converted) -> Value {
+    if (auto t = original.getDefiningOp<dopt::TransposeOp>())
+      if (Value src = rewriter.getRemappedValue(t.getInput()))
+        if (tensorTypeOf(src).getRank() == 4) {
+          // The view is a reinterpret_cast with the permuted sizes and
+          // strides (a ViewLikeOp: the buffer planner and the
+          // deallocation see that it aliases the source; memref.transpose
+          // is not one in MLIR 22).
+          Value buf = bufferOf(src);
+          auto meta =
+              memref::ExtractStridedMetadataOp::create(rewriter, loc, buf);
+          ArrayRef<int64_t> shape = tensorTypeOf(src).getShape();
+          SmallVector<OpFoldResult> sizes, strides;
+          SmallVector<int64_t> permuted;
+          for (int64_t p : t.getPerm()) {
+            sizes.push_back(rewriter.getIndexAttr(shape[p]));
+            strides.push_back(meta.getStrides()[p]);
+            permuted.push_back(shape[p]);
+          }
+          auto viewType = MemRefType::get(
+              permuted, elt,
+              StridedLayoutAttr::get(rewriter.getContext(),
+                                     ShapedType::kDynamic, dyn));
+          Value v = memref::ReinterpretCastOp::create(
+              rewriter, loc, viewType, buf, OpFoldResult(meta.getOffset()),
+              sizes, strides);
+          return memref::CastOp::create(rewriter, loc, any, v);
+        }
+    return memref::CastOp::create(rewriter, loc, any, bufferOf(converted));
+  };
+  SmallVector<Value> args = {view(xOriginal, x), view(wOriginal, w)};
+  Value buffer = memref::AllocOp::create(
+      rewriter, loc, MemRefType::get(out.getShape(), elt));
+  args.push_back(memref::CastOp::create(rewriter, loc, any, buffer));
+  for (int64_t v : {st[0], st[1], pad[0], pad[1], dl[0], dl[1], groups})
+    args.push_back(arith::ConstantOp::create(rewriter, loc,
+                                             rewriter.getI64IntegerAttr(v)));
+  func::CallOp::create(rewriter, loc, callee, TypeRange{}, args);
+  return bufferization::ToTensorOp::create(rewriter, loc, out, buffer,
+                                           /*restrict=*/true,
+                                           /*writable=*/true);
+}
+
+/// y [N, M, H, W] plus `bias` [M] (if any) per channel.
+Value addChannelBias(OpBuilder &b, Location loc, Value y, Value bias) {
+  if (!bias)
+    return y;
+  RankedTensorType rt = tensorTypeOf(y);
+  Value b3 = reshapeTo(b, loc, bias, {rt.getDimSize(1), 1, 1});
+  return elementwise(b, loc, rt.getShape(), rt.getElementType(), {y, b3},
+                     [](OpBuilder &nb, Location l, ValueRange a) {
+                       return arith::AddFOp::create(nb, l, a[0], a[1])
+                           .getResult();
+                     });
 }
 
 /// Convolution as im2col + GEMM, so the work lands in BLAS. With few
@@ -1355,9 +1458,11 @@ MemRefType anyStrided4D(Type elt) {
 /// library-convolutions (the CUDA targets), one runtime call (libraryCall).
 struct ConvPattern : DoptPattern<dopt::ConvOp> {
   ConvPattern(const TypeConverter &converter, MLIRContext *ctx,
-              bool library)
-      : DoptPattern(converter, ctx), library(library) {}
+              bool library, int64_t *libraryCalls)
+      : DoptPattern(converter, ctx), library(library),
+        libraryCalls(libraryCalls) {}
   bool library;
+  int64_t *libraryCalls; // the pass's count of library calls made
 
   /// The convolution as one runtime call on buffers (library-convolutions):
   /// a padding that differs between the two ends of a dimension gives the
@@ -1367,7 +1472,6 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     Location loc = op.getLoc();
     RankedTensorType rt = resultType(op);
     Type elt = rt.getElementType();
-    StringRef callee = libraryConvolution(elt);
     ArrayRef<int64_t> pads = op.getPads();
     int64_t ph = std::min(pads[0], pads[2]), pw = std::min(pads[1], pads[3]);
     Value x = adaptor.getInput();
@@ -1375,76 +1479,13 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       x = padSpatial(rewriter, loc, x, {pads[0] - ph, pads[1] - pw},
                      {pads[2] - ph, pads[3] - pw},
                      scalarConstant(rewriter, loc, elt, 0.0));
-    MemRefType any = anyStrided4D(elt);
-    SmallVector<int64_t> dyn(4, ShapedType::kDynamic);
-    auto bufferOf = [&](Value t) -> Value {
-      auto bufType = MemRefType::get(
-          tensorTypeOf(t).getShape(), elt,
-          StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
-                                 dyn));
-      return bufferization::ToBufferOp::create(rewriter, loc, bufType, t,
-                                               /*read_only=*/true);
-    };
-    // An operand that is a dopt.transpose of a 4-D tensor is passed as a
-    // transposed view of that tensor, not a copy: Autodiff's weight
-    // gradients transpose the activation and the output gradient
-    // ([N, C, ...] -> [C, N, ...]), and the runtime, seeing through the
-    // view, hands cuDNN both in their own NCHW layout.
-    auto view = [&](Value original, Value converted) -> Value {
-      if (auto t = original.getDefiningOp<dopt::TransposeOp>())
-        if (Value src = rewriter.getRemappedValue(t.getInput()))
-          if (tensorTypeOf(src).getRank() == 4) {
-            // The view is a reinterpret_cast with the permuted sizes and
-            // strides (a ViewLikeOp: the buffer planner and the
-            // deallocation see that it aliases the source; memref.transpose
-            // is not one in MLIR 22).
-            Value buf = bufferOf(src);
-            auto meta =
-                memref::ExtractStridedMetadataOp::create(rewriter, loc, buf);
-            ArrayRef<int64_t> shape = tensorTypeOf(src).getShape();
-            SmallVector<OpFoldResult> sizes, strides;
-            SmallVector<int64_t> permuted;
-            for (int64_t p : t.getPerm()) {
-              sizes.push_back(rewriter.getIndexAttr(shape[p]));
-              strides.push_back(meta.getStrides()[p]);
-              permuted.push_back(shape[p]);
-            }
-            auto viewType = MemRefType::get(
-                permuted, elt,
-                StridedLayoutAttr::get(rewriter.getContext(),
-                                       ShapedType::kDynamic, dyn));
-            Value v = memref::ReinterpretCastOp::create(
-                rewriter, loc, viewType, buf, OpFoldResult(meta.getOffset()),
-                sizes, strides);
-            return memref::CastOp::create(rewriter, loc, any, v);
-          }
-      return memref::CastOp::create(rewriter, loc, any, bufferOf(converted));
-    };
-    SmallVector<Value> args = {
-        x == adaptor.getInput() ? view(op.getInput(), x)
-                                : view(x, x), // padded here: the pad is a copy
-        view(op.getWeight(), adaptor.getWeight())};
-    Value out = memref::AllocOp::create(
-        rewriter, loc, MemRefType::get(rt.getShape(), elt));
-    args.push_back(memref::CastOp::create(rewriter, loc, any, out));
-    ArrayRef<int64_t> st = op.getStrides(), dl = op.getDilations();
-    for (int64_t v : {st[0], st[1], ph, pw, dl[0], dl[1],
-                      static_cast<int64_t>(op.getGroup())})
-      args.push_back(arith::ConstantOp::create(rewriter, loc,
-                                               rewriter.getI64IntegerAttr(v)));
-    func::CallOp::create(rewriter, loc, callee, TypeRange{}, args);
-    Value y = bufferization::ToTensorOp::create(rewriter, loc, rt, out,
-                                                /*restrict=*/true,
-                                                /*writable=*/true);
-    if (Value bias = adaptor.getBias()) {
-      Value b3 = reshapeTo(rewriter, loc, bias, {rt.getDimSize(1), 1, 1});
-      y = elementwise(rewriter, loc, rt.getShape(), elt, {y, b3},
-                      [](OpBuilder &b, Location l, ValueRange a) {
-                        return arith::AddFOp::create(b, l, a[0], a[1])
-                            .getResult();
-                      });
-    }
-    rewriter.replaceOp(op, y);
+    // Padded here: the pad is a copy, passed as is.
+    Value y = libraryConvolutionCall(
+        rewriter, loc, libraryConvolution(elt), (*libraryCalls)++,
+        x == adaptor.getInput() ? op.getInput() : x, x, op.getWeight(),
+        adaptor.getWeight(), rt, op.getStrides(), {ph, pw}, op.getDilations(),
+        op.getGroup());
+    rewriter.replaceOp(op, addChannelBias(rewriter, loc, y, adaptor.getBias()));
     return success();
   }
 
@@ -1579,6 +1620,83 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
                   })
                   .getResult(0);
     rewriter.replaceOp(op, reshapeTo(rewriter, loc, y, rt.getShape()));
+    return success();
+  }
+};
+
+/// dopt.conv_transpose. With library-convolutions, one backward-data call
+/// (libraryConvolution(elt, true)): the library's dx must be a shape whose
+/// convolution gives back the input's, so with pads that differ between the
+/// ends of a dimension, or an output padding of a stride or more, it computes
+/// the full result (no pads) and the pads are cut off here (the output
+/// padding added as zeros). Otherwise dopt::convTransposeAsConv: a plain
+/// convolution of the dilated input, whose dopt ops this conversion lowers
+/// in turn (im2col + GEMM).
+struct ConvTransposePattern : DoptPattern<dopt::ConvTransposeOp> {
+  ConvTransposePattern(const TypeConverter &converter, MLIRContext *ctx,
+                       bool library, int64_t *libraryCalls)
+      : DoptPattern(converter, ctx), library(library),
+        libraryCalls(libraryCalls) {}
+  bool library;
+  int64_t *libraryCalls; // the pass's count of library calls made
+
+  LogicalResult
+  matchAndRewrite(dopt::ConvTransposeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType rt = resultType(op);
+    Type elt = rt.getElementType();
+    ArrayRef<int64_t> st = op.getStrides(), pads = op.getPads(),
+                      dl = op.getDilations(), outPad = op.getOutputPadding();
+    StringRef callee = libraryConvolution(elt, /*backwardData=*/true);
+    if (!library || callee.empty()) {
+      rewriter.replaceOp(op, dopt::convTransposeAsConv(
+                                 rewriter, loc, adaptor.getInput(),
+                                 adaptor.getWeight(), adaptor.getBias(), st,
+                                 pads, dl, outPad, op.getGroup()));
+      return success();
+    }
+    bool direct = pads[0] == pads[2] && pads[1] == pads[3] &&
+                  outPad[0] < st[0] && outPad[1] < st[1];
+    RankedTensorType callType = rt;
+    SmallVector<int64_t> pad = {pads[0], pads[1]};
+    auto in = tensorTypeOf(adaptor.getInput()),
+         wt = tensorTypeOf(adaptor.getWeight());
+    if (!direct) {
+      SmallVector<int64_t> full(rt.getShape());
+      for (int i = 0; i < 2; ++i)
+        full[2 + i] = dopt::transposedOutputSize(in.getDimSize(2 + i),
+                                                 wt.getDimSize(2 + i), st[i],
+                                                 0, 0, dl[i], 0);
+      callType = RankedTensorType::get(full, elt);
+      pad = {0, 0};
+    }
+    Value y = libraryConvolutionCall(
+        rewriter, loc, callee, (*libraryCalls)++, op.getInput(),
+        adaptor.getInput(),
+        op.getWeight(), adaptor.getWeight(), callType, st, pad, dl,
+        op.getGroup());
+    if (!direct) {
+      // y = full[begin pads : begin pads + output], zeros past its end.
+      SmallVector<int64_t> keep(rt.getShape()), extra(2, 0);
+      for (int i = 0; i < 2; ++i) {
+        int64_t available = callType.getDimSize(2 + i) - pads[i];
+        keep[2 + i] = std::min(rt.getDimSize(2 + i), available);
+        extra[i] = rt.getDimSize(2 + i) - keep[2 + i];
+      }
+      SmallVector<OpFoldResult> offsets = {
+          rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
+          rewriter.getIndexAttr(pads[0]), rewriter.getIndexAttr(pads[1])};
+      SmallVector<OpFoldResult> sizes, ones(4, rewriter.getIndexAttr(1));
+      for (int64_t d : keep)
+        sizes.push_back(rewriter.getIndexAttr(d));
+      y = tensor::ExtractSliceOp::create(
+          rewriter, loc, RankedTensorType::get(keep, elt), y, offsets, sizes,
+          ones);
+      y = padSpatial(rewriter, loc, y, {0, 0}, extra,
+                     scalarConstant(rewriter, loc, elt, 0.0));
+    }
+    rewriter.replaceOp(op, addChannelBias(rewriter, loc, y, adaptor.getBias()));
     return success();
   }
 };
@@ -2084,7 +2202,8 @@ struct PadPattern : DoptPattern<dopt::PadOp> {
 void widenAccumulatingOps(ModuleOp module) {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (!isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp, dopt::AvgPoolOp,
+    if (!isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+             dopt::ConvTransposeOp, dopt::AvgPoolOp,
              dopt::GlobalAvgPoolOp, dopt::ReduceSumOp, dopt::ReduceMeanOp,
              dopt::SoftmaxOp, dopt::LogSoftmaxOp, dopt::LayerNormOp,
              dopt::BatchNormOp>(op))
@@ -2130,15 +2249,20 @@ struct ConvertDoptToLinalgPass
   /// Declares the runtime convolutions the module's dopt.conv ops will call.
   void declareLibraryConvolutions() {
     ModuleOp module = getOperation();
-    llvm::SetVector<Type> elts;
-    module.walk([&](dopt::ConvOp op) {
-      Type elt = tensorTypeOf(op.getResult()).getElementType();
-      if (!libraryConvolution(elt).empty())
-        elts.insert(elt);
+    llvm::SetVector<StringRef> names;
+    module.walk([&](Operation *op) {
+      if (!isa<dopt::ConvOp, dopt::ConvTransposeOp>(op))
+        return;
+      StringRef name =
+          libraryConvolution(tensorTypeOf(op->getResult(0)).getElementType(),
+                             isa<dopt::ConvTransposeOp>(op));
+      if (!name.empty())
+        names.insert(name);
     });
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    for (Type elt : elts) {
-      StringRef name = libraryConvolution(elt);
+    for (StringRef name : names) {
+      Type elt = name.ends_with("f32") ? Type(b.getF32Type())
+                                       : Type(b.getF64Type());
       if (module.lookupSymbol(name))
         continue;
       MemRefType any = anyStrided4D(elt);
@@ -2195,7 +2319,9 @@ struct ConvertDoptToLinalgPass
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
-    patterns.add<ConvPattern>(converter, ctx, libraryConvolutions);
+    int64_t libraryCalls = 0;
+    patterns.add<ConvPattern, ConvTransposePattern>(
+        converter, ctx, libraryConvolutions, &libraryCalls);
     patterns.add<
         DropoutPattern,
         BinaryPattern<dopt::AddOp, BinKind::Add>,

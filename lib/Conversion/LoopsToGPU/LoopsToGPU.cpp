@@ -907,13 +907,13 @@ bool splitLongScalarReduction(scf::ForOp loop) {
 bool alignedTo16(Value memref) {
   while (true) {
     if (auto arg = dyn_cast<BlockArgument>(memref)) {
-      // An argument of an entry function (one nothing in the module calls:
-      // the runtime hands it whole buffers), not of a callee that could
-      // get a view.
+      // An argument of an entry function (a public one: the runtime calls
+      // those, with whole buffers; the pipelines' own calls go to private
+      // declarations), not of a private callee that could get a view. (Not
+      // "nothing in the module calls it": this pass runs on functions in
+      // parallel and must not read the others while they change.)
       auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      auto module = fn ? fn->getParentOfType<ModuleOp>() : ModuleOp();
-      return fn && arg.getOwner()->isEntryBlock() && module &&
-             SymbolTable::symbolKnownUseEmpty(fn, module);
+      return fn && arg.getOwner()->isEntryBlock() && fn.isPublic();
     }
     Operation *def = memref.getDefiningOp();
     if (isa<memref::AllocOp>(def))

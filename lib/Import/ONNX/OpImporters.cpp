@@ -450,6 +450,106 @@ LogicalResult require2D(NodeContext &nc, RankedTensorType in) {
   return success();
 }
 
+/// ONNX ConvTranspose (2-D): pads explicit, or derived from output_shape
+/// or auto_pad as the ONNX reference does (total = stride·(in − 1) +
+/// output_padding + extent − out, split with floor division, the odd one
+/// at the end for SAME_UPPER, at the start otherwise). A negative pad
+/// (an output_shape beyond the natural one) becomes zeros around the
+/// result, the bias added after them.
+LogicalResult importConvTranspose(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(w, nc.requiredInput(1));
+  RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
+  if (failed(require2D(nc, in)))
+    return failure();
+  if (wt.getRank() != 4)
+    return nc.error("weight must be 4-D, got rank " +
+                    std::to_string(wt.getRank()));
+  TRY(kernelAttr, nc.intsAttr("kernel_shape"));
+  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
+  if (kernelAttr && *kernelAttr != kernel)
+    return nc.error("kernel_shape " + shapeStr(*kernelAttr) +
+                    " does not match the weight's " + shapeStr(kernel));
+  TRY(strides, windowAttr(nc, "strides", 2));
+  TRY(dilations, windowAttr(nc, "dilations", 2));
+  TRY(group, nc.intAttr("group", 1));
+  TRY(outPadAttr, nc.intsAttr("output_padding"));
+  SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(2));
+  if (outPad.size() != 2)
+    return nc.error("output_padding must have 2 entries, got " +
+                    shapeStr(outPad));
+  TRY(autoPad, nc.stringAttr("auto_pad", "NOTSET"));
+  TRY(outShapeAttr, nc.intsAttr("output_shape"));
+  SmallVector<int64_t> pads;
+  if (outShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    SmallVector<int64_t> outShape;
+    if (outShapeAttr) {
+      if (outShapeAttr->size() != 2 && outShapeAttr->size() != 4)
+        return nc.error("output_shape must have 2 (spatial) or 4 entries, "
+                        "got " +
+                        shapeStr(*outShapeAttr));
+      outShape.assign(outShapeAttr->end() - 2, outShapeAttr->end());
+    } else {
+      for (int i = 0; i < 2; ++i)
+        outShape.push_back(in.getDimSize(2 + i) * strides[i]);
+    }
+    pads.assign(4, 0);
+    for (int i = 0; i < 2; ++i) {
+      if (outShape[i] <= 0)
+        return nc.error("output_shape " + shapeStr(outShape) +
+                        " must be positive");
+      int64_t total = dopt::transposedOutputSize(
+                          in.getDimSize(2 + i), kernel[i], strides[i], 0, 0,
+                          dilations[i], outPad[i]) -
+                      outShape[i];
+      int64_t half = llvm::divideFloorSigned(total, 2);
+      pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      pads[i + 2] = autoPad == "SAME_UPPER" ? total - half : half;
+    }
+  } else if (autoPad == "NOTSET" || autoPad == "VALID") {
+    TRY(padsAttr, nc.intsAttr("pads"));
+    pads = autoPad == "VALID" ? SmallVector<int64_t>(4, 0)
+                              : padsAttr.value_or(SmallVector<int64_t>(4, 0));
+    if (pads.size() != 4)
+      return nc.error("pads must have 4 entries, got " + shapeStr(pads));
+    if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+      return nc.error("pads must be non-negative, got " + shapeStr(pads));
+  } else {
+    return nc.error("auto_pad '" + autoPad +
+                    "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+  OpBuilder &b = nc.builder();
+  SmallVector<int64_t> clipped, grow(8, 0);
+  bool negative = false;
+  for (int i = 0; i < 4; ++i) {
+    clipped.push_back(std::max<int64_t>(0, pads[i]));
+    if (pads[i] < 0) {
+      negative = true;
+      grow[2 + (i % 2) + (i >= 2 ? 4 : 0)] = -pads[i];
+    }
+  }
+  Value bias = nc.input(2);
+  Value y = nc.create<dopt::ConvTransposeOp>(
+      x, w, negative ? Value() : bias, b.getDenseI64ArrayAttr(strides),
+      b.getDenseI64ArrayAttr(clipped), b.getDenseI64ArrayAttr(dilations),
+      b.getDenseI64ArrayAttr(outPad), b.getI64IntegerAttr(group));
+  if (negative && y) {
+    y = nc.create<dopt::PadOp>(y, b.getDenseI64ArrayAttr(grow),
+                               b.getStringAttr("constant"),
+                               b.getF64FloatAttr(0.0));
+    if (bias)
+      y = nc.create<dopt::AddOp>(
+          y, nc.create<dopt::ReshapeOp>(
+                 bias, b.getDenseI64ArrayAttr(
+                           {cast<RankedTensorType>(bias.getType()).getDimSize(0),
+                            1, 1})));
+  }
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
 LogicalResult importConv(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(w, nc.requiredInput(1));
@@ -1116,6 +1216,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["MatMul"] = importBinary<dopt::MatMulOp>;
     t["Gemm"] = importGemm;
     t["Conv"] = importConv;
+    t["ConvTranspose"] = importConvTranspose;
     t["MaxPool"] = importMaxPool;
     t["AveragePool"] = importAveragePool;
     t["GlobalAveragePool"] = importUnary<dopt::GlobalAvgPoolOp>;

@@ -1276,6 +1276,10 @@ struct CudnnApi {
   decltype(&cudnnFindConvolutionBackwardFilterAlgorithmEx) findFilter =
       nullptr;
   decltype(&cudnnConvolutionBackwardFilter) backwardFilter = nullptr;
+  decltype(&cudnnFindConvolutionBackwardDataAlgorithmEx) findData = nullptr;
+  decltype(&cudnnConvolutionBackwardData) backwardData = nullptr;
+  decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) heuristicData =
+      nullptr;
   decltype(&cudnnTransformTensor) transform = nullptr;
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) heuristicForward = nullptr;
   decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) heuristicFilter =
@@ -1321,6 +1325,12 @@ CudnnApi *cudnn(std::string &error) {
                            a.findFilter) ||
                !bindSymbol(a.lib, "cudnnConvolutionBackwardFilter",
                            a.backwardFilter) ||
+               !bindSymbol(a.lib, "cudnnFindConvolutionBackwardDataAlgorithmEx",
+                           a.findData) ||
+               !bindSymbol(a.lib, "cudnnConvolutionBackwardData",
+                           a.backwardData) ||
+               !bindSymbol(a.lib, "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                           a.heuristicData) ||
                !bindSymbol(a.lib, "cudnnTransformTensor", a.transform) ||
                !bindSymbol(a.lib, "cudnnGetConvolutionForwardAlgorithm_v7",
                            a.heuristicForward) ||
@@ -1437,6 +1447,79 @@ bool heuristicAlgorithms() {
   return on;
 }
 
+/// cuDNN descriptors of one element type.
+struct Describe {
+  CudnnApi *api;
+  cudnnDataType_t type;
+  bool tf32;
+
+  cudnnStatus_t tensor(cudnnTensorDescriptor_t &d, const int *dims,
+                       const int *strides) const {
+    cudnnStatus_t st = api->createTensor(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setTensor(d, type, 4, dims, strides);
+    return st;
+  }
+  cudnnStatus_t packedTensor(cudnnTensorDescriptor_t &d,
+                             const int *dims) const {
+    int strides[4];
+    packedStrides4(dims, strides);
+    return tensor(d, dims, strides);
+  }
+  cudnnStatus_t filter(cudnnFilterDescriptor_t &d, const int *dims) const {
+    cudnnStatus_t st = api->createFilter(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setFilter(d, type, CUDNN_TENSOR_NCHW, dims[0], dims[1],
+                          dims[2], dims[3]);
+    return st;
+  }
+  /// Cross-correlation with TF32 tensor cores as the runtime's setting.
+  cudnnStatus_t convolution(cudnnConvolutionDescriptor_t &d, int64_t ph,
+                            int64_t pw, int64_t sh, int64_t sw, int64_t dh,
+                            int64_t dw, int64_t groups) const {
+    cudnnMathType_t math = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnStatus_t st = api->createConv(&d);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setConv(d, static_cast<int>(ph), static_cast<int>(pw),
+                        static_cast<int>(sh), static_cast<int>(sw),
+                        static_cast<int>(dh), static_cast<int>(dw),
+                        CUDNN_CROSS_CORRELATION, type);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setGroups(d, static_cast<int>(groups));
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->setMath(d, math);
+    return st;
+  }
+};
+
+/// The workspace an algorithm search may use: by default cuDNN times its
+/// algorithms on the call's buffers with what the device can spare (at
+/// most 1 GiB, allocated for the search); with DISTOPT_CUDNN_ALGO=heuristic
+/// a fixed cap, so that the choice does not depend on the memory free.
+struct SearchSpace {
+  bool heuristic = heuristicAlgorithms();
+  size_t cap = 0;
+  void *memory = nullptr;
+  SearchSpace() {
+    size_t freeBytes = 0, total = 0;
+    cudaMemGetInfo(&freeBytes, &total);
+    cap = heuristic ? size_t(256) << 20
+                    : std::min<size_t>(size_t(1) << 30, freeBytes / 4);
+    if (!heuristic && cudaMalloc(&memory, cap) != cudaSuccess) {
+      cudaGetLastError();
+      memory = nullptr;
+      cap = 0;
+    }
+  }
+  ~SearchSpace() {
+    if (memory) {
+      cudaStreamSynchronize(state().stream);
+      cudaFree(memory);
+    }
+    cudaGetLastError();
+  }
+};
+
 template <typename T>
 void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
             MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
@@ -1493,41 +1576,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     plan.error = std::string(what) + ": " + api->errorString(st);
     return true;
   };
-  auto tensor = [&](cudnnTensorDescriptor_t &d, const int *dims,
-                    const int *strides) {
-    cudnnStatus_t st = api->createTensor(&d);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setTensor(d, type, 4, dims, strides);
-    return st;
-  };
-  auto packedTensor = [&](cudnnTensorDescriptor_t &d, const int *dims) {
-    int strides[4];
-    packedStrides4(dims, strides);
-    return tensor(d, dims, strides);
-  };
-  auto filter = [&](cudnnFilterDescriptor_t &d, const int *dims) {
-    cudnnStatus_t st = api->createFilter(&d);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setFilter(d, type, CUDNN_TENSOR_NCHW, dims[0], dims[1],
-                          dims[2], dims[3]);
-    return st;
-  };
-  auto convolution = [&](cudnnConvolutionDescriptor_t &d, int64_t strideH,
-                         int64_t strideW, int64_t dilH, int64_t dilW,
-                         int64_t g) {
-    cudnnMathType_t math = s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-    cudnnStatus_t st = api->createConv(&d);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setConv(d, static_cast<int>(ph), static_cast<int>(pw),
-                        static_cast<int>(strideH), static_cast<int>(strideW),
-                        static_cast<int>(dilH), static_cast<int>(dilW),
-                        CUDNN_CROSS_CORRELATION, type);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setGroups(d, static_cast<int>(g));
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->setMath(d, math);
-    return st;
-  };
+  Describe describe{api, type, s.tf32};
   auto bytes4 = [](const int *dims) {
     return sizeof(T) * size_t(dims[0]) * dims[1] * dims[2] * dims[3];
   };
@@ -1549,22 +1598,22 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     if (!vx.ok || !vw.ok || !vy.ok) {
       plan.error = "a view cuDNN cannot describe (a zero or negative stride, "
                    "or a dimension past 2^31)";
-    } else if (!failed(tensor(plan.x, vx.dims, vx.strides), "x descriptor") &&
-               !failed(tensor(plan.y, vy.dims, vy.strides), "y descriptor") &&
-               !failed(filter(plan.w, vw.dims), "w descriptor") &&
-               !failed(convolution(plan.conv, sh, sw, dh, dw, groups),
+    } else if (!failed(describe.tensor(plan.x, vx.dims, vx.strides), "x descriptor") &&
+               !failed(describe.tensor(plan.y, vy.dims, vy.strides), "y descriptor") &&
+               !failed(describe.filter(plan.w, vw.dims), "w descriptor") &&
+               !failed(describe.convolution(plan.conv, ph, pw, sh, sw, dh, dw, groups),
                        "convolution descriptor")) {
       plan.wPacked = vw.packed();
       plan.wBytes = bytes4(vw.dims);
       if (!plan.wPacked &&
-          !failed(tensor(plan.stridedW, vw.dims, vw.strides), "w view"))
-        failed(packedTensor(plan.packedW, vw.dims), "w copy");
+          !failed(describe.tensor(plan.stridedW, vw.dims, vw.strides), "w view"))
+        failed(describe.packedTensor(plan.packedW, vw.dims), "w copy");
       // An input view that is not NCHW (a transposed operand) is copied
       // packed too: not every algorithm takes any strides.
       plan.xPacked = vx.packed();
       plan.xBytesFwd = bytes4(vx.dims);
       if (!plan.xPacked && plan.error.empty())
-        failed(packedTensor(plan.packedX, vx.dims), "x copy");
+        failed(describe.packedTensor(plan.packedX, vx.dims), "x copy");
     }
     plan.gradForm = plan.error.empty() && groups == 1 &&
                     convOutputSize(xs[2], ys[2], dh, ph, sh) == ws[2] &&
@@ -1578,14 +1627,14 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       plan.dyBytes = bytes4(gdy.dims);
       plan.outBytes = bytes4(gy.dims);
       plan.gradForm =
-          tensor(plan.gradX, gx.dims, gx.strides) == CUDNN_STATUS_SUCCESS &&
-          packedTensor(plan.gradXPacked, gx.dims) == CUDNN_STATUS_SUCCESS &&
-          tensor(plan.gradDy, gdy.dims, gdy.strides) == CUDNN_STATUS_SUCCESS &&
-          packedTensor(plan.gradDyPacked, gdy.dims) == CUDNN_STATUS_SUCCESS &&
-          packedTensor(plan.gradOut, gy.dims) == CUDNN_STATUS_SUCCESS &&
-          tensor(plan.gradY, gy.dims, gy.strides) == CUDNN_STATUS_SUCCESS &&
-          filter(plan.gradW, gy.dims) == CUDNN_STATUS_SUCCESS &&
-          convolution(plan.gradConv, dh, dw, sh, sw, 1) ==
+          describe.tensor(plan.gradX, gx.dims, gx.strides) == CUDNN_STATUS_SUCCESS &&
+          describe.packedTensor(plan.gradXPacked, gx.dims) == CUDNN_STATUS_SUCCESS &&
+          describe.tensor(plan.gradDy, gdy.dims, gdy.strides) == CUDNN_STATUS_SUCCESS &&
+          describe.packedTensor(plan.gradDyPacked, gdy.dims) == CUDNN_STATUS_SUCCESS &&
+          describe.packedTensor(plan.gradOut, gy.dims) == CUDNN_STATUS_SUCCESS &&
+          describe.tensor(plan.gradY, gy.dims, gy.strides) == CUDNN_STATUS_SUCCESS &&
+          describe.filter(plan.gradW, gy.dims) == CUDNN_STATUS_SUCCESS &&
+          describe.convolution(plan.gradConv, ph, pw, dh, dw, sh, sw, 1) ==
               CUDNN_STATUS_SUCCESS;
     }
   }
@@ -1637,17 +1686,10 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     // its heuristic ranking.
     // (The heuristic's cap is fixed, so that its choice does not depend on
     // the memory free at the time.)
-    bool heuristic = heuristicAlgorithms();
-    size_t freeBytes = 0, total = 0;
-    cudaMemGetInfo(&freeBytes, &total);
-    size_t cap = heuristic ? size_t(256) << 20
-                           : std::min<size_t>(size_t(1) << 30, freeBytes / 4);
-    void *search = nullptr;
-    if (!heuristic && cudaMalloc(&search, cap) != cudaSuccess) {
-      cudaGetLastError();
-      search = nullptr;
-      cap = 0;
-    }
+    SearchSpace space;
+    bool heuristic = space.heuristic;
+    size_t cap = space.cap;
+    void *search = space.memory;
     float best = -1;
     auto consider = [&](const auto &perf, bool asGrad) {
       if (perf.status != CUDNN_STATUS_SUCCESS ||
@@ -1705,11 +1747,6 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
         for (int i = 0; i < n; ++i)
           consider(perf[i], false);
     }
-    if (search) {
-      cudaStreamSynchronize(s.stream);
-      cudaFree(search);
-    }
-    cudaGetLastError();
     if (best < 0)
       plan.error = st != CUDNN_STATUS_SUCCESS
                        ? std::string("no algorithm (") + where + " search: " +
@@ -1760,6 +1797,228 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     check(cudaStreamSynchronize(s.stream), name);
 }
 
+/// How one backward-data convolution runs (cuDNN's choice of algorithm on
+/// these shapes): dy and w packed NCHW (copied there when the views are
+/// not), dx written as given, through a packed scratch when its view is
+/// not packed.
+struct DataGradPlan {
+  std::string error;
+  std::string label;
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnTensorDescriptor_t dy = nullptr, dyView = nullptr, wView = nullptr,
+                          wPacked = nullptr, dx = nullptr, dxView = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  bool packDy = false, packW = false, packDx = false;
+  size_t dyBytes = 0, wBytes = 0, dxBytes = 0;
+};
+
+std::unordered_map<std::string, DataGradPlan> &dataGradPlans() {
+  static std::unordered_map<std::string, DataGradPlan> plans;
+  return plans;
+}
+
+/// Kernels.h's dort_conv2d_backward_data contract on the device: cuDNN's
+/// backward-data convolution (the input gradient of a convolution, and
+/// dopt.conv_transpose).
+template <typename T>
+void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
+                        MemRef<T, 4> *dx, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  DeviceState &s = state();
+  if (!deviceCallReady())
+    return;
+  const int64_t *ys = dy->sizes, *ws = w->sizes, *xs = dx->sizes;
+  if (!distopt::runtime::conv2dShapesFit(name, xs, ws, ys, sh, sw, ph, pw, dh,
+                                         dw, groups))
+    return;
+  T *yp = dy->aligned + dy->offset, *wp = w->aligned + w->offset,
+    *xp = dx->aligned + dx->offset;
+  if (xs[0] == 0 || xs[1] == 0 || xs[2] == 0 || xs[3] == 0)
+    return; // dx is empty
+  if (ys[1] == 0 || ys[2] == 0 || ys[3] == 0) {
+    // Nothing lands: dx is zero (written whole, as the contract says).
+    View4 vx(xs, dx->strides, false);
+    if (!vx.packed()) {
+      dort_set_pending_error(1, "%s: an empty gradient into a strided view",
+                             name);
+      return;
+    }
+    check(cudaMemsetAsync(xp, 0, sizeof(T) * xs[0] * xs[1] * xs[2] * xs[3],
+                          s.stream),
+          name);
+    return;
+  }
+  std::string key = name;
+  for (const MemRef<T, 4> *m : {dy, w, dx})
+    for (int i = 0; i < 4; ++i)
+      key += " " + std::to_string(m->sizes[i]) + "/" +
+             std::to_string(m->strides[i]);
+  for (int64_t v : {sh, sw, ph, pw, dh, dw, groups})
+    key += " " + std::to_string(v);
+  auto &plans = dataGradPlans();
+  auto found = plans.find(key);
+  bool fresh = found == plans.end();
+  if (fresh && captureRefuses())
+    return; // cuDNN's start and its search: not inside a graph
+  std::string error;
+  CudnnApi *api = cudnn(error);
+  if (!api) {
+    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+    return;
+  }
+  DataGradPlan &plan = fresh ? plans[key] : found->second;
+  const T one = 1, zero = 0;
+  Describe describe{api, cudnnType<T>(), s.tf32};
+  auto failed = [&](cudnnStatus_t st, const char *what) {
+    if (st == CUDNN_STATUS_SUCCESS)
+      return false;
+    plan.error = std::string(what) + ": " + api->errorString(st);
+    return true;
+  };
+  auto bytes4 = [](const int *dims) {
+    return sizeof(T) * size_t(dims[0]) * dims[1] * dims[2] * dims[3];
+  };
+  if (fresh) {
+    View4 vy(ys, dy->strides, false), vw(ws, w->strides, false),
+        vx(xs, dx->strides, false);
+    plan.label = "backward data " + std::to_string(ys[0]) + "x" +
+                 std::to_string(ys[1]) + "x" + std::to_string(ys[2]) + "x" +
+                 std::to_string(ys[3]) + " * " + std::to_string(ws[0]) + "x" +
+                 std::to_string(ws[1]) + "x" + std::to_string(ws[2]) + "x" +
+                 std::to_string(ws[3]) + " -> " + std::to_string(xs[2]) + "x" +
+                 std::to_string(xs[3]) +
+                 (sh > 1 || sw > 1 ? " stride " + std::to_string(sh) : "") +
+                 (dh > 1 || dw > 1 ? " dilation " + std::to_string(dh) : "") +
+                 (groups > 1 ? " groups " + std::to_string(groups) : "");
+    plan.packDy = !vy.packed();
+    plan.packW = !vw.packed();
+    plan.packDx = !vx.packed();
+    plan.dyBytes = bytes4(vy.dims);
+    plan.wBytes = bytes4(vw.dims);
+    plan.dxBytes = bytes4(vx.dims);
+    if (!vy.ok || !vw.ok || !vx.ok)
+      plan.error = "a view cuDNN cannot describe (a zero or negative stride, "
+                   "or a dimension past 2^31)";
+    else if (!failed(describe.packedTensor(plan.dy, vy.dims), "dy descriptor") &&
+             !failed(describe.filter(plan.w, vw.dims), "w descriptor") &&
+             !failed(describe.packedTensor(plan.dx, vx.dims), "dx descriptor") &&
+             !failed(describe.convolution(plan.conv, ph, pw, sh, sw, dh, dw,
+                                          groups),
+                     "convolution descriptor") &&
+             !(plan.packDy && failed(describe.tensor(plan.dyView, vy.dims,
+                                                     vy.strides),
+                                     "dy view")) &&
+             !(plan.packW && failed(describe.tensor(plan.wView, vw.dims,
+                                                    vw.strides),
+                                    "w view")) &&
+             !(plan.packW &&
+               failed(describe.packedTensor(plan.wPacked, vw.dims), "w copy")))
+      if (plan.packDx)
+        failed(describe.tensor(plan.dxView, vx.dims, vx.strides), "dx view");
+  }
+  if (!plan.error.empty()) {
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                           plan.error.c_str());
+    return;
+  }
+  // Operands in the packed layouts the plan describes.
+  Scratch scratch;
+  auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
+                  cudnnTensorDescriptor_t to, size_t bytes,
+                  const void *&dst) -> bool {
+    void *p = scratch.get(bytes, error);
+    if (!p)
+      return false;
+    cudnnStatus_t st =
+        api->transform(api->handle, &one, from, src, &zero, to, p);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      error = std::string("cuDNN copy: ") + api->errorString(st);
+      return false;
+    }
+    dst = p;
+    return true;
+  };
+  const void *dyUse = yp, *wUse = wp;
+  void *dxUse = xp;
+  bool ok = !plan.packDy || copy(plan.dyView, yp, plan.dy, plan.dyBytes, dyUse);
+  if (ok && plan.packW)
+    ok = copy(plan.wView, wp, plan.wPacked, plan.wBytes, wUse);
+  if (ok && plan.packDx && !(dxUse = scratch.get(plan.dxBytes, error)))
+    ok = false;
+  if (!ok) {
+    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
+                           error.c_str());
+    return;
+  }
+  if (fresh) {
+    SearchSpace space;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int n = 0;
+    cudnnStatus_t st =
+        space.heuristic
+            ? api->heuristicData(api->handle, plan.w, plan.dy, plan.conv,
+                                 plan.dx,
+                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+                                 perf)
+            : api->findData(api->handle, plan.w, wUse, plan.dy, dyUse,
+                            plan.conv, plan.dx, dxUse,
+                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf,
+                            space.memory, space.cap);
+    // The heuristic's first acceptable, or the fastest timed one; only
+    // deterministic algorithms.
+    float best = -1;
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < n; ++i) {
+      const auto &pf = perf[i];
+      if (pf.status != CUDNN_STATUS_SUCCESS ||
+          pf.determinism != CUDNN_DETERMINISTIC || pf.memory > space.cap)
+        continue;
+      if (space.heuristic ? best >= 0 : (best >= 0 && pf.time >= best))
+        continue;
+      best = space.heuristic ? 0 : pf.time;
+      plan.algo = pf.algo;
+      plan.workspace = pf.memory;
+    }
+    if (best < 0)
+      plan.error = st != CUDNN_STATUS_SUCCESS
+                       ? std::string("no algorithm (backward-data search: ") +
+                             api->errorString(st) + ")"
+                       : "no deterministic algorithm takes these shapes";
+    plan.label += " algo " + std::to_string(plan.algo);
+    if (!plan.error.empty()) {
+      dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                             plan.error.c_str());
+      return;
+    }
+  }
+  void *work = libraryWorkspace(plan.workspace, error);
+  if (plan.workspace && !work) {
+    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
+                           error.c_str());
+    return;
+  }
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  auto call = [&] {
+    st = api->backwardData(
+        api->handle, &one, plan.w, wUse, plan.dy, dyUse, plan.conv,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), work,
+        plan.workspace, &zero, plan.dx, dxUse);
+    if (st == CUDNN_STATUS_SUCCESS && plan.packDx)
+      st = api->transform(api->handle, &one, plan.dx, dxUse, &zero,
+                          plan.dxView, xp);
+  };
+  if (profiler().on)
+    profiled(s.stream, "cuDNN " + plan.label, call);
+  else
+    call();
+  if (st != CUDNN_STATUS_SUCCESS)
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                           api->errorString(st));
+  else if (s.syncEachLaunch)
+    check(cudaStreamSynchronize(s.stream), name);
+}
+
 #pragma GCC diagnostic pop
 
 } // namespace
@@ -1799,6 +2058,40 @@ void _mlir_ciface_dort_cuda_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
       (void)dw, (void)groups;
   dort_set_pending_error(1, "dort_cuda_conv2d_f64: this runtime was built "
                             "without cuDNN");
+#endif
+}
+
+void _mlir_ciface_dort_cuda_conv2d_backward_data_f32(
+    MemRef4DF32 *dy, MemRef4DF32 *w, MemRef4DF32 *dx, int64_t sh, int64_t sw,
+    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+#ifdef DISTOPT_HAVE_CUDNN
+  conv2dBackwardData<float>("dort_cuda_conv2d_backward_data_f32",
+                            reinterpret_cast<MemRef<float, 4> *>(dy),
+                            reinterpret_cast<MemRef<float, 4> *>(w),
+                            reinterpret_cast<MemRef<float, 4> *>(dx), sh, sw, ph,
+                            pw, dh, dw, groups);
+#else
+  (void)dy, (void)w, (void)dx, (void)sh, (void)sw, (void)ph, (void)pw,
+      (void)dh, (void)dw, (void)groups;
+  dort_set_pending_error(1, "dort_cuda_conv2d_backward_data_f32: this runtime "
+                            "was built without cuDNN");
+#endif
+}
+
+void _mlir_ciface_dort_cuda_conv2d_backward_data_f64(
+    MemRef4DF64 *dy, MemRef4DF64 *w, MemRef4DF64 *dx, int64_t sh, int64_t sw,
+    int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+#ifdef DISTOPT_HAVE_CUDNN
+  conv2dBackwardData<double>("dort_cuda_conv2d_backward_data_f64",
+                            reinterpret_cast<MemRef<double, 4> *>(dy),
+                            reinterpret_cast<MemRef<double, 4> *>(w),
+                            reinterpret_cast<MemRef<double, 4> *>(dx), sh, sw, ph,
+                            pw, dh, dw, groups);
+#else
+  (void)dy, (void)w, (void)dx, (void)sh, (void)sw, (void)ph, (void)pw,
+      (void)dh, (void)dw, (void)groups;
+  dort_set_pending_error(1, "dort_cuda_conv2d_backward_data_f64: this runtime "
+                            "was built without cuDNN");
 #endif
 }
 

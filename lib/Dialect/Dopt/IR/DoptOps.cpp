@@ -62,6 +62,14 @@ int64_t dopt::windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
   return out;
 }
 
+int64_t dopt::transposedOutputSize(int64_t in, int64_t kernel,
+                                   int64_t stride, int64_t padBegin,
+                                   int64_t padEnd, int64_t dilation,
+                                   int64_t outputPadding) {
+  return stride * (in - 1) + outputPadding + dilation * (kernel - 1) + 1 -
+         padBegin - padEnd;
+}
+
 int64_t dopt::sliceSize(int64_t start, int64_t end, int64_t step) {
   if (step > 0)
     return end > start ? (end - start + step - 1) / step : 0;
@@ -719,6 +727,74 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     if (o <= 0)
       return fail("kernel " + typeStr(w) + " does not fit input " +
                   typeStr(in) + " with pads " + shapeStr(pads));
+    shape.push_back(o);
+  }
+  out.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(ConvTransposeOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())))
+    return failure();
+  RankedTensorType in = tensorType(adaptor.getInput());
+  RankedTensorType w = tensorType(adaptor.getWeight());
+  if (in.getRank() != 4 || w.getRank() != 4)
+    return fail("input and weight must be 4-D (NCHW, C(M/group)kHkW), got " +
+                typeStr(in) + " and " + typeStr(w));
+  if (in.getElementType() != w.getElementType())
+    return fail("input and weight element types differ");
+  if (w.getDimSize(2) <= 0 || w.getDimSize(3) <= 0)
+    return fail("weight " + typeStr(w) + " has an empty kernel");
+  if (!adaptor.getGroupAttr() || !adaptor.getStridesAttr() ||
+      !adaptor.getPadsAttr() || !adaptor.getDilationsAttr() ||
+      !adaptor.getOutputPaddingAttr())
+    return fail("requires strides, pads, dilations, output_padding and group");
+  int64_t group = adaptor.getGroupAttr().getInt();
+  ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPads(),
+                    dilations = adaptor.getDilations(),
+                    outPad = adaptor.getOutputPadding();
+  if (failed(checkPositive(fail, strides, 2, "strides")) ||
+      failed(checkPositive(fail, dilations, 2, "dilations")) ||
+      failed(checkPads(fail, pads, 4)))
+    return failure();
+  if (outPad.size() != 2)
+    return fail("output_padding must have 2 entries, got " +
+                Twine(outPad.size()));
+  for (int i = 0; i < 2; ++i)
+    if (outPad[i] < 0 || outPad[i] >= std::max(strides[i], dilations[i]))
+      return fail("output_padding " + shapeStr(outPad) +
+                  " must be non-negative and less than the stride or the "
+                  "dilation (strides " +
+                  shapeStr(strides) + ", dilations " + shapeStr(dilations) +
+                  ")");
+  int64_t c = in.getDimSize(1);
+  if (group <= 0 || c % group != 0)
+    return fail("group " + Twine(group) + " must be positive and divide the " +
+                Twine(c) + " input channels");
+  if (w.getDimSize(0) != c)
+    return fail("weight has " + Twine(w.getDimSize(0)) +
+                " input channels, expected " + Twine(c) + " (the input's)");
+  int64_t m = w.getDimSize(1) * group;
+  if (Value bias = adaptor.getBias()) {
+    RankedTensorType bt = tensorType(bias);
+    if (bt.getRank() != 1 || bt.getDimSize(0) != m)
+      return fail("bias must be 1-D with " + Twine(m) + " entries, got " +
+                  typeStr(bt));
+    if (bt.getElementType() != in.getElementType())
+      return fail("bias element type " + typeStr(bt.getElementType()) +
+                  " differs from the input's " + typeStr(in.getElementType()));
+  }
+  SmallVector<int64_t> shape = {in.getDimSize(0), m};
+  for (int i = 0; i < 2; ++i) {
+    int64_t o = transposedOutputSize(in.getDimSize(2 + i), w.getDimSize(2 + i),
+                                     strides[i], pads[i], pads[i + 2],
+                                     dilations[i], outPad[i]);
+    if (o <= 0)
+      return fail("pads " + shapeStr(pads) + " crop the whole output of input " +
+                  typeStr(in) + " and weight " + typeStr(w));
     shape.push_back(o);
   }
   out.push_back(RankedTensorType::get(shape, in.getElementType()));

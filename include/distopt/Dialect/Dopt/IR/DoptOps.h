@@ -28,6 +28,13 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
                          int64_t padBegin, int64_t padEnd, int64_t dilation,
                          bool ceilMode);
 
+/// Output size of one spatial dimension of a transposed convolution
+/// (dopt.conv_transpose): stride·(in − 1) + outputPadding + dilation·(kernel
+/// − 1) + 1 − padBegin − padEnd (may be non-positive: the caller checks).
+int64_t transposedOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                             int64_t padBegin, int64_t padEnd,
+                             int64_t dilation, int64_t outputPadding);
+
 /// Number of elements selected by a normalised slice (see dopt.slice).
 int64_t sliceSize(int64_t start, int64_t end, int64_t step);
 

@@ -382,6 +382,27 @@ def Dopt_ConvOp : Dopt_Op<"conv"> {
   let results = (outs Dopt_FloatTensor:$output);
 }
 
+def Dopt_ConvTransposeOp : Dopt_Op<"conv_transpose"> {
+  let summary = "2-D transposed convolution (NCHW): the adjoint of dopt.conv";
+  let description = [{
+    input N×C×H×W, weight C×(M/group)×kH×kW (ONNX ConvTranspose's layout),
+    optional bias of M. Each input pixel (h, w) adds input[n, c, h, w] ·
+    weight[c, m, i, j] to output[n, g·M/group + m, h·sh − top + i·dh,
+    w·sw − left + j·dw] (c in group g). The output is
+    stride·(in − 1) + output_padding + dilation·(k − 1) + 1 − begin − end
+    along each spatial dimension; `pads` = [top, left, bottom, right] crop
+    the full result, `output_padding` extends its end (zeros where no input
+    pixel reaches). It is the input gradient of a dopt.conv with the same
+    strides, pads, dilations and group whose weight is this op's weight.
+  }];
+  let arguments = (ins Dopt_FloatTensor:$input, Dopt_FloatTensor:$weight,
+                   Optional<Dopt_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations,
+                   DenseI64ArrayAttr:$output_padding, I64Attr:$group);
+  let results = (outs Dopt_FloatTensor:$output);
+}
+
 def Dopt_MaxPoolOp : Dopt_Op<"max_pool"> {
   let summary = "2-D max pooling (NCHW)";
   let arguments = (ins Dopt_NumericTensor:$input,
