@@ -121,14 +121,16 @@ def bare_models():
            nn.functional.cross_entropy, "cross-entropy:logits")
     # An encoder-decoder of the kind image-to-image models use: strided
     # convolutions down, nn.ConvTranspose2d up (strided with output_padding,
-    # grouped and dilated, 1x1), trained against an image by MSE.
+    # grouped and dilated, 1x1), against an image by MSE.
     class Upsampler(nn.Module):
         def __init__(self):
             super().__init__()
             self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
             self.up = nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
+            # output_padding 1 with stride 1 (allowed by the dilation):
+            # the input gradient's convolution reaches past the input.
             self.mix = nn.ConvTranspose2d(6, 4, 2, stride=1, padding=1, groups=2,
-                                          dilation=2, bias=False)
+                                          dilation=2, output_padding=1, bias=False)
             self.out = nn.ConvTranspose2d(4, 3, 1)
 
         def forward(self, x):
@@ -136,7 +138,7 @@ def bare_models():
             return self.out(torch.tanh(self.mix(h)))
 
     torch.manual_seed(2)
-    yield ("upsampler_mse", Upsampler(), torch.randn(2, 3, 10, 12), torch.randn(2, 3, 10, 12),
+    yield ("upsampler_mse", Upsampler(), torch.randn(2, 3, 10, 12), torch.randn(2, 3, 11, 13),
            lambda y, t: ((y - t) ** 2).mean(), "mse:logits")
 
 

@@ -140,6 +140,17 @@ CASES = {
                        {"k": rand(3, 1, 3, 3)}, {"w": rand(2, 3, 6, 5)}),
     "conv_depthwise_weight": ([node("Conv", ["x", "w"], group=4, pads=[1, 1, 1, 1])],
                               {"x": rand(2, 4, 5, 5)}, {"w": rand(8, 1, 3, 3)}),
+    "conv_transpose": ([node("ConvTranspose", ["x", "w", "b"], strides=[2, 2],
+                             pads=[1, 0, 0, 1], output_padding=[1, 1])],
+                       {"x": rand(2, 3, 4, 5)}, {"w": rand(3, 2, 3, 3), "b": rand(2)}),
+    "conv_transpose_grouped_dilated": ([node("ConvTranspose", ["x", "w"], group=2,
+                                             dilations=[2, 1], strides=[1, 2])],
+                                       {"x": rand(1, 4, 3, 4)}, {"w": rand(4, 3, 2, 3)}),
+    # The input is the weight here; output_shape one past the natural
+    # output (a zero row and column, then the bias).
+    "conv_transpose_input_grad": ([node("ConvTranspose", ["w", "k", "b"], strides=[2, 2],
+                                        output_shape=[8, 8])],
+                                  {"k": rand(2, 3, 3, 3)}, {"w": rand(1, 2, 3, 3), "b": rand(3)}),
     "avg_pool": ([node("AveragePool", ["w"], kernel_shape=[2, 3], strides=[2, 2])], {},
                  {"w": rand(2, 3, 6, 7)}),
     "avg_pool_padded": ([node("AveragePool", ["w"], kernel_shape=[3, 3], strides=[2, 1],

@@ -212,10 +212,11 @@ def test_convolutions_go_to_cudnn(tmp_path):
 
 @needs_cudnn
 def test_training_step_convolutions_go_to_cudnn(tmp_path):
-    """A CNN's training step on the GPU: the forward convolutions, their
-    input gradients and their weight gradients are all dort_conv2d calls
-    (the runtime runs a weight gradient as cuDNN's backward-filter
-    convolution when cuDNN times it faster); no im2col GEMM is left."""
+    """A CNN's training step on the GPU: the forward convolutions and their
+    weight gradients are dort_conv2d calls (the runtime runs a weight
+    gradient as cuDNN's backward-filter convolution when cuDNN times it
+    faster), their input gradients dort_conv2d_backward_data calls (cuDNN's
+    backward data); no im2col GEMM is left."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w1"),
              numpy_helper.from_array(rng.standard_normal((8,)).astype(np.float32), "b1"),
@@ -239,9 +240,14 @@ def test_training_step_convolutions_go_to_cudnn(tmp_path):
     # The step: two forward convolutions, two weight gradients, one input
     # gradient (none for the data input, dead code the lowering drops); the
     # evaluation program: the two forward convolutions.
-    calls = [p.count("call @dort_conv2d_f32(") for p in gpu.split("\nmodule")]
-    assert [c for c in calls if c] == [5, 2], calls
+    programs = gpu.split("\nmodule")
+    calls = [p.count("call @dort_conv2d_f32(") for p in programs]
+    assert [c for c in calls if c] == [4, 2], calls
+    data = [p.count("call @dort_conv2d_backward_data_f32(") for p in programs]
+    assert [c for c in data if c] == [1], data
     bundle = tmp_path / "cnn.dx"
     run(DISTOPT, "compile", model, "--loss", "cross-entropy", "--optimizer", "sgd",
         "--target", "cuda", "-o", bundle)
     assert (bundle / "cnn").exists()
+    symbols = subprocess.run(["nm", str(bundle / "cnn")], capture_output=True, text=True).stdout
+    assert " T _mlir_ciface_dort_cuda_conv2d_backward_data_f32" in symbols

@@ -90,3 +90,24 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Convolutions: the input gradient of a strided convolution is a
+// transposed convolution of the output gradient with the same weight and
+// parameters (no flipped or regrouped weight copy; cuDNN's backward data on
+// a GPU), its output padding the row and column the stride skipped (8 = 2 *
+// 3 + 3 - 1 - 1 + 1); the weight gradient of a transposed convolution is a
+// convolution of the input with its output gradient as the filter, and its
+// input gradient a plain convolution.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<4x2x3x3xf32> {dopt.grad_of = "down", dopt.name = "grad:down"}, tensor<4x2x3x3xf32> {dopt.grad_of = "up", dopt.name = "grad:up"})
+// CHECK: %[[GD:.*]] = dopt.conv %{{.*}}, %arg2 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x2x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x4x4xf32>
+// CHECK: %[[DX:.*]] = dopt.conv_transpose %{{.*}}, %arg1 {dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x8x8xf32>
+func.func @main(%x: tensor<1x2x8x8xf32>, %wd: tensor<4x2x3x3xf32> {dopt.weight = {name = "down"}},
+                %wu: tensor<4x2x3x3xf32> {dopt.weight = {name = "up"}}) -> tensor<f32> {
+  %h = dopt.conv %x, %wd {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x4x4xf32>
+  %y = dopt.conv_transpose %h, %wu {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x8x8xf32>
+  %l = dopt.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x8x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

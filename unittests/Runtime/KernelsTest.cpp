@@ -649,6 +649,102 @@ TEST(Kernels, Conv2dShapeMismatchRaisesPendingError) {
   dort_clear_pending_error();
 }
 
+// dort_conv2d_backward_data_<type>: the input gradient of a convolution
+// (dopt.conv_transpose on the CUDA targets; cuDNN's backward data on a GPU).
+// Checked against the direct scatter of dy through the weights, on a dy
+// that is a [M, N, ho, wo] buffer seen as [N, M, ho, wo] and a dx that is a
+// view into a larger buffer whose elements start as garbage (dx is written
+// whole: rows no window reaches, past what the stride covers, are zero).
+template <typename T, typename M>
+void checkConvBackwardData(
+    int64_t n, int64_t c, int64_t h, int64_t w, int64_t m, int64_t kh,
+    int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+    int64_t dw, int64_t groups,
+    void (*grad)(M *, M *, M *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                 int64_t, int64_t)) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  int64_t cg = c / groups, mg = m / groups;
+  int64_t ho = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+  int64_t wo = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+  std::vector<T> yb(n * m * ho * wo), wb(m * cg * kh * kw),
+      xb(n * (c + 1) * h * w, T(-7));
+  for (T &v : yb) v = static_cast<T>(u(rng));
+  for (T &v : wb) v = static_cast<T>(u(rng));
+  // dy: buffer [m, n, ho, wo]; view [n, m, ho, wo].
+  M dy{yb.data(), yb.data(), 0, {n, m, ho, wo},
+       {ho * wo, n * ho * wo, wo, 1}};
+  M wt{wb.data(), wb.data(), 0, {m, cg, kh, kw}, {cg * kh * kw, kh * kw, kw, 1}};
+  // dx: channels 1..c of a [n, c + 1, h, w] buffer.
+  M dx{xb.data(), xb.data(), h * w, {n, c, h, w},
+       {(c + 1) * h * w, h * w, w, 1}};
+  std::vector<double> want(n * c * h * w, 0.0);
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j) {
+          int64_t g = o / mg;
+          double d = yb[(o * n + a) * ho * wo + i * wo + j];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t p = 0; p < kh; ++p)
+              for (int64_t q = 0; q < kw; ++q) {
+                int64_t r = i * sh + p * dh - ph, s = j * sw + q * dw - pw;
+                if (r < 0 || r >= h || s < 0 || s >= w)
+                  continue;
+                want[((a * c + g * cg + ci) * h + r) * w + s] +=
+                    d * double(wb[((o * cg + ci) * kh + p) * kw + q]);
+              }
+        }
+  dort_clear_pending_error();
+  grad(&dy, &wt, &dx, sh, sw, ph, pw, dh, dw, groups);
+  ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t k = 0; k < h * w; ++k) {
+        double e = want[(a * c + ci) * h * w + k];
+        EXPECT_NEAR(xb[(a * (c + 1) + ci + 1) * h * w + k], e,
+                    1e-4 * (1 + std::abs(e)))
+            << "dx[" << a << "," << ci << "," << k / w << "," << k % w << "]";
+      }
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t k = 0; k < h * w; ++k)
+      EXPECT_EQ(xb[a * (c + 1) * h * w + k], T(-7));
+}
+
+TEST(Kernels, Conv2dBackwardDataF32StridedViews) {
+  // Stride 2 over 10 rows with a 3-row kernel and pad 1: the last row is
+  // reached by no window (the output padding of a transposed convolution).
+  checkConvBackwardData<float, MemRef4DF32>(
+      2, 3, 10, 8, 4, 3, 3, 2, 1, 1, 0, 1, 2, 1,
+      _mlir_ciface_dort_conv2d_backward_data_f32);
+}
+TEST(Kernels, Conv2dBackwardDataF32Groups) {
+  checkConvBackwardData<float, MemRef4DF32>(
+      3, 6, 7, 7, 4, 2, 3, 1, 2, 2, 1, 2, 1, 2,
+      _mlir_ciface_dort_conv2d_backward_data_f32);
+}
+TEST(Kernels, Conv2dBackwardDataF64Depthwise) {
+  checkConvBackwardData<double, MemRef4DF64>(
+      2, 5, 6, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5,
+      _mlir_ciface_dort_conv2d_backward_data_f64);
+}
+
+TEST(Kernels, Conv2dBackwardDataShapeMismatchNamesTheCall) {
+  std::vector<float> buf(4096);
+  MemRef4DF32 dy{buf.data(), buf.data(), 0, {1, 3, 4, 3}, {36, 12, 3, 1}};
+  MemRef4DF32 w{buf.data(), buf.data(), 0, {3, 2, 3, 3}, {18, 9, 3, 1}};
+  MemRef4DF32 dx{buf.data(), buf.data(), 0, {1, 2, 5, 5}, {50, 25, 5, 1}};
+  dort_clear_pending_error();
+  _mlir_ciface_dort_conv2d_backward_data_f32(&dy, &w, &dx, 1, 1, 0, 0, 1, 1, 1);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_NE(std::string(dort_pending_error())
+                .find("dort_conv2d_backward_data_f32: shapes do not fit: x "
+                      "1x2x5x5, w 3x2x3x3, y 1x3x4x3"),
+            std::string::npos)
+      << dort_pending_error();
+  dort_clear_pending_error();
+}
+
 /// dort_matmul_epilogue_f32 against a naive act(alpha A B^T + beta R + bias):
 /// each activation, with and without bias and residual, D padded (a view),
 /// R in place (R = D) or separate.

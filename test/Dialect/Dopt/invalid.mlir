@@ -1214,3 +1214,38 @@ func.func @shape_negative_start(%a: tensor<2x3xf32>) -> tensor<1xi64> {
   %0 = dopt.shape %a {start = -1 : i64, end = 0 : i64} : (tensor<2x3xf32>) -> tensor<1xi64>
   return %0 : tensor<1xi64>
 }
+
+// -----
+
+func.func @conv_transpose_output_padding(%x: tensor<1x2x3x3xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x9x7xf32> {
+  // expected-error@+2 {{'dopt.conv_transpose' op output_padding [2, 0] must be non-negative and less than the stride or the dilation (strides [2, 2], dilations [1, 1])}}
+  // expected-error@+1 {{'dopt.conv_transpose' op failed to infer returned types}}
+  %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 2, 0>} : (tensor<1x2x3x3xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x9x7xf32>
+  return %0 : tensor<1x3x9x7xf32>
+}
+
+// -----
+
+func.func @conv_transpose_weight_channels(%x: tensor<1x2x3x3xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x3x7x7xf32> {
+  // expected-error@+2 {{'dopt.conv_transpose' op weight has 4 input channels, expected 2 (the input's)}}
+  // expected-error@+1 {{'dopt.conv_transpose' op failed to infer returned types}}
+  %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x2x3x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x7x7xf32>
+  return %0 : tensor<1x3x7x7xf32>
+}
+
+// -----
+
+func.func @conv_transpose_group(%x: tensor<1x3x3x3xf32>, %w: tensor<3x3x3x3xf32>) -> tensor<1x6x7x7xf32> {
+  // expected-error@+2 {{'dopt.conv_transpose' op group 2 must be positive and divide the 3 input channels}}
+  // expected-error@+1 {{'dopt.conv_transpose' op failed to infer returned types}}
+  %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x3x3x3xf32>, tensor<3x3x3x3xf32>) -> tensor<1x6x7x7xf32>
+  return %0 : tensor<1x6x7x7xf32>
+}
+
+// -----
+
+func.func @conv_transpose_missing_output_padding(%x: tensor<1x2x3x3xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x7x7xf32> {
+  // expected-error@+1 {{'dopt.conv_transpose' op requires attribute 'output_padding'}}
+  %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x3x3xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x7x7xf32>
+  return %0 : tensor<1x3x7x7xf32>
+}

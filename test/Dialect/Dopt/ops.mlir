@@ -277,6 +277,17 @@ func.func @gemm(%a: tensor<8x16xf32>, %b: tensor<32x16xf32>, %c: tensor<32xf32>,
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
+// The adjoint of a strided convolution: 3x3 stride 2 pad 1 back from 4x4
+// to 8x8 (H = 2 * 3 + 1 + 3 - 1 - 1 = 8: the output padding restores the
+// row the stride skipped), grouped, with a bias.
+// CHECK-LABEL: func.func @conv_transpose
+// CHECK: dopt.conv_transpose %arg0, %arg1, %arg2 {dilations = array<i64: 1, 1>, group = 2 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>, tensor<6xf32>) -> tensor<2x6x8x8xf32>
+func.func @conv_transpose(%x: tensor<2x4x4x4xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<6xf32>) -> tensor<2x6x8x8xf32> {
+  %0 = dopt.conv_transpose %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, group = 2 : i64}
+      : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>, tensor<6xf32>) -> tensor<2x6x8x8xf32>
+  return %0 : tensor<2x6x8x8xf32>
+}
+
 // CHECK-LABEL: func.func @conv
 func.func @conv(%x: tensor<1x3x224x224xf32>, %w: tensor<64x3x7x7xf32>, %bias: tensor<64xf32>,
                 %y: tensor<2x32x14x14xf16>, %dw: tensor<32x1x3x3xf16>, %gw: tensor<8x8x3x3xf16>)
