@@ -247,7 +247,7 @@ std::optional<OpShardingRule> convTransposeRule(dopt::ConvTransposeOp op) {
                                           : FactorKind::NeedReplication),
                        (*x)[1]);
   b.rule.operandDims.push_back(Dims{n, c, -1, -1});
-  b.rule.operandDims.push_back(Dims{dense ? c : -1, o, -1, -1});
+  b.rule.operandDims.push_back(Dims{dense ? c : -1, dense ? o : -1, -1, -1});
   if (op.getBias())
     b.rule.operandDims.push_back(Dims{o});
   b.rule.resultDims.push_back(Dims{n, o, -1, -1});

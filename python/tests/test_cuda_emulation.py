@@ -299,6 +299,62 @@ def test_emulated_gemm_epilogues_match_onnxruntime(case, tmp_path):
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name
 
 
+# ConvTranspose configurations beyond ONNX's node tests: (name, input shape,
+# weight shape, bias, attributes).
+CONV_TRANSPOSE_CASES = [
+    # symmetric pads, output padding below the stride: cuDNN's dx directly
+    ("strided", [2, 4, 5, 6], [4, 3, 3, 3], True,
+     dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 0], group=2)),
+    # uneven pads: the full result computed, cut and padded (an output
+    # padding past the stride, which ONNX allows with a dilation and ONNX
+    # Runtime refuses, is checked against PyTorch in test_autodiff.py)
+    ("uneven_dilated", [1, 3, 5, 4], [3, 2, 3, 2], False,
+     dict(strides=[2, 1], dilations=[1, 2], pads=[2, 1, 1, 0], output_padding=[1, 0])),
+    # a begin pad past the whole result: only output-padding zeros, and the
+    # bias
+    ("only_padding", [1, 2, 1, 1], [2, 3, 1, 1], True,
+     dict(strides=[3, 3], pads=[2, 2, 0, 0], output_padding=[2, 2])),
+    # depthwise, SAME_LOWER
+    ("depthwise_same_lower", [2, 3, 4, 5], [3, 1, 3, 3], True,
+     dict(strides=[2, 2], group=3, auto_pad="SAME_LOWER")),
+]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("case", CONV_TRANSPOSE_CASES, ids=lambda c: c[0])
+def test_transposed_convolutions_match_onnxruntime(case, target, tmp_path):
+    """ConvTranspose on the CPU (a convolution of the dilated input) and
+    under cuda-emu (the backward-data call cuDNN runs on a GPU, its CPU
+    twin here) against ONNX Runtime, including the shapes the library's dx
+    cannot take directly."""
+    import onnxruntime as ort
+    name, xs, ws, bias, attrs = case
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(ws).astype(np.float32), "w")]
+    inputs = ["x", "w"]
+    if bias:
+        m = ws[1] * attrs.get("group", 1)
+        inits.append(numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b"))
+        inputs.append("b")
+    g = helper.make_graph([helper.make_node("ConvTranspose", inputs, ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, xs)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal(xs).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ir = run(DISTOPT, "compile", path, "--target", target, "--emit=linalg", "-o", "-").stdout
+    assert ("call @dort_conv2d_backward_data_f32(" in ir) == (target == "cuda-emu")
+    bundle = tmp_path / f"{name}.dx"
+    run(DISTOPT, "compile", path, "--target", target, "-o", bundle)
+    run(bundle / name, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    got = np.load(tmp_path / "out" / "y.npy")
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), name
+
+
 @pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
 @pytest.mark.parametrize("case", list(gemm_cases.sixteen_bit_cases()), ids=lambda c: c[0])
 def test_sixteen_bit_gemms_match_reference(case, target, tmp_path):

@@ -292,3 +292,27 @@ def test_uneven_batch_splits(models, tmp_path, name, dims, shapes, plan):
         want, got = np.load(f), np.load(tmp_path / "out" / f.name)
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 1e-5 * max(np.abs(want).max(), 1e-30), f.name
+
+
+@pytest.mark.parametrize("plan", ["dp2", "tp2", "pp2"])
+def test_transposed_convolutions_distributed(torch_models, tmp_path, plan):
+    """An encoder-decoder exported by torch (nn.Conv2d down, nn.ConvTranspose2d
+    up: strided with output_padding, grouped and dilated, 1x1) under forced
+    plans on local:2: the same outputs as one process. tp splits the
+    transposed convolutions' output channels (their weight's second
+    dimension) or their input channels (a partial sum)."""
+    dp, tp, pp, mb = PLANS[plan]
+    d = torch_models / "upsampler_mse"
+    x = np.load(d / "x.npy")
+    np.save(tmp_path / "x.npy", x)
+    inputs = [f"--input=x={tmp_path / 'x.npy'}"]
+    run(DISTOPT, "compile", d / "model.onnx", "-o", tmp_path / "one.dx")
+    run(DISTOPT, "run", tmp_path / "one.dx", *inputs, "--output-dir", tmp_path / "one")
+    compiled = run(DISTOPT, "compile", d / "model.onnx", "--cluster", "local:2", "--dp", dp,
+                   "--tp", tp, "--pp", pp, "--microbatches", mb, "-o", tmp_path / "m.dx")
+    assert f"plan dp {dp} x tp {tp} x pp {pp} = 2 ranks" in compiled.stdout
+    run(DISTOPT, "run", tmp_path / "m.dx", *inputs, "--output-dir", tmp_path / "out")
+    want = np.load(tmp_path / "one" / "logits.npy")
+    got = np.load(tmp_path / "out" / "logits.npy")
+    assert got.shape == want.shape == (2, 3, 11, 13)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

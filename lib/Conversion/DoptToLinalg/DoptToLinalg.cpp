@@ -1677,16 +1677,18 @@ struct ConvTransposePattern : DoptPattern<dopt::ConvTransposeOp> {
         op.getWeight(), adaptor.getWeight(), callType, st, pad, dl,
         op.getGroup());
     if (!direct) {
-      // y = full[begin pads : begin pads + output], zeros past its end.
-      SmallVector<int64_t> keep(rt.getShape()), extra(2, 0);
+      // y = full[begin pads : begin pads + output], zeros past its end
+      // (all zeros where the begin pad passes the full result's end).
+      SmallVector<int64_t> keep(rt.getShape()), extra(2, 0), from(2);
       for (int i = 0; i < 2; ++i) {
-        int64_t available = callType.getDimSize(2 + i) - pads[i];
-        keep[2 + i] = std::min(rt.getDimSize(2 + i), available);
+        int64_t full = callType.getDimSize(2 + i);
+        keep[2 + i] = std::clamp<int64_t>(full - pads[i], 0, rt.getDimSize(2 + i));
+        from[i] = keep[2 + i] ? pads[i] : 0; // an empty slice starts inside
         extra[i] = rt.getDimSize(2 + i) - keep[2 + i];
       }
       SmallVector<OpFoldResult> offsets = {
           rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
-          rewriter.getIndexAttr(pads[0]), rewriter.getIndexAttr(pads[1])};
+          rewriter.getIndexAttr(from[0]), rewriter.getIndexAttr(from[1])};
       SmallVector<OpFoldResult> sizes, ones(4, rewriter.getIndexAttr(1));
       for (int64_t d : keep)
         sizes.push_back(rewriter.getIndexAttr(d));

@@ -1678,6 +1678,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   if (!ok) {
     dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
                            error.c_str());
+    if (fresh) // no algorithm chosen yet: the next call starts again
+      cs.plans.erase(key);
     return;
   }
   if (fresh) {
@@ -1950,6 +1952,8 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
   if (!ok) {
     dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
                            error.c_str());
+    if (fresh) // no algorithm chosen yet: the next call starts again
+      plans.erase(key);
     return;
   }
   if (fresh) {

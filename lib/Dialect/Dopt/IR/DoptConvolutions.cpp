@@ -22,35 +22,29 @@ static Value reshape(OpBuilder &b, Location loc, Value v,
 
 Value dopt::padOrCrop(OpBuilder &b, Location loc, Value v,
                       ArrayRef<int64_t> begin, ArrayRef<int64_t> end) {
+  // Padded first, then cropped: a crop at one end may reach into the
+  // padding added at the other (a transposed convolution whose begin pad
+  // exceeds its full result keeps only output-padding zeros).
   ArrayRef<int64_t> shape = shapeOf(v);
   int64_t r = shape.size();
-  SmallVector<int64_t> pads(2 * r, 0), starts(r, 0), ends(shape),
-      steps(r, 1);
+  SmallVector<int64_t> pads(2 * r, 0), starts(r, 0), ends(r), steps(r, 1);
   bool pad = false, crop = false;
   for (int64_t i = 0; i < r; ++i) {
-    if (begin[i] > 0) {
-      pads[i] = begin[i];
-      pad = true;
-    } else if (begin[i] < 0) {
-      starts[i] = -begin[i];
-      crop = true;
-    }
-    if (end[i] > 0) {
-      pads[r + i] = end[i];
-      pad = true;
-    } else if (end[i] < 0) {
-      ends[i] += end[i];
-      crop = true;
-    }
+    pads[i] = std::max<int64_t>(begin[i], 0);
+    pads[r + i] = std::max<int64_t>(end[i], 0);
+    pad = pad || pads[i] > 0 || pads[r + i] > 0;
+    starts[i] = std::max<int64_t>(-begin[i], 0);
+    ends[i] = shape[i] + pads[i] + pads[r + i] - std::max<int64_t>(-end[i], 0);
+    crop = crop || begin[i] < 0 || end[i] < 0;
   }
-  if (crop)
-    v = dopt::SliceOp::create(b, loc, v, b.getDenseI64ArrayAttr(starts),
-                              b.getDenseI64ArrayAttr(ends),
-                              b.getDenseI64ArrayAttr(steps));
   if (pad)
     v = dopt::PadOp::create(b, loc, v, b.getDenseI64ArrayAttr(pads),
                             b.getStringAttr("constant"),
                             b.getF64FloatAttr(0.0));
+  if (crop)
+    v = dopt::SliceOp::create(b, loc, v, b.getDenseI64ArrayAttr(starts),
+                              b.getDenseI64ArrayAttr(ends),
+                              b.getDenseI64ArrayAttr(steps));
   return v;
 }
 
