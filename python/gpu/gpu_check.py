@@ -20,8 +20,9 @@ python/testmodels/gen_grad_models.py), KIT also holds training steps:
 20 steps of torch.optim's reference runs compiled with `--target cuda`,
 in one process and under plans whose ranks share the GPU, which `run`
 compares with PyTorch's losses and final weights (1e-4, as the CPU tests
-do); and one run asking for NCCL with two ranks on the one GPU, which must
-be refused with the runtime's error.
+do); the gradients of GRADIENTS' exported models against PyTorch's autograd;
+and one run asking for NCCL with two ranks on the one GPU, which must be
+refused with the runtime's error.
 
 Bundles name their external weights by absolute path: run KIT at the same
 absolute path it was prepared at (scripts/gpu-check links it there).
@@ -98,6 +99,12 @@ EVALUATED = {"train_gpt_adamw": ["--eval-every", "5"]}
 # torch.optim's, as for one run. (Runs with a constant learning rate: a
 # schedule spans --steps, which the first part cuts short.)
 RESUMED = {"train_sgd_nesterov", "train_gpt_adamw_dp2_zero1"}
+# Gradients of models exported by torch with their loss appended by --loss
+# (gen_grad_models.py's bare models), against PyTorch's autograd (1e-4):
+# convolutions' forward, backward-filter and backward-data calls (cuDNN),
+# transposed convolutions, a skip connection summed into a convolution's
+# input (docs/cuda-codegen.md: the to_buffer hazard), attention.
+GRADIENTS = ["mobilenet_blocks", "upsampler_mse", "lm_cross_entropy"]
 # Asks for NCCL with two ranks on one GPU: the runtime must refuse it.
 NCCL_REFUSAL = "train_sgd_clipped_dp2"
 
@@ -182,7 +189,59 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
                                                                .splitlines()) if "eval_loss" in s]
         item["resume"] = key in RESUMED
         plan.append(item)
+    for name in GRADIENTS:
+        d = torch_models / name
+        meta = json.loads((d / "meta.json").read_text())
+        key = f"grad_{name}"
+        bundle = kit / f"{key}.cuda.dx"
+        r = run([str(distopt), "compile", str(d / "model.onnx"), "--gradients", "--loss",
+                 meta["loss_flag"], "--target", "cuda", "-o", str(bundle)])
+        if r.returncode:
+            failures += 1
+            print(f"{key}: compile failed:\n{r.stderr}")
+            continue
+        item = {"key": key, "kind": "gradients", "ranks": 1, "inputs": {}, "grads": {},
+                "loss": meta["loss"]}
+        for k, f in meta["inputs"].items():
+            item["inputs"][k] = f"{key}.in.{f}"
+            (kit / item["inputs"][k]).write_bytes((d / f).read_bytes())
+        for w, f in meta["grads"].items():
+            item["grads"][w] = f"{key}.ref.{f}"
+            (kit / item["grads"][w]).write_bytes((d / f).read_bytes())
+        plan.append(item)
     return failures
+
+
+def output_file(name: str) -> str:
+    """The file an executable writes output `name` to (--output-dir)."""
+    import re
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"
+
+
+def run_gradients(kit: Path, item: dict, env: dict, bundle: Path | None = None) -> dict:
+    """A --gradients bundle's loss and weight gradients against PyTorch's
+    (1e-4 relative to the largest, as test_autodiff.py checks on the CPU)."""
+    key = item["key"]
+    bundle = bundle or kit / f"{key}.cuda.dx"
+    out_dir = kit / f"out.{key}"
+    feeds = {k: str(kit / v) for k, v in item["inputs"].items()}
+    r = run(bundle_command(bundle, feeds, 1, "--output-dir", out_dir), env=env, timeout=120)
+    row = {"model": key, "ranks": 1, "kind": "gradients", "ok": False}
+    if r.returncode:
+        row["error"] = (r.stderr + r.stdout)[-1500:]
+        return row
+    try:
+        loss = float(np.load(out_dir / output_file("loss")))
+        row["loss_rel_err"] = abs(loss - item["loss"]) / max(1.0, abs(item["loss"]))
+        worst = 0.0
+        for w, f in item["grads"].items():
+            worst = max(worst, rel_err(np.load(out_dir / output_file("grad:" + w)),
+                                       np.load(kit / f)))
+        row["grads_rel_err"] = worst
+        row["ok"] = row["loss_rel_err"] <= 1e-5 and worst <= 1e-4
+    except (OSError, ValueError) as e:
+        row["error"] = f"reading the run's results: {type(e).__name__}: {e}"
+    return row
 
 
 def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
@@ -302,6 +361,12 @@ def run_kit(kit: Path) -> int:
     results = []
     failed = 0
     for item in plan:
+        if item["kind"] == "gradients":
+            row = run_gradients(kit, item, env)
+            failed += not row["ok"]
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            continue
         if item["kind"] == "training":
             row = run_training(kit, item, env)
             failed += not row["ok"]
@@ -361,7 +426,7 @@ def run_kit(kit: Path) -> int:
         print(json.dumps(row), flush=True)
     (kit / "results.json").write_text(json.dumps(results, indent=1))
     print(f"\n{len(results) - failed} of {len(results)} CUDA runs pass (inference against "
-          "ONNX Runtime, training against PyTorch)")
+          "ONNX Runtime, training and gradients against PyTorch)")
     return 1 if failed else 0
 
 
