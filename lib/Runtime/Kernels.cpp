@@ -466,6 +466,23 @@ extern "C" int dort_set_num_threads(int n) {
 
 namespace {
 
+/// A convolution's weights [M, C/G, kh, kw] (any strides) packed as
+/// [M, K], K = C/G·kh·kw.
+template <typename T> std::vector<T> packedWeights(const MemRef<T, 4> *w) {
+  const int64_t m = w->sizes[0], cg = w->sizes[1], kh = w->sizes[2],
+                kw = w->sizes[3];
+  const T *wb = w->aligned + w->offset;
+  std::vector<T> wp(static_cast<size_t>(m * cg * kh * kw));
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t u = 0; u < kh; ++u)
+        for (int64_t v = 0; v < kw; ++v)
+          wp[((o * cg + ci) * kh + u) * kw + v] =
+              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
+                 v * w->strides[3]];
+  return wp;
+}
+
 /// The convolution on the CPU (for cuda-emu bundles): per sample and group,
 /// an im2col of the sample into a scratch matrix and one GEMM with the
 /// group's weights; samples and groups spread over the thread pool.
@@ -488,7 +505,7 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
                 p = ho * wo;
   if (n == 0 || m == 0 || p == 0)
     return;
-  const T *xb = x->aligned + x->offset, *wb = w->aligned + w->offset;
+  const T *xb = x->aligned + x->offset;
   T *yb = y->aligned + y->offset;
   if (k == 0) { // a sum of nothing
     for (int64_t a = 0; a < n; ++a)
@@ -499,15 +516,7 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
                j * y->strides[3]] = T(0);
     return;
   }
-  // The weights packed as [M, K].
-  std::vector<T> wp(static_cast<size_t>(m * k));
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t u = 0; u < kh; ++u)
-        for (int64_t v = 0; v < kw; ++v)
-          wp[((o * cg + ci) * kh + u) * kw + v] =
-              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
-                 v * w->strides[3]];
+  const std::vector<T> wp = packedWeights(w);
   const int64_t *xs = x->strides, *ys = y->strides;
   ensureThreads();
   int threads = threadsFor(n * m * p * k, teamSize());
@@ -569,18 +578,10 @@ void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
                 p = ho * wo;
   if (n == 0 || c == 0 || h == 0 || wd == 0)
     return; // dx is empty
-  const T *db = dy->aligned + dy->offset, *wb = w->aligned + w->offset;
+  const T *db = dy->aligned + dy->offset;
   T *xb = dx->aligned + dx->offset;
   const int64_t *xs = dx->strides, *ys = dy->strides;
-  // The weights packed as [M, K].
-  std::vector<T> wp(static_cast<size_t>(m * k));
-  for (int64_t o = 0; o < m; ++o)
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t u = 0; u < kh; ++u)
-        for (int64_t v = 0; v < kw; ++v)
-          wp[((o * cg + ci) * kh + u) * kw + v] =
-              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
-                 v * w->strides[3]];
+  const std::vector<T> wp = packedWeights(w);
   ensureThreads();
   int threads = threadsFor(n * mg * p * k, teamSize());
   parallelFor(n * groups, threads, [&](int64_t item) {

@@ -450,13 +450,17 @@ LogicalResult require2D(NodeContext &nc, RankedTensorType in) {
   return success();
 }
 
-/// ONNX ConvTranspose (2-D): pads explicit, or derived from output_shape
-/// or auto_pad as the ONNX reference does (total = stride·(in − 1) +
-/// output_padding + extent − out, split with floor division, the odd one
-/// at the end for SAME_UPPER, at the start otherwise). A negative pad
-/// (an output_shape beyond the natural one) becomes zeros around the
-/// result, the bias added after them.
-LogicalResult importConvTranspose(NodeContext &nc) {
+/// What Conv and ConvTranspose share: a 4-D (NCHW) input and a 4-D weight
+/// whose kernel kernel_shape, if given, must equal; strides, dilations,
+/// group.
+struct ConvNode {
+  Value x, w;
+  RankedTensorType in;
+  SmallVector<int64_t> kernel, strides, dilations;
+  int64_t group;
+};
+
+FailureOr<ConvNode> convNode(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(w, nc.requiredInput(1));
   RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
@@ -473,6 +477,18 @@ LogicalResult importConvTranspose(NodeContext &nc) {
   TRY(strides, windowAttr(nc, "strides", 2));
   TRY(dilations, windowAttr(nc, "dilations", 2));
   TRY(group, nc.intAttr("group", 1));
+  return ConvNode{x, w, in, kernel, strides, dilations, group};
+}
+
+/// ONNX ConvTranspose (2-D): pads explicit, or derived from output_shape
+/// or auto_pad as the ONNX reference does (total = stride·(in − 1) +
+/// output_padding + extent − out, split with floor division, the odd one
+/// at the end for SAME_UPPER, at the start otherwise). A negative pad
+/// (an output_shape beyond the natural one) becomes zeros around the
+/// result, the bias added after them.
+LogicalResult importConvTranspose(NodeContext &nc) {
+  TRY(conv, convNode(nc));
+  auto [x, w, in, kernel, strides, dilations, group] = conv;
   TRY(outPadAttr, nc.intsAttr("output_padding"));
   SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(2));
   if (outPad.size() != 2)
@@ -551,22 +567,8 @@ LogicalResult importConvTranspose(NodeContext &nc) {
 }
 
 LogicalResult importConv(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
-  TRY(w, nc.requiredInput(1));
-  RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
-  if (failed(require2D(nc, in)))
-    return failure();
-  if (wt.getRank() != 4)
-    return nc.error("weight must be 4-D, got rank " +
-                    std::to_string(wt.getRank()));
-  TRY(kernelAttr, nc.intsAttr("kernel_shape"));
-  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
-  if (kernelAttr && *kernelAttr != kernel)
-    return nc.error("kernel_shape " + shapeStr(*kernelAttr) +
-                    " does not match the weight's " + shapeStr(kernel));
-  TRY(strides, windowAttr(nc, "strides", 2));
-  TRY(dilations, windowAttr(nc, "dilations", 2));
-  TRY(group, nc.intAttr("group", 1));
+  TRY(conv, convNode(nc));
+  auto [x, w, in, kernel, strides, dilations, group] = conv;
   TRY(pads, resolvePads(nc, in.getShape().drop_front(2), kernel, strides,
                         dilations));
   OpBuilder &b = nc.builder();

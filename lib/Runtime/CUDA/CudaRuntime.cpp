@@ -1520,6 +1520,38 @@ struct SearchSpace {
   }
 };
 
+/// A convolution's plan key: the call, its views' sizes and strides, its
+/// parameters.
+template <typename T>
+std::string convKey(const char *name,
+                    std::initializer_list<const MemRef<T, 4> *> views,
+                    std::initializer_list<int64_t> parameters) {
+  std::string key = name;
+  for (const MemRef<T, 4> *m : views)
+    for (int i = 0; i < 4; ++i)
+      key += " " + std::to_string(m->sizes[i]) + "/" +
+             std::to_string(m->strides[i]);
+  for (int64_t v : parameters)
+    key += " " + std::to_string(v);
+  return key;
+}
+
+/// A convolution's output where nothing is summed into it: zeros, written
+/// whole (a packed view; a strided one is an error).
+template <typename T> void zeroWhole(const char *name, MemRef<T, 4> *y) {
+  const int64_t *ys = y->sizes;
+  View4 vy(ys, y->strides, false);
+  if (!vy.packed()) {
+    dort_set_pending_error(1, "%s: an empty convolution into a strided view",
+                           name);
+    return;
+  }
+  check(cudaMemsetAsync(y->aligned + y->offset, 0,
+                        sizeof(T) * ys[0] * ys[1] * ys[2] * ys[3],
+                        state().stream),
+        name);
+}
+
 template <typename T>
 void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
             MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
@@ -1538,24 +1570,10 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     return; // y is empty
   if (xs[1] == 0 || ws[2] == 0 || ws[3] == 0) {
     // A sum of nothing: y is zero (written whole, as the contract says).
-    View4 vy(ys, y->strides, false);
-    if (!vy.packed()) {
-      dort_set_pending_error(1, "%s: an empty convolution into a strided view",
-                             name);
-      return;
-    }
-    check(cudaMemsetAsync(yp, 0, sizeof(T) * ys[0] * ys[1] * ys[2] * ys[3],
-                          s.stream),
-          name);
+    zeroWhole(name, y);
     return;
   }
-  std::string key = name;
-  for (const MemRef<T, 4> *m : {x, w, y})
-    for (int i = 0; i < 4; ++i)
-      key += " " + std::to_string(m->sizes[i]) + "/" +
-             std::to_string(m->strides[i]);
-  for (int64_t v : {sh, sw, ph, pw, dh, dw, groups})
-    key += " " + std::to_string(v);
+  std::string key = convKey(name, {x, w, y}, {sh, sw, ph, pw, dh, dw, groups});
   ConvState &cs = convState();
   auto found = cs.plans.find(key);
   bool fresh = found == cs.plans.end();
@@ -1841,24 +1859,11 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
     return; // dx is empty
   if (ys[1] == 0 || ys[2] == 0 || ys[3] == 0) {
     // Nothing lands: dx is zero (written whole, as the contract says).
-    View4 vx(xs, dx->strides, false);
-    if (!vx.packed()) {
-      dort_set_pending_error(1, "%s: an empty gradient into a strided view",
-                             name);
-      return;
-    }
-    check(cudaMemsetAsync(xp, 0, sizeof(T) * xs[0] * xs[1] * xs[2] * xs[3],
-                          s.stream),
-          name);
+    zeroWhole(name, dx);
     return;
   }
-  std::string key = name;
-  for (const MemRef<T, 4> *m : {dy, w, dx})
-    for (int i = 0; i < 4; ++i)
-      key += " " + std::to_string(m->sizes[i]) + "/" +
-             std::to_string(m->strides[i]);
-  for (int64_t v : {sh, sw, ph, pw, dh, dw, groups})
-    key += " " + std::to_string(v);
+  std::string key =
+      convKey(name, {dy, w, dx}, {sh, sw, ph, pw, dh, dw, groups});
   auto &plans = dataGradPlans();
   auto found = plans.find(key);
   bool fresh = found == plans.end();

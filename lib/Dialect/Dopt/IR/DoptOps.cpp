@@ -676,6 +676,49 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// dopt.conv's and dopt.conv_transpose's operands: 4-D input and weight
+/// (`layout` names the weight's) of one element type, a non-empty kernel.
+static LogicalResult checkConvOperands(const Failer &fail,
+                                       RankedTensorType in, RankedTensorType w,
+                                       StringRef layout) {
+  if (in.getRank() != 4 || w.getRank() != 4)
+    return fail("input and weight must be 4-D (NCHW, " + layout + "), got " +
+                typeStr(in) + " and " + typeStr(w));
+  if (in.getElementType() != w.getElementType())
+    return fail("input and weight element types differ");
+  if (w.getDimSize(2) <= 0 || w.getDimSize(3) <= 0)
+    return fail("weight " + typeStr(w) + " has an empty kernel");
+  return success();
+}
+
+/// Two positive strides and dilations, four non-negative pads.
+static LogicalResult checkConvWindow(const Failer &fail,
+                                     ArrayRef<int64_t> strides,
+                                     ArrayRef<int64_t> dilations,
+                                     ArrayRef<int64_t> pads) {
+  if (failed(checkPositive(fail, strides, 2, "strides")) ||
+      failed(checkPositive(fail, dilations, 2, "dilations")) ||
+      failed(checkPads(fail, pads, 4)))
+    return failure();
+  return success();
+}
+
+/// An optional bias: 1-D, one entry per output channel (`m`), the input's
+/// element type.
+static LogicalResult checkConvBias(const Failer &fail, Value bias,
+                                   int64_t m, RankedTensorType in) {
+  if (!bias)
+    return success();
+  RankedTensorType bt = tensorType(bias);
+  if (bt.getRank() != 1 || bt.getDimSize(0) != m)
+    return fail("bias must be 1-D with " + Twine(m) + " entries, got " +
+                typeStr(bt));
+  if (bt.getElementType() != in.getElementType())
+    return fail("bias element type " + typeStr(bt.getElementType()) +
+                " differs from the input's " + typeStr(in.getElementType()));
+  return success();
+}
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                        std::optional<Location> location,
                                        Adaptor adaptor,
@@ -685,22 +728,15 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     return failure();
   RankedTensorType in = tensorType(adaptor.getInput());
   RankedTensorType w = tensorType(adaptor.getWeight());
-  if (in.getRank() != 4 || w.getRank() != 4)
-    return fail("input and weight must be 4-D (NCHW, MCkHkW), got " +
-                typeStr(in) + " and " + typeStr(w));
-  if (in.getElementType() != w.getElementType())
-    return fail("input and weight element types differ");
-  if (w.getDimSize(2) <= 0 || w.getDimSize(3) <= 0)
-    return fail("weight " + typeStr(w) + " has an empty kernel");
+  if (failed(checkConvOperands(fail, in, w, "MCkHkW")))
+    return failure();
   if (!adaptor.getGroupAttr() || !adaptor.getStridesAttr() ||
       !adaptor.getPadsAttr() || !adaptor.getDilationsAttr())
     return fail("requires strides, pads, dilations and group");
   int64_t group = adaptor.getGroupAttr().getInt();
   ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPads(),
                     dilations = adaptor.getDilations();
-  if (failed(checkPositive(fail, strides, 2, "strides")) ||
-      failed(checkPositive(fail, dilations, 2, "dilations")) ||
-      failed(checkPads(fail, pads, 4)))
+  if (failed(checkConvWindow(fail, strides, dilations, pads)))
     return failure();
   int64_t c = in.getDimSize(1), m = w.getDimSize(0);
   if (group <= 0 || c % group != 0 || m % group != 0)
@@ -710,15 +746,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     return fail("weight has " + Twine(w.getDimSize(1)) +
                 " input channels per group, expected " + Twine(c) + "/" +
                 Twine(group));
-  if (Value bias = adaptor.getBias()) {
-    RankedTensorType bt = tensorType(bias);
-    if (bt.getRank() != 1 || bt.getDimSize(0) != m)
-      return fail("bias must be 1-D with " + Twine(m) + " entries, got " +
-                  typeStr(bt));
-    if (bt.getElementType() != in.getElementType())
-      return fail("bias element type " + typeStr(bt.getElementType()) +
-                  " differs from the input's " + typeStr(in.getElementType()));
-  }
+  if (failed(checkConvBias(fail, adaptor.getBias(), m, in)))
+    return failure();
   SmallVector<int64_t> shape = {in.getDimSize(0), m};
   for (int i = 0; i < 2; ++i) {
     int64_t o = windowOutputSize(in.getDimSize(2 + i), w.getDimSize(2 + i),
@@ -741,13 +770,8 @@ LogicalResult ConvTransposeOp::inferReturnTypes(
     return failure();
   RankedTensorType in = tensorType(adaptor.getInput());
   RankedTensorType w = tensorType(adaptor.getWeight());
-  if (in.getRank() != 4 || w.getRank() != 4)
-    return fail("input and weight must be 4-D (NCHW, C(M/group)kHkW), got " +
-                typeStr(in) + " and " + typeStr(w));
-  if (in.getElementType() != w.getElementType())
-    return fail("input and weight element types differ");
-  if (w.getDimSize(2) <= 0 || w.getDimSize(3) <= 0)
-    return fail("weight " + typeStr(w) + " has an empty kernel");
+  if (failed(checkConvOperands(fail, in, w, "C(M/group)kHkW")))
+    return failure();
   if (!adaptor.getGroupAttr() || !adaptor.getStridesAttr() ||
       !adaptor.getPadsAttr() || !adaptor.getDilationsAttr() ||
       !adaptor.getOutputPaddingAttr())
@@ -756,9 +780,7 @@ LogicalResult ConvTransposeOp::inferReturnTypes(
   ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPads(),
                     dilations = adaptor.getDilations(),
                     outPad = adaptor.getOutputPadding();
-  if (failed(checkPositive(fail, strides, 2, "strides")) ||
-      failed(checkPositive(fail, dilations, 2, "dilations")) ||
-      failed(checkPads(fail, pads, 4)))
+  if (failed(checkConvWindow(fail, strides, dilations, pads)))
     return failure();
   if (outPad.size() != 2)
     return fail("output_padding must have 2 entries, got " +
@@ -778,15 +800,8 @@ LogicalResult ConvTransposeOp::inferReturnTypes(
     return fail("weight has " + Twine(w.getDimSize(0)) +
                 " input channels, expected " + Twine(c) + " (the input's)");
   int64_t m = w.getDimSize(1) * group;
-  if (Value bias = adaptor.getBias()) {
-    RankedTensorType bt = tensorType(bias);
-    if (bt.getRank() != 1 || bt.getDimSize(0) != m)
-      return fail("bias must be 1-D with " + Twine(m) + " entries, got " +
-                  typeStr(bt));
-    if (bt.getElementType() != in.getElementType())
-      return fail("bias element type " + typeStr(bt.getElementType()) +
-                  " differs from the input's " + typeStr(in.getElementType()));
-  }
+  if (failed(checkConvBias(fail, adaptor.getBias(), m, in)))
+    return failure();
   SmallVector<int64_t> shape = {in.getDimSize(0), m};
   for (int i = 0; i < 2; ++i) {
     int64_t o = transposedOutputSize(in.getDimSize(2 + i), w.getDimSize(2 + i),
