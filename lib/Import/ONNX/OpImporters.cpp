@@ -545,6 +545,15 @@ LogicalResult importConvTranspose(NodeContext &nc) {
     }
   }
   Value bias = nc.input(2);
+  if (negative && bias) {
+    // Added after the padding, not by the op: checked here as the op would.
+    auto bt = cast<RankedTensorType>(bias.getType());
+    int64_t m = nc.inputType(1).getDimSize(1) * group;
+    if (bt.getRank() != 1 || bt.getDimSize(0) != m)
+      return nc.error("bias must be 1-D with " + std::to_string(m) +
+                      " entries, got rank " + std::to_string(bt.getRank()) +
+                      " " + shapeStr(bt.getShape()));
+  }
   Value y = nc.create<dopt::ConvTransposeOp>(
       x, w, negative ? Value() : bias, b.getDenseI64ArrayAttr(strides),
       b.getDenseI64ArrayAttr(clipped), b.getDenseI64ArrayAttr(dilations),
