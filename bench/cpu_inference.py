@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: CPU inference latency, distopt vs ONNX Runtime, same run.
 
-For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder) at a
+For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder, a
+DCGAN generator of transposed convolutions) at a
 realistic size and batch, compiles the ONNX model with `distopt compile`, runs
 the executable with `--repeat N` (the executable times its own runs, excluding
 input/output file I/O), and runs ONNX Runtime's CPU provider on the same
@@ -43,6 +44,8 @@ MODELS = {
                             "4 layers, d 256, 8 heads, seq 128, batch 8"),
     "gpt": (lambda: gen_models.build_gpt(5000, 256, 8, 4, 128), {"batch": 4},
             {"input_ids": (4, 128)}, "4 layers, d 256, vocab 5000, seq 128, batch 4"),
+    "dcgan": (gen_models.build_dcgan, {"N": 16}, {"z": (16, 100, 1, 1)},
+              "DCGAN generator: 5 ConvTranspose + BN, 100 -> 3x64x64, batch 16"),
 }
 
 

@@ -466,21 +466,32 @@ extern "C" int dort_set_num_threads(int n) {
 
 namespace {
 
-/// A convolution's weights [M, C/G, kh, kw] (any strides) packed as
-/// [M, K], K = C/G·kh·kw.
-template <typename T> std::vector<T> packedWeights(const MemRef<T, 4> *w) {
+/// A convolution's weights [M, C/G, kh, kw] (any strides) as a packed
+/// [M, K] matrix, K = C/G·kh·kw: the weights themselves when they are
+/// packed already, else a packed copy.
+template <typename T> struct PackedWeights {
+  std::vector<T> copy;
+  const T *data;
+};
+
+template <typename T> PackedWeights<T> packedWeights(const MemRef<T, 4> *w) {
   const int64_t m = w->sizes[0], cg = w->sizes[1], kh = w->sizes[2],
                 kw = w->sizes[3];
   const T *wb = w->aligned + w->offset;
-  std::vector<T> wp(static_cast<size_t>(m * cg * kh * kw));
+  const int64_t *st = w->strides;
+  auto dense = [&](int d, int64_t stride) { return w->sizes[d] == 1 || st[d] == stride; };
+  if (dense(3, 1) && dense(2, kw) && dense(1, kh * kw) && dense(0, cg * kh * kw))
+    return {{}, wb};
+  PackedWeights<T> p{std::vector<T>(static_cast<size_t>(m * cg * kh * kw)),
+                     nullptr};
   for (int64_t o = 0; o < m; ++o)
     for (int64_t ci = 0; ci < cg; ++ci)
       for (int64_t u = 0; u < kh; ++u)
         for (int64_t v = 0; v < kw; ++v)
-          wp[((o * cg + ci) * kh + u) * kw + v] =
-              wb[o * w->strides[0] + ci * w->strides[1] + u * w->strides[2] +
-                 v * w->strides[3]];
-  return wp;
+          p.copy[((o * cg + ci) * kh + u) * kw + v] =
+              wb[o * st[0] + ci * st[1] + u * st[2] + v * st[3]];
+  p.data = p.copy.data();
+  return p;
 }
 
 /// The convolution on the CPU (for cuda-emu bundles): per sample and group,
@@ -516,7 +527,7 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
                j * y->strides[3]] = T(0);
     return;
   }
-  const std::vector<T> wp = packedWeights(w);
+  const PackedWeights<T> wp = packedWeights(w);
   const int64_t *xs = x->strides, *ys = y->strides;
   ensureThreads();
   int threads = threadsFor(n * m * p * k, teamSize());
@@ -541,7 +552,7 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
         }
     Blas<T>::gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
                   static_cast<int>(mg), static_cast<int>(p),
-                  static_cast<int>(k), T(1), wp.data() + g * mg * k,
+                  static_cast<int>(k), T(1), wp.data + g * mg * k,
                   static_cast<int>(k), col.data(), static_cast<int>(p), T(0),
                   out.data(), static_cast<int>(p));
     for (int64_t o = 0; o < mg; ++o)
@@ -552,11 +563,12 @@ void conv2d(const MemRef<T, 4> *x, const MemRef<T, 4> *w, const MemRef<T, 4> *y,
   });
 }
 
-/// The input gradient of that convolution (a transposed convolution): per
-/// sample and group, one GEMM of the group's weights (transposed) with the
-/// sample's dy into columns [C/G·kh·kw, ho·wo], added back into dx where
-/// each column's window lies (col2im); samples and groups spread over the
-/// thread pool, each writing its own channels of dx.
+/// The input gradient of that convolution (a transposed convolution: what
+/// every target runs dopt.conv_transpose as, on CPUs this): per chunk of
+/// samples and group, one GEMM of the group's weights (transposed) with the
+/// samples' dy into columns [C/G·kh·kw, samples·ho·wo], added back into dx
+/// where each column's window lies (col2im); chunks, groups and blocks of
+/// input channels spread over the thread pool.
 template <typename T>
 void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
                         const MemRef<T, 4> *dx, int64_t sh, int64_t sw,
@@ -581,45 +593,79 @@ void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
   const T *db = dy->aligned + dy->offset;
   T *xb = dx->aligned + dx->offset;
   const int64_t *xs = dx->strides, *ys = dy->strides;
-  const std::vector<T> wp = packedWeights(w);
+  const PackedWeights<T> wp = packedWeights(w);
   ensureThreads();
-  int threads = threadsFor(n * mg * p * k, teamSize());
-  parallelFor(n * groups, threads, [&](int64_t item) {
-    int64_t ni = item / groups, g = item % groups;
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t r = 0; r < h; ++r)
-        for (int64_t q = 0; q < wd; ++q)
-          xb[ni * xs[0] + (g * cg + ci) * xs[1] + r * xs[2] + q * xs[3]] = T(0);
-    if (mg == 0 || p == 0 || k == 0)
+  int threads = threadsFor(n * m * p * k, teamSize());
+  // Items: a chunk of samples, a group and a block of the group's input
+  // channels, each writing its own part of dx. A chunk's samples share one
+  // GEMM (their dy side by side: [M/G, samples·P]; one sample's P can be a
+  // single pixel, a GEMV), as many as keep the columns under about 2 M
+  // elements; as many channel blocks as keep every thread busy when chunks
+  // x groups are fewer than threads.
+  const int64_t perSample = std::max<int64_t>(k * p, 1);
+  const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 21) / perSample, 1, n);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t blocks = std::clamp<int64_t>(
+      (threads + chunks * groups - 1) / (chunks * groups), 1,
+      std::max<int64_t>(cg, 1));
+  parallelFor(chunks * groups * blocks, threads, [&](int64_t item) {
+    int64_t ch = item / (groups * blocks), g = item / blocks % groups,
+            blk = item % blocks;
+    int64_t n0 = ch * chunk, n1 = std::min(n, n0 + chunk), cols = (n1 - n0) * p;
+    int64_t c0 = cg * blk / blocks, c1 = cg * (blk + 1) / blocks;
+    for (int64_t a = n0; a < n1; ++a)
+      for (int64_t ci = c0; ci < c1; ++ci)
+        for (int64_t r = 0; r < h; ++r)
+          for (int64_t q = 0; q < wd; ++q)
+            xb[a * xs[0] + (g * cg + ci) * xs[1] + r * xs[2] + q * xs[3]] =
+                T(0);
+    const int64_t rows = (c1 - c0) * kh * kw;
+    if (mg == 0 || cols == 0 || rows == 0)
       return; // a sum of nothing
-    std::vector<T> grad(static_cast<size_t>(mg * p)),
-        col(static_cast<size_t>(k * p));
+    std::vector<T> grad(static_cast<size_t>(mg * cols)),
+        col(static_cast<size_t>(rows * cols));
     for (int64_t o = 0; o < mg; ++o)
-      for (int64_t i = 0; i < ho; ++i)
-        for (int64_t j = 0; j < wo; ++j)
-          grad[(o * ho + i) * wo + j] =
-              db[ni * ys[0] + (g * mg + o) * ys[1] + i * ys[2] + j * ys[3]];
+      for (int64_t a = n0; a < n1; ++a)
+        for (int64_t i = 0; i < ho; ++i)
+          for (int64_t j = 0; j < wo; ++j)
+            grad[o * cols + (a - n0) * p + i * wo + j] =
+                db[a * ys[0] + (g * mg + o) * ys[1] + i * ys[2] + j * ys[3]];
+    // col = W[g][:, block's columns]^T @ grad: [rows, samples·P].
     Blas<T>::gemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-                  static_cast<int>(k), static_cast<int>(p),
-                  static_cast<int>(mg), T(1), wp.data() + g * mg * k,
-                  static_cast<int>(k), grad.data(), static_cast<int>(p), T(0),
-                  col.data(), static_cast<int>(p));
-    for (int64_t ci = 0; ci < cg; ++ci)
-      for (int64_t u = 0; u < kh; ++u)
-        for (int64_t v = 0; v < kw; ++v) {
-          const T *row = col.data() + ((ci * kh + u) * kw + v) * p;
-          T *plane = xb + ni * xs[0] + (g * cg + ci) * xs[1];
-          for (int64_t i = 0; i < ho; ++i) {
-            int64_t r = i * sh + u * dh - ph;
-            if (r < 0 || r >= h)
-              continue;
-            for (int64_t j = 0; j < wo; ++j) {
-              int64_t q = j * sw + v * dw - pw;
-              if (q >= 0 && q < wd)
-                plane[r * xs[2] + q * xs[3]] += row[i * wo + j];
+                  static_cast<int>(rows), static_cast<int>(cols),
+                  static_cast<int>(mg), T(1),
+                  wp.data + g * mg * k + c0 * kh * kw, static_cast<int>(k),
+                  grad.data(), static_cast<int>(cols), T(0), col.data(),
+                  static_cast<int>(cols));
+    // The output columns j whose q = j·sw + v·dw − pw lies in [0, W), per
+    // kernel column v: no test in the innermost loop.
+    auto firstInside = [](int64_t offset, int64_t stride) {
+      return offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    };
+    for (int64_t a = n0; a < n1; ++a)
+      for (int64_t ci = c0; ci < c1; ++ci)
+        for (int64_t u = 0; u < kh; ++u)
+          for (int64_t v = 0; v < kw; ++v) {
+            const T *row = col.data() +
+                           (((ci - c0) * kh + u) * kw + v) * cols +
+                           (a - n0) * p;
+            T *plane = xb + a * xs[0] + (g * cg + ci) * xs[1];
+            const int64_t q0 = v * dw - pw;
+            const int64_t jlo = firstInside(q0, sw);
+            const int64_t jhi =
+                wd - 1 - q0 < 0 ? 0 : std::min(wo, (wd - 1 - q0) / sw + 1);
+            const int64_t i0 = u * dh - ph;
+            const int64_t ilo = firstInside(i0, sh);
+            const int64_t ihi =
+                h - 1 - i0 < 0 ? 0 : std::min(ho, (h - 1 - i0) / sh + 1);
+            for (int64_t i = ilo; i < ihi; ++i) {
+              T *out = plane + (i * sh + i0) * xs[2] + q0 * xs[3];
+              const T *in = row + i * wo;
+              const int64_t step = sw * xs[3];
+              for (int64_t j = jlo; j < jhi; ++j)
+                out[j * step] += in[j];
             }
           }
-        }
   });
 }
 

@@ -8,7 +8,6 @@
 
 #include "distopt/Transforms/Autodiff.h"
 
-#include "distopt/Dialect/Dopt/IR/DoptConvolutions.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/GridAxes.h"
 
@@ -144,10 +143,59 @@ void matmulGrad(ImplicitLocOpBuilder &b, Value a, Value bb, Value g,
   out.push_back(reshape(b, gb, bt.getShape()));
 }
 
+/// `v` padded with zeros (a positive entry) or cropped (a negative one) by
+/// `begin`/`end` elements at the two ends of each dimension.
+Value padOrCrop(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> begin,
+                ArrayRef<int64_t> end) {
+  // Padded first, then cropped: a crop at one end may reach into the
+  // padding added at the other.
+  ArrayRef<int64_t> shape = typeOf(v).getShape();
+  int64_t r = shape.size();
+  SmallVector<int64_t> pads(2 * r, 0), starts(r, 0), ends(r), steps(r, 1);
+  bool pad = false, crop = false;
+  for (int64_t i = 0; i < r; ++i) {
+    pads[i] = std::max<int64_t>(begin[i], 0);
+    pads[r + i] = std::max<int64_t>(end[i], 0);
+    pad = pad || pads[i] > 0 || pads[r + i] > 0;
+    starts[i] = std::max<int64_t>(-begin[i], 0);
+    ends[i] = shape[i] + pads[i] + pads[r + i] - std::max<int64_t>(-end[i], 0);
+    crop = crop || begin[i] < 0 || end[i] < 0;
+  }
+  if (pad)
+    v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr(pads),
+                            b.getStringAttr("constant"),
+                            b.getF64FloatAttr(0.0));
+  if (crop)
+    v = dopt::SliceOp::create(b, v, b.getDenseI64ArrayAttr(starts),
+                              b.getDenseI64ArrayAttr(ends),
+                              b.getDenseI64ArrayAttr(steps));
+  return v;
+}
+
+/// The NCHW tensor `v` with sh - 1 (sw - 1) zero rows (columns) between
+/// neighbouring rows (columns): [N, C, (H-1)·sh + 1, (W-1)·sw + 1].
+Value dilateSpatial(ImplicitLocOpBuilder &b, Value v, int64_t sh, int64_t sw) {
+  if (sh == 1 && sw == 1)
+    return v;
+  ArrayRef<int64_t> s = typeOf(v).getShape();
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  // Each row (column) followed by its zeros, then the trailing zeros cut.
+  v = reshape(b, v, {n, c, h, 1, w, 1});
+  v = dopt::PadOp::create(
+      b, v,
+      b.getDenseI64ArrayAttr({0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1}),
+      b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
+  v = reshape(b, v, {n, c, h * sh, w * sw});
+  return dopt::SliceOp::create(
+      b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
+      b.getDenseI64ArrayAttr({n, c, (h - 1) * sh + 1, (w - 1) * sw + 1}),
+      b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+}
+
 /// The input adjoint of y = conv(x, w; strides st, pads pd, dilations dl,
 /// groups G), x of shape `xs`: the transposed convolution of g with the same
-/// weight and parameters (cuDNN's backward data on a GPU), its output
-/// padding what the strides skipped at the end of x.
+/// weight and parameters (a backward-data convolution: cuDNN's on a GPU),
+/// its output padding what the strides skipped at the end of x.
 Value convInputGrad(ImplicitLocOpBuilder &b, Value g, Value w,
                     ArrayRef<int64_t> xs, ArrayRef<int64_t> st,
                     ArrayRef<int64_t> pd, ArrayRef<int64_t> dl,
@@ -465,7 +513,7 @@ const llvm::StringMap<RuleFn> &rules() {
           b.getI64IntegerAttr(groups));
       auto xs = typeOf(x).getShape(), ds = typeOf(dx).getShape();
       if (ds != xs)
-        dx = dopt::padOrCrop(b, b.getLoc(), dx, {0, 0, 0, 0},
+        dx = padOrCrop(b, dx, {0, 0, 0, 0},
                              {0, 0, xs[2] - ds[2], xs[3] - ds[3]});
       out.push_back(dx);
       out.push_back(convWeightGrad(b, g, x, typeOf(w).getShape(), st, pd, dl,
@@ -578,14 +626,14 @@ const llvm::StringMap<RuleFn> &rules() {
           taken = taken ? Value(dopt::OrOp::create(b, taken, isMax)) : isMax;
           Value part = dopt::WhereOp::create(b, mask, g, zero);
           // Back to the padded input's grid at this offset.
-          Value placed = dopt::dilateSpatial(b, b.getLoc(), part, st[0], st[1]);
+          Value placed = dilateSpatial(b, part, st[0], st[1]);
           auto ps = typeOf(placed).getShape();
-          placed = dopt::padOrCrop(b, b.getLoc(), placed, {0, 0, h0, w0},
+          placed = padOrCrop(b, placed, {0, 0, h0, w0},
                              {0, 0, hp - h0 - ps[2], wp - w0 - ps[3]});
           total = total ? add(b, total, placed) : placed;
         }
       // Drop the padding.
-      out.push_back(dopt::padOrCrop(b, b.getLoc(), total, {0, 0, -pd[0], -pd[1]},
+      out.push_back(padOrCrop(b, total, {0, 0, -pd[0], -pd[1]},
                               {0, 0, -(pd[2] + extra[0]), -(pd[3] + extra[1])}));
       return success();
     };

@@ -295,6 +295,39 @@ def build_cnn() -> onnx.ModelProto:
     return make_model(graph, 15)
 
 
+def build_dcgan() -> onnx.ModelProto:
+    """DCGAN's generator (Radford et al.): a latent [N, 100, 1, 1] up to a
+    64x64 image through ConvTranspose (4x4; stride 1 then 2, pad 1) + BN +
+    Relu, Tanh at the end."""
+    rng = rng_for(9)
+    b = GraphBuilder()
+
+    def bn(x, module, c):
+        scale = b.init(f"{module}.weight", (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32))
+        shift = b.init(f"{module}.bias", small_bias(rng, c))
+        mean = b.init(f"{module}.running_mean", small_bias(rng, c))
+        var = b.init(f"{module}.running_var", rng.uniform(0.5, 1.5, c).astype(np.float32))
+        return b.node("BatchNormalization", [x, scale, shift, mean, var], "/" + module,
+                      epsilon=1e-5, momentum=0.9, training_mode=0)
+
+    h, channels = "z", [100, 512, 256, 128, 64, 3]
+    for i in range(5):
+        c_in, c_out = channels[i], channels[i + 1]
+        w = (rng.standard_normal((c_in, c_out, 4, 4)) / math.sqrt(c_in * 4)).astype(np.float32)
+        h = b.node("ConvTranspose", [h, b.init(f"up{i}.weight", w)], f"/up{i}",
+                   kernel_shape=[4, 4], strides=[1, 1] if i == 0 else [2, 2],
+                   pads=[0] * 4 if i == 0 else [1] * 4)
+        if i < 4:
+            h = b.node("Relu", [bn(h, f"bn{i}", c_out)], f"/relu{i}")
+    b.node("Tanh", [h], "/tanh", outputs=["image"])
+    graph = b.graph(
+        "main_graph",
+        [helper.make_tensor_value_info("z", FLOAT, ["N", 100, 1, 1])],
+        [helper.make_tensor_value_info("image", FLOAT, ["N", 3, 64, 64])],
+    )
+    return make_model(graph, 17)
+
+
 def build_transformer_encoder(d_model: int = 32, n_heads: int = 4, d_ff: int = 64,
                               n_layers: int = 2) -> onnx.ModelProto:
     """Post-norm transformer encoder (default: d_model=32, 4 heads, ffn 64, 2 layers)."""

@@ -661,20 +661,24 @@ void checkConvBackwardData(
     int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
     int64_t dw, int64_t groups,
     void (*grad)(M *, M *, M *, int64_t, int64_t, int64_t, int64_t, int64_t,
-                 int64_t, int64_t)) {
+                 int64_t, int64_t),
+    bool paddedWeight = false) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(-1, 1);
   int64_t cg = c / groups, mg = m / groups;
   int64_t ho = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
   int64_t wo = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
-  std::vector<T> yb(n * m * ho * wo), wb(m * cg * kh * kw),
+  // The weight: packed, or (paddedWeight) each output channel followed by
+  // one unused element, a view the kernel must copy packed.
+  const int64_t wStride = cg * kh * kw + (paddedWeight ? 1 : 0);
+  std::vector<T> yb(n * m * ho * wo), wb(m * wStride),
       xb(n * (c + 1) * h * w, T(-7));
   for (T &v : yb) v = static_cast<T>(u(rng));
   for (T &v : wb) v = static_cast<T>(u(rng));
   // dy: buffer [m, n, ho, wo]; view [n, m, ho, wo].
   M dy{yb.data(), yb.data(), 0, {n, m, ho, wo},
        {ho * wo, n * ho * wo, wo, 1}};
-  M wt{wb.data(), wb.data(), 0, {m, cg, kh, kw}, {cg * kh * kw, kh * kw, kw, 1}};
+  M wt{wb.data(), wb.data(), 0, {m, cg, kh, kw}, {wStride, kh * kw, kw, 1}};
   // dx: channels 1..c of a [n, c + 1, h, w] buffer.
   M dx{xb.data(), xb.data(), h * w, {n, c, h, w},
        {(c + 1) * h * w, h * w, w, 1}};
@@ -692,7 +696,7 @@ void checkConvBackwardData(
                 if (r < 0 || r >= h || s < 0 || s >= w)
                   continue;
                 want[((a * c + g * cg + ci) * h + r) * w + s] +=
-                    d * double(wb[((o * cg + ci) * kh + p) * kw + q]);
+                    d * double(wb[o * wStride + (ci * kh + p) * kw + q]);
               }
         }
   dort_clear_pending_error();
@@ -721,12 +725,22 @@ TEST(Kernels, Conv2dBackwardDataF32StridedViews) {
 TEST(Kernels, Conv2dBackwardDataF32Groups) {
   checkConvBackwardData<float, MemRef4DF32>(
       3, 6, 7, 7, 4, 2, 3, 1, 2, 2, 1, 2, 1, 2,
-      _mlir_ciface_dort_conv2d_backward_data_f32);
+      _mlir_ciface_dort_conv2d_backward_data_f32, /*paddedWeight=*/true);
 }
 TEST(Kernels, Conv2dBackwardDataF64Depthwise) {
   checkConvBackwardData<double, MemRef4DF64>(
       2, 5, 6, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5,
       _mlir_ciface_dort_conv2d_backward_data_f64);
+}
+
+TEST(Kernels, Conv2dBackwardDataOneSampleSplitsChannels) {
+  // A batch of 1 and one group on 4 threads: the input channels (5) are
+  // cut into blocks, one per item.
+  dort_set_num_threads(4);
+  checkConvBackwardData<float, MemRef4DF32>(
+      1, 5, 9, 7, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1,
+      _mlir_ciface_dort_conv2d_backward_data_f32);
+  dort_set_num_threads(0);
 }
 
 TEST(Kernels, Conv2dBackwardDataShapeMismatchNamesTheCall) {

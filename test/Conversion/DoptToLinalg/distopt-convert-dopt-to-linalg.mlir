@@ -340,18 +340,18 @@ func.func @dropout(%x: tensor<4x3xf32>, %k: tensor<i64>, %o: tensor<2xi64>) -> t
 
 // -----
 
-// Without library-convolutions (the CPU), a transposed convolution is the
-// plain convolution of its input dilated by the strides (zeros between rows
-// and columns: pad + reshape + slice) and padded to full, with the weight
-// flipped (a reversed slice) and each group's block transposed: then
-// im2col + GEMM like any convolution. No runtime call.
+// Without library-convolutions (the CPU), a transposed convolution is
+// still the runtime's backward-data call (its GEMM + col2im on CPUs), not
+// the convolution of the stride-dilated input; a dead one (Autodiff's
+// gradient of a data input) is dropped, not called.
 // CHECK-LABEL: func.func @conv_transpose_on_cpu
-// CHECK-NOT: call
-// CHECK: tensor.pad
-// CHECK: linalg.batch_matmul
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: call @dort_conv2d_backward_data_f32(
 // CHECK-NOT: call
 // CHECK: return {{.*}} : tensor<1x2x8x8xf32>
+// CHECK: func.func private @dort_conv2d_backward_data_f32
 func.func @conv_transpose_on_cpu(%x: tensor<1x4x4x4xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x2x8x8xf32> {
   %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x8x8xf32>
+  %dead = dopt.conv_transpose %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, output_padding = array<i64: 0, 0>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x6x6xf32>
   return %0 : tensor<1x2x8x8xf32>
 }
