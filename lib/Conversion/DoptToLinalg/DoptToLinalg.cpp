@@ -1628,8 +1628,7 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
 /// on CPUs. (The plain convolution of the stride-dilated input it equals
 /// spends three quarters of its GEMM on zeros for a stride of 2: a DCGAN
 /// generator at batch 16 took 104.7 ms that way on this project's 2-core
-/// machine, 24.6 ms with the call; ResNet-18's training step 231 against
-/// 214 ms.) The library's dx must be a shape whose convolution gives back
+/// machine, 19.7 ms with the call; docs/benchmarks.md.) The library's dx must be a shape whose convolution gives back
 /// the input's, so with pads that differ between the ends of a dimension,
 /// or an output padding of a stride or more, it computes the full result
 /// (no pads) and the pads are cut off here (the output padding added as
