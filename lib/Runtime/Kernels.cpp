@@ -602,13 +602,18 @@ void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
   // single pixel, a GEMV), as many as keep the columns under about 2 M
   // elements; as many channel blocks as keep every thread busy when chunks
   // x groups are fewer than threads.
-  const int64_t perSample = std::max<int64_t>(k * p, 1);
-  const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 21) / perSample, 1, n);
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  const int64_t blocks = std::clamp<int64_t>(
-      (threads + chunks * groups - 1) / (chunks * groups), 1,
-      std::max<int64_t>(cg, 1));
-  parallelFor(chunks * groups * blocks, threads, [&](int64_t item) {
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  // (n, groups and cg are at least 1 here.)
+  const int64_t perSample = std::max<int64_t>(std::max(k, mg) * p, 1);
+  int64_t chunk = std::clamp<int64_t>((int64_t(1) << 21) / perSample, 1, n);
+  // Enough items for every thread before splitting channels further.
+  chunk = std::min(chunk, ceilDiv(n, ceilDiv(threads, groups * cg)));
+  const int64_t chunks = ceilDiv(n, chunk);
+  const int64_t blocks =
+      std::clamp<int64_t>(ceilDiv(threads, chunks * groups), 1, cg);
+  const int64_t items = chunks * groups * blocks;
+  parallelFor(items, static_cast<int>(std::min<int64_t>(threads, items)),
+              [&](int64_t item) {
     int64_t ch = item / (groups * blocks), g = item / blocks % groups,
             blk = item % blocks;
     int64_t n0 = ch * chunk, n1 = std::min(n, n0 + chunk), cols = (n1 - n0) * p;
@@ -658,11 +663,12 @@ void conv2dBackwardData(const MemRef<T, 4> *dy, const MemRef<T, 4> *w,
             const int64_t ilo = firstInside(i0, sh);
             const int64_t ihi =
                 h - 1 - i0 < 0 ? 0 : std::min(ho, (h - 1 - i0) / sh + 1);
+            const int64_t step = sw * xs[3];
             for (int64_t i = ilo; i < ihi; ++i) {
-              T *out = plane + (i * sh + i0) * xs[2] + q0 * xs[3];
-              const T *in = row + i * wo;
-              const int64_t step = sw * xs[3];
-              for (int64_t j = jlo; j < jhi; ++j)
+              // From the first column inside dx (q >= 0).
+              T *out = plane + (i * sh + i0) * xs[2] + (jlo * sw + q0) * xs[3];
+              const T *in = row + i * wo + jlo;
+              for (int64_t j = 0; j < jhi - jlo; ++j)
                 out[j * step] += in[j];
             }
           }

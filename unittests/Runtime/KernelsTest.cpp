@@ -734,13 +734,22 @@ TEST(Kernels, Conv2dBackwardDataF64Depthwise) {
 }
 
 TEST(Kernels, Conv2dBackwardDataOneSampleSplitsChannels) {
-  // A batch of 1 and one group on 4 threads: the input channels (5) are
-  // cut into blocks, one per item.
+  // A batch of 1 and one group on 4 threads, work enough for all of them
+  // (2.9 M multiply-adds): the input channels (5) are cut into blocks, one
+  // per item.
   dort_set_num_threads(4);
   checkConvBackwardData<float, MemRef4DF32>(
-      1, 5, 9, 7, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1,
+      1, 5, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1,
       _mlir_ciface_dort_conv2d_backward_data_f32);
   dort_set_num_threads(0);
+}
+
+TEST(Kernels, Conv2dBackwardDataChunksOfSamples) {
+  // 72 x 16384 columns a sample (over the 2 M elements a GEMM's columns
+  // may take): one sample a chunk, four chunks.
+  checkConvBackwardData<float, MemRef4DF32>(
+      4, 8, 128, 128, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1,
+      _mlir_ciface_dort_conv2d_backward_data_f32);
 }
 
 TEST(Kernels, Conv2dBackwardDataShapeMismatchNamesTheCall) {

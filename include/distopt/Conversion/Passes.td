@@ -15,7 +15,9 @@ def ConvertDoptToLinalgPass : Pass<"distopt-convert-dopt-to-linalg", "mlir::Modu
     `linalg.batch_matmul` (transposed operands via `indexing_maps`), which the
     CPU pipeline turns into BLAS calls; convolutions become im2col + GEMM
     (or, with `library-convolutions`, one `dort_conv2d_<type>` runtime call
-    on the input and weight buffers: cuDNN on the CUDA target); pooling
+    on the input and weight buffers: cuDNN on the CUDA target); transposed
+    convolutions become one `dort_conv2d_backward_data_<type>` call on every
+    target (cuDNN's backward data on a GPU, GEMM + col2im on CPUs); pooling
     becomes the named linalg pooling ops on padded inputs; reshapes are
     `tensor.collapse_shape`/`expand_shape` views. Unsigned element types
     (ui8) become signless, with their semantics kept in the arithmetic chosen.

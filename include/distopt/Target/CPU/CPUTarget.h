@@ -46,7 +46,8 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline)
 /// dopt -> linalg on tensors, with elementwise fusion (the `--emit=linalg`
 /// stage). Renames @main to @dopt_main. With `libraryConvolutions` (the
 /// CUDA targets), float convolutions become calls of the runtime's
-/// dort_conv2d_<type> (cuDNN on a GPU) instead of im2col + GEMM.
+/// dort_conv2d_<type> (cuDNN on a GPU) instead of im2col + GEMM; transposed
+/// convolutions are dort_conv2d_backward_data_<type> calls either way.
 mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
                                   bool libraryConvolutions = false);
 
