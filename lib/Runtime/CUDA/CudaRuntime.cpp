@@ -1552,6 +1552,42 @@ template <typename T> void zeroWhole(const char *name, MemRef<T, 4> *y) {
         name);
 }
 
+/// A copy of `src` (laid out as `from`) into scratch memory laid out as
+/// `to` (cuDNN's transform); `dst` points at it. False with `error` set.
+template <typename T>
+bool cudnnCopy(CudnnApi *api, Scratch &scratch, cudnnTensorDescriptor_t from,
+               const void *src, cudnnTensorDescriptor_t to, size_t bytes,
+               const void *&dst, std::string &error) {
+  const T one = 1, zero = 0;
+  void *p = scratch.get(bytes, error);
+  if (!p)
+    return false;
+  cudnnStatus_t st = api->transform(api->handle, &one, from, src, &zero, to, p);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    error = std::string("cuDNN copy: ") + api->errorString(st);
+    return false;
+  }
+  dst = p;
+  return true;
+}
+
+/// Runs `call` (which sets `st`), under the profiler when it is on; a
+/// failure becomes the pending error naming the call and its plan.
+template <typename Fn>
+void runCudnn(const char *name, const std::string &label, CudnnApi *api,
+              cudnnStatus_t &st, Fn &&call) {
+  DeviceState &s = state();
+  if (profiler().on)
+    profiled(s.stream, "cuDNN " + label, call);
+  else
+    call();
+  if (st != CUDNN_STATUS_SUCCESS)
+    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, label.c_str(),
+                           api->errorString(st));
+  else if (s.syncEachLaunch)
+    check(cudaStreamSynchronize(s.stream), name);
+}
+
 template <typename T>
 void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
             MemRef<T, 4> *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
@@ -1664,18 +1700,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
   Scratch scratch;
   auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
                   cudnnTensorDescriptor_t to, size_t bytes,
-                  const void *&dst) -> bool {
-    void *p = scratch.get(bytes, error);
-    if (!p)
-      return false;
-    cudnnStatus_t st =
-        api->transform(api->handle, &one, from, src, &zero, to, p);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      error = std::string("cuDNN copy: ") + api->errorString(st);
-      return false;
-    }
-    dst = p;
-    return true;
+                  const void *&dst) {
+    return cudnnCopy<T>(api, scratch, from, src, to, bytes, dst, error);
   };
   // Operands in the layouts the chosen form needs.
   const void *wUse = wp, *xUse = xp, *gradXUse = xp, *gradDyUse = wp;
@@ -1788,7 +1814,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     return;
   }
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  auto call = [&] {
+  runCudnn(name, plan.label, api, st, [&] {
     if (!plan.asFilterGrad) {
       st = api->forward(api->handle, &one,
                         plan.xPacked ? plan.x : plan.packedX, xUse, plan.w,
@@ -1805,16 +1831,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     if (st == CUDNN_STATUS_SUCCESS)
       st = api->transform(api->handle, &one, plan.gradOut, gradOut, &zero,
                           plan.gradY, yp);
-  };
-  if (profiler().on)
-    profiled(s.stream, std::string("cuDNN ") + plan.label, call);
-  else
-    call();
-  if (st != CUDNN_STATUS_SUCCESS)
-    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                           api->errorString(st));
-  else if (s.syncEachLaunch)
-    check(cudaStreamSynchronize(s.stream), name);
+  });
 }
 
 /// How one backward-data convolution runs (cuDNN's choice of algorithm on
@@ -1934,18 +1951,8 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
   Scratch scratch;
   auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
                   cudnnTensorDescriptor_t to, size_t bytes,
-                  const void *&dst) -> bool {
-    void *p = scratch.get(bytes, error);
-    if (!p)
-      return false;
-    cudnnStatus_t st =
-        api->transform(api->handle, &one, from, src, &zero, to, p);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      error = std::string("cuDNN copy: ") + api->errorString(st);
-      return false;
-    }
-    dst = p;
-    return true;
+                  const void *&dst) {
+    return cudnnCopy<T>(api, scratch, from, src, to, bytes, dst, error);
   };
   const void *dyUse = yp, *wUse = wp;
   void *dxUse = xp;
@@ -2008,7 +2015,7 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
     return;
   }
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  auto call = [&] {
+  runCudnn(name, plan.label, api, st, [&] {
     st = api->backwardData(
         api->handle, &one, plan.w, wUse, plan.dy, dyUse, plan.conv,
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), work,
@@ -2016,16 +2023,7 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
     if (st == CUDNN_STATUS_SUCCESS && plan.packDx)
       st = api->transform(api->handle, &one, plan.dx, dxUse, &zero,
                           plan.dxView, xp);
-  };
-  if (profiler().on)
-    profiled(s.stream, "cuDNN " + plan.label, call);
-  else
-    call();
-  if (st != CUDNN_STATUS_SUCCESS)
-    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                           api->errorString(st));
-  else if (s.syncEachLaunch)
-    check(cudaStreamSynchronize(s.stream), name);
+  });
 }
 
 #pragma GCC diagnostic pop
