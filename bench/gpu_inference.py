@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: GPU inference latency, distopt (--target cuda) vs PyTorch eager.
 
-Four model kinds at realistic sizes (bench/gpu_models.py), in two steps, as
+The four model kinds and a DCGAN generator (transposed convolutions) at
+realistic sizes (bench/gpu_models.py), in two steps, as
 the compiler cannot travel to a GPU machine:
 
   export KIT    (/usr/bin/python3 with Debian's torch) exports each model
@@ -42,7 +43,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 DIMS = {"mlp": ["--dim", "batch=128"], "cnn": ["--dim", "batch=8"],
-        "transformer_encoder": ["--dim", "batch=8"], "gpt": ["--dim", "batch=8"]}
+        "transformer_encoder": ["--dim", "batch=8"], "gpt": ["--dim", "batch=8"],
+        "dcgan": ["--dim", "batch=64"]}
 # Also timed in fp16 (16-bit GEMMs on tensor cores): "<name>_f16".
 FP16 = ("mlp", "transformer_encoder", "gpt")
 

@@ -1,4 +1,4 @@
-"""The four model kinds of bench/gpu_inference.py as PyTorch modules.
+"""The model kinds of bench/gpu_inference.py as PyTorch modules.
 
 Plain torch (and torchvision's ResNet-18), so the same code builds the
 model that is exported to ONNX (torch 1.13, where distopt compiles) and the
@@ -88,7 +88,18 @@ def build(name: str):
     if name == "gpt":
         return (GPT(), torch.randint(0, 8192, (8, 128)),
                 "GPT-2-style d768 h12 x6, vocab 8192, seq 128, batch 8")
+    if name == "dcgan":
+        # DCGAN's generator (Radford et al.): transposed convolutions, which
+        # distopt runs as cuDNN's backward-data convolutions.
+        layers, channels = [], [100, 512, 256, 128, 64, 3]
+        for i in range(5):
+            layers.append(nn.ConvTranspose2d(channels[i], channels[i + 1], 4,
+                                             1 if i == 0 else 2, 0 if i == 0 else 1,
+                                             bias=False))
+            layers += [nn.BatchNorm2d(channels[i + 1]), nn.ReLU()] if i < 4 else [nn.Tanh()]
+        return (nn.Sequential(*layers), torch.randn(64, 100, 1, 1),
+                "DCGAN generator (5 ConvTranspose2d + BN + ReLU), 100 -> 3x64x64, batch 64")
     raise ValueError(name)
 
 
-NAMES = ["mlp", "cnn", "transformer_encoder", "gpt"]
+NAMES = ["mlp", "cnn", "transformer_encoder", "gpt", "dcgan"]
