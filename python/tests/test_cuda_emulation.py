@@ -196,8 +196,8 @@ def test_emulated_reductions_match_onnxruntime(case, tmp_path):
 
 @pytest.fixture(scope="module")
 def gpu_bench_models(tmp_path_factory):
-    """bench/gpu_models.py's four models at the GPU benchmark's sizes,
-    exported by torch.onnx.export (bench/gpu_inference.py export)."""
+    """bench/gpu_models.py's models at the GPU benchmark's sizes, exported
+    by torch.onnx.export (bench/gpu_inference.py export)."""
     from conftest import TORCH_PY, torch_available
     if not torch_available():
         pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
@@ -206,13 +206,13 @@ def gpu_bench_models(tmp_path_factory):
     return kit
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer_encoder", "gpt"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer_encoder", "gpt", "dcgan"])
 def test_emulated_gpu_benchmark_models_match_onnxruntime(name, gpu_bench_models, tmp_path):
     """The GPU benchmark's models (MLP 1024-4096-4096-1024, ResNet-18 at
     224x224, a 6-layer d512 encoder, a 6-layer d768 GPT with an 8192-word
-    vocabulary; batch 2) through the emulated GPU kernels: the mapping at
-    realistic sizes (vector loads, block reductions over rows of 512 to
-    8192), against ONNX Runtime."""
+    vocabulary, a DCGAN generator; batch 2) through the emulated GPU kernels:
+    the mapping at realistic sizes (vector loads, block reductions over rows
+    of 512 to 8192), against ONNX Runtime."""
     import onnxruntime as ort
     info = json.loads((gpu_bench_models / "meta.json").read_text())[name]
     shape = [2] + info["shape"][1:]
