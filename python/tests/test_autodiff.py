@@ -250,7 +250,8 @@ def test_gradients_flag_errors(tmp_path):
 
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
-                "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse"]
+                "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
+                "resnet18_cross_entropy"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
@@ -258,7 +259,17 @@ def test_gradients_match_pytorch(name, torch_models, tmp_path):
     check_pytorch_gradients(name, torch_models, tmp_path)
 
 
-@pytest.mark.parametrize("name", TORCH_MODELS)
+# A known bug (docs/cuda-codegen.md, "Limits"): under cuda-emu the whole
+# ResNet-18 at 64x64 gets its last stage's gradients 2.6% off (the CPU
+# target: 8e-6 of float64's); its stages alone, with the same shapes, do
+# not. strict: the test fails once the bug is gone, to be made a plain case.
+EMULATED_GRADIENT_MODELS = [
+    pytest.param(name, marks=pytest.mark.xfail(
+        strict=True, reason="cuda-emu: ResNet-18's last stage's gradients 2.6% off"))
+    if name == "resnet18_cross_entropy" else name for name in TORCH_MODELS]
+
+
+@pytest.mark.parametrize("name", EMULATED_GRADIENT_MODELS)
 def test_emulated_gpu_gradients_match_pytorch(name, torch_models, tmp_path):
     """The same on --target cuda-emu: the GPU's kernels and library calls
     (cuBLAS, cuDNN's forward, backward-filter and backward-data
