@@ -203,52 +203,33 @@ std::optional<OpShardingRule> gemmRule(dopt::GemmOp op) {
   return b.rule;
 }
 
-std::optional<OpShardingRule> convRule(dopt::ConvOp op) {
-  auto x = shapeOf(op.getInput()), y = shapeOf(op.getResult());
+/// Convolutions, plain and transposed: batch and output channels parallel,
+/// input channels a reduction (whole with groups, or with a bias, which
+/// would be added to every partial sum). The weight is [M, C/G, kh, kw] for
+/// a convolution, [C, M/G, kh, kw] for a transposed one; with groups its
+/// channel dimensions are per group and map to no factor (the transposed
+/// one's output channels included: M/G is not the result's M).
+std::optional<OpShardingRule> convolutionRule(mlir::Value input,
+                                              mlir::Value result, bool bias,
+                                              int64_t group, bool transposed) {
+  auto x = shapeOf(input), y = shapeOf(result);
   if (!x || !y || x->size() != 4)
     return std::nullopt;
   RuleBuilder b;
-  bool dense = op.getGroup() == 1;
+  bool dense = group == 1;
   int64_t n = b.orNone(b.add((*y)[0]), (*y)[0]);
   FactorKind channelKind =
       dense ? FactorKind::Parallel : FactorKind::NeedReplication;
   int64_t o = b.orNone(b.add((*y)[1], channelKind), (*y)[1]);
-  // Splitting the input channels leaves partial sums; a bias would be added
-  // in every one of them, so convolutions with a bias keep them whole.
-  int64_t c = b.orNone(b.add((*x)[1], dense && !op.getBias()
+  int64_t c = b.orNone(b.add((*x)[1], dense && !bias
                                           ? FactorKind::Reduction
                                           : FactorKind::NeedReplication),
                        (*x)[1]);
   b.rule.operandDims.push_back(Dims{n, c, -1, -1});
-  b.rule.operandDims.push_back(Dims{o, dense ? c : -1, -1, -1});
-  if (op.getBias())
-    b.rule.operandDims.push_back(Dims{o});
-  b.rule.resultDims.push_back(Dims{n, o, -1, -1});
-  return b.rule;
-}
-
-/// The transposed convolution: input [N, C, H, W], weight [C, M/G, kh, kw]
-/// -- the weight's first dimension is the contraction, its second the
-/// output channels (of each group).
-std::optional<OpShardingRule> convTransposeRule(dopt::ConvTransposeOp op) {
-  auto x = shapeOf(op.getInput()), y = shapeOf(op.getResult());
-  if (!x || !y || x->size() != 4)
-    return std::nullopt;
-  RuleBuilder b;
-  bool dense = op.getGroup() == 1;
-  int64_t n = b.orNone(b.add((*y)[0]), (*y)[0]);
-  int64_t o = b.orNone(b.add((*y)[1], dense ? FactorKind::Parallel
-                                            : FactorKind::NeedReplication),
-                       (*y)[1]);
-  // As for dopt.conv: split input channels leave partial sums, and a bias
-  // would be added in each.
-  int64_t c = b.orNone(b.add((*x)[1], dense && !op.getBias()
-                                          ? FactorKind::Reduction
-                                          : FactorKind::NeedReplication),
-                       (*x)[1]);
-  b.rule.operandDims.push_back(Dims{n, c, -1, -1});
-  b.rule.operandDims.push_back(Dims{dense ? c : -1, dense ? o : -1, -1, -1});
-  if (op.getBias())
+  b.rule.operandDims.push_back(transposed
+                                   ? Dims{dense ? c : -1, dense ? o : -1, -1, -1}
+                                   : Dims{o, dense ? c : -1, -1, -1});
+  if (bias)
     b.rule.operandDims.push_back(Dims{o});
   b.rule.resultDims.push_back(Dims{n, o, -1, -1});
   return b.rule;
@@ -563,8 +544,16 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
       .Case<dopt::BatchNormOp>(batchNormRule)
       .Case<dopt::MatMulOp>(matmulRule)
       .Case<dopt::GemmOp>(gemmRule)
-      .Case<dopt::ConvOp>(convRule)
-      .Case<dopt::ConvTransposeOp>(convTransposeRule)
+      .Case<dopt::ConvOp>([](dopt::ConvOp op) {
+        return convolutionRule(op.getInput(), op.getResult(),
+                               static_cast<bool>(op.getBias()), op.getGroup(),
+                               /*transposed=*/false);
+      })
+      .Case<dopt::ConvTransposeOp>([](dopt::ConvTransposeOp op) {
+        return convolutionRule(op.getInput(), op.getResult(),
+                               static_cast<bool>(op.getBias()), op.getGroup(),
+                               /*transposed=*/true);
+      })
       .Case<dopt::MaxPoolOp, dopt::AvgPoolOp>(
           [](mlir::Operation *o) { return poolRule(o, /*global=*/false); })
       .Case<dopt::GlobalAvgPoolOp>(

@@ -479,8 +479,11 @@ template <typename T> PackedWeights<T> packedWeights(const MemRef<T, 4> *w) {
                 kw = w->sizes[3];
   const T *wb = w->aligned + w->offset;
   const int64_t *st = w->strides;
-  auto dense = [&](int d, int64_t stride) { return w->sizes[d] == 1 || st[d] == stride; };
-  if (dense(3, 1) && dense(2, kw) && dense(1, kh * kw) && dense(0, cg * kh * kw))
+  auto dense = [&](int d, int64_t stride) {
+    return w->sizes[d] == 1 || st[d] == stride;
+  };
+  if (dense(3, 1) && dense(2, kw) && dense(1, kh * kw) &&
+      dense(0, cg * kh * kw))
     return {{}, wb};
   PackedWeights<T> p{std::vector<T>(static_cast<size_t>(m * cg * kh * kw)),
                      nullptr};

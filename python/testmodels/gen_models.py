@@ -243,6 +243,17 @@ def build_mlp(dims: Sequence[int] = (64, 128, 64, 10)) -> onnx.ModelProto:
     return make_model(graph, 13)
 
 
+def batch_norm(b: "GraphBuilder", rng, x: str, module: str, c: int) -> str:
+    """BatchNormalization (inference form) of `c` channels with random
+    parameters and running statistics named after `module`."""
+    scale = b.init(f"{module}.weight", (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32))
+    shift = b.init(f"{module}.bias", small_bias(rng, c))
+    mean = b.init(f"{module}.running_mean", small_bias(rng, c))
+    var = b.init(f"{module}.running_var", rng.uniform(0.5, 1.5, c).astype(np.float32))
+    return b.node("BatchNormalization", [x, scale, shift, mean, var], "/" + module,
+                  epsilon=1e-5, momentum=0.9, training_mode=0)
+
+
 def build_cnn() -> onnx.ModelProto:
     """Small CNN: Conv/BN/Relu/MaxPool, grouped Conv/BN/Relu/AvgPool, Conv+bias,
     GlobalAveragePool, Flatten, Gemm."""
@@ -262,21 +273,13 @@ def build_cnn() -> onnx.ModelProto:
             attrs["dilations"] = [1, 1]
         return b.node("Conv", inputs, "/" + module, **attrs)
 
-    def bn(x, module, c):
-        scale = b.init(f"{module}.weight", (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32))
-        shift = b.init(f"{module}.bias", small_bias(rng, c))
-        mean = b.init(f"{module}.running_mean", small_bias(rng, c))
-        var = b.init(f"{module}.running_var", rng.uniform(0.5, 1.5, c).astype(np.float32))
-        return b.node("BatchNormalization", [x, scale, shift, mean, var], "/" + module,
-                      epsilon=1e-5, momentum=0.9, training_mode=0)
-
     h = conv("x", "conv1", 3, 16, 3, 1, 1)                     # [N,16,32,32]
-    h = bn(h, "bn1", 16)
+    h = batch_norm(b, rng, h, "bn1", 16)
     h = b.node("Relu", [h], "/relu1")
     h = b.node("MaxPool", [h], "/pool1", kernel_shape=[2, 2], pads=[0, 0, 0, 0],
                strides=[2, 2], ceil_mode=0)                     # [N,16,16,16]
     h = conv(h, "conv2", 16, 32, 3, 1, 1, group=2)             # [N,32,16,16]
-    h = bn(h, "bn2", 32)
+    h = batch_norm(b, rng, h, "bn2", 32)
     h = b.node("Relu", [h], "/relu2")
     h = b.node("AveragePool", [h], "/pool2", kernel_shape=[2, 2], pads=[0, 0, 0, 0],
                strides=[2, 2], ceil_mode=0, count_include_pad=1)  # [N,32,8,8]
@@ -302,14 +305,6 @@ def build_dcgan() -> onnx.ModelProto:
     rng = rng_for(9)
     b = GraphBuilder()
 
-    def bn(x, module, c):
-        scale = b.init(f"{module}.weight", (1.0 + 0.1 * rng.standard_normal(c)).astype(np.float32))
-        shift = b.init(f"{module}.bias", small_bias(rng, c))
-        mean = b.init(f"{module}.running_mean", small_bias(rng, c))
-        var = b.init(f"{module}.running_var", rng.uniform(0.5, 1.5, c).astype(np.float32))
-        return b.node("BatchNormalization", [x, scale, shift, mean, var], "/" + module,
-                      epsilon=1e-5, momentum=0.9, training_mode=0)
-
     h, channels = "z", [100, 512, 256, 128, 64, 3]
     for i in range(5):
         c_in, c_out = channels[i], channels[i + 1]
@@ -318,7 +313,7 @@ def build_dcgan() -> onnx.ModelProto:
                    kernel_shape=[4, 4], strides=[1, 1] if i == 0 else [2, 2],
                    pads=[0] * 4 if i == 0 else [1] * 4)
         if i < 4:
-            h = b.node("Relu", [bn(h, f"bn{i}", c_out)], f"/relu{i}")
+            h = b.node("Relu", [batch_norm(b, rng, h, f"bn{i}", c_out)], f"/relu{i}")
     b.node("Tanh", [h], "/tanh", outputs=["image"])
     graph = b.graph(
         "main_graph",

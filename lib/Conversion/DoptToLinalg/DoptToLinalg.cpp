@@ -29,7 +29,7 @@
 #include "mlir/IR/AffineMap.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
@@ -1628,14 +1628,15 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
 /// on CPUs. (The plain convolution of the stride-dilated input it equals
 /// spends three quarters of its GEMM on zeros for a stride of 2: a DCGAN
 /// generator at batch 16 took 104.7 ms that way on this project's 2-core
-/// machine, 19.7 ms with the call; docs/benchmarks.md.) The library's dx must be a shape whose convolution gives back
-/// the input's, so with pads that differ between the ends of a dimension,
-/// or an output padding of a stride or more, it computes the full result
-/// (no pads) and the pads are cut off here (the output padding added as
-/// zeros). f16/bf16 are widened to f32 before this pattern runs.
+/// machine, 19.7 ms with the call; docs/benchmarks.md.) The library's dx
+/// must be a shape whose convolution gives back the input's, so with pads
+/// that differ between the ends of a dimension, or an output padding of a
+/// stride or more, it computes the full result (no pads) and the pads are
+/// cut off here (the output padding added as zeros). f16/bf16 are widened
+/// to f32 before this pattern runs.
 struct ConvTransposePattern : DoptPattern<dopt::ConvTransposeOp> {
   ConvTransposePattern(const TypeConverter &converter, MLIRContext *ctx,
-                       bool, int64_t *libraryCalls)
+                       int64_t *libraryCalls)
       : DoptPattern(converter, ctx), libraryCalls(libraryCalls) {}
   int64_t *libraryCalls; // the pass's count of library calls made
 
@@ -1667,16 +1668,16 @@ struct ConvTransposePattern : DoptPattern<dopt::ConvTransposeOp> {
     }
     Value y = libraryConvolutionCall(
         rewriter, loc, callee, (*libraryCalls)++, op.getInput(),
-        adaptor.getInput(),
-        op.getWeight(), adaptor.getWeight(), callType, st, pad, dl,
-        op.getGroup());
+        adaptor.getInput(), op.getWeight(), adaptor.getWeight(), callType, st,
+        pad, dl, op.getGroup());
     if (!direct) {
       // y = full[begin pads : begin pads + output], zeros past its end
       // (all zeros where the begin pad passes the full result's end).
       SmallVector<int64_t> keep(rt.getShape()), extra(2, 0), from(2);
       for (int i = 0; i < 2; ++i) {
         int64_t full = callType.getDimSize(2 + i);
-        keep[2 + i] = std::clamp<int64_t>(full - pads[i], 0, rt.getDimSize(2 + i));
+        keep[2 + i] =
+            std::clamp<int64_t>(full - pads[i], 0, rt.getDimSize(2 + i));
         from[i] = keep[2 + i] ? pads[i] : 0; // an empty slice starts inside
         extra[i] = rt.getDimSize(2 + i) - keep[2 + i];
       }
@@ -2246,21 +2247,19 @@ struct ConvertDoptToLinalgPass
   /// library-convolutions) and dopt.conv_transpose ops will call.
   void declareLibraryConvolutions() {
     ModuleOp module = getOperation();
-    llvm::SetVector<StringRef> names;
+    llvm::MapVector<StringRef, Type> calls; // name -> element type
     module.walk([&](Operation *op) {
       if (!isa<dopt::ConvTransposeOp>(op) &&
           !(libraryConvolutions && isa<dopt::ConvOp>(op)))
         return;
+      Type elt = tensorTypeOf(op->getResult(0)).getElementType();
       StringRef name =
-          libraryConvolution(tensorTypeOf(op->getResult(0)).getElementType(),
-                             isa<dopt::ConvTransposeOp>(op));
+          libraryConvolution(elt, isa<dopt::ConvTransposeOp>(op));
       if (!name.empty())
-        names.insert(name);
+        calls.insert({name, elt});
     });
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    for (StringRef name : names) {
-      Type elt = name.ends_with("f32") ? Type(b.getF32Type())
-                                       : Type(b.getF64Type());
+    for (auto [name, elt] : calls) {
       if (module.lookupSymbol(name))
         continue;
       MemRefType any = anyStrided4D(elt);
@@ -2316,8 +2315,9 @@ struct ConvertDoptToLinalgPass
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
     int64_t libraryCalls = 0;
-    patterns.add<ConvPattern, ConvTransposePattern>(
-        converter, ctx, libraryConvolutions, &libraryCalls);
+    patterns.add<ConvPattern>(converter, ctx, libraryConvolutions,
+                              &libraryCalls);
+    patterns.add<ConvTransposePattern>(converter, ctx, &libraryCalls);
     patterns.add<
         DropoutPattern,
         BinaryPattern<dopt::AddOp, BinKind::Add>,
