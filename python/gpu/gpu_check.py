@@ -104,8 +104,8 @@ RESUMED = {"train_sgd_nesterov", "train_gpt_adamw_dp2_zero1"}
 # convolutions' forward, backward-filter and backward-data calls (cuDNN),
 # transposed convolutions, a skip connection summed into a convolution's
 # input (docs/cuda-codegen.md: the to_buffer hazard; torchvision's ResNet-18
-# whole, which cuda-emu gets 2.6% wrong in its last stage: a known bug the
-# GPU run is expected to show too), an embedding and its head.
+# whole, in float64: cuDNN's and cuBLAS's double paths), an embedding and
+# its head.
 GRADIENTS = ["mobilenet_blocks", "upsampler_mse", "lm_cross_entropy", "resnet18_cross_entropy"]
 # Asks for NCCL with two ranks on one GPU: the runtime must refuse it.
 NCCL_REFUSAL = "train_sgd_clipped_dp2"

@@ -259,23 +259,14 @@ def test_gradients_match_pytorch(name, torch_models, tmp_path):
     check_pytorch_gradients(name, torch_models, tmp_path)
 
 
-# A known bug (docs/cuda-codegen.md, "Limits"): under cuda-emu the whole
-# ResNet-18 at 64x64 gets its last stage's gradients 2.6% off (the CPU
-# target: 8e-6 of float64's); its stages alone, with the same shapes, do
-# not. strict: the test fails once the bug is gone, to be made a plain case.
-EMULATED_GRADIENT_MODELS = [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="cuda-emu: ResNet-18's last stage's gradients 2.6% off"))
-    if name == "resnet18_cross_entropy" else name for name in TORCH_MODELS]
-
-
-@pytest.mark.parametrize("name", EMULATED_GRADIENT_MODELS)
+@pytest.mark.parametrize("name", TORCH_MODELS)
 def test_emulated_gpu_gradients_match_pytorch(name, torch_models, tmp_path):
     """The same on --target cuda-emu: the GPU's kernels and library calls
     (cuBLAS, cuDNN's forward, backward-filter and backward-data
     convolutions) run by the runtime's CPU twins. MobileNetV2's blocks
     caught a weight gradient reading an activation whose memory a gradient
-    sum had reused (docs/cuda-codegen.md)."""
+    sum had reused, ResNet-18 two library calls' buffers merged by CSE
+    (docs/cuda-codegen.md)."""
     check_pytorch_gradients(name, torch_models, tmp_path, ["--target", "cuda-emu"])
 
 
