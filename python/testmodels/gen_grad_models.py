@@ -141,6 +141,20 @@ def bare_models():
     torch.manual_seed(2)
     yield ("upsampler_mse", Upsampler(), torch.randn(2, 3, 10, 12), torch.randn(2, 3, 11, 13),
            lambda y, t: ((y - t) ** 2).mean(), "mse:logits")
+    # A 1-D CNN of the kind audio and sequence models use (Conv1d, batch norm
+    # over N x C x L, max and average pools, a dilated grouped convolution,
+    # ConvTranspose1d): distopt runs 1-D windows as 2-D ones of height 1.
+    torch.manual_seed(3)
+    net1d = nn.Sequential(
+        nn.Conv1d(2, 8, 9, stride=2, padding=4), nn.BatchNorm1d(8), nn.ReLU(),
+        nn.MaxPool1d(3, stride=2, padding=1),
+        nn.Conv1d(8, 16, 5, dilation=2, groups=2, padding=3), nn.Tanh(),
+        nn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False),
+        nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1, output_padding=1),
+        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, 5))
+    net1d.train()
+    yield ("conv1d_cross_entropy", net1d, torch.randn(4, 2, 50), torch.randint(0, 5, (4,)),
+           nn.functional.cross_entropy, "cross-entropy:logits")
     # torchvision's ResNet-18 (batch norm in training form; 64x64 so that its
     # last stage's statistics cover 32 values, not a handful), small images:
     # residual blocks, where a convolution's input is also summed into by

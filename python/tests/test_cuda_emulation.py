@@ -317,6 +317,9 @@ CONV_TRANSPOSE_CASES = [
     # depthwise, SAME_LOWER
     ("depthwise_same_lower", [2, 3, 4, 5], [3, 1, 3, 3], True,
      dict(strides=[2, 2], group=3, auto_pad="SAME_LOWER")),
+    # 1-D (a 2-D window of height 1): grouped, dilated, uneven pads
+    ("one_d", [2, 4, 7], [4, 3, 3], True,
+     dict(strides=[3], pads=[1, 2], dilations=[2], output_padding=[1], group=2)),
 ]
 
 

@@ -294,15 +294,21 @@ def test_uneven_batch_splits(models, tmp_path, name, dims, shapes, plan):
         assert np.abs(got - want).max() <= 1e-5 * max(np.abs(want).max(), 1e-30), f.name
 
 
-@pytest.mark.parametrize("plan", ["dp2", "tp2", "pp2"])
-def test_transposed_convolutions_distributed(torch_models, tmp_path, plan):
-    """An encoder-decoder exported by torch (nn.Conv2d down, nn.ConvTranspose2d
-    up: strided with output_padding, grouped and dilated, 1x1) under forced
-    plans on local:2: the same outputs as one process. tp splits the
-    transposed convolutions' output channels (their weight's second
-    dimension) or their input channels (a partial sum)."""
-    dp, tp, pp, mb = PLANS[plan]
-    d = torch_models / "upsampler_mse"
+@pytest.mark.parametrize("model,shape,plan", [
+    *[("upsampler_mse", (2, 3, 11, 13), p) for p in ("dp2", "tp2", "pp2")],
+    # Its batch norm is in training form (statistics over the batch): the
+    # planner refuses dp and micro-batches; two stages, one micro-batch.
+    *[("conv1d_cross_entropy", (4, 5), p) for p in ("tp2", "pp2mb1")]])
+def test_transposed_convolutions_distributed(torch_models, tmp_path, plan, model, shape):
+    """Models exported by torch under forced plans on local:2: the same
+    outputs as one process. An encoder-decoder (nn.Conv2d down,
+    nn.ConvTranspose2d up: strided with output_padding, grouped and dilated,
+    1x1) and a 1-D CNN (Conv1d, batch norm, pools, ConvTranspose1d: windows
+    of height 1 between reshapes). tp splits the transposed convolutions'
+    output channels (their weight's second dimension) or their input
+    channels (a partial sum)."""
+    dp, tp, pp, mb = PLANS[plan] if plan in PLANS else (1, 1, 2, 1)
+    d = torch_models / model
     x = np.load(d / "x.npy")
     np.save(tmp_path / "x.npy", x)
     inputs = [f"--input=x={tmp_path / 'x.npy'}"]
@@ -314,5 +320,5 @@ def test_transposed_convolutions_distributed(torch_models, tmp_path, plan):
     run(DISTOPT, "run", tmp_path / "m.dx", *inputs, "--output-dir", tmp_path / "out")
     want = np.load(tmp_path / "one" / "logits.npy")
     got = np.load(tmp_path / "out" / "logits.npy")
-    assert got.shape == want.shape == (2, 3, 11, 13)
+    assert got.shape == want.shape == shape
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

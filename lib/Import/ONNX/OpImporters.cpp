@@ -386,6 +386,11 @@ LogicalResult importGemm(NodeContext &nc) {
   return success();
 }
 
+/// "1 entry", "4 entries": how many a window attribute must have.
+std::string entries(size_t n) {
+  return std::to_string(n) + (n == 1 ? " entry" : " entries");
+}
+
 /// Resolves ONNX's auto_pad into explicit [begins..., ends...] pads for a
 /// 2-D window.
 FailureOr<SmallVector<int64_t>>
@@ -398,8 +403,8 @@ resolvePads(NodeContext &nc, ArrayRef<int64_t> inSpatial,
   if (autoPad == "NOTSET") {
     SmallVector<int64_t> pads = padsAttr.value_or(SmallVector<int64_t>(2 * n));
     if (pads.size() != 2 * n) {
-      (void)nc.error("pads must have " + std::to_string(2 * n) +
-                     " entries, got " + shapeStr(pads));
+      (void)nc.error("pads must have " + entries(2 * n) + ", got " +
+                     shapeStr(pads));
       return failure();
     }
     return pads;
@@ -430,8 +435,8 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
   if (!v)
     return SmallVector<int64_t>(n, 1);
   if (v->size() != n) {
-    (void)nc.error(name + " must have " + std::to_string(n) +
-                   " entries, got " + shapeStr(*v));
+    (void)nc.error(name + " must have " + entries(n) + ", got " +
+                   shapeStr(*v));
     return failure();
   }
   // Checked here, not only by the dialect: auto_pad divides by the strides.
@@ -442,21 +447,55 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
   return *v;
 }
 
-LogicalResult require2D(NodeContext &nc, RankedTensorType in) {
-  if (in.getRank() != 4)
-    return nc.error("only 2-D windows on 4-D (NCHW) inputs are supported, "
-                    "got input of rank " +
-                    std::to_string(in.getRank()));
-  return success();
+/// The spatial axes of a windowed op's input: 1 (N×C×L) or 2 (N×C×H×W).
+/// A 1-D window runs as a 2-D one of height 1 (liftTo2D): the dialect,
+/// the kernels and cuDNN see one kind of convolution and pooling.
+FailureOr<size_t> spatialAxes(NodeContext &nc, RankedTensorType in) {
+  if (in.getRank() == 3 || in.getRank() == 4)
+    return size_t(in.getRank() - 2);
+  (void)nc.error("only 1-D and 2-D windows (3-D NCL or 4-D NCHW inputs) are "
+                 "supported, got input of rank " +
+                 std::to_string(in.getRank()));
+  return failure();
 }
 
-/// What Conv and ConvTranspose share: a 4-D (NCHW) input and a 4-D weight
-/// whose kernel kernel_shape, if given, must equal; strides, dilations,
-/// group.
+/// A 1-D window's sizes (kernel, strides, dilations, output padding) as a
+/// 2-D one's of height 1: `fill` in front.
+SmallVector<int64_t> liftSizes(ArrayRef<int64_t> v, int64_t fill) {
+  if (v.size() != 1)
+    return SmallVector<int64_t>(v);
+  return {fill, v[0]};
+}
+
+/// 1-D pads [begin, end] as 2-D ones [0, begin, 0, end].
+SmallVector<int64_t> liftPads(ArrayRef<int64_t> p) {
+  if (p.size() != 2)
+    return SmallVector<int64_t>(p);
+  return {0, p[0], 0, p[1]};
+}
+
+/// N×C×L as N×C×1×L (`up`), or back (a null value stays null).
+Value heightOne(NodeContext &nc, Value v, bool up) {
+  if (!v)
+    return v;
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  if (up)
+    shape.insert(shape.begin() + 2, 1);
+  else
+    shape.erase(shape.begin() + 2);
+  return nc.create<dopt::ReshapeOp>(v,
+                                    nc.builder().getDenseI64ArrayAttr(shape));
+}
+
+/// What Conv and ConvTranspose share: a 3-D (NCL) or 4-D (NCHW) input and
+/// a weight of the same rank, whose kernel kernel_shape, if given, must
+/// equal; strides, dilations, group. The sizes are as many as the spatial
+/// axes (`axes`); x and w are lifted to 2-D already.
 struct ConvNode {
   Value x, w;
-  RankedTensorType in;
-  SmallVector<int64_t> kernel, strides, dilations;
+  size_t axes;
+  SmallVector<int64_t> inSpatial, kernel, strides, dilations;
   int64_t group;
 };
 
@@ -464,35 +503,50 @@ FailureOr<ConvNode> convNode(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(w, nc.requiredInput(1));
   RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
-  if (failed(require2D(nc, in)))
+  TRY(axes, spatialAxes(nc, in));
+  if (wt.getRank() != in.getRank()) {
+    (void)nc.error("weight must be " + std::to_string(in.getRank()) +
+                   "-D like the input, got rank " +
+                   std::to_string(wt.getRank()));
     return failure();
-  if (wt.getRank() != 4)
-    return nc.error("weight must be 4-D, got rank " +
-                    std::to_string(wt.getRank()));
+  }
   TRY(kernelAttr, nc.intsAttr("kernel_shape"));
   SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
-  if (kernelAttr && *kernelAttr != kernel)
-    return nc.error("kernel_shape " + shapeStr(*kernelAttr) +
-                    " does not match the weight's " + shapeStr(kernel));
-  TRY(strides, windowAttr(nc, "strides", 2));
-  TRY(dilations, windowAttr(nc, "dilations", 2));
+  if (kernelAttr && *kernelAttr != kernel) {
+    (void)nc.error("kernel_shape " + shapeStr(*kernelAttr) +
+                   " does not match the weight's " + shapeStr(kernel));
+    return failure();
+  }
+  TRY(strides, windowAttr(nc, "strides", axes));
+  TRY(dilations, windowAttr(nc, "dilations", axes));
   TRY(group, nc.intAttr("group", 1));
-  return ConvNode{x, w, in, kernel, strides, dilations, group};
+  if (axes == 1) {
+    x = heightOne(nc, x, true);
+    w = heightOne(nc, w, true);
+  }
+  return ConvNode{x,
+                  w,
+                  axes,
+                  SmallVector<int64_t>(in.getShape().drop_front(2)),
+                  kernel,
+                  strides,
+                  dilations,
+                  group};
 }
 
-/// ONNX ConvTranspose (2-D): pads explicit, or derived from output_shape
-/// or auto_pad as the ONNX reference does (total = stride·(in − 1) +
-/// output_padding + extent − out, split with floor division, the odd one
-/// at the end for SAME_UPPER, at the start otherwise). A negative pad
-/// (an output_shape beyond the natural one) becomes zeros around the
-/// result, the bias added after them.
+/// ONNX ConvTranspose (1-D or 2-D): pads explicit, or derived from
+/// output_shape or auto_pad as the ONNX reference does (total =
+/// stride·(in − 1) + output_padding + extent − out, split with floor
+/// division, the odd one at the end for SAME_UPPER, at the start
+/// otherwise). A negative pad (an output_shape beyond the natural one)
+/// becomes zeros around the result, the bias added after them.
 LogicalResult importConvTranspose(NodeContext &nc) {
   TRY(conv, convNode(nc));
-  auto [x, w, in, kernel, strides, dilations, group] = conv;
+  auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
   TRY(outPadAttr, nc.intsAttr("output_padding"));
-  SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(2));
-  if (outPad.size() != 2)
-    return nc.error("output_padding must have 2 entries, got " +
+  SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(n));
+  if (outPad.size() != n)
+    return nc.error("output_padding must have " + entries(n) + ", got " +
                     shapeStr(outPad));
   TRY(autoPad, nc.stringAttr("auto_pad", "NOTSET"));
   TRY(outShapeAttr, nc.intsAttr("output_shape"));
@@ -500,40 +554,46 @@ LogicalResult importConvTranspose(NodeContext &nc) {
   if (outShapeAttr || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     SmallVector<int64_t> outShape;
     if (outShapeAttr) {
-      if (outShapeAttr->size() != 2 && outShapeAttr->size() != 4)
-        return nc.error("output_shape must have 2 (spatial) or 4 entries, "
-                        "got " +
+      if (outShapeAttr->size() != n && outShapeAttr->size() != n + 2)
+        return nc.error("output_shape must have " + std::to_string(n) +
+                        " (spatial) or " + entries(n + 2) + ", got " +
                         shapeStr(*outShapeAttr));
-      outShape.assign(outShapeAttr->end() - 2, outShapeAttr->end());
+      outShape.assign(outShapeAttr->end() - n, outShapeAttr->end());
     } else {
-      for (int i = 0; i < 2; ++i)
-        outShape.push_back(in.getDimSize(2 + i) * strides[i]);
+      for (size_t i = 0; i < n; ++i)
+        outShape.push_back(inSpatial[i] * strides[i]);
     }
-    pads.assign(4, 0);
-    for (int i = 0; i < 2; ++i) {
+    pads.assign(2 * n, 0);
+    for (size_t i = 0; i < n; ++i) {
       if (outShape[i] <= 0)
         return nc.error("output_shape " + shapeStr(outShape) +
                         " must be positive");
-      int64_t total = dopt::transposedOutputSize(
-                          in.getDimSize(2 + i), kernel[i], strides[i], 0, 0,
-                          dilations[i], outPad[i]) -
-                      outShape[i];
+      int64_t total =
+          dopt::transposedOutputSize(inSpatial[i], kernel[i], strides[i], 0,
+                                     0, dilations[i], outPad[i]) -
+          outShape[i];
       int64_t half = llvm::divideFloorSigned(total, 2);
       pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
-      pads[i + 2] = autoPad == "SAME_UPPER" ? total - half : half;
+      pads[i + n] = autoPad == "SAME_UPPER" ? total - half : half;
     }
   } else if (autoPad == "NOTSET" || autoPad == "VALID") {
     TRY(padsAttr, nc.intsAttr("pads"));
-    pads = autoPad == "VALID" ? SmallVector<int64_t>(4, 0)
-                              : padsAttr.value_or(SmallVector<int64_t>(4, 0));
-    if (pads.size() != 4)
-      return nc.error("pads must have 4 entries, got " + shapeStr(pads));
+    pads = autoPad == "VALID" ? SmallVector<int64_t>(2 * n, 0)
+                              : padsAttr.value_or(SmallVector<int64_t>(2 * n, 0));
+    if (pads.size() != 2 * n)
+      return nc.error("pads must have " + entries(2 * n) + ", got " +
+                      shapeStr(pads));
     if (llvm::any_of(pads, [](int64_t p) { return p < 0; }))
       return nc.error("pads must be non-negative, got " + shapeStr(pads));
   } else {
     return nc.error("auto_pad '" + autoPad +
                     "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
   }
+  // From here on in 2-D.
+  pads = liftPads(pads);
+  strides = liftSizes(strides, 1);
+  dilations = liftSizes(dilations, 1);
+  outPad = liftSizes(outPad, 0);
   OpBuilder &b = nc.builder();
   SmallVector<int64_t> clipped, grow(8, 0);
   bool negative = false;
@@ -569,6 +629,8 @@ LogicalResult importConvTranspose(NodeContext &nc) {
                            {cast<RankedTensorType>(bias.getType()).getDimSize(0),
                             1, 1})));
   }
+  if (n == 1)
+    y = heightOne(nc, y, false);
   if (!y)
     return failure();
   nc.setOutput(0, y);
@@ -577,43 +639,65 @@ LogicalResult importConvTranspose(NodeContext &nc) {
 
 LogicalResult importConv(NodeContext &nc) {
   TRY(conv, convNode(nc));
-  auto [x, w, in, kernel, strides, dilations, group] = conv;
-  TRY(pads, resolvePads(nc, in.getShape().drop_front(2), kernel, strides,
-                        dilations));
+  auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
+  TRY(pads, resolvePads(nc, inSpatial, kernel, strides, dilations));
   OpBuilder &b = nc.builder();
-  nc.setOutput(0, nc.create<dopt::ConvOp>(
-                      x, w, nc.input(2), b.getDenseI64ArrayAttr(strides),
-                      b.getDenseI64ArrayAttr(pads),
-                      b.getDenseI64ArrayAttr(dilations),
-                      b.getI64IntegerAttr(group)));
+  Value y = nc.create<dopt::ConvOp>(
+      x, w, nc.input(2), b.getDenseI64ArrayAttr(liftSizes(strides, 1)),
+      b.getDenseI64ArrayAttr(liftPads(pads)),
+      b.getDenseI64ArrayAttr(liftSizes(dilations, 1)),
+      b.getI64IntegerAttr(group));
+  if (n == 1)
+    y = heightOne(nc, y, false);
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
   return success();
 }
 
-/// The window attributes MaxPool and AveragePool share, resolved.
+/// The window attributes MaxPool and AveragePool share, resolved and
+/// lifted to 2-D; `x` the input, lifted too.
 struct PoolWindow {
+  Value x;
+  bool oneD;
   SmallVector<int64_t> kernel, strides, dilations, pads;
   bool ceilMode;
 };
 
 FailureOr<PoolWindow> readPoolWindow(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
   RankedTensorType in = nc.inputType(0);
-  if (failed(require2D(nc, in)))
-    return failure();
+  TRY(n, spatialAxes(nc, in));
   TRY(kernel, nc.intsAttr("kernel_shape"));
-  if (!kernel || kernel->size() != 2) {
-    (void)nc.error("kernel_shape must have 2 entries");
+  if (!kernel || kernel->size() != n) {
+    (void)nc.error("kernel_shape must have " + entries(n));
     return failure();
   }
-  TRY(strides, windowAttr(nc, "strides", 2));
-  TRY(dilations, windowAttr(nc, "dilations", 2));
+  TRY(strides, windowAttr(nc, "strides", n));
+  TRY(dilations, windowAttr(nc, "dilations", n));
   TRY(ceil, nc.intAttr("ceil_mode", 0));
   TRY(pads, resolvePads(nc, in.getShape().drop_front(2), *kernel, strides,
                         dilations));
-  return PoolWindow{*kernel, strides, dilations, pads, ceil != 0};
+  return PoolWindow{n == 1 ? heightOne(nc, x, true) : x,
+                    n == 1,
+                    liftSizes(*kernel, 1),
+                    liftSizes(strides, 1),
+                    liftSizes(dilations, 1),
+                    liftPads(pads),
+                    ceil != 0};
+}
+
+/// The pooled value, back to 1-D for a 1-D window.
+LogicalResult setPoolOutput(NodeContext &nc, const PoolWindow &w, Value y) {
+  if (w.oneD)
+    y = heightOne(nc, y, false);
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
 }
 
 LogicalResult importMaxPool(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
   TRY(order, nc.intAttr("storage_order", 0));
   if (order != 0)
     return nc.error("storage_order = 1 (column-major indices) is not "
@@ -622,28 +706,28 @@ LogicalResult importMaxPool(NodeContext &nc) {
     return nc.error("the Indices output is not supported");
   TRY(w, readPoolWindow(nc));
   OpBuilder &b = nc.builder();
-  nc.setOutput(0, nc.create<dopt::MaxPoolOp>(
-                      x, b.getDenseI64ArrayAttr(w.kernel),
-                      b.getDenseI64ArrayAttr(w.strides),
-                      b.getDenseI64ArrayAttr(w.pads),
-                      b.getDenseI64ArrayAttr(w.dilations),
-                      b.getBoolAttr(w.ceilMode)));
-  return success();
+  return setPoolOutput(
+      nc, w,
+      nc.create<dopt::MaxPoolOp>(w.x, b.getDenseI64ArrayAttr(w.kernel),
+                                 b.getDenseI64ArrayAttr(w.strides),
+                                 b.getDenseI64ArrayAttr(w.pads),
+                                 b.getDenseI64ArrayAttr(w.dilations),
+                                 b.getBoolAttr(w.ceilMode)));
 }
 
 LogicalResult importAveragePool(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
   TRY(w, readPoolWindow(nc));
   if (w.dilations != SmallVector<int64_t>{1, 1})
     return nc.error("dilated average pooling is not supported");
   TRY(countPad, nc.intAttr("count_include_pad", 0));
   OpBuilder &b = nc.builder();
-  nc.setOutput(0, nc.create<dopt::AvgPoolOp>(
-                      x, b.getDenseI64ArrayAttr(w.kernel),
-                      b.getDenseI64ArrayAttr(w.strides),
-                      b.getDenseI64ArrayAttr(w.pads),
-                      b.getBoolAttr(w.ceilMode), b.getBoolAttr(countPad != 0)));
-  return success();
+  return setPoolOutput(
+      nc, w,
+      nc.create<dopt::AvgPoolOp>(w.x, b.getDenseI64ArrayAttr(w.kernel),
+                                 b.getDenseI64ArrayAttr(w.strides),
+                                 b.getDenseI64ArrayAttr(w.pads),
+                                 b.getBoolAttr(w.ceilMode),
+                                 b.getBoolAttr(countPad != 0)));
 }
 
 //===----------------------------------------------------------------------===//
