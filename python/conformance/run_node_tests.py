@@ -43,7 +43,7 @@ Add Sub Mul Div Pow Max Min Equal Less LessOrEqual Greater GreaterOrEqual And Or
 Neg Abs Not Sqrt Reciprocal Exp Log Tanh Sigmoid Erf Relu LeakyRelu Gelu Identity
 Clip Trilu
 Dropout Where Cast Softmax LogSoftmax BatchNormalization LayerNormalization MatMul
-Gemm Conv ConvTranspose MaxPool AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceMax
+Gemm Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool ReduceSum ReduceMean ReduceMax
 Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather Expand Pad
 Shape Constant ConstantOfShape Range
 NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss""".split())

@@ -730,6 +730,25 @@ LogicalResult importAveragePool(NodeContext &nc) {
                                  b.getBoolAttr(countPad != 0)));
 }
 
+/// GlobalMaxPool: the maximum over every spatial axis, kept as size 1.
+LogicalResult importGlobalMaxPool(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  int64_t rank = nc.inputType(0).getRank();
+  if (rank < 3)
+    return nc.error("input must have rank >= 3 (N, C, spatial...), got rank " +
+                    std::to_string(rank));
+  SmallVector<int64_t> axes;
+  for (int64_t i = 2; i < rank; ++i)
+    axes.push_back(i);
+  OpBuilder &b = nc.builder();
+  Value y = nc.create<dopt::ReduceMaxOp>(x, b.getDenseI64ArrayAttr(axes),
+                                         b.getBoolAttr(true));
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -1315,6 +1334,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["MaxPool"] = importMaxPool;
     t["AveragePool"] = importAveragePool;
     t["GlobalAveragePool"] = importUnary<dopt::GlobalAvgPoolOp>;
+    t["GlobalMaxPool"] = importGlobalMaxPool;
     // Reductions (axes became an input in opset 13 for ReduceSum, 18 for
     // the others).
     t["ReduceSum"] = importReduce<dopt::ReduceSumOp, 13>;
