@@ -208,8 +208,10 @@ void profiled(cudaStream_t stream, const std::string &name, Work &&work) {
   auto t1 = std::chrono::steady_clock::now();
   cudaEventRecord(sp.stop, stream);
   p.open.push_back(sp);
-  std::string kind = name.compare(0, 6, "cuDNN ") == 0    ? "cuDNN"
-                     : name.compare(0, 7, "cuBLAS ") == 0 ? "cuBLAS"
+  std::string kind = name.compare(0, 6, "cuDNN ") == 0 ? "cuDNN"
+                     : name.compare(0, 7, "cuBLAS ") == 0 ||
+                             name.compare(0, 9, "cuBLASLt ") == 0
+                         ? "cuBLAS"
                      : name.find("<<<") != std::string::npos
                          ? "kernel launch"
                          : "copy";
@@ -597,7 +599,11 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
         w = deviceAlloc(n, error);
         if (!w)
           return dort_set_error(1, "weight buffer %d: %s", i, error.c_str());
-        cudaError_t e = cudaMemcpy(w, host[i], n, cudaMemcpyHostToDevice);
+        // On the rank's stream, which does not wait for the legacy default
+        // one: a plain cudaMemcpy may return before its DMA from pageable
+        // memory lands, and the first kernel could read the weight early.
+        cudaError_t e =
+            cudaMemcpyAsync(w, host[i], n, cudaMemcpyHostToDevice, s.stream);
         if (e != cudaSuccess)
           return dort_set_error(1, "uploading weight buffer %d: %s", i,
                                 cudaMessage(e).c_str());
@@ -1737,6 +1743,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
     size_t cap = space.cap;
     void *search = space.memory;
     float best = -1;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     auto consider = [&](const auto &perf, bool asGrad) {
       if (perf.status != CUDNN_STATUS_SUCCESS ||
           perf.determinism != CUDNN_DETERMINISTIC || perf.memory > cap)
@@ -1749,6 +1756,7 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
       plan.asFilterGrad = asGrad;
       plan.algo = perf.algo;
       plan.workspace = perf.memory;
+      math = perf.mathType;
     };
     const char *where = "";
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
@@ -1798,6 +1806,12 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w,
                        ? std::string("no algorithm (") + where + " search: " +
                              api->errorString(st) + ")"
                        : "no deterministic algorithm takes these shapes";
+    // An algorithm is timed with a math type (TF32 tensor cores or not):
+    // run it with that one, as the search did.
+    else if ((st = api->setMath(plan.asFilterGrad ? plan.gradConv : plan.conv,
+                                math)) != CUDNN_STATUS_SUCCESS)
+      plan.error = std::string("setting the math type: ") +
+                   api->errorString(st);
     plan.label = std::string(plan.asFilterGrad ? "as backward filter "
                                                : "forward ") +
                  plan.label + " algo " + std::to_string(plan.algo);
@@ -1874,7 +1888,7 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
     *xp = dx->aligned + dx->offset;
   if (xs[0] == 0 || xs[1] == 0 || xs[2] == 0 || xs[3] == 0)
     return; // dx is empty
-  if (ys[1] == 0 || ys[2] == 0 || ys[3] == 0) {
+  if (ys[1] == 0 || ys[2] == 0 || ys[3] == 0 || ws[2] == 0 || ws[3] == 0) {
     // Nothing lands: dx is zero (written whole, as the contract says).
     zeroWhole(name, dx);
     return;
@@ -1985,6 +1999,7 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
     // The heuristic's first acceptable, or the fastest timed one; only
     // deterministic algorithms.
     float best = -1;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < n; ++i) {
       const auto &pf = perf[i];
       if (pf.status != CUDNN_STATUS_SUCCESS ||
@@ -1995,12 +2010,16 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
       best = space.heuristic ? 0 : pf.time;
       plan.algo = pf.algo;
       plan.workspace = pf.memory;
+      math = pf.mathType;
     }
     if (best < 0)
       plan.error = st != CUDNN_STATUS_SUCCESS
                        ? std::string("no algorithm (backward-data search: ") +
                              api->errorString(st) + ")"
                        : "no deterministic algorithm takes these shapes";
+    else if ((st = api->setMath(plan.conv, math)) != CUDNN_STATUS_SUCCESS)
+      plan.error = std::string("setting the math type: ") +
+                   api->errorString(st);
     plan.label += " algo " + std::to_string(plan.algo);
     if (!plan.error.empty()) {
       dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
