@@ -28,10 +28,10 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
+
+import zoo  # the statistics format (python/testmodels/zoo.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INLINE_BYTES = 256  # float initializers up to this size stay in the graph
@@ -204,30 +204,12 @@ def export(name: str, out_dir: str, stats: dict) -> None:
         m = onnx.load(path)
     m.producer_name = "pytorch"
     m.doc_string = f"distopt zoo model {name}: torch {torch.__version__}, opset {opset}"
-    data_name = f"{name}.onnx.data"
-    offset = 0
-    model_stats = {}
-    for init in m.graph.initializer:
-        arr = numpy_helper.to_array(init)
-        if arr.dtype != np.float32 or arr.nbytes <= INLINE_BYTES:
-            continue
-        model_stats[init.name] = {
-            "mean": float(arr.mean()), "std": float(arr.std()),
-            "positive": bool((arr > 0).all()),
-        }
-        init.ClearField("raw_data")
-        init.ClearField("float_data")
-        init.data_location = onnx.TensorProto.EXTERNAL
-        del init.external_data[:]
-        for k, v in (("location", data_name), ("offset", str(offset)),
-                     ("length", str(arr.nbytes))):
-            e = init.external_data.add()
-            e.key, e.value = k, v
-        offset += arr.nbytes
-    stats[name] = model_stats
+    stats[name] = zoo.externalize(m, f"{name}.onnx.data", INLINE_BYTES)
     onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))
+    external = sum(int(e.value) for i in m.graph.initializer for e in i.external_data
+                   if e.key == "length")
     print(f"{name}: opset {opset}, {len(m.graph.node)} nodes, "
-          f"{offset / 1e6:.2f} MB of external weights", file=sys.stderr)
+          f"{external / 1e6:.2f} MB of external weights", file=sys.stderr)
 
 
 def main() -> int:

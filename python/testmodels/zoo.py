@@ -49,18 +49,42 @@ def names():
     return list(MODELS)
 
 
-def materialize(name: str, out_dir, seed: int = 0) -> Path:
-    """Copies the graph to out_dir and writes its external weights there,
-    drawn from a seeded normal with each tensor's recorded mean and standard
-    deviation (absolute values where the exported tensor was all positive,
-    e.g. BatchNorm variances). Same name and seed, same bytes."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    src = ZOO / f"{name}.onnx"
-    dst = out_dir / f"{name}.onnx"
-    shutil.copyfile(src, dst)
-    stats = json.loads((ZOO / "weights.json").read_text())[name]
-    model = onnx.load(str(src), load_external_data=False)
+# Weights that travel as statistics: a model's large float tensors become
+# external data (one file), each described by its mean, standard deviation
+# and whether it was all positive; seeded_weights draws the file again.
+def externalize(model: onnx.ModelProto, data_name: str, inline_bytes: int,
+                dtypes=(np.float32,)) -> dict:
+    """Moves the float initializers (of `dtypes`) larger than
+    `inline_bytes` to external data `data_name`, in order; returns their
+    statistics by name. The data file itself is not written."""
+    from onnx import numpy_helper
+    offset = 0
+    stats = {}
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        if arr.dtype not in dtypes or arr.nbytes <= inline_bytes:
+            continue
+        stats[init.name] = {
+            "mean": float(arr.mean()), "std": float(arr.std()),
+            "positive": bool((arr > 0).all()),
+        }
+        for field in ("raw_data", "float_data", "double_data"):
+            init.ClearField(field)
+        init.data_location = onnx.TensorProto.EXTERNAL
+        del init.external_data[:]
+        for k, v in (("location", data_name), ("offset", str(offset)),
+                     ("length", str(arr.nbytes))):
+            e = init.external_data.add()
+            e.key, e.value = k, v
+        offset += arr.nbytes
+    return stats
+
+
+def seeded_weights(model: onnx.ModelProto, stats: dict, seed: int = 0) -> bytes:
+    """The external data of an externalized model drawn from a seeded normal
+    with each tensor's recorded mean and standard deviation (absolute values
+    where the exported tensor was all positive, e.g. BatchNorm variances), in
+    the tensor's type. Same statistics and seed, same bytes."""
     rng = np.random.default_rng(seed)
     chunks = []
     offset = 0
@@ -68,18 +92,32 @@ def materialize(name: str, out_dir, seed: int = 0) -> Path:
         if init.data_location != onnx.TensorProto.EXTERNAL:
             continue
         ext = {e.key: e.value for e in init.external_data}
-        assert int(ext["offset"]) == offset, (name, init.name)
+        assert int(ext["offset"]) == offset, init.name
         s = stats[init.name]
-        shape = tuple(init.dims)
-        arr = (s["mean"] + s["std"] * rng.standard_normal(shape)).astype(np.float32)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
+        arr = (s["mean"] + s["std"] * rng.standard_normal(tuple(init.dims))).astype(dtype)
         if s["positive"]:
-            arr = np.abs(arr) + np.float32(1e-3)
+            arr = np.abs(arr) + dtype.type(1e-3)
         data = arr.tobytes()
-        assert len(data) == int(ext["length"]), (name, init.name)
+        assert len(data) == int(ext["length"]), init.name
         chunks.append(data)
         offset += len(data)
-    if chunks:
-        (out_dir / f"{name}.onnx.data").write_bytes(b"".join(chunks))
+    return b"".join(chunks)
+
+
+def materialize(name: str, out_dir, seed: int = 0) -> Path:
+    """Copies the graph to out_dir and writes its external weights there
+    (seeded_weights with the zoo's recorded statistics). Same name and seed,
+    same bytes."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = ZOO / f"{name}.onnx"
+    dst = out_dir / f"{name}.onnx"
+    shutil.copyfile(src, dst)
+    stats = json.loads((ZOO / "weights.json").read_text())[name]
+    data = seeded_weights(onnx.load(str(src), load_external_data=False), stats, seed)
+    if data:
+        (out_dir / f"{name}.onnx.data").write_bytes(data)
     return dst
 
 

@@ -11,9 +11,12 @@ Runtime (python/gpu/gpu_check.py).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -156,6 +159,44 @@ def test_bundles_match_onnx_runtime_on_the_gpu(torch_models, tmp_path):
         torch_models)
     proc = run(sys.executable, ROOT / "python/gpu/gpu_check.py", "run", kit, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_gpu_check_gradient_kits(torch_models, tmp_path):
+    """gpu_check's gradients kind, checked here with CPU bundles standing in
+    for the CUDA ones: a model that travels with its weights against
+    PyTorch's gradients, and one whose weights travel as statistics (drawn
+    again where it runs) against its CPU twin; a wrong gradient fails."""
+    sys.path.insert(0, str(ROOT / "python" / "gpu"))
+    import gpu_check
+    kit = tmp_path / "kit"
+    plan = []
+    names = ["conv1d_cross_entropy", "upsampler_mse"]
+    # The upsampler's weights (2.9 kB) travel; the 1-D CNN's (4.3 kB) do not.
+    assert gpu_check.prepare_gradients(kit, DISTOPT, torch_models, plan, names,
+                                       carried=3500) == 0
+    by_key = {item["key"]: item for item in plan}
+    shipped, drawn = by_key["grad_upsampler_mse"], by_key["grad_conv1d_cross_entropy"]
+    assert shipped["grads"] and "weights" not in shipped
+    assert drawn["weights"] and not drawn["grads"]
+    data = Path(drawn["model"] + ".data")
+    data.unlink()  # as scripts/gpu-check leaves it out of the kit
+    for item in (shipped, drawn):
+        cpu = kit / f"{item['key']}.cpu.dx"
+        if not cpu.exists():
+            run(DISTOPT, "compile", torch_models / "upsampler_mse" / "model.onnx",
+                "--gradients", "--loss", "mse:logits", "-o", cpu)
+        row = gpu_check.run_gradients(kit, item, dict(os.environ), bundle=cpu)
+        assert row["ok"], row
+    # Against its own twin, on the same weights: exact.
+    assert row["grads_rel_err"] == 0 and row["loss_rel_err"] == 0, row
+    assert data.exists()
+    # A gradient off by 1% fails the comparison.
+    ref = next(iter(shipped["grads"].values()))
+    g = np.load(kit / ref)
+    np.save(kit / ref, g * 1.01)
+    row = gpu_check.run_gradients(kit, shipped, dict(os.environ),
+                                  bundle=kit / "grad_upsampler_mse.cpu.dx")
+    assert not row["ok"] and row["grads_rel_err"] > 1e-3, row
 
 
 def test_pipelined_and_server_training_steps_compile_for_cuda(examples, tmp_path):
