@@ -392,7 +392,7 @@ std::string entries(size_t n) {
 }
 
 /// Resolves ONNX's auto_pad into explicit [begins..., ends...] pads for a
-/// 2-D window.
+/// window of kernel.size() spatial axes.
 FailureOr<SmallVector<int64_t>>
 resolvePads(NodeContext &nc, ArrayRef<int64_t> inSpatial,
             ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
@@ -448,8 +448,9 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
 }
 
 /// The spatial axes of a windowed op's input: 1 (N×C×L) or 2 (N×C×H×W).
-/// A 1-D window runs as a 2-D one of height 1 (liftTo2D): the dialect,
-/// the kernels and cuDNN see one kind of convolution and pooling.
+/// A 1-D window runs as a 2-D one of height 1 (liftSizes, liftPads,
+/// heightOne): the dialect, the kernels and cuDNN see one kind of
+/// convolution and pooling.
 FailureOr<size_t> spatialAxes(NodeContext &nc, RankedTensorType in) {
   if (in.getRank() == 3 || in.getRank() == 4)
     return size_t(in.getRank() - 2);
