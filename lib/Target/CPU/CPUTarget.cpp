@@ -27,6 +27,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
@@ -237,6 +238,39 @@ static llvm::TargetMachine *makeTargetMachine(const cpu::CPUOptions &options,
                               : llvm::CodeGenOptLevel::Default);
 }
 
+namespace {
+/// LLVM fully unrolls loops of a small constant trip count before its loop
+/// vectorizer runs. An im2col's or a pool's innermost loop (16 or 32
+/// columns) then disappears, and the vectorizer takes the loop around it,
+/// whose accesses are strided by a row: AVX-512 gathers and scatters where
+/// contiguous vectors were possible (41% of the small CNN's time,
+/// 2026-11-26). While the CPU module is optimized, full unrolling is kept
+/// to loops of at most `limit` trips (a 3x3 window's rows stay unrolled).
+/// LLVM takes the limit only from its command line: the option is set for
+/// the scope and reset after (NVPTX's pipeline for the CUDA kernels keeps
+/// the default), and one given on distopt's command line is left alone.
+class FullUnrollLimit {
+public:
+  explicit FullUnrollLimit(unsigned limit) {
+    auto &all = llvm::cl::getRegisteredOptions();
+    auto it = all.find("unroll-full-max-count");
+    if (it == all.end() || it->second->getNumOccurrences() > 0)
+      return;
+    option = it->second;
+    option->addOccurrence(0, "unroll-full-max-count", std::to_string(limit));
+  }
+  ~FullUnrollLimit() {
+    if (option)
+      option->reset();
+  }
+  FullUnrollLimit(const FullUnrollLimit &) = delete;
+  FullUnrollLimit &operator=(const FullUnrollLimit &) = delete;
+
+private:
+  llvm::cl::Option *option = nullptr;
+};
+} // namespace
+
 std::unique_ptr<llvm::Module>
 cpu::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
                        const CPUOptions &options) {
@@ -255,6 +289,7 @@ cpu::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
   llvmModule->setDataLayout(tm->createDataLayout());
   llvmModule->setTargetTriple(tm->getTargetTriple());
   auto optimize = makeOptimizingTransformer(options.optLevel, 0, tm.get());
+  FullUnrollLimit unrollLimit(4);
   if (llvm::Error err = optimize(llvmModule.get())) {
     module.emitError("LLVM optimisation failed: ")
         << llvm::toString(std::move(err));
