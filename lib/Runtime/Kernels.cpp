@@ -117,6 +117,11 @@ template <> struct Blas<float> {
                    const float *b, int ldb, float beta, float *c, int ldc) {
     cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  static void gemv(CBLAS_TRANSPOSE t, int m, int n, float alpha,
+                   const float *a, int lda, const float *x, int incx,
+                   float beta, float *y, int incy) {
+    cblas_sgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+  }
 };
 template <> struct Blas<double> {
   static constexpr const char *suffix = "f64";
@@ -124,6 +129,11 @@ template <> struct Blas<double> {
                    int m, int n, int k, double alpha, const double *a, int lda,
                    const double *b, int ldb, double beta, double *c, int ldc) {
     cblas_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  static void gemv(CBLAS_TRANSPOSE t, int m, int n, double alpha,
+                   const double *a, int lda, const double *x, int incx,
+                   double beta, double *y, int incy) {
+    cblas_dgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
   }
 };
 
@@ -219,6 +229,36 @@ bool gemmSerial(const char *name, View<T> a, View<T> b, View<T> c, T alpha,
                            "range (M=%lld N=%lld K=%lld)",
                            name, (long long)m, (long long)n, (long long)k);
     return false;
+  }
+  // One row or one column of C: a matrix-vector product. GEMM would pack
+  // the whole matrix operand on every call (Debian's OpenBLAS 0.3.21 does
+  // not forward these shapes to GEMV): a batch-1 MLP spent most of its
+  // time packing weights. The matrix is read row-major as stored (or as its
+  // transpose when stored column-major); vector strides are the views'.
+  if (m == 1 || n == 1) {
+    bool row = m == 1; // c^T = B^T a^T; else c = A b
+    const View<T> &mat = row ? b : a, &vec = row ? a : b;
+    const Layout &lm = row ? lb : la;
+    int64_t incx = k == 1 ? 1 : (row ? vec.s1 : vec.s0);
+    int64_t incy = row ? (n == 1 ? 1 : out.s1) : (m == 1 ? 1 : out.s0);
+    if (fitsInt(incx) && fitsInt(incy) && incx > 0 && incy > 0) {
+      // mat is k x n (row) or m x k; stored row-major it is used as is
+      // (row: transposed), stored column-major as its transpose.
+      int64_t rows = lm.colMajor ? mat.cols : mat.rows;
+      int64_t cols = lm.colMajor ? mat.rows : mat.cols;
+      CBLAS_TRANSPOSE t = lm.colMajor == row ? CblasNoTrans : CblasTrans;
+      // beta = 0 ignores what C held (NaN included) whatever BLAS's scaling.
+      if (beta == T(0))
+        for (int64_t i = 0; i < std::max(m, n); ++i)
+          out.base[i * incy] = T(0);
+      Blas<T>::gemv(t, static_cast<int>(rows), static_cast<int>(cols), alpha,
+                    mat.base, static_cast<int>(lm.ld), vec.base,
+                    static_cast<int>(incx), beta, out.base,
+                    static_cast<int>(incy));
+      if (copyC)
+        scatter(tmpC.data(), c);
+      return true;
+    }
   }
   // Compute in C's storage order; an operand stored the other way is
   // passed transposed.

@@ -276,6 +276,21 @@ TEST(Kernels, MatmulEdgeShapes) {
                   Layout::RowPadded, Layout::Col, 0.5, 2.0, rng);
 }
 
+TEST(Kernels, MatrixVectorShapesAllLayouts) {
+  // One row or one column of C goes to GEMV: every transpose and layout,
+  // beta kept, large enough that C is cut into blocks per thread.
+  std::mt19937 rng(11);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Layout la : kLayouts)
+        for (Layout lb : kLayouts)
+          for (Layout lc : kLayouts) {
+            check2d<float>(1, 37, 19, ta, tb, la, lb, lc, 1.5f, 0.5f, rng);
+            check2d<double>(41, 1, 23, ta, tb, la, lb, lc, -1.0, 2.0, rng);
+            check2d<float>(1, 1, 29, ta, tb, la, lb, lc, 1.0f, 1.0f, rng);
+          }
+}
+
 TEST(Kernels, BetaZeroIgnoresNaNInC) {
   float a[] = {1, 2, 3, 4}, b[] = {1, 0, 0, 1};
   float nan = std::numeric_limits<float>::quiet_NaN();
@@ -287,6 +302,15 @@ TEST(Kernels, BetaZeroIgnoresNaNInC) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 2; ++j)
         EXPECT_EQ(c[i * dc.strides[0] + j * cs1], a[i * 2 + j]);
+  }
+  // So does a row of C (a matrix-vector product), contiguous or strided.
+  for (int64_t cs1 : {1, 3}) {
+    std::vector<float> c(6, nan);
+    MemRef2DF32 da{a, a, 0, {1, 2}, {2, 1}}, db{b, b, 0, {2, 2}, {2, 1}};
+    MemRef2DF32 dc{c.data(), c.data(), 0, {1, 2}, {6, cs1}};
+    _mlir_ciface_dort_matmul_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+    EXPECT_EQ(c[0], 1.0f);
+    EXPECT_EQ(c[cs1], 2.0f);
   }
   // K = 0 and beta = 0 also clears NaN.
   std::vector<float> c(4, nan);
