@@ -8,6 +8,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/IR/Builders.h"
 
+#include <numeric>
+
 namespace distopt {
 #define GEN_PASS_DEF_COPIESTOLINALGPASS
 #include "distopt/Transforms/Passes.h.inc"
@@ -59,8 +61,21 @@ struct CopiesToLinalgPass
           src.getElementType() != dst.getElementType() || src.getRank() == 0)
         continue;
       OpBuilder b(copy);
-      linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                             copy.getTarget());
+      Value source = copy.getSource(), target = copy.getTarget();
+      // Between two contiguous buffers, over one dimension: a [M, C, 3, 3]
+      // copy's 3x3 loops would be unrolled away by LLVM and the loop around
+      // them vectorized strided by 9 (AVX-512 gathers and scatters: 11% of
+      // a ResNet-18 training step on the CPU).
+      if (src.getRank() > 1 && src.getLayout().isIdentity() &&
+          dst.getLayout().isIdentity()) {
+        ReassociationIndices all(src.getRank());
+        std::iota(all.begin(), all.end(), 0);
+        source = memref::CollapseShapeOp::create(b, copy.getLoc(), source,
+                                                 ArrayRef{all});
+        target = memref::CollapseShapeOp::create(b, copy.getLoc(), target,
+                                                 ArrayRef{all});
+      }
+      linalg::CopyOp::create(b, copy.getLoc(), source, target);
       copy.erase();
     }
   }

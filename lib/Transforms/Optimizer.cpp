@@ -235,6 +235,24 @@ struct OptimizerPass
       a.append(extra.begin(), extra.end());
       attrs.push_back(b.getDictionaryAttr(a));
     };
+    // The update is elementwise: it runs on the tensors viewed in one
+    // dimension (reshapes in and out, views once bufferized), so that LLVM
+    // vectorizes it along contiguous memory. On a [M, C, 3, 3] weight the
+    // 3x3 loops are unrolled away and the loop around them is strided by 9:
+    // AVX-512 gathers and scatters, 14% of a ResNet-18 step on the CPU.
+    auto flat = [&](Value v) -> Value {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (t.getRank() <= 1)
+        return v;
+      return dopt::ReshapeOp::create(
+          b, v, b.getDenseI64ArrayAttr({t.getNumElements()}));
+    };
+    auto shaped = [&](Value v, Type to) -> Value {
+      if (v.getType() == to)
+        return v;
+      return dopt::ReshapeOp::create(
+          b, v, b.getDenseI64ArrayAttr(cast<RankedTensorType>(to).getShape()));
+    };
     for (Param &p : params) {
       Value w = p.weight;
       auto weightType = cast<RankedTensorType>(w.getType());
@@ -252,15 +270,16 @@ struct OptimizerPass
             b, mine, b.getDenseI64ArrayAttr({rowsType.getDimSize(1)}));
         split = chunkAttrs(cast<RankedTensorType>(w.getType()));
       }
-      Type type = w.getType();
-      Value g = mul(p.grad, as(scale, w));
+      Type type = w.getType(); // the optimizer state's (a chunk when sharded)
+      w = flat(w);
+      Value g = mul(flat(p.grad), as(scale, w));
       auto stateOf = [&](StringRef which) {
-        return addInput(type, ("opt." + which + ":" + p.name).str(),
+        return flat(addInput(type, ("opt." + which + ":" + p.name).str(),
                         b.getNamedAttr("dopt.optimizer_state",
                                        b.getDictionaryAttr(
                                            {b.getNamedAttr("weight", b.getStringAttr(p.name)),
                                             b.getNamedAttr("kind", b.getStringAttr(which))})),
-                        split);
+                        split));
       };
       auto updatesState = [&](StringRef which) {
         return b.getNamedAttr("dopt.updates",
@@ -276,8 +295,8 @@ struct OptimizerPass
         Value newBuf = add(mul(mu, buf), g);
         Value dir = nesterov ? add(g, mul(mu, newBuf)) : newBuf;
         newW = sub(w, mul(as(lr, w), dir));
-        update(newBuf, ("opt.momentum:" + p.name), updatesState("momentum"),
-               split);
+        update(shaped(newBuf, type), ("opt.momentum:" + p.name),
+               updatesState("momentum"), split);
       } else {
         // torch.optim.Adam / AdamW: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
         // w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps);
@@ -295,8 +314,8 @@ struct OptimizerPass
         Value denom = add(div(dopt::SqrtOp::create(b, newV), dopt::SqrtOp::create(b, bc2)),
                           as(eps, w));
         newW = sub(w, mul(div(as(lr, w), bc1), div(newM, denom)));
-        update(newM, ("opt.m:" + p.name), updatesState("m"), split);
-        update(newV, ("opt.v:" + p.name), updatesState("v"), split);
+        update(shaped(newM, type), ("opt.m:" + p.name), updatesState("m"), split);
+        update(shaped(newV, type), ("opt.v:" + p.name), updatesState("v"), split);
       }
       if (p.shard) {
         // The updated chunks of every replica, back into the weight.
@@ -308,6 +327,7 @@ struct OptimizerPass
             gridRef, dataAxis, newW, b.getIndexAttr(0));
         newW = zero::fromChunks(b, b.getLoc(), all, weightType);
       }
+      newW = shaped(newW, weightType);
       update(newW, ("update:" + p.name),
              b.getNamedAttr("dopt.updates_weight", b.getStringAttr(p.name)));
     }

@@ -34,3 +34,15 @@ func.func @self_copy(%buf: memref<2x8xf32>) {
   memref.copy %a, %c : memref<2x4xf32, strided<[8, 1]>> to memref<2x4xf32, strided<[8, 1], offset: 4>>
   return
 }
+
+// Between two contiguous buffers the copy runs over one dimension (a
+// [M, C, 3, 3] copy's 3x3 loops would be unrolled away by LLVM and the loop
+// around them vectorized strided by 9).
+// CHECK-LABEL: func.func @contiguous
+// CHECK: %[[S:.*]] = memref.collapse_shape %arg0 {{\[}}[0, 1, 2, 3]] : memref<4x2x3x3xf32> into memref<72xf32>
+// CHECK: %[[T:.*]] = memref.collapse_shape %arg1 {{\[}}[0, 1, 2, 3]] : memref<4x2x3x3xf32> into memref<72xf32>
+// CHECK: linalg.copy ins(%[[S]] : memref<72xf32>) outs(%[[T]] : memref<72xf32>)
+func.func @contiguous(%w: memref<4x2x3x3xf32>, %out: memref<4x2x3x3xf32>) {
+  memref.copy %w, %out : memref<4x2x3x3xf32> to memref<4x2x3x3xf32>
+  return
+}

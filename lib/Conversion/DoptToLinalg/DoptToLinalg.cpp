@@ -1299,15 +1299,19 @@ Value gather(OpBuilder &b, Location loc, Value x, AffineMap read,
 }
 
 /// A batch_matmul whose A operand (2-D, [M, K]) is shared by every batch
-/// item: C[b] += A @ B[b]. LinalgToBlas hands it to BLAS with A broadcast.
+/// item: C[b] += A @ B[b] (B[b] [K, N]; with `transposedB`, [N, K] read
+/// transposed). LinalgToBlas hands it to BLAS with A broadcast.
 Value sharedLhsBatchMatmul(OpBuilder &b, Location loc, Value a, Value bm,
-                           Value acc) {
+                           Value acc, bool transposedB = false) {
   MLIRContext *ctx = b.getContext();
   AffineExpr d0 = getAffineDimExpr(0, ctx), dm = getAffineDimExpr(1, ctx),
              dn = getAffineDimExpr(2, ctx), dk = getAffineDimExpr(3, ctx);
   SmallVector<Attribute> maps = {
       AffineMapAttr::get(AffineMap::get(4, 0, {dm, dk}, ctx)),
-      AffineMapAttr::get(AffineMap::get(4, 0, {d0, dk, dn}, ctx)),
+      AffineMapAttr::get(AffineMap::get(
+          4, 0, transposedB ? ArrayRef<AffineExpr>{d0, dn, dk}
+                            : ArrayRef<AffineExpr>{d0, dk, dn},
+          ctx)),
       AffineMapAttr::get(AffineMap::get(4, 0, {d0, dm, dn}, ctx))};
   return linalg::BatchMatmulOp::create(
              b, loc, TypeRange{acc.getType()}, ValueRange{a, bm},
@@ -1511,16 +1515,33 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
     auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
     Value y;
     if (g <= kMaxGroupsPerGemm) {
-      // im2col: loops (n, g, c, i, j, oh, ow).
-      Value col = gather(
-          rewriter, loc, x,
-          AffineMap::get(7, 0,
-                         {d(0), d(1) * cg + d(2), d(5) * st[0] + d(3) * dl[0],
-                          d(6) * st[1] + d(4) * dl[1]},
-                         ctx),
-          {n, g, cg, kh, kw, ho, wo});
+      // im2col: loops (n, g, c, i, j, oh, ow), col [n, g, (c, i, j), (oh,
+      // ow)]: rows of the output are the contiguous, vectorized loop. When
+      // the kernel is wider than the output (a weight gradient: the
+      // activation's gradient is its "kernel", the weight's 3x3 its
+      // output), loops (n, g, oh, ow, c, i, j) and col transposed, [n, g,
+      // (oh, ow), (c, i, j)], read transposed by the GEMM: a 3-wide inner
+      // loop is unrolled away and the wide one vectorized, so its stores
+      // would scatter 9 apart.
+      bool colT = kw > wo;
+      Value col =
+          colT ? gather(rewriter, loc, x,
+                        AffineMap::get(7, 0,
+                                       {d(0), d(1) * cg + d(4),
+                                        d(2) * st[0] + d(5) * dl[0],
+                                        d(3) * st[1] + d(6) * dl[1]},
+                                       ctx),
+                        {n, g, ho, wo, cg, kh, kw})
+               : gather(rewriter, loc, x,
+                        AffineMap::get(7, 0,
+                                       {d(0), d(1) * cg + d(2),
+                                        d(5) * st[0] + d(3) * dl[0],
+                                        d(6) * st[1] + d(4) * dl[1]},
+                                       ctx),
+                        {n, g, cg, kh, kw, ho, wo});
       int64_t k = cg * kh * kw, p = ho * wo;
-      Value col4 = reshapeTo(rewriter, loc, col, {n, g, k, p});
+      Value col4 = colT ? reshapeTo(rewriter, loc, col, {n, g, p, k})
+                        : reshapeTo(rewriter, loc, col, {n, g, k, p});
       Value w3 = reshapeTo(rewriter, loc, w, {g, mg, k});
       // Each group's GEMMs start from their own zero fill of their slice
       // (which BLAS then overwrites with beta = 0): no fill of the whole.
@@ -1553,8 +1574,9 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
         Value zeroAcc = linalg::FillOp::create(rewriter, loc, zeroElt,
                                                Value(groupOf(acc, mg, p)))
                             .getResult(0);
-        Value mm = sharedLhsBatchMatmul(rewriter, loc, wg, groupOf(col4, k, p),
-                                        zeroAcc);
+        Value mm = sharedLhsBatchMatmul(
+            rewriter, loc, wg, colT ? groupOf(col4, p, k) : groupOf(col4, k, p),
+            zeroAcc, colT);
         acc = tensor::InsertSliceOp::create(rewriter, loc, mm, acc,
                                             groupOffsets, groupSizes(mg, p),
                                             unitStrides);
