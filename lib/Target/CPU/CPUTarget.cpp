@@ -244,8 +244,10 @@ namespace {
 /// columns) then disappears, and the vectorizer takes the loop around it,
 /// whose accesses are strided by a row: AVX-512 gathers and scatters where
 /// contiguous vectors were possible (41% of the small CNN's time,
-/// 2026-11-26). While the CPU module is optimized, full unrolling is kept
-/// to loops of at most `limit` trips (a 3x3 window's rows stay unrolled).
+/// 2026-11-26). The same befalls the trailing 3x3 of a weight, or the 4x4
+/// and 2x2 of ResNet's last stages, in elementwise loops (a ReLU's
+/// gradient). While the CPU module is optimized, full unrolling is kept to
+/// loops of at most `limit` trips.
 /// LLVM takes the limit only from its command line: the option is set for
 /// the scope and reset after (NVPTX's pipeline for the CUDA kernels keeps
 /// the default), and one given on distopt's command line is left alone.
@@ -289,7 +291,10 @@ cpu::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
   llvmModule->setDataLayout(tm->createDataLayout());
   llvmModule->setTargetTriple(tm->getTargetTriple());
   auto optimize = makeOptimizingTransformer(options.optLevel, 0, tm.get());
-  FullUnrollLimit unrollLimit(4);
+  // 2: ResNet-18's training step 6% faster than with 4 (which left 3- and
+  // 4-trip loops to be unrolled away: 3891 gathers against 77), inference
+  // unchanged (docs/benchmarks.md).
+  FullUnrollLimit unrollLimit(2);
   if (llvm::Error err = optimize(llvmModule.get())) {
     module.emitError("LLVM optimisation failed: ")
         << llvm::toString(std::move(err));
