@@ -196,6 +196,8 @@ struct OptimizerPass
       return dopt::ReshapeOp::create(
           b, v, b.getDenseI64ArrayAttr(cast<RankedTensorType>(to).getShape()));
     };
+    for (Param &p : params)
+      p.grad = flat(p.grad);
     // Global norm of all gradients, in f32; clipping as clip_grad_norm_:
     // g *= min(1, clip / (norm + 1e-6)) when clip > 0.
     // Every element is counted once: ZeRO-1 chunks are summed over the
@@ -204,7 +206,7 @@ struct OptimizerPass
     Value sumSquares = constant(0.0);
     Value partSquares[2][2] = {}; // [chunk][block]
     for (Param &p : params) {
-      Value g = flat(p.grad);
+      Value g = p.grad;
       if (cast<RankedTensorType>(g.getType()).getElementType() != f32)
         g = dopt::CastOp::create(b, g, TypeAttr::get(f32));
       SmallVector<int64_t> all(cast<RankedTensorType>(g.getType()).getRank());
@@ -272,7 +274,7 @@ struct OptimizerPass
       }
       Type type = w.getType(); // the optimizer state's (a chunk when sharded)
       w = flat(w);
-      Value g = mul(flat(p.grad), as(scale, w));
+      Value g = mul(p.grad, as(scale, w));
       auto stateOf = [&](StringRef which) {
         return flat(addInput(type, ("opt." + which + ":" + p.name).str(),
                         b.getNamedAttr("dopt.optimizer_state",

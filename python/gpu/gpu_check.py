@@ -227,8 +227,7 @@ def prepare_gradients(kit: Path, distopt: Path, torch_models: Path, plan: list,
             item["weights"] = zoo.externalize(model, source.name + ".data", 1024,
                                               (np.float32, np.float64))
             onnx.save(model, str(source))
-            source.with_name(source.name + ".data").write_bytes(
-                zoo.seeded_weights(model, item["weights"]))
+            zoo.write_seeded_weights(source, item["weights"])
             targets.append("cpu")
         for target in targets:
             r = run([str(distopt), "compile", str(source), "--gradients", "--loss",
@@ -262,7 +261,6 @@ def run_gradients(kit: Path, item: dict, env: dict, bundle: Path | None = None) 
     (1e-4 relative to the largest, as test_autodiff.py checks on the CPU);
     for a model whose weights travel as statistics, against its CPU twin's
     run here on the weights drawn again."""
-    import onnx
     key = item["key"]
     bundle = bundle or kit / f"{key}.cuda.dx"
     feeds = {k: str(kit / v) for k, v in item["inputs"].items()}
@@ -277,9 +275,7 @@ def run_gradients(kit: Path, item: dict, env: dict, bundle: Path | None = None) 
 
     try:
         if "weights" in item:
-            source = Path(item["model"])
-            source.with_name(source.name + ".data").write_bytes(zoo.seeded_weights(
-                onnx.load(str(source), load_external_data=False), item["weights"]))
+            zoo.write_seeded_weights(item["model"], item["weights"])
             want = results(kit / f"{key}.cpu.dx", kit / f"out.{key}.cpu")
             if want is None:
                 return row

@@ -105,6 +105,15 @@ def seeded_weights(model: onnx.ModelProto, stats: dict, seed: int = 0) -> bytes:
     return b"".join(chunks)
 
 
+def write_seeded_weights(model_path, stats: dict, seed: int = 0) -> None:
+    """Writes the external data of the externalized model at `model_path`
+    (MODEL.data beside it) drawn by seeded_weights; nothing when it has none."""
+    model_path = Path(model_path)
+    data = seeded_weights(onnx.load(str(model_path), load_external_data=False), stats, seed)
+    if data:
+        model_path.with_name(model_path.name + ".data").write_bytes(data)
+
+
 def materialize(name: str, out_dir, seed: int = 0) -> Path:
     """Copies the graph to out_dir and writes its external weights there
     (seeded_weights with the zoo's recorded statistics). Same name and seed,
@@ -114,10 +123,7 @@ def materialize(name: str, out_dir, seed: int = 0) -> Path:
     src = ZOO / f"{name}.onnx"
     dst = out_dir / f"{name}.onnx"
     shutil.copyfile(src, dst)
-    stats = json.loads((ZOO / "weights.json").read_text())[name]
-    data = seeded_weights(onnx.load(str(src), load_external_data=False), stats, seed)
-    if data:
-        (out_dir / f"{name}.onnx.data").write_bytes(data)
+    write_seeded_weights(dst, json.loads((ZOO / "weights.json").read_text())[name], seed)
     return dst
 
 

@@ -1524,21 +1524,19 @@ struct ConvPattern : DoptPattern<dopt::ConvOp> {
       // loop is unrolled away and the wide one vectorized, so its stores
       // would scatter 9 apart.
       bool colT = kw > wo;
-      Value col =
-          colT ? gather(rewriter, loc, x,
-                        AffineMap::get(7, 0,
-                                       {d(0), d(1) * cg + d(4),
-                                        d(2) * st[0] + d(5) * dl[0],
-                                        d(3) * st[1] + d(6) * dl[1]},
-                                       ctx),
-                        {n, g, ho, wo, cg, kh, kw})
-               : gather(rewriter, loc, x,
-                        AffineMap::get(7, 0,
-                                       {d(0), d(1) * cg + d(2),
-                                        d(5) * st[0] + d(3) * dl[0],
-                                        d(6) * st[1] + d(4) * dl[1]},
-                                       ctx),
-                        {n, g, cg, kh, kw, ho, wo});
+      // Loop positions of (c, i, j) and (oh, ow) after (n, g).
+      unsigned ci = colT ? 4 : 2, oh = colT ? 2 : 5;
+      SmallVector<int64_t> loops =
+          colT ? SmallVector<int64_t>{n, g, ho, wo, cg, kh, kw}
+               : SmallVector<int64_t>{n, g, cg, kh, kw, ho, wo};
+      Value col = gather(
+          rewriter, loc, x,
+          AffineMap::get(7, 0,
+                         {d(0), d(1) * cg + d(ci),
+                          d(oh) * st[0] + d(ci + 1) * dl[0],
+                          d(oh + 1) * st[1] + d(ci + 2) * dl[1]},
+                         ctx),
+          loops);
       int64_t k = cg * kh * kw, p = ho * wo;
       Value col4 = colT ? reshapeTo(rewriter, loc, col, {n, g, p, k})
                         : reshapeTo(rewriter, loc, col, {n, g, k, p});

@@ -489,6 +489,17 @@ Value heightOne(NodeContext &nc, Value v, bool up) {
                                     nc.builder().getDenseI64ArrayAttr(shape));
 }
 
+/// Sets a windowed op's result as the node's output, back to N×C×L for a
+/// 1-D window (a null value: the op failed, and said so).
+LogicalResult setWindowOutput(NodeContext &nc, Value y, bool oneD) {
+  if (oneD)
+    y = heightOne(nc, y, false);
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
 /// What Conv and ConvTranspose share: a 3-D (NCL) or 4-D (NCHW) input and
 /// a weight of the same rank, whose kernel kernel_shape, if given, must
 /// equal; strides, dilations, group. The sizes are as many as the spatial
@@ -630,12 +641,7 @@ LogicalResult importConvTranspose(NodeContext &nc) {
                            {cast<RankedTensorType>(bias.getType()).getDimSize(0),
                             1, 1})));
   }
-  if (n == 1)
-    y = heightOne(nc, y, false);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setWindowOutput(nc, y, n == 1);
 }
 
 LogicalResult importConv(NodeContext &nc) {
@@ -648,12 +654,7 @@ LogicalResult importConv(NodeContext &nc) {
       b.getDenseI64ArrayAttr(liftPads(pads)),
       b.getDenseI64ArrayAttr(liftSizes(dilations, 1)),
       b.getI64IntegerAttr(group));
-  if (n == 1)
-    y = heightOne(nc, y, false);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setWindowOutput(nc, y, n == 1);
 }
 
 /// The window attributes MaxPool and AveragePool share, resolved and
@@ -688,16 +689,6 @@ FailureOr<PoolWindow> readPoolWindow(NodeContext &nc) {
                     ceil != 0};
 }
 
-/// The pooled value, back to 1-D for a 1-D window.
-LogicalResult setPoolOutput(NodeContext &nc, const PoolWindow &w, Value y) {
-  if (w.oneD)
-    y = heightOne(nc, y, false);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
-}
-
 LogicalResult importMaxPool(NodeContext &nc) {
   TRY(order, nc.intAttr("storage_order", 0));
   if (order != 0)
@@ -707,13 +698,14 @@ LogicalResult importMaxPool(NodeContext &nc) {
     return nc.error("the Indices output is not supported");
   TRY(w, readPoolWindow(nc));
   OpBuilder &b = nc.builder();
-  return setPoolOutput(
-      nc, w,
+  return setWindowOutput(
+      nc,
       nc.create<dopt::MaxPoolOp>(w.x, b.getDenseI64ArrayAttr(w.kernel),
                                  b.getDenseI64ArrayAttr(w.strides),
                                  b.getDenseI64ArrayAttr(w.pads),
                                  b.getDenseI64ArrayAttr(w.dilations),
-                                 b.getBoolAttr(w.ceilMode)));
+                                 b.getBoolAttr(w.ceilMode)),
+      w.oneD);
 }
 
 LogicalResult importAveragePool(NodeContext &nc) {
@@ -722,13 +714,14 @@ LogicalResult importAveragePool(NodeContext &nc) {
     return nc.error("dilated average pooling is not supported");
   TRY(countPad, nc.intAttr("count_include_pad", 0));
   OpBuilder &b = nc.builder();
-  return setPoolOutput(
-      nc, w,
+  return setWindowOutput(
+      nc,
       nc.create<dopt::AvgPoolOp>(w.x, b.getDenseI64ArrayAttr(w.kernel),
                                  b.getDenseI64ArrayAttr(w.strides),
                                  b.getDenseI64ArrayAttr(w.pads),
                                  b.getBoolAttr(w.ceilMode),
-                                 b.getBoolAttr(countPad != 0)));
+                                 b.getBoolAttr(countPad != 0)),
+      w.oneD);
 }
 
 /// GlobalMaxPool: the maximum over every spatial axis, kept as size 1.
