@@ -69,6 +69,7 @@ def main() -> int:
     distopt = Path(args.build) / "bin" / "distopt"
     env = dict(os.environ, DISTOPT_NUM_THREADS=str(args.threads))
     rows = []
+    kernels = set()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name, (build, dims, shapes, desc) in MODELS.items():
@@ -102,6 +103,8 @@ def main() -> int:
             if run.returncode:
                 raise SystemExit(run.stderr)
             ours = median_from_stderr(run.stderr)
+            m = re.search(r"OpenBLAS kernels (\S+)\)", run.stderr)
+            kernels.add(m.group(1) if m else "unknown")
 
             so = ort.SessionOptions()
             so.intra_op_num_threads = args.threads
@@ -119,7 +122,12 @@ def main() -> int:
             rows.append((name, desc, ours, theirs, err, compile_s))
 
     print(f"CPU inference, median of {args.repeat} runs, {args.threads} threads "
-          f"(distopt: OpenMP loops + OpenBLAS GEMM blocks in one pool; ORT {ort.__version__})\n")
+          f"(distopt: OpenMP loops + OpenBLAS GEMM blocks in one pool; ORT {ort.__version__})")
+    # OpenBLAS takes its kernels from $OPENBLAS_CORETYPE when it is set (some
+    # machine images set it to an older CPU than theirs); ORT's MLAS ignores it.
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    print(f"OpenBLAS kernels: {', '.join(sorted(kernels)) or '-'}"
+          + (f" ($OPENBLAS_CORETYPE={forced})" if forced else " (chosen by OpenBLAS for this CPU)") + "\n")
     print(f"| {'model':<20} | {'size':<44} | {'distopt ms':>10} | {'ORT ms':>8} | {'ratio':>6} | {'max rel err':>11} | {'compile s':>9} |")
     print(f"|{'-'*22}|{'-'*46}|{'-'*12}|{'-'*10}|{'-'*8}|{'-'*13}|{'-'*11}|")
     for name, desc, ours, theirs, err, cs in rows:

@@ -390,7 +390,7 @@ public:
     for (Tensor &t : outputs)
       buffers.push_back(t.data());
 
-    dort_set_num_threads(0);
+    int threads = dort_set_num_threads(0);
     std::vector<double> millis;
     for (int64_t r = 0; r < cl.repeat; ++r) {
       dort_clear_error();
@@ -423,10 +423,13 @@ public:
       size_t n = sorted.size();
       double median =
           n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-      std::fprintf(stderr, "%s: %s: %lld runs: median %s, min %s per run\n",
+      std::fprintf(stderr,
+                   "%s: %s: %lld runs: median %s, min %s per run (%d "
+                   "thread%s, OpenBLAS kernels %s)\n",
                    cl.program.c_str(), modelLabel(manifest).c_str(),
                    static_cast<long long>(n), formatMillis(median).c_str(),
-                   formatMillis(sorted[0]).c_str());
+                   formatMillis(sorted[0]).c_str(), threads,
+                   threads == 1 ? "" : "s", dort_blas_kernels());
     }
 
     // Multi-rank: rank 0 collects every rank's output block and puts the

@@ -29,6 +29,9 @@ extern "C" void openblas_set_num_threads(int numThreads);
 // they spin (sched_yield) for a while after each call, and first for a
 // while after start. This stops them. Weak: other builds lack it.
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+// OpenBLAS's name for the kernels it chose when it was loaded (from
+// $OPENBLAS_CORETYPE if set, else its table of CPUs). Weak, as above.
+extern "C" char *openblas_get_corename(void) __attribute__((weak));
 
 // Threads: the generated loops and these kernels share one OpenMP thread
 // pool (libomp; this file is compiled with -fopenmp and its GOMP_* calls
@@ -468,6 +471,11 @@ template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
 }
 
 } // namespace
+
+extern "C" const char *dort_blas_kernels(void) {
+  const char *name = openblas_get_corename ? openblas_get_corename() : nullptr;
+  return name && *name ? name : "unknown";
+}
 
 extern "C" int dort_set_num_threads(int n) {
   int cpus = availableCpus();

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Runtime/Bundle.h"
+#include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
 #include "distopt/Runtime/Tensor.h"
 
@@ -192,7 +193,13 @@ TEST_F(DortMain, RepeatRunsAndReportsTiming) {
   EXPECT_TRUE(contains(r.err, "adder: model 'adder': 5 runs: median "))
       << r.err;
   EXPECT_TRUE(contains(r.err, "s, min ")) << r.err;
-  EXPECT_TRUE(contains(r.err, "s per run\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "s per run (")) << r.err;
+  // The thread count and OpenBLAS's kernels, which the timing depends on.
+  EXPECT_TRUE(contains(r.err, " thread")) << r.err;
+  EXPECT_TRUE(contains(r.err, std::string(", OpenBLAS kernels ") +
+                                  dort_blas_kernels() + ")\n"))
+      << r.err;
+  EXPECT_STRNE(dort_blas_kernels(), "unknown");
   expectOutputs(dir / "o");
   gCalls = 0;
   args = goodInputs();

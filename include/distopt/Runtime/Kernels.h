@@ -225,6 +225,11 @@ void _mlir_ciface_dort_conv2d_backward_data_f64(
  * by dort_main at start and by the kernels on first use. */
 int dort_set_num_threads(int n);
 
+/* The BLAS library's kernels, for logs: OpenBLAS's name for the CPU type
+ * whose kernels it loaded ("SkylakeX", "Haswell", ...; it honours
+ * $OPENBLAS_CORETYPE), or "unknown" for a library that does not say. */
+const char *dort_blas_kernels(void);
+
 /* The runtime's implementation of MLIR's `memrefCopy` (what memref.copy of
  * non-contiguous memrefs lowers to; normally in libmlir_c_runner_utils):
  * copies src to dst element-wise, both of rank src->rank, any strides.
