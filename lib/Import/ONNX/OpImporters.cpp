@@ -360,10 +360,44 @@ LogicalResult importLayerNorm(NodeContext &nc) {
   TRY(scale, nc.requiredInput(1));
   TRY(axis, nc.intAttr("axis", -1));
   TRY(eps, nc.floatAttr("epsilon", 1e-5f));
-  TRY(a, nc.normalizeAxis(axis, nc.inputType(0).getRank()));
-  nc.setOutput(0, nc.create<dopt::LayerNormOp>(
-                      x, scale, nc.input(2), nc.builder().getI64IntegerAttr(a),
-                      nc.builder().getF32FloatAttr(eps)));
+  TRY(stash, nc.intAttr("stash_type", onnx::TensorProto::FLOAT));
+  int64_t rank = nc.inputType(0).getRank();
+  TRY(a, nc.normalizeAxis(axis, rank));
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::LayerNormOp>(x, scale, nc.input(2),
+                                               b.getI64IntegerAttr(a),
+                                               b.getF32FloatAttr(eps)));
+  if (!nc.outputUsed(1) && !nc.outputUsed(2))
+    return success();
+  // Mean and InvStdDev (what a training framework keeps for the backward
+  // pass): the statistics over axes [axis, rank) in the stash type U, kept
+  // as size-1 axes, as the ONNX function of the op computes them.
+  Type u = convertDataType(nc.context(), stash);
+  if (!u || !isa<FloatType>(u))
+    return nc.error("stash_type " + dataTypeName(stash) +
+                    " is not a floating-point type distopt supports");
+  Value xs = x;
+  if (u != nc.inputType(0).getElementType())
+    xs = nc.create<dopt::CastOp>(x, TypeAttr::get(u));
+  SmallVector<int64_t> axes;
+  for (int64_t d = a; d < rank; ++d)
+    axes.push_back(d);
+  Value mean = nc.create<dopt::ReduceMeanOp>(xs, b.getDenseI64ArrayAttr(axes),
+                                             b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(xs, mean);
+  Value var = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(centered, centered), b.getDenseI64ArrayAttr(axes),
+      b.getBoolAttr(true));
+  Value epsValue = dopt::ConstantOp::create(
+      b, nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get({}, u),
+                             b.getFloatAttr(u, eps)));
+  Value invStdDev = nc.create<dopt::ReciprocalOp>(
+      nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(var, epsValue)));
+  if (!nc.hasFailed()) {
+    nc.setOutput(1, mean);
+    nc.setOutput(2, invStdDev);
+  }
   return success();
 }
 
