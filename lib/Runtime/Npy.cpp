@@ -254,7 +254,9 @@ bool parseDescr(const std::string &descr, DType &dtype, bool &bigEndian,
                {"f2", DType::Float16}, {"V2", DType::BFloat16},
                {"i1", DType::Int8},    {"i2", DType::Int16},
                {"i4", DType::Int32},   {"i8", DType::Int64},
-               {"u1", DType::UInt8},   {"b1", DType::Bool}};
+               {"u1", DType::UInt8},   {"b1", DType::Bool},
+               {"u2", DType::UInt16},  {"u4", DType::UInt32},
+               {"u8", DType::UInt64}};
   for (const auto &c : codes)
     if (rest == c.code) {
       dtype = c.dtype;

@@ -32,6 +32,9 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::Int64, "int64", 8, 7, "<i8"},
     {DType::UInt8, "uint8", 1, 2, "|u1"},
     {DType::Bool, "bool", 1, 9, "|b1"},
+    {DType::UInt16, "uint16", 2, 4, "<u2"},
+    {DType::UInt32, "uint32", 4, 12, "<u4"},
+    {DType::UInt64, "uint64", 8, 13, "<u8"},
 };
 
 const DTypeInfo &info(DType dtype) {

@@ -333,6 +333,10 @@ bool decodeTensorProto(const void *bytes, size_t length, Tensor &out,
   case DType::Int64:
     expected = "int64_data";
     break;
+  case DType::UInt32:
+  case DType::UInt64:
+    expected = "uint64_data";
+    break;
   default:
     expected = "int32_data";
   }
@@ -382,8 +386,23 @@ bool decodeTensorProto(const void *bytes, size_t length, Tensor &out,
     case DType::Int64:
       std::memcpy(t.data(), d.int64Data.data(), numel * 8);
       break;
+    case DType::UInt64:
+      std::memcpy(t.data(), d.uint64Data.data(), numel * 8);
+      break;
+    case DType::UInt32:
+      for (size_t i = 0; i < numel; ++i) {
+        if (d.uint64Data[i] > UINT32_MAX) {
+          error = label + ": uint64_data[" + std::to_string(i) +
+                  "] = " + std::to_string(d.uint64Data[i]) +
+                  " is out of range for uint32";
+          return false;
+        }
+        static_cast<uint32_t *>(t.data())[i] =
+            static_cast<uint32_t>(d.uint64Data[i]);
+      }
+      break;
     default: {
-      // int32_data holds int32/int16/int8/uint8/bool values and the bit
+      // int32_data holds int32/int16/int8/uint16/uint8/bool values and the bit
       // patterns of float16/bfloat16; check each fits.
       int64_t lo = INT32_MIN, hi = INT32_MAX;
       switch (dtype) {
@@ -395,6 +414,9 @@ bool decodeTensorProto(const void *bytes, size_t length, Tensor &out,
         break;
       case DType::UInt8:
         lo = 0, hi = 255;
+        break;
+      case DType::UInt16:
+        lo = 0, hi = 65535;
         break;
       case DType::Bool:
         lo = 0, hi = 1;
@@ -428,6 +450,7 @@ bool decodeTensorProto(const void *bytes, size_t length, Tensor &out,
         break;
       case DType::Float16:
       case DType::BFloat16:
+      case DType::UInt16:
         storeInts<uint16_t>(d.int32Data, t.data());
         break;
       case DType::Int8:

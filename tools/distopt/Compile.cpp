@@ -134,8 +134,8 @@ std::string dtypeName(Type t) {
     return "bfloat16";
   if (t.isInteger(1))
     return "bool";
-  if (t.isUnsignedInteger(8))
-    return "uint8";
+  if (t.isUnsignedInteger())
+    return "uint" + std::to_string(t.getIntOrFloatBitWidth());
   if (auto it = dyn_cast<IntegerType>(t))
     return "int" + std::to_string(it.getWidth());
   return "unknown";

@@ -134,7 +134,8 @@ TEST(Manifest, BadValues) {
   EXPECT_EQ(
       manifestError(edit("\"int64\"", "\"int128\"")),
       "inputs[0].dtype: unknown dtype \"int128\" (expected one of float32, "
-      "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool)");
+      "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, "
+      "uint16, uint32, uint64)");
   EXPECT_EQ(manifestError(edit("[2, 16]", "[2, -16]")),
             "inputs[0].shape[1]: expected an integer >= 0, found -16");
   EXPECT_EQ(manifestError(edit("[2, 16]", "[2, 1.5]")),

@@ -128,6 +128,18 @@ TEST(TensorProto, DecodesWhatOnnxWrites) {
             (std::vector<uint8_t>{1, 0}));
   EXPECT_EQ(values<uint8_t>(decodeOk(bytes(pb_u8_3_raw))),
             (std::vector<uint8_t>{1, 2, 255}));
+
+  EXPECT_EQ(values<uint16_t>(decodeOk(bytes(pb_u16_raw))),
+            (std::vector<uint16_t>{1, 65535}));
+  EXPECT_EQ(values<uint16_t>(decodeOk(bytes(pb_u16_2_int32_data))),
+            (std::vector<uint16_t>{7, 65535}));
+  Tensor u32 = decodeOk(bytes(pb_u32_2_uint64_data));
+  EXPECT_EQ(u32.dtype(), DType::UInt32);
+  EXPECT_EQ(values<uint32_t>(u32), (std::vector<uint32_t>{0, UINT32_MAX}));
+  Tensor u64 = decodeOk(bytes(pb_u64_2_uint64_data));
+  EXPECT_EQ(u64.dtype(), DType::UInt64);
+  EXPECT_EQ(values<uint64_t>(u64),
+            (std::vector<uint64_t>{uint64_t(1) << 63, UINT64_MAX}));
 }
 
 TEST(TensorProto, EncodesTheBytesOnnxWrites) {
@@ -212,8 +224,15 @@ TEST(TensorProto, Errors) {
   EXPECT_TRUE(has(e, "external data")) << e;
   e = decodeError(bytes(pb_string));
   EXPECT_TRUE(has(e, "strings (string_data)")) << e;
-  e = decodeError(bytes(pb_u16_raw));
-  EXPECT_TRUE(has(e, "unsupported data_type UINT16 (4)")) << e;
+  e = decodeError(bytes(pb_c64_raw));
+  EXPECT_TRUE(has(e, "unsupported data_type COMPLEX64 (14)")) << e;
+  e = decodeError(bytes(pb_u32_out_of_range));
+  EXPECT_TRUE(has(e, "uint64_data[0] = 4294967296 is out of range for uint32"))
+      << e;
+  // A uint32 tensor's values are in uint64_data, not int32_data.
+  e = decodeError(dims({1}) + dataType(12) + lengthDelimited(5, varint(1)));
+  EXPECT_TRUE(has(e, "holds int32_data, expected raw_data or uint64_data"))
+      << e;
   e = decodeError(dims({2}) + dataType(17));
   EXPECT_TRUE(has(e, "FLOAT8E4M3FN")) << e;
   e = decodeError(dims({2}));

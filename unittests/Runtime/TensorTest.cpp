@@ -24,7 +24,10 @@ TEST(DType, NamesSizesAndOnnxTypes) {
               {DType::Int32, "int32", 4, 6, "<i4"},
               {DType::Int64, "int64", 8, 7, "<i8"},
               {DType::UInt8, "uint8", 1, 2, "|u1"},
-              {DType::Bool, "bool", 1, 9, "|b1"}};
+              {DType::Bool, "bool", 1, 9, "|b1"},
+              {DType::UInt16, "uint16", 2, 4, "<u2"},
+              {DType::UInt32, "uint32", 4, 12, "<u4"},
+              {DType::UInt64, "uint64", 8, 13, "<u8"}};
   ASSERT_EQ(allDTypes().size(), sizeof(rows) / sizeof(rows[0]));
   for (const Row &r : rows) {
     EXPECT_STREQ(dtypeName(r.dtype), r.name);
@@ -39,9 +42,9 @@ TEST(DType, NamesSizesAndOnnxTypes) {
   }
   DType d;
   EXPECT_FALSE(parseDType("float", d));
-  EXPECT_FALSE(parseDType("uint16", d));
+  EXPECT_FALSE(parseDType("uint128", d));
   EXPECT_FALSE(parseDType("", d));
-  EXPECT_FALSE(dtypeFromOnnx(4, d)); // UINT16
+  EXPECT_FALSE(dtypeFromOnnx(14, d)); // COMPLEX64
   EXPECT_FALSE(dtypeFromOnnx(8, d)); // STRING
   EXPECT_FALSE(dtypeFromOnnx(0, d)); // UNDEFINED
   EXPECT_EQ(onnxDataTypeName(4), "UINT16");

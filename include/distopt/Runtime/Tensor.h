@@ -39,12 +39,15 @@ enum class DType : int32_t {
   Int64,
   UInt8,
   Bool,
+  UInt16,
+  UInt32,
+  UInt64,
 };
 
 /// All dtypes, in enum order.
 const std::vector<DType> &allDTypes();
 /// The manifest spelling: "float32", "float64", "float16", "bfloat16", "int8",
-/// "int16", "int32", "int64", "uint8", "bool".
+/// "int16", "int32", "int64", "uint8", "bool", "uint16", "uint32", "uint64".
 const char *dtypeName(DType dtype);
 /// Parses a manifest spelling; false if unknown.
 bool parseDType(std::string_view name, DType &dtype);

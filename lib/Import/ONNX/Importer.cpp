@@ -57,6 +57,12 @@ Type onnximport::convertDataType(MLIRContext *ctx, int32_t dataType) {
     return b.getI8Type();
   case onnx::TensorProto::UINT8:
     return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT16:
+    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT32:
+    return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT64:
+    return IntegerType::get(ctx, 64, IntegerType::Unsigned);
   case onnx::TensorProto::BOOL:
     return b.getI1Type();
   default:
@@ -373,9 +379,15 @@ static std::optional<std::string> decodeEmbedded(const onnx::TensorProto &t,
   case onnx::TensorProto::INT32:
     return appendAll(t.int32_data(), [](int32_t v) { return v; });
   case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16:
     return appendAll(t.int32_data(), [](int32_t v) { return (uint16_t)v; });
+  // uint32 and uint64 values are in uint64_data.
+  case onnx::TensorProto::UINT32:
+    return appendAll(t.uint64_data(), [](uint64_t v) { return (uint32_t)v; });
+  case onnx::TensorProto::UINT64:
+    return appendAll(t.uint64_data(), [](uint64_t v) { return v; });
   case onnx::TensorProto::INT8:
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::BOOL:

@@ -23,7 +23,7 @@ namespace {
 constexpr int64_t kMaxFoldElements = 1 << 16;
 
 /// A constant tensor read into host values: integers (sign-extended; i1 and
-/// ui8 zero-extended) or floats (as double).
+/// unsigned ones zero-extended) or floats (as double).
 struct HostTensor {
   RankedTensorType type;
   bool isFloat = false;
@@ -49,8 +49,12 @@ std::optional<HostTensor> readConstant(Attribute attr) {
       t.floats.push_back(v.convertToDouble());
   } else if (auto it = dyn_cast<IntegerType>(elt)) {
     bool zext = it.getWidth() == 1 || it.isUnsigned();
-    for (APInt v : dense.getValues<APInt>())
+    for (APInt v : dense.getValues<APInt>()) {
+      // A ui64 value of 2^63 or more has no int64_t host value: not folded.
+      if (zext && v.getActiveBits() > 63)
+        return std::nullopt;
       t.ints.push_back(zext ? (int64_t)v.getZExtValue() : v.getSExtValue());
+    }
   } else {
     return std::nullopt;
   }

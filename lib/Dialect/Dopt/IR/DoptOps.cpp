@@ -166,7 +166,8 @@ bool isDoptElementType(Type t) {
   return t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isInteger(1) ||
          t.isSignlessInteger(8) || t.isSignlessInteger(16) ||
          t.isSignlessInteger(32) || t.isSignlessInteger(64) ||
-         t.isUnsignedInteger(8);
+         t.isUnsignedInteger(8) || t.isUnsignedInteger(16) ||
+         t.isUnsignedInteger(32) || t.isUnsignedInteger(64);
 }
 
 LogicalResult requireOperandTypes(const Failer &fail, ValueRange operands) {

@@ -50,14 +50,14 @@ def Dopt_Dialect : Dialect {
 //===----------------------------------------------------------------------===//
 
 def Dopt_FloatElt : AnyTypeOf<[F16, BF16, F32, F64]>;
-def Dopt_IntElt : AnyTypeOf<[I1, I8, I16, I32, I64, UI8]>;
-def Dopt_AnyElt : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8]>;
+def Dopt_IntElt : AnyTypeOf<[I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
+def Dopt_AnyElt : AnyTypeOf<[F16, BF16, F32, F64, I1, I8, I16, I32, I64, UI8, UI16, UI32, UI64]>;
 
 def Dopt_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I1, I8, I16, I32,
-                                       I64, UI8]>;
+                                       I64, UI8, UI16, UI32, UI64]>;
 def Dopt_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
 def Dopt_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16,
-                                              I32, I64, UI8]>;
+                                              I32, I64, UI8, UI16, UI32, UI64]>;
 def Dopt_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Dopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 
