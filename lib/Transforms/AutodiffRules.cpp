@@ -172,24 +172,41 @@ Value padOrCrop(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> begin,
   return v;
 }
 
+/// `v` with factors[i] - 1 zeros between neighbouring entries of each
+/// dimension i: size (d - 1)·factors[i] + 1 (0 stays 0).
+Value dilateAxes(ImplicitLocOpBuilder &b, Value v, ArrayRef<int64_t> factors) {
+  if (llvm::all_of(factors, [](int64_t f) { return f == 1; }))
+    return v;
+  ArrayRef<int64_t> s = typeOf(v).getShape();
+  // Each entry followed by its zeros (a size-1 axis after each dilated one,
+  // padded), then the trailing zeros cut.
+  SmallVector<int64_t> split, padEnds, merged, ends;
+  for (auto [d, f] : llvm::zip(s, factors)) {
+    split.push_back(d);
+    padEnds.push_back(0);
+    if (f != 1) {
+      split.push_back(1);
+      padEnds.push_back(f - 1);
+    }
+    merged.push_back(d * f);
+    ends.push_back(d == 0 ? 0 : (d - 1) * f + 1);
+  }
+  SmallVector<int64_t> pads(padEnds.size(), 0);
+  pads.append(padEnds);
+  v = reshape(b, v, split);
+  v = dopt::PadOp::create(b, v, b.getDenseI64ArrayAttr(pads),
+                          b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
+  v = reshape(b, v, merged);
+  return dopt::SliceOp::create(
+      b, v, b.getDenseI64ArrayAttr(SmallVector<int64_t>(s.size(), 0)),
+      b.getDenseI64ArrayAttr(ends),
+      b.getDenseI64ArrayAttr(SmallVector<int64_t>(s.size(), 1)));
+}
+
 /// The NCHW tensor `v` with sh - 1 (sw - 1) zero rows (columns) between
 /// neighbouring rows (columns): [N, C, (H-1)·sh + 1, (W-1)·sw + 1].
 Value dilateSpatial(ImplicitLocOpBuilder &b, Value v, int64_t sh, int64_t sw) {
-  if (sh == 1 && sw == 1)
-    return v;
-  ArrayRef<int64_t> s = typeOf(v).getShape();
-  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
-  // Each row (column) followed by its zeros, then the trailing zeros cut.
-  v = reshape(b, v, {n, c, h, 1, w, 1});
-  v = dopt::PadOp::create(
-      b, v,
-      b.getDenseI64ArrayAttr({0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1}),
-      b.getStringAttr("constant"), b.getF64FloatAttr(0.0));
-  v = reshape(b, v, {n, c, h * sh, w * sw});
-  return dopt::SliceOp::create(
-      b, v, b.getDenseI64ArrayAttr({0, 0, 0, 0}),
-      b.getDenseI64ArrayAttr({n, c, (h - 1) * sh + 1, (w - 1) * sw + 1}),
-      b.getDenseI64ArrayAttr({1, 1, 1, 1}));
+  return dilateAxes(b, v, {1, 1, sh, sw});
 }
 
 /// The input adjoint of y = conv(x, w; strides st, pads pd, dilations dl,
@@ -443,19 +460,47 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(Value());
       return success();
     };
-    // Slice with unit steps: the adjoint padded back with zeros; a constant
-    // pad: the adjoint sliced back.
+    // Slice: the adjoint put back where the slice read, zeros elsewhere --
+    // reversed along dimensions read backwards (negative steps), dilated by
+    // the step along strided ones (3-D pooling reads strided slices), then
+    // padded back to the input's shape. A constant pad: the adjoint sliced
+    // back.
     t["dopt.slice"] = [](B &b, Operation *op, ArrayRef<Value> gs,
                          Adjoints &out) -> LogicalResult {
       auto sl = cast<dopt::SliceOp>(op);
-      RankedTensorType xt = typeOf(sl.getInput());
-      if (llvm::any_of(sl.getSteps(), [](int64_t s) { return s != 1; }))
-        return op->emitError("no gradient rule for dopt.slice with steps "
-                             "other than 1 yet");
-      SmallVector<int64_t> pads(sl.getStarts());
-      for (auto [end, dim] : llvm::zip(sl.getEnds(), xt.getShape()))
-        pads.push_back(dim - end);
-      out.push_back(dopt::PadOp::create(b, gs[0], b.getDenseI64ArrayAttr(pads),
+      ArrayRef<int64_t> xs = typeOf(sl.getInput()).getShape();
+      int64_t r = xs.size();
+      Value g = gs[0];
+      ArrayRef<int64_t> gsz = typeOf(g).getShape();
+      SmallVector<int64_t> rs(r, 0), re(gsz), rst(r, 1), factors(r, 1),
+          pads(2 * r, 0);
+      bool reverse = false;
+      for (int64_t i = 0; i < r; ++i) {
+        int64_t start = sl.getStarts()[i], step = sl.getSteps()[i];
+        int64_t count = gsz[i];
+        if (count == 0) {
+          pads[r + i] = xs[i];
+          continue;
+        }
+        // The lowest index read, and the distance between reads.
+        int64_t lo = step > 0 ? start : start + (count - 1) * step;
+        int64_t stride = step > 0 ? step : -step;
+        if (step < 0) {
+          reverse = true;
+          rs[i] = count - 1;
+          re[i] = -1;
+          rst[i] = -1;
+        }
+        factors[i] = stride;
+        pads[i] = lo;
+        pads[r + i] = xs[i] - (lo + (count - 1) * stride + 1);
+      }
+      if (reverse)
+        g = dopt::SliceOp::create(b, g, b.getDenseI64ArrayAttr(rs),
+                                  b.getDenseI64ArrayAttr(re),
+                                  b.getDenseI64ArrayAttr(rst));
+      g = dilateAxes(b, g, factors);
+      out.push_back(dopt::PadOp::create(b, g, b.getDenseI64ArrayAttr(pads),
                                         b.getStringAttr("constant"),
                                         b.getF64FloatAttr(0.0)));
       return success();

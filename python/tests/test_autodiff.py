@@ -207,15 +207,10 @@ def test_losses_match_finite_differences(tmp_path):
 
 def test_missing_rule_names_the_node(tmp_path):
     g = helper.make_graph(
-        [helper.make_node("Constant", [], ["st"],
-                          value=numpy_helper.from_array(np.array([0], np.int64))),
-         helper.make_node("Constant", [], ["en"],
-                          value=numpy_helper.from_array(np.array([4], np.int64))),
-         helper.make_node("Constant", [], ["ax"],
-                          value=numpy_helper.from_array(np.array([3], np.int64))),
-         helper.make_node("Constant", [], ["sp"],
-                          value=numpy_helper.from_array(np.array([2], np.int64))),
-         helper.make_node("Slice", ["w", "st", "en", "ax", "sp"], ["p"], name="pool1"),
+        [helper.make_node("Constant", [], ["pads"],
+                          value=numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1],
+                                                                 np.int64))),
+         helper.make_node("Pad", ["w", "pads"], ["p"], mode="reflect", name="pad1"),
          helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)], "g", [],
         [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
         [numpy_helper.from_array(rand(1, 1, 4, 4), "w")])
@@ -223,7 +218,30 @@ def test_missing_rule_names_the_node(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     proc = run(DISTOPT, "compile", path, "--gradients", "-o", tmp_path / "m.dx", check=False)
     assert proc.returncode == 1
-    assert "'pool1'" in proc.stderr and "no gradient rule for dopt.slice with steps" in proc.stderr
+    assert "'pad1'" in proc.stderr and "no gradient rule for dopt.pad in mode 'reflect'" in proc.stderr
+
+
+def test_strided_slices_match_finite_differences(tmp_path):
+    """Slices with steps > 1 and < 0 (what 3-D pooling and reversals read):
+    the adjoint dilated, reversed and padded back."""
+    def ints(name, v):
+        return helper.make_node("Constant", [], [name],
+                                value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [ints("st", [1, 7, 0]), ints("en", [6, 0, 9]), ints("ax", [0, 1, 2]),
+             ints("sp", [2, -3, 4]),
+             helper.make_node("Slice", ["w", "st", "en", "ax", "sp"], ["s"]),
+             helper.make_node("Mul", ["s", "c"], ["p"]),
+             helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("c", TensorProto.FLOAT, [3, 3, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(7, 8, 10), "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"c": rand(3, 3, 3)}
+    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    want = np.zeros((7, 8, 10), np.float32)
+    want[1:6:2, 7:0:-3, 0:9:4] = feeds["c"]
+    np.testing.assert_allclose(grads["w"], want, rtol=1e-6)
 
 
 def test_gradients_flag_errors(tmp_path):
@@ -251,7 +269,7 @@ def test_gradients_flag_errors(tmp_path):
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
                 "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
-                "conv1d_cross_entropy",
+                "conv1d_cross_entropy", "conv3d_cross_entropy",
                 "resnet18_cross_entropy"]
 
 

@@ -1907,14 +1907,11 @@ struct AvgPoolPattern : DoptPattern<dopt::AvgPoolOp> {
     for (int64_t i = 0; i < ho; ++i)
       for (int64_t j = 0; j < wo; ++j) {
         int64_t cnt = 1;
-        for (int d = 0; d < 2; ++d) {
-          int64_t pos = (d == 0 ? i : j) * strides[d] - pads[d];
-          int64_t lo = op.getCountIncludePad() ? -pads[d] : 0;
-          int64_t hiB = inType.getDimSize(2 + d) +
-                        (op.getCountIncludePad() ? pads[d + 2] : 0);
-          int64_t s = std::max(pos, lo), e = std::min(pos + kernel[d], hiB);
-          cnt *= std::max<int64_t>(e - s, 1);
-        }
+        for (int d = 0; d < 2; ++d)
+          cnt *= dopt::windowTapCount(d == 0 ? i : j, inType.getDimSize(2 + d),
+                                      kernel[d], strides[d], pads[d],
+                                      pads[d + 2], 1,
+                                      op.getCountIncludePad());
         counts.push_back((float)cnt);
       }
     Value divisor = arith::ConstantOp::create(

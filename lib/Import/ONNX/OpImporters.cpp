@@ -481,17 +481,59 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
   return *v;
 }
 
-/// The spatial axes of a windowed op's input: 1 (N×C×L) or 2 (N×C×H×W).
-/// A 1-D window runs as a 2-D one of height 1 (liftSizes, liftPads,
-/// heightOne): the dialect, the kernels and cuDNN see one kind of
-/// convolution and pooling.
+/// The spatial axes of a windowed op's input: 1 (N×C×L), 2 (N×C×H×W) or
+/// 3 (N×C×D×H×W). The dialect, the kernels and cuDNN see one kind of
+/// convolution and pooling, 2-D: a 1-D window runs as a 2-D one of height 1
+/// (liftSizes, liftPads, heightOne); a 3-D convolution as 2-D ones, one per
+/// tap of its depth (conv3dByDepth), and a 3-D pooling as a reduction of
+/// strided slices (poolBySlices).
 FailureOr<size_t> spatialAxes(NodeContext &nc, RankedTensorType in) {
-  if (in.getRank() == 3 || in.getRank() == 4)
+  if (in.getRank() >= 3 && in.getRank() <= 5)
     return size_t(in.getRank() - 2);
-  (void)nc.error("only 1-D and 2-D windows (3-D NCL or 4-D NCHW inputs) are "
-                 "supported, got input of rank " +
+  (void)nc.error("only 1-D, 2-D and 3-D windows (3-D NCL, 4-D NCHW or 5-D "
+                 "NCDHW inputs) are supported, got input of rank " +
                  std::to_string(in.getRank()));
   return failure();
+}
+
+/// `x` padded along its trailing spatial axes by `begins` and `ends` with
+/// `value` (no op when all are 0).
+Value padSpatial(NodeContext &nc, Value x, ArrayRef<int64_t> begins,
+                 ArrayRef<int64_t> ends, double value) {
+  if (!x || (llvm::all_of(begins, [](int64_t p) { return p == 0; }) &&
+             llvm::all_of(ends, [](int64_t p) { return p == 0; })))
+    return x;
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  size_t n = begins.size();
+  SmallVector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < n; ++i) {
+    pads[rank - n + i] = begins[i];
+    pads[2 * rank - n + i] = ends[i];
+  }
+  OpBuilder &b = nc.builder();
+  return nc.create<dopt::PadOp>(x, b.getDenseI64ArrayAttr(pads),
+                                b.getStringAttr("constant"),
+                                b.getF64FloatAttr(value));
+}
+
+/// Elements [start, start + (count − 1)·step] with stride `step` of axes
+/// `axes` of `x`, every other axis whole.
+Value strided(NodeContext &nc, Value x, ArrayRef<int64_t> axes,
+              ArrayRef<int64_t> starts, ArrayRef<int64_t> steps,
+              ArrayRef<int64_t> counts) {
+  if (!x)
+    return x;
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> s(t.getRank(), 0), e(t.getShape()), st(t.getRank(), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    s[axes[i]] = starts[i];
+    e[axes[i]] = starts[i] + (counts[i] - 1) * steps[i] + 1;
+    st[axes[i]] = steps[i];
+  }
+  OpBuilder &b = nc.builder();
+  return nc.create<dopt::SliceOp>(x, b.getDenseI64ArrayAttr(s),
+                                  b.getDenseI64ArrayAttr(e),
+                                  b.getDenseI64ArrayAttr(st));
 }
 
 /// A 1-D window's sizes (kernel, strides, dilations, output padding) as a
@@ -589,6 +631,9 @@ FailureOr<ConvNode> convNode(NodeContext &nc) {
 LogicalResult importConvTranspose(NodeContext &nc) {
   TRY(conv, convNode(nc));
   auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
+  if (n == 3)
+    return nc.error("3-D transposed convolutions are not supported (1-D and "
+                    "2-D are)");
   TRY(outPadAttr, nc.intsAttr("output_padding"));
   SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(n));
   if (outPad.size() != n)
@@ -678,10 +723,84 @@ LogicalResult importConvTranspose(NodeContext &nc) {
   return setWindowOutput(nc, y, n == 1);
 }
 
+/// A 3-D convolution (N×C×D×H×W) as the sum of 2-D ones, one per tap kd of
+/// the kernel's depth: the input's depth slices kd·dilation, + stride, ...
+/// (padded in depth first) become a batch of N·Do images of C×H×W, each
+/// convolved with the weight's depth slice kd. The sum has the 3-D
+/// convolution's operation count; the transposes and slices read the input
+/// KD + 1 times. Autodiff, sharding and every target see 2-D convolutions.
+Value conv3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
+                    ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                    ArrayRef<int64_t> dilations, int64_t group) {
+  auto in = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  int64_t batch = in.getDimSize(0), channels = in.getDimSize(1);
+  int64_t depth = in.getDimSize(2), kd = wt.getDimSize(2);
+  int64_t outDepth = dopt::windowOutputSize(depth, kd, strides[0], pads[0],
+                                            pads[3], dilations[0], false);
+  if (outDepth <= 0) {
+    (void)nc.error("the kernel's depth " + std::to_string(kd) +
+                   " (dilated " + std::to_string(dilations[0]) +
+                   ") does not fit the padded input depth " +
+                   std::to_string(depth + pads[0] + pads[3]));
+    return {};
+  }
+  OpBuilder &b = nc.builder();
+  auto i64s = [&](ArrayRef<int64_t> v) { return b.getDenseI64ArrayAttr(v); };
+  int64_t extent = (outDepth - 1) * strides[0] + (kd - 1) * dilations[0] + 1;
+  Value padded = padSpatial(
+      nc, x, {pads[0], 0, 0},
+      {std::max<int64_t>(0, extent - depth - pads[0]), 0, 0}, 0.0);
+  // N×D×C×H×W: a depth slice is then a batch of images.
+  Value byDepth = nc.create<dopt::TransposeOp>(padded, i64s({0, 2, 1, 3, 4}));
+  SmallVector<int64_t> wShape{wt.getDimSize(0), wt.getDimSize(1),
+                              wt.getDimSize(3), wt.getDimSize(4)};
+  Value sum;
+  for (int64_t k = 0; k < kd && !nc.hasFailed(); ++k) {
+    Value slice = strided(nc, byDepth, {1}, {k * dilations[0]}, {strides[0]},
+                          {outDepth});
+    Value images = nc.create<dopt::ReshapeOp>(
+        slice, i64s({batch * outDepth, channels, in.getDimSize(3),
+                     in.getDimSize(4)}));
+    Value wk = nc.create<dopt::ReshapeOp>(
+        strided(nc, w, {2}, {k}, {1}, {1}), i64s(wShape));
+    Value y = nc.create<dopt::ConvOp>(
+        images, wk, Value(), i64s({strides[1], strides[2]}),
+        i64s({pads[1], pads[2], pads[4], pads[5]}),
+        i64s({dilations[1], dilations[2]}), b.getI64IntegerAttr(group));
+    sum = sum ? nc.create<dopt::AddOp>(sum, y) : y;
+  }
+  if (nc.hasFailed())
+    return {};
+  auto yt = cast<RankedTensorType>(sum.getType());
+  int64_t m = yt.getDimSize(1);
+  Value y = nc.create<dopt::TransposeOp>(
+      nc.create<dopt::ReshapeOp>(sum, i64s({batch, outDepth, m,
+                                            yt.getDimSize(2),
+                                            yt.getDimSize(3)})),
+      i64s({0, 2, 1, 3, 4}));
+  if (bias) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != m) {
+      (void)nc.error("bias must be 1-D with " + std::to_string(m) +
+                     " entries, got " + shapeStr(bt.getShape()));
+      return {};
+    }
+    y = nc.create<dopt::AddOp>(
+        y, nc.create<dopt::ReshapeOp>(bias, i64s({m, 1, 1, 1})));
+  }
+  return y;
+}
+
 LogicalResult importConv(NodeContext &nc) {
   TRY(conv, convNode(nc));
   auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
   TRY(pads, resolvePads(nc, inSpatial, kernel, strides, dilations));
+  if (n == 3)
+    return setWindowOutput(nc,
+                           conv3dByDepth(nc, x, w, nc.input(2), strides, pads,
+                                         dilations, group),
+                           false);
   OpBuilder &b = nc.builder();
   Value y = nc.create<dopt::ConvOp>(
       x, w, nc.input(2), b.getDenseI64ArrayAttr(liftSizes(strides, 1)),
@@ -691,11 +810,106 @@ LogicalResult importConv(NodeContext &nc) {
   return setWindowOutput(nc, y, n == 1);
 }
 
+/// Max or average pooling over any number of spatial axes, and with any
+/// dilations, as the reduction of strided slices of the padded input, one
+/// slice per tap of the window: the maximum of the slices (padding at the
+/// type's lowest value), or their sum (padding 0) divided by each window's
+/// tap count (dopt::windowTapCount, the rule dopt.avg_pool follows). For
+/// what dopt.max_pool and dopt.avg_pool do not cover: 3-D windows and
+/// dilated average pooling. prod(kernel) slices, each of the output's
+/// size: a 2x2x2 window reads its input 8 times.
+Value poolBySlices(NodeContext &nc, Value x, bool isMax,
+                   ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                   ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
+                   bool ceilMode, bool countIncludePad) {
+  auto in = cast<RankedTensorType>(x.getType());
+  size_t n = kernel.size();
+  Type elt = in.getElementType();
+  SmallVector<int64_t> out, axes, begins(pads.take_front(n)), ends;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t size = in.getDimSize(2 + i);
+    int64_t o = dopt::windowOutputSize(size, kernel[i], strides[i], pads[i],
+                                       pads[n + i], dilations[i], ceilMode);
+    if (o <= 0) {
+      (void)nc.error("the " + shapeStr(kernel) + " window does not fit the " +
+                     "padded input " + shapeStr(in.getShape()));
+      return {};
+    }
+    out.push_back(o);
+    axes.push_back(2 + i);
+    // Enough padding at the end for the last window, ceil_mode's overhang
+    // included.
+    int64_t extent = (o - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1;
+    ends.push_back(std::max<int64_t>(0, extent - size - pads[i]));
+  }
+  double lowest = -std::numeric_limits<double>::infinity();
+  if (auto it = dyn_cast<IntegerType>(elt))
+    lowest = it.isUnsigned() || it.getWidth() == 1
+                 ? 0.0
+                 : (double)APInt::getSignedMinValue(it.getWidth())
+                       .getSExtValue();
+  Value padded = padSpatial(nc, x, begins, ends, isMax ? lowest : 0.0);
+  Value acc;
+  SmallVector<int64_t> tap(n, 0);
+  while (true) {
+    SmallVector<int64_t> starts;
+    for (size_t i = 0; i < n; ++i)
+      starts.push_back(tap[i] * dilations[i]);
+    Value s = strided(nc, padded, axes, starts, strides, out);
+    acc = !acc ? s
+          : isMax ? nc.create<dopt::MaxOp>(acc, s)
+                  : nc.create<dopt::AddOp>(acc, s);
+    size_t i = n;
+    while (i > 0 && ++tap[i - 1] == kernel[i - 1])
+      tap[--i] = 0;
+    if (i == 0)
+      break;
+  }
+  if (isMax || !acc)
+    return acc;
+  if (!isa<FloatType>(elt)) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << in;
+    (void)nc.error("average pooling needs a floating-point input, got " +
+                   type);
+    return {};
+  }
+  // The divisors: a constant of the output's spatial shape.
+  int64_t total = 1;
+  for (int64_t o : out)
+    total *= o;
+  SmallVector<double> counts;
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t rest = flat, count = 1;
+    for (size_t i = n; i-- > 0;) {
+      int64_t o = rest % out[i];
+      rest /= out[i];
+      count *= dopt::windowTapCount(o, in.getDimSize(2 + i), kernel[i],
+                                    strides[i], pads[i], pads[n + i],
+                                    dilations[i], countIncludePad);
+    }
+    counts.push_back((double)count);
+  }
+  auto countType = RankedTensorType::get(out, elt);
+  SmallVector<APFloat> values;
+  for (double c : counts) {
+    APFloat v(c);
+    bool lost;
+    v.convert(cast<FloatType>(elt).getFloatSemantics(),
+              APFloat::rmNearestTiesToEven, &lost);
+    values.push_back(v);
+  }
+  Value divisor = dopt::ConstantOp::create(
+      nc.builder(), nc.loc(), DenseElementsAttr::get(countType, values));
+  return nc.create<dopt::DivOp>(acc, divisor);
+}
+
 /// The window attributes MaxPool and AveragePool share, resolved and
 /// lifted to 2-D; `x` the input, lifted too.
 struct PoolWindow {
   Value x;
-  bool oneD;
+  bool oneD, threeD;
   SmallVector<int64_t> kernel, strides, dilations, pads;
   bool ceilMode;
 };
@@ -716,6 +930,7 @@ FailureOr<PoolWindow> readPoolWindow(NodeContext &nc) {
                         dilations));
   return PoolWindow{n == 1 ? heightOne(nc, x, true) : x,
                     n == 1,
+                    n == 3,
                     liftSizes(*kernel, 1),
                     liftSizes(strides, 1),
                     liftSizes(dilations, 1),
@@ -731,6 +946,12 @@ LogicalResult importMaxPool(NodeContext &nc) {
   if (nc.outputUsed(1))
     return nc.error("the Indices output is not supported");
   TRY(w, readPoolWindow(nc));
+  if (w.threeD)
+    return setWindowOutput(nc,
+                           poolBySlices(nc, w.x, /*isMax=*/true, w.kernel,
+                                        w.strides, w.dilations, w.pads,
+                                        w.ceilMode, false),
+                           false);
   OpBuilder &b = nc.builder();
   return setWindowOutput(
       nc,
@@ -744,9 +965,13 @@ LogicalResult importMaxPool(NodeContext &nc) {
 
 LogicalResult importAveragePool(NodeContext &nc) {
   TRY(w, readPoolWindow(nc));
-  if (w.dilations != SmallVector<int64_t>{1, 1})
-    return nc.error("dilated average pooling is not supported");
   TRY(countPad, nc.intAttr("count_include_pad", 0));
+  if (w.threeD || llvm::any_of(w.dilations, [](int64_t d) { return d != 1; }))
+    return setWindowOutput(nc,
+                           poolBySlices(nc, w.x, /*isMax=*/false, w.kernel,
+                                        w.strides, w.dilations, w.pads,
+                                        w.ceilMode, countPad != 0),
+                           w.oneD);
   OpBuilder &b = nc.builder();
   return setWindowOutput(
       nc,

@@ -62,6 +62,20 @@ int64_t dopt::windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
   return out;
 }
 
+int64_t dopt::windowTapCount(int64_t out, int64_t in, int64_t kernel,
+                             int64_t stride, int64_t padBegin,
+                             int64_t padEnd, int64_t dilation,
+                             bool countIncludePad) {
+  int64_t lo = countIncludePad ? -padBegin : 0;
+  int64_t hi = in + (countIncludePad ? padEnd : 0);
+  int64_t count = 0;
+  for (int64_t k = 0; k < kernel; ++k) {
+    int64_t p = out * stride - padBegin + k * dilation;
+    count += p >= lo && p < hi;
+  }
+  return std::max<int64_t>(count, 1);
+}
+
 int64_t dopt::transposedOutputSize(int64_t in, int64_t kernel,
                                    int64_t stride, int64_t padBegin,
                                    int64_t padEnd, int64_t dilation,

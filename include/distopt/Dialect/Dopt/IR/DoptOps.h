@@ -28,6 +28,16 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
                          int64_t padBegin, int64_t padEnd, int64_t dilation,
                          bool ceilMode);
 
+/// Average pooling's divisor along one spatial dimension: how many of the
+/// window's taps at output position `out` (input positions out·stride −
+/// padBegin + k·dilation, k < kernel) lie in the input, or with
+/// `countIncludePad` in the input plus its explicit pads; the overhang of a
+/// ceil_mode window never counts (ONNX's rule; at least 1). A window's
+/// divisor is the product over its dimensions.
+int64_t windowTapCount(int64_t out, int64_t in, int64_t kernel,
+                       int64_t stride, int64_t padBegin, int64_t padEnd,
+                       int64_t dilation, bool countIncludePad);
+
 /// Output size of one spatial dimension of a transposed convolution
 /// (dopt.conv_transpose): stride·(in − 1) + outputPadding + dilation·(kernel
 /// − 1) + 1 − padBegin − padEnd (may be non-positive: the caller checks).
