@@ -72,6 +72,15 @@ def _mobilenet_v2():
     return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
 
 
+def _r3d_18():
+    """torchvision's 3-D ResNet for video (Conv3d, BatchNorm3d, a 3-D
+    global average pool): clips of 4 frames of 32x32."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.video.r3d_18(num_classes=10)
+    return model, (torch.randn(2, 3, 4, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
 class _HFWrapper(torch.nn.Module):
     """Calls a transformers model with keyword inputs and returns its first
     output (logits or the last hidden state)."""
@@ -182,6 +191,7 @@ MODELS = {
     "torch_decoder_sf": (lambda: _transformer_decoder(False), 15),
     "resnet18": (_resnet18, 15),
     "mobilenet_v2": (_mobilenet_v2, 16),
+    "r3d_18": (_r3d_18, 17),
     "hf_gpt2": (_gpt2, 14),
     "hf_bert": (_bert, 15),
     "hf_llama": (_llama, 16),

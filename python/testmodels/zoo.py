@@ -22,7 +22,8 @@ import onnx
 ZOO = Path(__file__).resolve().parent / "zoo"
 
 # name -> (symbolic dimensions other than batch, input kinds)
-# input kinds: ("float", trailing shape) | ("ids", seq) | ("mask", seq)
+# input kinds: ("seq_first", seq first?, width) | ("image", channels, size)
+# | ("video", channels, frames, size) | ("ids", seq) | ("mask", seq)
 MODELS: Dict[str, dict] = {
     "torch_encoder_bf": {"dims": {"seq": 8}, "inputs": {"x": ("seq_first", False, 32)}},
     "torch_encoder_sf": {"dims": {"seq": 8}, "inputs": {"x": ("seq_first", True, 32)}},
@@ -34,6 +35,7 @@ MODELS: Dict[str, dict] = {
                                     "memory": ("seq_first", True, 32)}},
     "resnet18": {"dims": {}, "inputs": {"x": ("image", 3, 32)}},
     "mobilenet_v2": {"dims": {}, "inputs": {"x": ("image", 3, 32)}},
+    "r3d_18": {"dims": {}, "inputs": {"x": ("video", 3, 4, 32)}},
     "hf_gpt2": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
     "hf_bert": {"dims": {"seq": 8},
                 "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
@@ -140,6 +142,9 @@ def inputs(name: str, batch: int, seed: int = 0) -> Dict[str, np.ndarray]:
         elif kind[0] == "image":
             feeds[input_name] = rng.standard_normal((batch, kind[1], kind[2], kind[2])).astype(
                 np.float32)
+        elif kind[0] == "video":
+            feeds[input_name] = rng.standard_normal(
+                (batch, kind[1], kind[2], kind[3], kind[3])).astype(np.float32)
         elif kind[0] == "ids":
             feeds[input_name] = rng.integers(0, 100, (batch, kind[1])).astype(np.int64)
         elif kind[0] == "mask":

@@ -1,6 +1,7 @@
 """The real-model zoo (python/testmodels/zoo, issue 10): models exported by
 torch.onnx.export from PyTorch (nn.TransformerEncoder/Decoder, both
-batch_first settings), torchvision (ResNet-18, MobileNetV2) and HuggingFace
+batch_first settings), torchvision (ResNet-18, MobileNetV2, the R3D-18 video
+model's 3-D convolutions) and HuggingFace
 transformers (GPT-2, BERT with an attention mask, LLaMA with rotary
 embeddings/RMSNorm/SwiGLU/grouped-query attention, ViT), plus issue 10's
 fused-QKV reproducer. Each compiles and matches ONNX Runtime in one process
