@@ -157,16 +157,18 @@ def bare_models():
            nn.functional.cross_entropy, "cross-entropy:logits")
     # A 3-D CNN of the kind video and volume models use (Conv3d strided,
     # dilated in depth and grouped, batch norm over N x C x D x H x W, max and
-    # average 3-D pools): distopt runs a 3-D convolution as 2-D ones, one per
-    # tap of the kernel's depth, and 3-D pools as reductions of strided
-    # slices.
+    # average 3-D pools, a strided ConvTranspose3d with output padding):
+    # distopt runs a 3-D (transposed) convolution as 2-D ones, one per tap of
+    # the kernel's depth, and 3-D pools as reductions of strided slices.
     torch.manual_seed(5)
     net3d = nn.Sequential(
         nn.Conv3d(2, 8, 3, stride=(1, 2, 2), padding=1), nn.BatchNorm3d(8), nn.ReLU(),
         nn.MaxPool3d(2, stride=2, padding=(1, 0, 0)),
         nn.Conv3d(8, 16, 3, dilation=(2, 1, 1), groups=2, padding=(2, 1, 1)), nn.Tanh(),
         nn.AvgPool3d(3, stride=2, padding=1, count_include_pad=False),
-        nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(16, 5))
+        nn.ConvTranspose3d(16, 8, (2, 3, 3), stride=(2, 1, 2), padding=(0, 1, 1),
+                           output_padding=(1, 0, 1)), nn.ReLU(),
+        nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(8, 5))
     net3d.train()
     yield ("conv3d_cross_entropy", net3d, torch.randn(4, 2, 6, 12, 12),
            torch.randint(0, 5, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")

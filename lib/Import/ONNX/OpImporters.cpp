@@ -622,6 +622,91 @@ FailureOr<ConvNode> convNode(NodeContext &nc) {
                   group};
 }
 
+/// A 3-D transposed convolution (x N×C×D×H×W, w C×M/G×KD×KH×KW) as 2-D
+/// ones, one per tap kd of the kernel's depth, over the input's depth
+/// slices taken as a batch of N·D images: tap kd's result for input depth i
+/// lands at output depth i·stride + kd·dilation, so each is spread out by
+/// the stride (zeros between its depth slices), shifted by kd·dilation and
+/// summed; the pads are cropped (a negative one grows zeros) and the bias
+/// added last. `pads` as ONNX orders them, resolved; the operation count is
+/// the 3-D op's.
+Value convTranspose3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
+                             ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                             ArrayRef<int64_t> dilations,
+                             ArrayRef<int64_t> outPad, int64_t group) {
+  auto in = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  int64_t batch = in.getDimSize(0), channels = in.getDimSize(1);
+  int64_t depth = in.getDimSize(2), kd = wt.getDimSize(2);
+  OpBuilder &b = nc.builder();
+  auto i64s = [&](ArrayRef<int64_t> v) { return b.getDenseI64ArrayAttr(v); };
+  // Pads cropped after the sum; a negative one is zeros grown instead.
+  SmallVector<int64_t> crop, grow;
+  for (int64_t p : pads) {
+    crop.push_back(std::max<int64_t>(0, p));
+    grow.push_back(std::max<int64_t>(0, -p));
+  }
+  Value images = nc.create<dopt::ReshapeOp>(
+      nc.create<dopt::TransposeOp>(x, i64s({0, 2, 1, 3, 4})),
+      i64s({batch * depth, channels, in.getDimSize(3), in.getDimSize(4)}));
+  SmallVector<int64_t> wShape{wt.getDimSize(0), wt.getDimSize(1),
+                              wt.getDimSize(3), wt.getDimSize(4)};
+  // The full output depth before cropping.
+  int64_t full = dopt::transposedOutputSize(depth, kd, strides[0], 0, 0,
+                                            dilations[0], outPad[0]);
+  Value sum;
+  for (int64_t k = 0; k < kd && !nc.hasFailed(); ++k) {
+    Value wk = nc.create<dopt::ReshapeOp>(strided(nc, w, {2}, {k}, {1}, {1}),
+                                          i64s(wShape));
+    Value y = nc.create<dopt::ConvTransposeOp>(
+        images, wk, Value(), i64s({strides[1], strides[2]}),
+        i64s({crop[1], crop[2], crop[4], crop[5]}),
+        i64s({dilations[1], dilations[2]}), i64s({outPad[1], outPad[2]}),
+        b.getI64IntegerAttr(group));
+    if (!y)
+      break;
+    auto yt = cast<RankedTensorType>(y.getType());
+    int64_t m = yt.getDimSize(1), ho = yt.getDimSize(2), wo = yt.getDimSize(3);
+    // N×D×1×M×Ho×Wo padded to stride slices per input depth: depth i at
+    // i·stride.
+    y = nc.create<dopt::ReshapeOp>(y, i64s({batch, depth, 1, m, ho, wo}));
+    y = padSpatial(nc, y, {0, 0, 0, 0}, {strides[0] - 1, 0, 0, 0}, 0.0);
+    y = nc.create<dopt::ReshapeOp>(y,
+                                   i64s({batch, depth * strides[0], m, ho, wo}));
+    // Shifted by kd·dilation, cut or padded to the full depth.
+    int64_t shift = k * dilations[0], length = shift + depth * strides[0];
+    if (length > full)
+      y = strided(nc, y, {1}, {0}, {1}, {full - shift});
+    y = padSpatial(nc, y, {shift, 0, 0, 0},
+                   {std::max<int64_t>(0, full - length), 0, 0, 0}, 0.0);
+    sum = sum ? nc.create<dopt::AddOp>(sum, y) : y;
+  }
+  if (nc.hasFailed() || !sum)
+    return {};
+  int64_t outDepth = full - crop[0] - crop[3];
+  if (outDepth <= 0) {
+    (void)nc.error("the output depth " + std::to_string(outDepth) +
+                   " is not positive");
+    return {};
+  }
+  Value y = strided(nc, sum, {1}, {crop[0]}, {1}, {outDepth});
+  y = nc.create<dopt::TransposeOp>(y, i64s({0, 2, 1, 3, 4}));
+  y = padSpatial(nc, y, {grow[0], grow[1], grow[2]}, {grow[3], grow[4], grow[5]},
+                 0.0);
+  if (bias && y) {
+    int64_t m = cast<RankedTensorType>(y.getType()).getDimSize(1);
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != m) {
+      (void)nc.error("bias must be 1-D with " + std::to_string(m) +
+                     " entries, got " + shapeStr(bt.getShape()));
+      return {};
+    }
+    y = nc.create<dopt::AddOp>(
+        y, nc.create<dopt::ReshapeOp>(bias, i64s({m, 1, 1, 1})));
+  }
+  return y;
+}
+
 /// ONNX ConvTranspose (1-D or 2-D): pads explicit, or derived from
 /// output_shape or auto_pad as the ONNX reference does (total =
 /// stride·(in − 1) + output_padding + extent − out, split with floor
@@ -631,9 +716,6 @@ FailureOr<ConvNode> convNode(NodeContext &nc) {
 LogicalResult importConvTranspose(NodeContext &nc) {
   TRY(conv, convNode(nc));
   auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
-  if (n == 3)
-    return nc.error("3-D transposed convolutions are not supported (1-D and "
-                    "2-D are)");
   TRY(outPadAttr, nc.intsAttr("output_padding"));
   SmallVector<int64_t> outPad = outPadAttr.value_or(SmallVector<int64_t>(n));
   if (outPad.size() != n)
@@ -680,6 +762,12 @@ LogicalResult importConvTranspose(NodeContext &nc) {
     return nc.error("auto_pad '" + autoPad +
                     "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
   }
+  if (n == 3)
+    return setWindowOutput(nc,
+                           convTranspose3dByDepth(nc, x, w, nc.input(2), strides,
+                                                  pads, dilations, outPad,
+                                                  group),
+                           false);
   // From here on in 2-D.
   pads = liftPads(pads);
   strides = liftSizes(strides, 1);
