@@ -449,8 +449,8 @@ def Dopt_ReduceSumOp : Dopt_ReduceOp<"reduce_sum", Dopt_NumericTensor> {
 def Dopt_ReduceMeanOp : Dopt_ReduceOp<"reduce_mean", Dopt_NumericTensor> {
   let summary = "mean over axes";
 }
-def Dopt_ReduceMaxOp : Dopt_ReduceOp<"reduce_max", Dopt_NumericTensor> {
-  let summary = "maximum over axes";
+def Dopt_ReduceMaxOp : Dopt_ReduceOp<"reduce_max", Dopt_Tensor> {
+  let summary = "maximum over axes (of booleans: any)";
 }
 
 //===----------------------------------------------------------------------===//
