@@ -113,3 +113,41 @@ def test_external_data_is_not_read(models):
                          capture_output=True, text=True, check=True).stdout
     peak_kib = int(out.strip())
     assert peak_kib < 256 * 1024, f"peak RSS {peak_kib} KiB"
+
+
+def test_old_opset_model_is_converted(tmp_path):
+    """An opset-9 model (Softmax flattening to 2-D at its axis, Pad-2's
+    attributes, ReduceSum's axes attribute, Dropout's ratio attribute) with
+    its weight in external data: converted to opset 13 by ONNX's version
+    converter, with the weight's reference kept, and equal to ONNX Runtime
+    running the original."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Dropout", ["h"], ["d"], ratio=0.3),
+         helper.make_node("Softmax", ["d"], ["s"], axis=1),
+         helper.make_node("Pad", ["s"], ["p"], pads=[0, 1, 0, 0, 0, 2], value=0.25),
+         helper.make_node("ReduceSum", ["p"], ["y"], axes=[1], keepdims=0)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 4
+    path = tmp_path / "old.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="old.data",
+                    size_threshold=0)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    r = subprocess.run([str(DISTOPT), "compile", str(path), "-o", str(tmp_path / "old.dx")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "opset 9 was converted to 13 by ONNX's version converter" in r.stderr
+    np.save(tmp_path / "x.npy", x)
+    r = subprocess.run([str(tmp_path / "old.dx" / "old"), "--input", f"x={tmp_path / 'x.npy'}",
+                        "--output-dir", str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-5)

@@ -25,6 +25,8 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/defs/parser.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 using namespace mlir;
 using namespace distopt;
@@ -1111,6 +1113,90 @@ static std::optional<std::string> parseModel(StringRef bytes, bool text,
   return std::nullopt;
 }
 
+/// The default-domain opset a model imports (0 when none).
+static int64_t defaultOpset(const onnx::ModelProto &model) {
+  for (const onnx::OperatorSetIdProto &o : model.opset_import())
+    if (isDefaultDomain(o.domain()))
+      return o.version();
+  return 0;
+}
+
+/// The bytes an initializer holds or refers to, by name: what a conversion
+/// must keep.
+static llvm::StringMap<std::string>
+initializerData(const onnx::ModelProto &model) {
+  llvm::StringMap<std::string> data;
+  for (const onnx::TensorProto &t : model.graph().initializer()) {
+    onnx::TensorProto copy = t;
+    copy.clear_name();
+    copy.clear_doc_string();
+    data[t.name()] = copy.SerializeAsString();
+  }
+  return data;
+}
+
+/// A model below distopt's lowest opset, converted up to it by ONNX's own
+/// version converter (its adapters rewrite each op whose definition
+/// changed: attributes that became inputs, Dropout's ratio, ...). Fails,
+/// saying why, when the converter cannot or changes an initializer.
+static LogicalResult convertOldOpset(onnx::ModelProto &model,
+                                     Location fileLoc) {
+  int64_t from = defaultOpset(model);
+  if (from == 0 || from >= kMinOpset)
+    return success();
+  auto refuse = [&](const std::string &why) {
+    return emitError(fileLoc)
+           << "default-domain opset " << from
+           << " is not supported: distopt imports opsets " << kMinOpset
+           << " to " << kMaxOpset << ", and ONNX's version converter could "
+           << "not convert the model to opset " << kMinOpset << ": " << why;
+  };
+  // Some adapters need ranks (Softmax's before opset 13 flattened to 2-D):
+  // the converter sees ONNX's shape inference; the model keeps its own
+  // value_info.
+  onnx::ModelProto shaped = model;
+  // The converter drops external-data references: such initializers pass
+  // through it without data and are put back after.
+  for (onnx::TensorProto &t : *shaped.mutable_graph()->mutable_initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      t.clear_external_data();
+      t.clear_data_location();
+    }
+  try {
+    onnx::shape_inference::InferShapes(shaped);
+  } catch (const std::exception &) {
+    shaped = model; // what inference could not do, the converter may say
+  }
+  onnx::ModelProto converted;
+  // libonnx reports what it cannot convert by throwing.
+  try {
+    converted = onnx::version_conversion::ConvertVersion(shaped, kMinOpset);
+  } catch (const std::exception &e) {
+    return refuse(e.what());
+  }
+  *converted.mutable_graph()->mutable_value_info() = model.graph().value_info();
+  llvm::StringMap<const onnx::TensorProto *> external;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      external[t.name()] = &t;
+  for (onnx::TensorProto &t : *converted.mutable_graph()->mutable_initializer())
+    if (auto it = external.find(t.name()); it != external.end())
+      t = *it->second;
+  llvm::StringMap<std::string> before = initializerData(model),
+                               after = initializerData(converted);
+  for (const auto &[name, bytes] : before) {
+    auto it = after.find(name);
+    if (it == after.end() || it->second != bytes)
+      return refuse("it " + std::string(it == after.end() ? "dropped" : "changed") +
+                    " the initializer '" + name.str() + "'");
+  }
+  model = std::move(converted);
+  emitRemark(fileLoc) << "the model's default-domain opset " << from
+                      << " was converted to " << kMinOpset
+                      << " by ONNX's version converter";
+  return success();
+}
+
 OwningOpRef<ModuleOp> distopt::importONNXBuffer(MLIRContext &context,
                                                 StringRef bytes,
                                                 StringRef bufferName,
@@ -1123,6 +1209,8 @@ OwningOpRef<ModuleOp> distopt::importONNXBuffer(MLIRContext &context,
     emitError(fileLoc) << *err;
     return nullptr;
   }
+  if (failed(convertOldOpset(model, fileLoc)))
+    return nullptr;
   GraphImporter importer(context, model, bufferName, opts);
   return importer.run();
 }
