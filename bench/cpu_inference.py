@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: CPU inference latency, distopt vs ONNX Runtime, same run.
 
-For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder, a
-DCGAN generator of transposed convolutions) at a
+For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder,
+torchvision's R3D-18 video model (3-D convolutions), a DCGAN generator of
+transposed convolutions) at a
 realistic size and batch, compiles the ONNX model with `distopt compile`, runs
 the executable with `--repeat N` (the executable times its own runs, excluding
 input/output file I/O), and runs ONNX Runtime's CPU provider on the same
@@ -32,6 +33,22 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python" / "testmodels"))
 import gen_models  # noqa: E402
+import zoo  # noqa: E402
+
+
+def zoo_model(name: str, free: dict) -> onnx.ModelProto:
+    """A zoo graph (torch.onnx.export of third-party code) with its seeded
+    weights, loaded whole; the first input's dimensions in `free` (index ->
+    name) made symbolic, so that the bench can run it at a realistic size
+    (the zoo exports small test shapes)."""
+    with tempfile.TemporaryDirectory() as d:
+        model = onnx.load(str(zoo.materialize(name, d)))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for i, param in free.items():
+        dims[i].Clear()
+        dims[i].dim_param = param
+    return model
+
 
 # name -> (builder, dims for distopt, ORT/NumPy input shapes, description)
 MODELS = {
@@ -44,6 +61,9 @@ MODELS = {
                             "4 layers, d 256, 8 heads, seq 128, batch 8"),
     "gpt": (lambda: gen_models.build_gpt(5000, 256, 8, 4, 128), {"batch": 4},
             {"input_ids": (4, 128)}, "4 layers, d 256, vocab 5000, seq 128, batch 4"),
+    "r3d_18": (lambda: zoo_model("r3d_18", {2: "frames", 3: "height", 4: "width"}),
+               {"batch": 1, "frames": 8, "height": 112, "width": 112}, {"x": (1, 3, 8, 112, 112)},
+               "torchvision R3D-18 video, 8 frames of 112x112, batch 1"),
     "dcgan": (gen_models.build_dcgan, {"N": 16}, {"z": (16, 100, 1, 1)},
               "DCGAN generator: 5 ConvTranspose + BN, 100 -> 3x64x64, batch 16"),
 }

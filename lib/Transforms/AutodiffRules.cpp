@@ -697,6 +697,14 @@ const llvm::StringMap<RuleFn> &rules() {
     t["dopt.sigmoid"] = unary([](B &b, Value, Value y, Value g) {
       return mul(b, g, mul(b, y, sub(b, scalar(b, y, 1.0), y)));
     });
+    // |x|' = sign(x), 0 at 0 (PyTorch's choice).
+    t["dopt.abs"] = unary([](B &b, Value x, Value, Value g) {
+      Value zero = scalar(b, g, 0.0);
+      Value pos = dopt::GreaterOp::create(b, x, scalar(b, x, 0.0));
+      Value neg_ = dopt::LessOp::create(b, x, scalar(b, x, 0.0));
+      return Value(dopt::WhereOp::create(
+          b, pos, g, dopt::WhereOp::create(b, neg_, neg(b, g), zero)));
+    });
     t["dopt.relu"] = unary([](B &b, Value x, Value, Value g) {
       Value pos = dopt::GreaterOp::create(b, x, scalar(b, x, 0.0));
       return Value(dopt::WhereOp::create(b, pos, g, scalar(b, g, 0.0)));

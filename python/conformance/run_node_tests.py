@@ -37,19 +37,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The ONNX op types distopt's importer supports (lib/Import/ONNX/OpImporters.cpp).
-SUPPORTED_OPS = set("""
-Add Sub Mul Div Pow Max Min Equal Less LessOrEqual Greater GreaterOrEqual And Or
-Neg Abs Not Sqrt Reciprocal Exp Log Tanh Sigmoid Erf Relu LeakyRelu Gelu Identity
-Clip Trilu
-Dropout Where Cast Softmax LogSoftmax BatchNormalization LayerNormalization MatMul
-Gemm Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool ReduceSum ReduceMean ReduceMax
-Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather Expand Pad
-Shape Constant ConstantOfShape Range
-NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss""".split())
+def supported_ops(distopt: str) -> set[str]:
+    """The ONNX op types distopt's importer supports (`distopt ops`)."""
+    out = subprocess.run([distopt, "ops"], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
 
 
-def collect(filter_re: str | None):
+def collect(filter_re: str | None, supported: set[str]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from onnx.backend.test.case import node
@@ -60,7 +54,7 @@ def collect(filter_re: str | None):
             continue
         if filter_re and not re.search(filter_re, case.name):
             continue
-        if {n.op_type for n in case.model.graph.node} <= SUPPORTED_OPS and all(
+        if {n.op_type for n in case.model.graph.node} <= supported and all(
                 n.domain in ("", "ai.onnx") for n in case.model.graph.node):
             in_scope.append(case)
         else:
@@ -270,7 +264,7 @@ def main() -> int:
     if args.pack:
         args.pack.mkdir(parents=True, exist_ok=True)
 
-    cases, out_of_scope = collect(args.filter)
+    cases, out_of_scope = collect(args.filter, supported_ops(args.distopt))
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="distopt-conformance-"))
     results = {}
     with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:

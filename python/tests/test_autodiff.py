@@ -715,3 +715,39 @@ def test_optimizer_flag_errors(tmp_path):
     assert p.returncode == 1 and "--nesterov applies to --optimizer sgd" in p.stderr
     p = compile_("--optimizer", "sgd", "--freeze-weights", ".")
     assert p.returncode == 1 and "no gradients to apply" in p.stderr
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Elu", {"alpha": 0.7}), ("Celu", {"alpha": 1.5}), ("Selu", {}), ("Softplus", {}),
+    ("Softsign", {}), ("Mish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ("HardSwish", {}), ("ThresholdedRelu", {"alpha": 0.2}), ("PRelu", {}),
+    ("ReduceLogSumExp", {}), ("ReduceL2", {}), ("ReduceMin", {}), ("ReduceSumSquare", {})])
+def test_composed_ops_match_finite_differences(op, attrs, tmp_path):
+    """Ops the importer writes with others (activations, reductions): their
+    gradients come from the rules of the ops they are written with."""
+    inputs = ["h"] + (["slope"] if op == "PRelu" else [])
+    extra = {}
+    if op.startswith("Reduce"):
+        nodes = [helper.make_node("Constant", [], ["axes"],
+                                  value=numpy_helper.from_array(np.array([1], np.int64))),
+                 helper.make_node(op, ["h", "axes"], ["a"], keepdims=1)]
+    else:
+        nodes = [helper.make_node(op, inputs, ["a"], **attrs)]
+        if op == "PRelu":
+            extra["slope"] = numpy_helper.from_array(rand(5) * 0.3, "slope")
+    nodes = ([helper.make_node("MatMul", ["x", "w"], ["h"])] + nodes +
+             [helper.make_node("Mul", ["a", "c"], ["m"]),
+              helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)])
+    out_cols = 1 if op.startswith("Reduce") else 5
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [4, out_cols])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(3, 5), "w"), *extra.values()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"x": rand(4, 3), "c": rand(4, out_cols)}
+    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    numeric = numeric_gradients(model, feeds, set(grads))
+    for name in grads:
+        assert_close(grads[name], numeric[name], what=f"{op}: {name}")

@@ -42,6 +42,9 @@ cl::SubCommand &distopt::tool::compileCommand() {
   return cmd;
 }
 static cl::SubCommand &compileCmd = distopt::tool::compileCommand();
+static cl::SubCommand opsCmd("ops",
+                             "List the ONNX op types distopt imports (default "
+                             "domain), one per line");
 
 static cl::opt<std::string> importInput(cl::Positional, cl::Required,
                                         cl::desc("<model.onnx|model.onnxtxt>"),
@@ -239,6 +242,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "distopt: compile ONNX models for distributed training and inference\n");
+  if (opsCmd) {
+    for (const std::string &op : distopt::supportedONNXOps())
+      outs() << op << "\n";
+    return 0;
+  }
 
   DialectRegistry registry;
   distopt::registerONNXImportDialects(registry);

@@ -124,6 +124,14 @@ std::optional<SmallVector<int64_t>> distopt::parseShapeSpec(StringRef spec) {
   return dims;
 }
 
+std::vector<std::string> distopt::supportedONNXOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : onnximport::opImporters())
+    ops.push_back(entry.getKey().str());
+  llvm::sort(ops);
+  return ops;
+}
+
 void distopt::registerONNXImportDialects(DialectRegistry &registry) {
   registry.insert<dopt::DoptDialect, func::FuncDialect>();
 }

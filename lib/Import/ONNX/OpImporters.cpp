@@ -36,6 +36,20 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+/// A 0-d dopt.constant of element type `elt` holding `v` (an integer type
+/// gets v truncated, -1 being all ones).
+Value constantScalar(NodeContext &nc, Type elt, double v) {
+  OpBuilder &b = nc.builder();
+  Attribute a;
+  if (auto ft = dyn_cast<FloatType>(elt))
+    a = b.getFloatAttr(ft, v);
+  else
+    a = b.getIntegerAttr(elt, APInt(elt.getIntOrFloatBitWidth(), (int64_t)v,
+                                    /*isSigned=*/true, /*implicitTrunc=*/true));
+  return dopt::ConstantOp::create(
+      b, nc.loc(), DenseElementsAttr::get(RankedTensorType::get({}, elt), a));
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -118,6 +132,150 @@ LogicalResult importDropout(NodeContext &nc) {
 
 /// Clip(x, min?, max?) = min(max(x, lo), hi); a missing bound does not clip
 /// (opset 11+ takes the bounds as inputs; MobileNet's ReLU6 exports as Clip).
+/// Activations ONNX defines by a function of other ops, written with them
+/// (so every target, autodiff and the sharding rules know them already):
+/// HardSigmoid, HardSwish, Swish, Elu, Celu, Selu, Softplus (as
+/// relu(x) + log(1 + exp(−|x|)), which does not overflow), Softsign, Mish,
+/// ThresholdedRelu, PRelu; and Sign. Float inputs (Sign and PRelu: any
+/// numeric type); 16-bit floats computed in f32 and rounded once, as one
+/// ONNX op is.
+enum class Activation {
+  HardSigmoid,
+  HardSwish,
+  Swish,
+  Elu,
+  Celu,
+  Selu,
+  Softplus,
+  Softsign,
+  Mish,
+  ThresholdedRelu,
+  PRelu,
+  Sign
+};
+template <Activation kind> LogicalResult importActivation(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  Type stored = nc.inputType(0).getElementType();
+  if (!isa<FloatType>(stored) && kind != Activation::PRelu &&
+      kind != Activation::Sign)
+    return nc.error("needs a floating-point input");
+  Type elt = stored;
+  auto widen = [&](Value v) -> Value {
+    return v && elt != stored ? nc.create<dopt::CastOp>(v, TypeAttr::get(elt))
+                              : v;
+  };
+  if (stored.isF16() || stored.isBF16()) {
+    elt = nc.builder().getF32Type();
+    x = widen(x);
+  }
+  auto c = [&](double v) { return constantScalar(nc, elt, v); };
+  auto mul = [&](Value a, Value b) { return nc.create<dopt::MulOp>(a, b); };
+  auto add = [&](Value a, Value b) { return nc.create<dopt::AddOp>(a, b); };
+  auto where = [&](Value cond, Value a, Value b) {
+    return nc.create<dopt::WhereOp>(cond, a, b);
+  };
+  auto clip01 = [&](Value v) {
+    return nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(v, c(0)), c(1));
+  };
+  auto softplus = [&](Value v) {
+    return add(nc.create<dopt::ReluOp>(v),
+               nc.create<dopt::LogOp>(add(
+                   c(1), nc.create<dopt::ExpOp>(nc.create<dopt::NegOp>(
+                             nc.create<dopt::AbsOp>(v))))));
+  };
+  Value y;
+  switch (kind) {
+  case Activation::HardSigmoid: {
+    TRY(alpha, nc.floatAttr("alpha", 0.2f));
+    TRY(beta, nc.floatAttr("beta", 0.5f));
+    y = clip01(add(mul(x, c(alpha)), c(beta)));
+    break;
+  }
+  case Activation::HardSwish:
+    y = mul(x, clip01(add(mul(x, c(1.0 / 6.0)), c(0.5))));
+    break;
+  case Activation::Swish: {
+    TRY(alpha, nc.floatAttr("alpha", 1.0f));
+    y = mul(x, nc.create<dopt::SigmoidOp>(alpha == 1.0f ? x : mul(x, c(alpha))));
+    break;
+  }
+  case Activation::Elu: {
+    TRY(alpha, nc.floatAttr("alpha", 1.0f));
+    Value neg = mul(c(alpha), nc.create<dopt::SubOp>(nc.create<dopt::ExpOp>(x),
+                                                     c(1)));
+    y = where(nc.create<dopt::LessOp>(x, c(0)), neg, x);
+    break;
+  }
+  case Activation::Celu: {
+    // alpha · elu(x / alpha), ONNX's function (the order 16-bit types
+    // round in).
+    TRY(alpha, nc.floatAttr("alpha", 1.0f));
+    Value z = nc.create<dopt::DivOp>(x, c(alpha));
+    Value elu = where(nc.create<dopt::LessOp>(z, c(0)),
+                      nc.create<dopt::SubOp>(nc.create<dopt::ExpOp>(z), c(1)), z);
+    y = mul(c(alpha), elu);
+    break;
+  }
+  case Activation::Selu: {
+    TRY(alpha, nc.floatAttr("alpha", 1.67326319217681884765625f));
+    TRY(gamma, nc.floatAttr("gamma", 1.05070102214813232421875f));
+    Value neg = nc.create<dopt::SubOp>(mul(c(alpha), nc.create<dopt::ExpOp>(x)),
+                                       c(alpha));
+    y = mul(c(gamma),
+            where(nc.create<dopt::LessEqualOp>(x, c(0)), neg, x));
+    break;
+  }
+  case Activation::Softplus:
+    y = softplus(x);
+    break;
+  case Activation::Softsign:
+    y = nc.create<dopt::DivOp>(x, add(c(1), nc.create<dopt::AbsOp>(x)));
+    break;
+  case Activation::Mish:
+    y = mul(x, nc.create<dopt::TanhOp>(softplus(x)));
+    break;
+  case Activation::ThresholdedRelu: {
+    TRY(alpha, nc.floatAttr("alpha", 1.0f));
+    y = where(nc.create<dopt::GreaterOp>(x, c(alpha)), x, c(0));
+    break;
+  }
+  case Activation::PRelu: {
+    TRY(slope, nc.requiredInput(1));
+    y = where(nc.create<dopt::LessOp>(x, c(0)), mul(x, widen(slope)), x);
+    break;
+  }
+  case Activation::Sign:
+    y = where(nc.create<dopt::GreaterOp>(x, c(0)), c(1),
+              where(nc.create<dopt::LessOp>(x, c(0)), c(-1), c(0)));
+    break;
+  }
+  if (y && elt != stored)
+    y = nc.create<dopt::CastOp>(y, TypeAttr::get(stored));
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
+/// CastLike(x, like): a Cast to like's element type.
+LogicalResult importCastLike(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(like, nc.requiredInput(1));
+  nc.setOutput(0, nc.create<dopt::CastOp>(
+                      x, TypeAttr::get(cast<RankedTensorType>(like.getType())
+                                           .getElementType())));
+  return success();
+}
+
+/// Size(x): the element count, a constant (shapes are static).
+LogicalResult importSize(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  nc.setOutput(0, nc.constantI64(
+                      {cast<RankedTensorType>(x.getType()).getNumElements()},
+                      {}));
+  return success();
+}
+
 LogicalResult importClip(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   if (nc.hasAttr("min") || nc.hasAttr("max"))
@@ -398,6 +556,42 @@ LogicalResult importLayerNorm(NodeContext &nc) {
     nc.setOutput(1, mean);
     nc.setOutput(2, invStdDev);
   }
+  return success();
+}
+
+/// RMSNormalization (opset 23; LLaMA's RMSNorm): x / sqrt(mean(x², axes
+/// [axis, rank)) + epsilon) in the stash type, back to x's type, times the
+/// scale -- the op's ONNX function, written with dopt ops.
+LogicalResult importRMSNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  TRY(axis, nc.intAttr("axis", -1));
+  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
+  TRY(stash, nc.intAttr("stash_type", onnx::TensorProto::FLOAT));
+  int64_t rank = nc.inputType(0).getRank();
+  TRY(a, nc.normalizeAxis(axis, rank));
+  Type t = nc.inputType(0).getElementType();
+  Type u = convertDataType(nc.context(), stash);
+  if (!u || !isa<FloatType>(u))
+    return nc.error("stash_type " + dataTypeName(stash) +
+                    " is not a floating-point type distopt supports");
+  OpBuilder &b = nc.builder();
+  Value xs = u == t ? x : nc.create<dopt::CastOp>(x, TypeAttr::get(u));
+  SmallVector<int64_t> axes;
+  for (int64_t d = a; d < rank; ++d)
+    axes.push_back(d);
+  Value meanSquare = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(xs, xs), b.getDenseI64ArrayAttr(axes),
+      b.getBoolAttr(true));
+  Value rms = nc.create<dopt::SqrtOp>(
+      nc.create<dopt::AddOp>(meanSquare, constantScalar(nc, u, eps)));
+  Value normalized = nc.create<dopt::DivOp>(xs, rms);
+  if (u != t)
+    normalized = nc.create<dopt::CastOp>(normalized, TypeAttr::get(t));
+  Value y = nc.create<dopt::MulOp>(normalized, scale);
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
   return success();
 }
 
@@ -1094,27 +1288,36 @@ LogicalResult importGlobalMaxPool(NodeContext &nc) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
+/// A reduction's axes (sorted, normalised; all of them when none are given,
+/// unless noop_with_empty_axes) and keepdims.
+struct Reduction {
+  SmallVector<int64_t> axes;
+  bool keepdims;
+};
+
 /// `sinceInput`: the opset from which `axes` is an input, not an attribute.
-template <typename OpTy, int64_t sinceInput>
-LogicalResult importReduce(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
+FailureOr<Reduction> readReduction(NodeContext &nc, int64_t sinceInput) {
   int64_t rank = nc.inputType(0).getRank();
   TRY(keepdims, nc.intAttr("keepdims", 1));
   TRY(noopEmpty, nc.intAttr("noop_with_empty_axes", 0));
   SmallVector<int64_t> axes;
   if (nc.opset() >= sinceInput) {
-    if (nc.hasAttr("axes"))
-      return nc.error("'axes' is an input since opset " +
-                      std::to_string(sinceInput) + ", not an attribute");
+    if (nc.hasAttr("axes")) {
+      (void)nc.error("'axes' is an input since opset " +
+                     std::to_string(sinceInput) + ", not an attribute");
+      return failure();
+    }
     if (nc.input(1)) {
       TRY(a, nc.constantInts(1, "axes"));
       axes = a;
     }
   } else {
     // Ignoring a second input would silently reduce over all axes.
-    if (nc.input(1))
-      return nc.error("'axes' is an attribute before opset " +
-                      std::to_string(sinceInput) + ", not an input");
+    if (nc.input(1)) {
+      (void)nc.error("'axes' is an attribute before opset " +
+                     std::to_string(sinceInput) + ", not an input");
+      return failure();
+    }
     TRY(a, nc.intsAttr("axes"));
     if (a)
       axes = *a;
@@ -1127,10 +1330,91 @@ LogicalResult importReduce(NodeContext &nc) {
     a = n;
   }
   llvm::sort(axes);
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    return nc.error("axes contain a duplicate");
-  nc.setOutput(0, nc.create<OpTy>(x, nc.builder().getDenseI64ArrayAttr(axes),
-                                  nc.builder().getBoolAttr(keepdims != 0)));
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    (void)nc.error("axes contain a duplicate");
+    return failure();
+  }
+  return Reduction{axes, keepdims != 0};
+}
+
+template <typename OpTy, int64_t sinceInput>
+LogicalResult importReduce(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(r, readReduction(nc, sinceInput));
+  nc.setOutput(0, nc.create<OpTy>(x, nc.builder().getDenseI64ArrayAttr(r.axes),
+                                  nc.builder().getBoolAttr(r.keepdims)));
+  return success();
+}
+
+/// The reductions ONNX defines with a function of others, written so:
+/// ReduceMin as the maximum of the values reflected (−x for floats, ~x =
+/// all-ones − x for integers, not for booleans), ReduceSumSquare, ReduceL1,
+/// ReduceL2, ReduceLogSum, and ReduceLogSumExp shifted by the maximum (so
+/// that exp does not overflow). Axes as for ReduceMax (an input since
+/// opset 18).
+enum class Composed { Min, SumSquare, L1, L2, LogSum, LogSumExp };
+template <Composed kind> LogicalResult importComposedReduce(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(r, readReduction(nc, 18));
+  OpBuilder &b = nc.builder();
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elt = type.getElementType();
+  auto axes = b.getDenseI64ArrayAttr(r.axes);
+  auto keep = b.getBoolAttr(r.keepdims);
+  auto sum = [&](Value v) { return nc.create<dopt::ReduceSumOp>(v, axes, keep); };
+  bool isFloat = isa<FloatType>(elt);
+  Value y;
+  switch (kind) {
+  case Composed::Min: {
+    auto reflect = [&](Value v) -> Value {
+      if (isFloat)
+        return nc.create<dopt::NegOp>(v);
+      if (elt.isInteger(1))
+        return nc.create<dopt::NotOp>(v);
+      return nc.create<dopt::SubOp>(constantScalar(nc, elt, -1), v);
+    };
+    y = reflect(nc.create<dopt::ReduceMaxOp>(reflect(x), axes, keep));
+    break;
+  }
+  case Composed::SumSquare:
+    y = sum(nc.create<dopt::MulOp>(x, x));
+    break;
+  case Composed::L1:
+    y = sum(nc.create<dopt::AbsOp>(x));
+    break;
+  case Composed::L2:
+  case Composed::LogSum: {
+    Value s = kind == Composed::L2 ? sum(nc.create<dopt::MulOp>(x, x)) : sum(x);
+    // Integers: computed in double and truncated back, as NumPy's astype.
+    if (!isFloat)
+      s = nc.create<dopt::CastOp>(s, TypeAttr::get(b.getF64Type()));
+    y = kind == Composed::L2 ? nc.create<dopt::SqrtOp>(s)
+                             : nc.create<dopt::LogOp>(s);
+    if (!isFloat)
+      y = nc.create<dopt::CastOp>(y, TypeAttr::get(elt));
+    break;
+  }
+  case Composed::LogSumExp: {
+    if (!isFloat)
+      return nc.error("ReduceLogSumExp of integers is not supported");
+    Value m = nc.create<dopt::ReduceMaxOp>(x, axes, b.getBoolAttr(true));
+    Value s = nc.create<dopt::ReduceSumOp>(
+        nc.create<dopt::ExpOp>(nc.create<dopt::SubOp>(x, m)), axes,
+        b.getBoolAttr(true));
+    y = nc.create<dopt::AddOp>(nc.create<dopt::LogOp>(s), m);
+    if (!r.keepdims && y) {
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (!llvm::is_contained(r.axes, d))
+          shape.push_back(type.getDimSize(d));
+      y = nc.create<dopt::ReshapeOp>(y, b.getDenseI64ArrayAttr(shape));
+    }
+    break;
+  }
+  }
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
   return success();
 }
 
@@ -1666,6 +1950,27 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["NegativeLogLikelihoodLoss"] = importNegativeLogLikelihoodLoss;
     t["SoftmaxCrossEntropyLoss"] = importSoftmaxCrossEntropyLoss;
     t["BatchNormalization"] = importBatchNorm;
+    t["RMSNormalization"] = importRMSNorm;
+    t["CastLike"] = importCastLike;
+    t["Size"] = importSize;
+    t["HardSigmoid"] = importActivation<Activation::HardSigmoid>;
+    t["HardSwish"] = importActivation<Activation::HardSwish>;
+    t["Swish"] = importActivation<Activation::Swish>;
+    t["Elu"] = importActivation<Activation::Elu>;
+    t["Celu"] = importActivation<Activation::Celu>;
+    t["Selu"] = importActivation<Activation::Selu>;
+    t["Softplus"] = importActivation<Activation::Softplus>;
+    t["Softsign"] = importActivation<Activation::Softsign>;
+    t["Mish"] = importActivation<Activation::Mish>;
+    t["ThresholdedRelu"] = importActivation<Activation::ThresholdedRelu>;
+    t["PRelu"] = importActivation<Activation::PRelu>;
+    t["Sign"] = importActivation<Activation::Sign>;
+    t["ReduceMin"] = importComposedReduce<Composed::Min>;
+    t["ReduceSumSquare"] = importComposedReduce<Composed::SumSquare>;
+    t["ReduceL1"] = importComposedReduce<Composed::L1>;
+    t["ReduceL2"] = importComposedReduce<Composed::L2>;
+    t["ReduceLogSum"] = importComposedReduce<Composed::LogSum>;
+    t["ReduceLogSumExp"] = importComposedReduce<Composed::LogSumExp>;
     t["LayerNormalization"] = importLayerNorm;
     // Linear algebra, convolution, pooling.
     t["MatMul"] = importBinary<dopt::MatMulOp>;

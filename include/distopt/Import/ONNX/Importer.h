@@ -68,6 +68,10 @@ struct ONNXImportOptions {
 /// Registers the dialects the importer produces.
 void registerONNXImportDialects(mlir::DialectRegistry &registry);
 
+/// The default-domain ONNX op types the importer supports, sorted
+/// (`distopt ops`).
+std::vector<std::string> supportedONNXOps();
+
 /// Imports the ONNX model in `path`. External-data paths resolve relative to
 /// the model's directory.
 mlir::OwningOpRef<mlir::ModuleOp>
