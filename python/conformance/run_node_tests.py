@@ -129,10 +129,13 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
                              capture_output=True, text=True, timeout=120)
         frozen = []
         if imp.returncode != 0 and "after shape folding" in imp.stderr:
-            # ONNX lets axes/pads/shape targets be runtime inputs; distopt
-            # compiles static shapes, so bind the integer inputs to the test's
-            # values at compile time (`--freeze`) and retry.
-            frozen_names = [n for n, a in zip(input_names, inputs) if a.dtype.kind in "iu"]
+            # ONNX lets axes/pads/shape targets (and Resize's scales and roi)
+            # be runtime inputs; distopt compiles static shapes, so bind the
+            # integer inputs and the small 1-D float ones after the first to
+            # the test's values at compile time (`--freeze`) and retry.
+            frozen_names = [n for i, (n, a) in enumerate(zip(input_names, inputs))
+                            if a.dtype.kind in "iu"
+                            or (i > 0 and a.dtype.kind == "f" and a.ndim <= 1 and a.size <= 64)]
             for n in frozen_names:
                 frozen += ["--freeze", f"{n}={files[n]}"]
             shapes = [a for n, a in zip(input_names, inputs) if n not in frozen_names

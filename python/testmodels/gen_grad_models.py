@@ -172,6 +172,28 @@ def bare_models():
     net3d.train()
     yield ("conv3d_cross_entropy", net3d, torch.randn(4, 2, 6, 12, 12),
            torch.randint(0, 5, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")
+    # A small U-Net: strided convolutions down, nn.Upsample back up
+    # (bilinear, and nearest; ONNX Resize, which distopt writes as products
+    # with constant interpolation matrices), a skip connection concatenated.
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.down2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+            self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+            self.mix = nn.Conv2d(24, 8, 3, padding=1)
+            self.up2 = nn.Upsample(scale_factor=2, mode="nearest")
+            self.out = nn.Conv2d(8, 3, 1)
+
+        def forward(self, x):
+            d1 = torch.relu(self.down1(x))
+            d2 = torch.relu(self.down2(d1))
+            u = torch.relu(self.mix(torch.cat([self.up1(d2), d1], dim=1)))
+            return self.out(self.up2(u))
+
+    torch.manual_seed(6)
+    yield ("unet_mse", UNet(), torch.randn(2, 3, 16, 20), torch.randn(2, 3, 16, 20),
+           lambda y, t: ((y - t) ** 2).mean(), "mse:logits")
     # torchvision's ResNet-18 (batch norm in training form; 64x64 so that its
     # last stage's statistics cover 32 values, not a handful), small images:
     # residual blocks, where a convolution's input is also summed into by

@@ -269,7 +269,7 @@ def test_gradients_flag_errors(tmp_path):
 TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classifier",
                 # inference exports, with the loss appended by --loss:
                 "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
-                "conv1d_cross_entropy", "conv3d_cross_entropy",
+                "conv1d_cross_entropy", "conv3d_cross_entropy", "unet_mse",
                 "resnet18_cross_entropy"]
 
 

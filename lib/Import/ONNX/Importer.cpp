@@ -171,7 +171,8 @@ public:
   /// dense constant when small, otherwise a `dopt.weight` reference (or a
   /// `dense_resource` constant with --inline-weights).
   FailureOr<Value> tensorValue(const onnx::TensorProto &tensor,
-                               StringRef name, Location loc);
+                               StringRef name, Location loc,
+                               int64_t inlineFloats = 1);
 
   Location nameLoc(StringRef name) {
     return NameLoc::get(StringAttr::get(&ctx_, name), fileLoc_);
@@ -422,7 +423,8 @@ GraphImporter::readTensorBytes(const onnx::TensorProto &t,
 }
 
 FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
-                                            StringRef name, Location loc) {
+                                            StringRef name, Location loc,
+                                            int64_t inlineFloats) {
   Type elt = convertDataType(&ctx_, t.data_type());
   if (!elt)
     return emitError(loc) << "tensor '" << name << "' has unsupported "
@@ -443,7 +445,8 @@ FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
   // Small tensors (scalars, shape vectors, index lists, masks) are part of
   // the graph's logic and fold: keep them inline. Model weights stay out of
   // the IR text.
-  bool smallLogic = n <= 1 || (isa<IntegerType>(elt) && n <= 4096);
+  bool smallLogic = n <= std::max<int64_t>(1, inlineFloats) ||
+                    (isa<IntegerType>(elt) && n <= 4096);
   if (!external && smallLogic) {
     FailureOr<std::vector<char>> bytes = readTensorBytes(t, type, loc);
     if (failed(bytes))
@@ -1073,8 +1076,9 @@ Value NodeContext::finishCreate(
 }
 
 FailureOr<Value> NodeContext::tensorValue(const onnx::TensorProto &t,
-                                          StringRef name) {
-  return importer_.tensorValue(t, name, loc_);
+                                          StringRef name,
+                                          int64_t inlineFloats) {
+  return importer_.tensorValue(t, name, loc_, inlineFloats);
 }
 
 Value NodeContext::constantI64(ArrayRef<int64_t> values,

@@ -114,8 +114,11 @@ public:
 
   /// A tensor attribute or initializer as a Value (see
   /// GraphImporter::tensorValue): inline constant or weight reference.
+  /// `inlineFloats`: float tensors of up to this many elements are inline
+  /// constants too (a Constant node's scales, roi: values, not weights).
   mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &t,
-                                           llvm::StringRef name);
+                                           llvm::StringRef name,
+                                           int64_t inlineFloats = 1);
 
   /// A dopt.constant holding `values` with element type i64.
   mlir::Value constantI64(llvm::ArrayRef<int64_t> values,

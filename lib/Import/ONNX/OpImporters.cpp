@@ -1346,9 +1346,64 @@ LogicalResult importReduce(NodeContext &nc) {
   return success();
 }
 
+/// The minimum over `axes`: the maximum of the values reflected (−x for
+/// floats, ~x = all-ones − x for integers, not x for booleans), reflected
+/// back.
+Value reduceMinimum(NodeContext &nc, Value x, ArrayRef<int64_t> axes,
+                    bool keepdims) {
+  Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+  auto reflect = [&](Value v) -> Value {
+    if (isa<FloatType>(elt))
+      return nc.create<dopt::NegOp>(v);
+    if (elt.isInteger(1))
+      return nc.create<dopt::NotOp>(v);
+    return nc.create<dopt::SubOp>(constantScalar(nc, elt, -1), v);
+  };
+  OpBuilder &b = nc.builder();
+  return reflect(nc.create<dopt::ReduceMaxOp>(
+      reflect(x), b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims)));
+}
+
+/// ArgMax / ArgMin (`isMax`) along one axis, as int64: the positions
+/// holding the extreme value (an Equal with it, kept as a size-1 axis), the
+/// lowest of them (or the highest, select_last_index) found by a reduction
+/// of their indices (the others replaced by n, or −1).
+template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, rank));
+  TRY(keepdims, nc.intAttr("keepdims", 1));
+  TRY(last, nc.intAttr("select_last_index", 0));
+  if (type.getElementType().isInteger(1))
+    return nc.error("needs a numeric input, not booleans");
+  OpBuilder &b = nc.builder();
+  int64_t n = type.getDimSize(axis);
+  Value extreme =
+      isMax ? nc.create<dopt::ReduceMaxOp>(x, b.getDenseI64ArrayAttr({axis}),
+                                           b.getBoolAttr(true))
+            : reduceMinimum(nc, x, {axis}, true);
+  Value at = nc.create<dopt::EqualOp>(x, extreme);
+  SmallVector<int64_t> iotaShape(rank, 1), iota;
+  iotaShape[axis] = n;
+  for (int64_t i = 0; i < n; ++i)
+    iota.push_back(i);
+  Value indices = nc.create<dopt::WhereOp>(
+      at, nc.constantI64(iota, iotaShape),
+      nc.constantI64({last ? -1 : n}, {}));
+  Value y = last ? nc.create<dopt::ReduceMaxOp>(
+                       indices, b.getDenseI64ArrayAttr({axis}),
+                       b.getBoolAttr(keepdims != 0))
+                 : reduceMinimum(nc, indices, {axis}, keepdims != 0);
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
 /// The reductions ONNX defines with a function of others, written so:
-/// ReduceMin as the maximum of the values reflected (−x for floats, ~x =
-/// all-ones − x for integers, not for booleans), ReduceSumSquare, ReduceL1,
+/// ReduceMin (reduceMinimum), ReduceSumSquare, ReduceL1,
 /// ReduceL2, ReduceLogSum, and ReduceLogSumExp shifted by the maximum (so
 /// that exp does not overflow). Axes as for ReduceMax (an input since
 /// opset 18).
@@ -1365,17 +1420,9 @@ template <Composed kind> LogicalResult importComposedReduce(NodeContext &nc) {
   bool isFloat = isa<FloatType>(elt);
   Value y;
   switch (kind) {
-  case Composed::Min: {
-    auto reflect = [&](Value v) -> Value {
-      if (isFloat)
-        return nc.create<dopt::NegOp>(v);
-      if (elt.isInteger(1))
-        return nc.create<dopt::NotOp>(v);
-      return nc.create<dopt::SubOp>(constantScalar(nc, elt, -1), v);
-    };
-    y = reflect(nc.create<dopt::ReduceMaxOp>(reflect(x), axes, keep));
+  case Composed::Min:
+    y = reduceMinimum(nc, x, r.axes, r.keepdims);
     break;
-  }
   case Composed::SumSquare:
     y = sum(nc.create<dopt::MulOp>(x, x));
     break;
@@ -1412,6 +1459,330 @@ template <Composed kind> LogicalResult importComposedReduce(NodeContext &nc) {
     break;
   }
   }
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+/// A float constant input (roi, scales) as doubles; nothing when the input
+/// is absent or an empty tensor.
+FailureOr<SmallVector<double>> constantDoubles(NodeContext &nc, int i,
+                                               StringRef what) {
+  SmallVector<double> out;
+  Value v = nc.input(i);
+  if (!v)
+    return out;
+  DenseElementsAttr attr;
+  if (auto c = v.getDefiningOp<dopt::ConstantOp>())
+    attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!attr) {
+    (void)nc.error(what + " (input " + std::to_string(i) +
+                   ") must be a constant after shape folding; distopt needs "
+                   "it to compute static shapes");
+    return failure();
+  }
+  if (isa<FloatType>(attr.getElementType()))
+    for (APFloat x : attr.getValues<APFloat>())
+      out.push_back(x.convertToDouble());
+  else
+    for (APInt x : attr.getValues<APInt>())
+      out.push_back((double)x.getSExtValue());
+  return out;
+}
+
+/// How Resize maps one axis: its modes and sizes.
+struct ResizeAxis {
+  std::string coordinates, mode, nearestMode;
+  double scale, cubicA;
+  int64_t in, out;
+  double roiBegin = 0, roiEnd = 1;
+  bool antialias, excludeOutside;
+};
+
+/// The interpolation taps of one output position at `ratio` in (0, 1]
+/// (ONNX's reference: nearest, linear, cubic, and their antialiased forms
+/// when downsampling).
+SmallVector<double> resizeCoefficients(const ResizeAxis &a, double ratio) {
+  if (a.mode == "nearest") {
+    if (ratio == std::floor(ratio))
+      return {0, 1};
+    const std::string &m = a.nearestMode;
+    bool right = m == "round_prefer_ceil" ? ratio >= 0.5
+                 : m == "floor"           ? false
+                 : m == "ceil"            ? true
+                                          : ratio > 0.5;
+    return {right ? 0.0 : 1.0, right ? 1.0 : 0.0};
+  }
+  double A = a.cubicA;
+  auto cubic = [&](double x) {
+    x = std::fabs(x);
+    if (x <= 1)
+      return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2)
+      return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0.0;
+  };
+  if (!a.antialias) {
+    if (a.mode == "linear")
+      return {1 - ratio, ratio};
+    return {cubic(ratio + 1), cubic(ratio), cubic(1 - ratio),
+            cubic(2 - ratio)};
+  }
+  double s = std::min(a.scale, 1.0);
+  SmallVector<double> c;
+  if (a.mode == "linear") {
+    int64_t start = (int64_t)std::floor(-1 / s) + 1;
+    for (int64_t i = start; i < start + 2 - 2 * start; ++i)
+      c.push_back(std::clamp(1 - std::fabs((i - ratio) * s), 0.0, 1.0));
+  } else {
+    int64_t start = (int64_t)std::floor(-2 / s) + 1;
+    for (int64_t i = start; i < 2 - start; ++i)
+      c.push_back(cubic(s * (i - ratio)));
+  }
+  double sum = 0;
+  for (double v : c)
+    sum += v;
+  for (double &v : c)
+    v /= sum;
+  return c;
+}
+
+/// The out × in matrix of one axis' interpolation (row o: the weights of
+/// the input positions output o reads; an index past either end reads the
+/// edge), and which outputs tf_crop_and_resize extrapolates.
+std::pair<std::vector<double>, std::vector<bool>>
+resizeMatrix(const ResizeAxis &a) {
+  std::vector<double> w(a.out * a.in, 0.0);
+  std::vector<bool> outside(a.out, false);
+  double outWidth = a.scale * a.in;
+  for (int64_t o = 0; o < a.out; ++o) {
+    double y = o, x;
+    const std::string &m = a.coordinates;
+    if (m == "align_corners")
+      x = outWidth == 1 ? 0 : y * (a.in - 1) / (outWidth - 1);
+    else if (m == "asymmetric")
+      x = y / a.scale;
+    else if (m == "tf_crop_and_resize") {
+      x = outWidth == 1 ? (a.roiEnd - a.roiBegin) * (a.in - 1) / 2
+                        : y * (a.roiEnd - a.roiBegin) * (a.in - 1) /
+                              (outWidth - 1);
+      x += a.roiBegin * (a.in - 1);
+      if (x < 0 || x > a.in - 1) {
+        outside[o] = true;
+        continue;
+      }
+    } else if (m == "pytorch_half_pixel")
+      x = outWidth == 1 ? -0.5 : (y + 0.5) / a.scale - 0.5;
+    else if (m == "half_pixel_symmetric") {
+      double offset = a.in / 2.0 * (1 - a.out / outWidth);
+      x = offset + (y + 0.5) / a.scale - 0.5;
+    } else // half_pixel
+      x = (y + 0.5) / a.scale - 0.5;
+    double xi = std::floor(x);
+    double ratio = x == xi ? 1.0 : x - xi;
+    SmallVector<double> c = resizeCoefficients(a, ratio);
+    int64_t n = c.size(), pad = (n + 1) / 2;
+    double xp = x + pad, pp = std::floor(xp), frac = xp - pp;
+    int64_t offset = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
+                                : (frac <= 0.5 ? -((n - 1) / 2)
+                                               : -((n - 1) / 2) + 1);
+    int64_t start = (int64_t)pp + offset - pad;
+    if (a.excludeOutside) {
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        if (start + k < 0 || start + k >= a.in)
+          c[k] = 0;
+        sum += c[k];
+      }
+      for (double &v : c)
+        v /= sum == 0 ? 1 : sum;
+    }
+    for (int64_t k = 0; k < n; ++k)
+      w[o * a.in + std::clamp<int64_t>(start + k, 0, a.in - 1)] += c[k];
+  }
+  return {w, outside};
+}
+
+/// Resize (opset 13+; Upsample converts to it): separable, so each resized
+/// axis is a product with that axis' constant interpolation matrix
+/// (resizeMatrix, computed here from ONNX's reference formulas for every
+/// mode, coordinate transformation and antialias): W·x for the second-last
+/// axis, x·Wᵀ for the last, a transpose around it for the others. In f32
+/// (f64 for f64 inputs); integer inputs with nearest only, exact.
+LogicalResult importResize(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  TRY(roi, constantDoubles(nc, 1, "roi"));
+  TRY(scales, constantDoubles(nc, 2, "scales"));
+  TRY(sizesIn, constantDoubles(nc, 3, "sizes"));
+  TRY(mode, nc.stringAttr("mode", "nearest"));
+  TRY(coordinates,
+      nc.stringAttr("coordinate_transformation_mode", "half_pixel"));
+  TRY(nearestMode, nc.stringAttr("nearest_mode", "round_prefer_floor"));
+  TRY(cubicA, nc.floatAttr("cubic_coeff_a", -0.75f));
+  TRY(exclude, nc.intAttr("exclude_outside", 0));
+  TRY(extrapolation, nc.floatAttr("extrapolation_value", 0.0f));
+  TRY(antialias, nc.intAttr("antialias", 0));
+  TRY(policy, nc.stringAttr("keep_aspect_ratio_policy", "stretch"));
+  TRY(axesAttr, nc.intsAttr("axes"));
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return nc.error("mode '" + mode + "' is not one of nearest, linear, cubic");
+  if (!llvm::is_contained({"half_pixel", "half_pixel_symmetric",
+                           "pytorch_half_pixel", "align_corners", "asymmetric",
+                           "tf_crop_and_resize"},
+                          coordinates))
+    return nc.error("coordinate_transformation_mode '" + coordinates +
+                    "' is not supported");
+  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor",
+                           "ceil"},
+                          nearestMode))
+    return nc.error("nearest_mode '" + nearestMode + "' is not supported");
+  if (antialias && mode == "nearest")
+    return nc.error("antialias applies to linear and cubic modes only");
+  SmallVector<int64_t> axes;
+  if (axesAttr) {
+    for (int64_t a : *axesAttr) {
+      TRY(n, nc.normalizeAxis(a, rank));
+      axes.push_back(n);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  size_t k = axes.size();
+  if (scales.empty() == sizesIn.empty())
+    return nc.error("exactly one of scales and sizes must be given");
+  if ((!scales.empty() && scales.size() != k) ||
+      (!sizesIn.empty() && sizesIn.size() != k))
+    return nc.error((scales.empty() ? "sizes" : "scales") +
+                    std::string(" must have one entry per resized axis (") +
+                    std::to_string(k) + ")");
+  if (!roi.empty() && roi.size() != 2 * k)
+    return nc.error("roi must have " + std::to_string(2 * k) + " entries");
+  // Scales and output sizes per axis (ONNX's keep_aspect_ratio_policy).
+  SmallVector<double> scale(rank, 1.0);
+  SmallVector<int64_t> outSize(type.getShape());
+  if (!scales.empty()) {
+    for (size_t i = 0; i < k; ++i) {
+      if (scales[i] <= 0)
+        return nc.error("scales must be positive");
+      scale[axes[i]] = scales[i];
+      outSize[axes[i]] = (int64_t)(scales[i] * type.getDimSize(axes[i]));
+    }
+  } else {
+    for (size_t i = 0; i < k; ++i)
+      scale[axes[i]] = sizesIn[i] / type.getDimSize(axes[i]);
+    if (policy != "stretch") {
+      if (policy != "not_larger" && policy != "not_smaller")
+        return nc.error("keep_aspect_ratio_policy '" + policy +
+                        "' is not one of stretch, not_larger, not_smaller");
+      double s = scale[axes[0]];
+      for (int64_t a : axes)
+        s = policy == "not_larger" ? std::min(s, scale[a])
+                                   : std::max(s, scale[a]);
+      for (int64_t a : axes) {
+        scale[a] = s;
+        outSize[a] = (int64_t)(s * type.getDimSize(a) + 0.5);
+      }
+    } else {
+      for (size_t i = 0; i < k; ++i)
+        outSize[axes[i]] = (int64_t)sizesIn[i];
+    }
+  }
+  Type stored = type.getElementType();
+  bool isInt = !isa<FloatType>(stored);
+  if (isInt && mode != "nearest")
+    return nc.error(mode + " resizing of integers is not supported (nearest "
+                    "is)");
+  OpBuilder &b = nc.builder();
+  Type compute = stored.isF64() || isInt ? b.getF64Type() : b.getF32Type();
+  Value y = x;
+  if (compute != stored)
+    y = nc.create<dopt::CastOp>(y, TypeAttr::get(compute));
+  for (size_t i = 0; i < k && !nc.hasFailed(); ++i) {
+    int64_t axis = axes[i];
+    ResizeAxis a{coordinates,   mode,           nearestMode,
+                 scale[axis],   cubicA,         type.getDimSize(axis),
+                 outSize[axis]};
+    if (!roi.empty()) {
+      a.roiBegin = roi[i];
+      a.roiEnd = roi[k + i];
+    }
+    a.antialias = antialias != 0;
+    a.excludeOutside = exclude != 0;
+    bool identity = a.in == a.out && std::fabs(a.scale - 1) < 1e-9 &&
+                    (coordinates != "tf_crop_and_resize" ||
+                     (a.roiBegin == 0 && a.roiEnd == 1));
+    if (identity)
+      continue;
+    if (a.out <= 0)
+      return nc.error("the output size of axis " + std::to_string(axis) +
+                      " is " + std::to_string(a.out));
+    auto [w, outside] = resizeMatrix(a);
+    auto matrix = [&](bool transposed) -> Value {
+      SmallVector<int64_t> shape = transposed
+                                       ? SmallVector<int64_t>{a.in, a.out}
+                                       : SmallVector<int64_t>{a.out, a.in};
+      SmallVector<APFloat> values;
+      const llvm::fltSemantics &sem = cast<FloatType>(compute).getFloatSemantics();
+      for (int64_t r = 0; r < shape[0]; ++r)
+        for (int64_t c = 0; c < shape[1]; ++c) {
+          APFloat v(transposed ? w[c * a.in + r] : w[r * a.in + c]);
+          bool lost;
+          v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+          values.push_back(v);
+        }
+      return dopt::ConstantOp::create(
+          b, nc.loc(),
+          DenseElementsAttr::get(RankedTensorType::get(shape, compute), values));
+    };
+    int64_t r = rank;
+    if (axis == r - 1) {
+      y = nc.create<dopt::MatMulOp>(y, matrix(true));
+    } else if (axis == r - 2) {
+      y = nc.create<dopt::MatMulOp>(matrix(false), y);
+    } else {
+      SmallVector<int64_t> perm;
+      for (int64_t d = 0; d < r; ++d)
+        if (d != axis)
+          perm.push_back(d);
+      perm.push_back(axis);
+      SmallVector<int64_t> back(r);
+      for (int64_t d = 0; d < r; ++d)
+        back[perm[d]] = d;
+      y = nc.create<dopt::TransposeOp>(y, b.getDenseI64ArrayAttr(perm));
+      y = nc.create<dopt::MatMulOp>(y, matrix(true));
+      y = nc.create<dopt::TransposeOp>(y, b.getDenseI64ArrayAttr(back));
+    }
+    if (llvm::is_contained(outside, true)) {
+      SmallVector<int64_t> shape(r, 1);
+      shape[axis] = a.out;
+      SmallVector<double> fill;
+      for (bool o : outside)
+        fill.push_back(o ? extrapolation : 0.0);
+      SmallVector<APFloat> values;
+      for (double v : fill) {
+        APFloat f(v);
+        bool lost;
+        f.convert(cast<FloatType>(compute).getFloatSemantics(),
+                  APFloat::rmNearestTiesToEven, &lost);
+        values.push_back(f);
+      }
+      y = nc.create<dopt::AddOp>(
+          y, dopt::ConstantOp::create(
+                 b, nc.loc(),
+                 DenseElementsAttr::get(RankedTensorType::get(shape, compute),
+                                        values)));
+    }
+  }
+  if (y && compute != stored)
+    y = nc.create<dopt::CastOp>(y, TypeAttr::get(stored));
   if (!y)
     return failure();
   nc.setOutput(0, y);
@@ -1809,8 +2180,9 @@ LogicalResult importConstant(NodeContext &nc) {
     Value v;
     if (name == "value") {
       // Named after the node output so a large constant can be found in
-      // the file later, as initializers are.
-      TRY(t, nc.tensorValue(a.t(), nc.node().output(0)));
+      // the file later, as initializers are; small float ones (a Resize's
+      // scales made by Concat) stay inline, so that they fold.
+      TRY(t, nc.tensorValue(a.t(), nc.node().output(0), 64));
       v = t;
     } else if (name == "value_float") {
       v = dopt::ConstantOp::create(
@@ -1965,6 +2337,9 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["ThresholdedRelu"] = importActivation<Activation::ThresholdedRelu>;
     t["PRelu"] = importActivation<Activation::PRelu>;
     t["Sign"] = importActivation<Activation::Sign>;
+    t["Resize"] = importResize;
+    t["ArgMax"] = importArgExtreme<true>;
+    t["ArgMin"] = importArgExtreme<false>;
     t["ReduceMin"] = importComposedReduce<Composed::Min>;
     t["ReduceSumSquare"] = importComposedReduce<Composed::SumSquare>;
     t["ReduceL1"] = importComposedReduce<Composed::L1>;
