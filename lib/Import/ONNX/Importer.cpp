@@ -178,6 +178,21 @@ public:
     return NameLoc::get(StringAttr::get(&ctx_, name), fileLoc_);
   }
 
+  /// The values of the initializer a `dopt.weight` refers to, read now
+  /// (a float tensor of parameters such as Resize's scales, which the graph
+  /// keeps as an initializer); null for another weight or a large one.
+  DenseElementsAttr weightValues(dopt::WeightOp w) {
+    auto it = initializers_.find(w.getName());
+    auto type = cast<RankedTensorType>(w.getType());
+    if (it == initializers_.end() || type.getNumElements() > 4096)
+      return {};
+    FailureOr<std::vector<char>> bytes =
+        readTensorBytes(*it->second, type, w.getLoc());
+    if (failed(bytes))
+      return {};
+    return DenseElementsAttr::getFromRawBuffer(type, *bytes);
+  }
+
 private:
   LogicalResult checkModel();
   LogicalResult checkSupported();
@@ -1073,6 +1088,18 @@ Value NodeContext::finishCreate(
     return folded.front();
   }
   return op->getResult(0);
+}
+
+DenseElementsAttr NodeContext::constantValues(int i) {
+  Value v = input(i);
+  if (!v)
+    return {};
+  if (auto c = v.getDefiningOp<dopt::ConstantOp>())
+    return dyn_cast<DenseElementsAttr>(c.getValue());
+  if (auto w = v.getDefiningOp<dopt::WeightOp>())
+    if (!cast<RankedTensorType>(w.getType()).getElementType().isInteger(1))
+      return importer_.weightValues(w);
+  return {};
 }
 
 FailureOr<Value> NodeContext::tensorValue(const onnx::TensorProto &t,

@@ -112,6 +112,10 @@ public:
   /// (ONNXImportOptions::evalForm).
   bool evalForm() const;
 
+  /// Input `i`'s values when it is a constant or a small initializer (whose
+  /// dopt.weight is read for them); null otherwise.
+  mlir::DenseElementsAttr constantValues(int i);
+
   /// A tensor attribute or initializer as a Value (see
   /// GraphImporter::tensorValue): inline constant or weight reference.
   /// `inlineFloats`: float tensors of up to this many elements are inline

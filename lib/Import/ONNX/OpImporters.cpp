@@ -1474,12 +1474,9 @@ template <Composed kind> LogicalResult importComposedReduce(NodeContext &nc) {
 FailureOr<SmallVector<double>> constantDoubles(NodeContext &nc, int i,
                                                StringRef what) {
   SmallVector<double> out;
-  Value v = nc.input(i);
-  if (!v)
+  if (!nc.input(i))
     return out;
-  DenseElementsAttr attr;
-  if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-    attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  DenseElementsAttr attr = nc.constantValues(i);
   if (!attr) {
     (void)nc.error(what + " (input " + std::to_string(i) +
                    ") must be a constant after shape folding; distopt needs "
