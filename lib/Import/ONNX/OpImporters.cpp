@@ -513,45 +513,59 @@ LogicalResult importBatchNorm(NodeContext &nc) {
   return success();
 }
 
-LogicalResult importLayerNorm(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
-  TRY(scale, nc.requiredInput(1));
+/// What LayerNormalization and RMSNormalization share: the normalised axes
+/// [axis, rank), epsilon, and the stash type their statistics are computed
+/// in (with `xs`, the input in it).
+struct Normalization {
+  int64_t axis;
+  SmallVector<int64_t> axes;
+  float eps;
+  Type stash;
+  Value xs;
+};
+
+FailureOr<Normalization> readNormalization(NodeContext &nc, Value x) {
   TRY(axis, nc.intAttr("axis", -1));
   TRY(eps, nc.floatAttr("epsilon", 1e-5f));
   TRY(stash, nc.intAttr("stash_type", onnx::TensorProto::FLOAT));
   int64_t rank = nc.inputType(0).getRank();
   TRY(a, nc.normalizeAxis(axis, rank));
-  OpBuilder &b = nc.builder();
-  nc.setOutput(0, nc.create<dopt::LayerNormOp>(x, scale, nc.input(2),
-                                               b.getI64IntegerAttr(a),
-                                               b.getF32FloatAttr(eps)));
-  if (!nc.outputUsed(1) && !nc.outputUsed(2))
-    return success();
-  // Mean and InvStdDev (what a training framework keeps for the backward
-  // pass): the statistics over axes [axis, rank) in the stash type U, kept
-  // as size-1 axes, as the ONNX function of the op computes them.
   Type u = convertDataType(nc.context(), stash);
-  if (!u || !isa<FloatType>(u))
-    return nc.error("stash_type " + dataTypeName(stash) +
-                    " is not a floating-point type distopt supports");
-  Value xs = x;
-  if (u != nc.inputType(0).getElementType())
-    xs = nc.create<dopt::CastOp>(x, TypeAttr::get(u));
+  if (!u || !isa<FloatType>(u)) {
+    (void)nc.error("stash_type " + dataTypeName(stash) +
+                   " is not a floating-point type distopt supports");
+    return failure();
+  }
   SmallVector<int64_t> axes;
   for (int64_t d = a; d < rank; ++d)
     axes.push_back(d);
-  Value mean = nc.create<dopt::ReduceMeanOp>(xs, b.getDenseI64ArrayAttr(axes),
-                                             b.getBoolAttr(true));
-  Value centered = nc.create<dopt::SubOp>(xs, mean);
+  Value xs = u == nc.inputType(0).getElementType()
+                 ? x
+                 : nc.create<dopt::CastOp>(x, TypeAttr::get(u));
+  return Normalization{a, axes, eps, u, xs};
+}
+
+LogicalResult importLayerNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  TRY(n, readNormalization(nc, x));
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::LayerNormOp>(x, scale, nc.input(2),
+                                               b.getI64IntegerAttr(n.axis),
+                                               b.getF32FloatAttr(n.eps)));
+  if (!nc.outputUsed(1) && !nc.outputUsed(2))
+    return success();
+  // Mean and InvStdDev (what a training framework keeps for the backward
+  // pass): the statistics in the stash type, kept as size-1 axes, as the
+  // ONNX function of the op computes them.
+  auto axes = b.getDenseI64ArrayAttr(n.axes);
+  Value mean =
+      nc.create<dopt::ReduceMeanOp>(n.xs, axes, b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(n.xs, mean);
   Value var = nc.create<dopt::ReduceMeanOp>(
-      nc.create<dopt::MulOp>(centered, centered), b.getDenseI64ArrayAttr(axes),
-      b.getBoolAttr(true));
-  Value epsValue = dopt::ConstantOp::create(
-      b, nc.loc(),
-      DenseElementsAttr::get(RankedTensorType::get({}, u),
-                             b.getFloatAttr(u, eps)));
-  Value invStdDev = nc.create<dopt::ReciprocalOp>(
-      nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(var, epsValue)));
+      nc.create<dopt::MulOp>(centered, centered), axes, b.getBoolAttr(true));
+  Value invStdDev = nc.create<dopt::ReciprocalOp>(nc.create<dopt::SqrtOp>(
+      nc.create<dopt::AddOp>(var, constantScalar(nc, n.stash, n.eps))));
   if (!nc.hasFailed()) {
     nc.setOutput(1, mean);
     nc.setOutput(2, invStdDev);
@@ -565,28 +579,16 @@ LogicalResult importLayerNorm(NodeContext &nc) {
 LogicalResult importRMSNorm(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(scale, nc.requiredInput(1));
-  TRY(axis, nc.intAttr("axis", -1));
-  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
-  TRY(stash, nc.intAttr("stash_type", onnx::TensorProto::FLOAT));
-  int64_t rank = nc.inputType(0).getRank();
-  TRY(a, nc.normalizeAxis(axis, rank));
+  TRY(n, readNormalization(nc, x));
   Type t = nc.inputType(0).getElementType();
-  Type u = convertDataType(nc.context(), stash);
-  if (!u || !isa<FloatType>(u))
-    return nc.error("stash_type " + dataTypeName(stash) +
-                    " is not a floating-point type distopt supports");
   OpBuilder &b = nc.builder();
-  Value xs = u == t ? x : nc.create<dopt::CastOp>(x, TypeAttr::get(u));
-  SmallVector<int64_t> axes;
-  for (int64_t d = a; d < rank; ++d)
-    axes.push_back(d);
   Value meanSquare = nc.create<dopt::ReduceMeanOp>(
-      nc.create<dopt::MulOp>(xs, xs), b.getDenseI64ArrayAttr(axes),
+      nc.create<dopt::MulOp>(n.xs, n.xs), b.getDenseI64ArrayAttr(n.axes),
       b.getBoolAttr(true));
   Value rms = nc.create<dopt::SqrtOp>(
-      nc.create<dopt::AddOp>(meanSquare, constantScalar(nc, u, eps)));
-  Value normalized = nc.create<dopt::DivOp>(xs, rms);
-  if (u != t)
+      nc.create<dopt::AddOp>(meanSquare, constantScalar(nc, n.stash, n.eps)));
+  Value normalized = nc.create<dopt::DivOp>(n.xs, rms);
+  if (n.stash != t)
     normalized = nc.create<dopt::CastOp>(normalized, TypeAttr::get(t));
   Value y = nc.create<dopt::MulOp>(normalized, scale);
   if (!y)
