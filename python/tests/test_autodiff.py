@@ -751,3 +751,22 @@ def test_composed_ops_match_finite_differences(op, attrs, tmp_path):
     numeric = numeric_gradients(model, feeds, set(grads))
     for name in grads:
         assert_close(grads[name], numeric[name], what=f"{op}: {name}")
+
+
+@pytest.mark.parametrize("op", ["Elu", "Celu", "Selu"])
+def test_exponential_branch_gradient_is_finite_for_large_inputs(op, tmp_path):
+    """where(x < 0, alpha·(exp(x) − 1), x) computed with exp(x) would give
+    NaN gradients where exp(x) overflows and the branch is not taken
+    (0 · inf): the importer bounds it with exp(min(x, 0))."""
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node(op, ["h"], ["a"]),
+         helper.make_node("ReduceSum", ["a"], ["loss"], keepdims=0)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(np.full((3, 4), 100.0, np.float32), "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.abs(rand(2, 3)) + 1.0  # h = x @ w >= 300: exp(h) is inf in f32
+    loss, grads = distopt_gradients(model, {"x": x}, tmp_path)
+    scale = 1.05070102214813232421875 if op == "Selu" else 1.0
+    want = scale * x.T @ np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(grads["w"], want, rtol=1e-6)

@@ -177,6 +177,13 @@ template <Activation kind> LogicalResult importActivation(NodeContext &nc) {
   auto clip01 = [&](Value v) {
     return nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(v, c(0)), c(1));
   };
+  // exp(min(v, 0)) − 1: the negative branch of Elu/Celu/Selu, bounded where
+  // `where` does not select it -- an exp(v) that overflows there would make
+  // its gradient 0 · inf = NaN.
+  auto expm1Negative = [&](Value v) {
+    return nc.create<dopt::SubOp>(
+        nc.create<dopt::ExpOp>(nc.create<dopt::MinOp>(v, c(0))), c(1));
+  };
   auto softplus = [&](Value v) {
     return add(nc.create<dopt::ReluOp>(v),
                nc.create<dopt::LogOp>(add(
@@ -201,9 +208,8 @@ template <Activation kind> LogicalResult importActivation(NodeContext &nc) {
   }
   case Activation::Elu: {
     TRY(alpha, nc.floatAttr("alpha", 1.0f));
-    Value neg = mul(c(alpha), nc.create<dopt::SubOp>(nc.create<dopt::ExpOp>(x),
-                                                     c(1)));
-    y = where(nc.create<dopt::LessOp>(x, c(0)), neg, x);
+    y = where(nc.create<dopt::LessOp>(x, c(0)), mul(c(alpha), expm1Negative(x)),
+              x);
     break;
   }
   case Activation::Celu: {
@@ -211,18 +217,15 @@ template <Activation kind> LogicalResult importActivation(NodeContext &nc) {
     // round in).
     TRY(alpha, nc.floatAttr("alpha", 1.0f));
     Value z = nc.create<dopt::DivOp>(x, c(alpha));
-    Value elu = where(nc.create<dopt::LessOp>(z, c(0)),
-                      nc.create<dopt::SubOp>(nc.create<dopt::ExpOp>(z), c(1)), z);
+    Value elu = where(nc.create<dopt::LessOp>(z, c(0)), expm1Negative(z), z);
     y = mul(c(alpha), elu);
     break;
   }
   case Activation::Selu: {
     TRY(alpha, nc.floatAttr("alpha", 1.67326319217681884765625f));
     TRY(gamma, nc.floatAttr("gamma", 1.05070102214813232421875f));
-    Value neg = nc.create<dopt::SubOp>(mul(c(alpha), nc.create<dopt::ExpOp>(x)),
-                                       c(alpha));
-    y = mul(c(gamma),
-            where(nc.create<dopt::LessEqualOp>(x, c(0)), neg, x));
+    y = mul(c(gamma), where(nc.create<dopt::LessEqualOp>(x, c(0)),
+                            mul(c(alpha), expm1Negative(x)), x));
     break;
   }
   case Activation::Softplus:
@@ -472,12 +475,7 @@ LogicalResult importBatchNorm(NodeContext &nc) {
     axes.push_back(d);
   bcast[1] = channels;
   Type elt = type.getElementType();
-  auto scalar = [&](double v) -> Value {
-    return dopt::ConstantOp::create(
-        b, nc.loc(),
-        DenseElementsAttr::get(RankedTensorType::get({}, elt),
-                               b.getFloatAttr(elt, v)));
-  };
+  auto scalar = [&](double v) { return constantScalar(nc, elt, v); };
   auto perChannel = [&](Value v) -> Value {
     return nc.create<dopt::ReshapeOp>(v, b.getDenseI64ArrayAttr(bcast));
   };
