@@ -1721,7 +1721,11 @@ LogicalResult importResize(NodeContext &nc) {
     if (a.out <= 0)
       return nc.error("the output size of axis " + std::to_string(axis) +
                       " is " + std::to_string(a.out));
-    auto [w, outside] = resizeMatrix(a);
+    // Not a structured binding: C++17 lambdas cannot capture one (clang).
+    std::pair<std::vector<double>, std::vector<bool>> interpolation =
+        resizeMatrix(a);
+    const std::vector<double> &w = interpolation.first;
+    const std::vector<bool> &outside = interpolation.second;
     auto matrix = [&](bool transposed) -> Value {
       SmallVector<int64_t> shape = transposed
                                        ? SmallVector<int64_t>{a.in, a.out}
