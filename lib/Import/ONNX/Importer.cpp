@@ -24,6 +24,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
@@ -1190,6 +1191,41 @@ static LogicalResult convertOldOpset(onnx::ModelProto &model,
            << " to " << kMaxOpset << ", and ONNX's version converter could "
            << "not convert the model to opset " << kMinOpset << ": " << why;
   };
+  // libonnx's adapters trust the model (a Softmax without an input crashes
+  // them): each default-domain node checked against its schema by ONNX's
+  // checker (which throws), and every input defined before it is read.
+  onnx::checker::CheckerContext checkerContext;
+  checkerContext.set_ir_version((int)model.ir_version());
+  std::unordered_map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto &o : model.opset_import())
+    opsets[o.domain()] = (int)o.version();
+  checkerContext.set_opset_imports(opsets);
+  onnx::checker::LexicalScopeContext scope;
+  llvm::StringSet<> defined;
+  for (const onnx::ValueInfoProto &vi : model.graph().input())
+    defined.insert(vi.name());
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    defined.insert(t.name());
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    for (const std::string &in : node.input())
+      if (!in.empty() && !defined.contains(in))
+        return refuse("node '" + node.name() + "' (" + node.op_type() +
+                      ") reads '" + in + "' before it is defined");
+    if (isDefaultDomain(node.domain())) {
+      try {
+        onnx::checker::check_node(node, checkerContext, scope);
+      } catch (const std::exception &e) {
+        return refuse(std::string("ONNX's checker rejects node '") +
+                      node.name() + "' (" + node.op_type() + "): " + e.what());
+      }
+    }
+    for (const std::string &out : node.output())
+      defined.insert(out);
+  }
+  for (const onnx::ValueInfoProto &vi : model.graph().output())
+    if (!defined.contains(vi.name()))
+      return refuse("graph output '" + vi.name() +
+                    "' is not produced by any node");
   // Some adapters need ranks (Softmax's before opset 13 flattened to 2-D):
   // the converter sees ONNX's shape inference; the model keeps its own
   // value_info.
