@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build"))
 DISTOPT = BUILD / "bin" / "distopt"
@@ -29,3 +31,17 @@ def run(*args, check=True):
     if check:
         assert proc.returncode == 0, proc.stderr + proc.stdout
     return proc
+
+
+def compile_and_run(model_path, feeds, tmp, *compile_flags):
+    """Compiles the ONNX model at `model_path` into tmp/<stem>.dx (with
+    `compile_flags`), runs it on `feeds` (saved as .npy in tmp) and asserts
+    both succeeded; the outputs are in tmp/out. Returns the run."""
+    tmp, model_path = Path(tmp), Path(model_path)
+    bundle = tmp / f"{model_path.stem}.dx"
+    run(DISTOPT, "compile", model_path, *compile_flags, "-o", bundle)
+    args = []
+    for k, v in feeds.items():
+        np.save(tmp / f"{k}.npy", v)
+        args += ["--input", f"{k}={tmp / (k + '.npy')}"]
+    return run(bundle / model_path.stem, *args, "--output-dir", tmp / "out")

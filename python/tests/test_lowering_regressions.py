@@ -9,8 +9,6 @@ ONNX's reference evaluator where ORT has no kernel):
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +19,8 @@ from onnx import TensorProto as TP
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-ROOT = Path(__file__).resolve().parents[2]
-DISTOPT = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build")) / "bin" / "distopt"
+import cli
+from cli import DISTOPT
 pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
 
 
@@ -36,17 +34,7 @@ def compile_and_run(tmp: Path, nodes, inputs, outputs, feeds, inits=(), opset=18
     model.ir_version = 9
     path = tmp / "m.onnx"
     onnx.save(model, str(path))
-    r = subprocess.run([str(DISTOPT), "compile", str(path), "-o", str(tmp / "m.dx")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    args = []
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    r = subprocess.run([str(tmp / "m.dx" / "m"), *args, "--output-dir", str(tmp / "out")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return model, r
+    return model, cli.compile_and_run(path, feeds, tmp)
 
 
 F16_ONES = np.ones((1, 4096), np.float16)

@@ -11,8 +11,6 @@ folds too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +18,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
-DISTOPT = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build")) / "bin" / "distopt"
+import cli
+from cli import DISTOPT
 pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
 
 TYPES = {np.uint8: onnx.TensorProto.UINT8, np.uint16: onnx.TensorProto.UINT16,
@@ -45,16 +43,7 @@ def run_graph(tmp: Path, target: str, nodes, inputs, outputs, feeds, inits=()):
     onnx.checker.check_model(model)
     path = tmp / "m.onnx"
     onnx.save(model, str(path))
-    r = subprocess.run([str(DISTOPT), "compile", str(path), "--target", target,
-                        "-o", str(tmp / "m.dx")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    args = []
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        args += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    r = subprocess.run([str(tmp / "m.dx" / "m"), *args, "--output-dir", str(tmp / "out")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    cli.compile_and_run(path, feeds, tmp, "--target", target)
     return {o.name: np.load(tmp / "out" / f"{o.name}.npy") for o in outputs}
 
 

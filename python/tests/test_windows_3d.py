@@ -11,10 +11,6 @@ conv3d_cross_entropy model of test_autodiff.py, against PyTorch."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -22,8 +18,8 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
-DISTOPT = Path(os.environ.get("DISTOPT_BUILD_DIR", ROOT / "build")) / "bin" / "distopt"
+import cli
+from cli import DISTOPT
 pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
 
 CASES = {
@@ -112,13 +108,7 @@ def test_window_matches_onnxruntime(case, target, tmp_path):
     else:
         want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
             None, {"x": x})[0]
-    r = subprocess.run([str(DISTOPT), "compile", str(path), "--target", target,
-                        "-o", str(tmp_path / "m.dx")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    np.save(tmp_path / "x.npy", x)
-    r = subprocess.run([str(tmp_path / "m.dx" / "m"), "--input", f"x={tmp_path / 'x.npy'}",
-                        "--output-dir", str(tmp_path / "out")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    cli.compile_and_run(path, {"x": x}, tmp_path, "--target", target)
     got = np.load(tmp_path / "out" / "y.npy")
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

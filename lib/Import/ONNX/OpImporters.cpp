@@ -50,6 +50,32 @@ Value constantScalar(NodeContext &nc, Type elt, double v) {
       b, nc.loc(), DenseElementsAttr::get(RankedTensorType::get({}, elt), a));
 }
 
+/// A constant of floating-point element type `elt` and shape `shape`
+/// holding `values` (rounded to `elt`).
+Value floatConstant(NodeContext &nc, Type elt, ArrayRef<int64_t> shape,
+                    ArrayRef<double> values) {
+  SmallVector<APFloat> v;
+  for (double d : values) {
+    APFloat f(d);
+    bool lost;
+    f.convert(cast<FloatType>(elt).getFloatSemantics(),
+              APFloat::rmNearestTiesToEven, &lost);
+    v.push_back(f);
+  }
+  return dopt::ConstantOp::create(
+      nc.builder(), nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get(shape, elt), v));
+}
+
+/// Sets `y` as the node's output 0 (a null value: an op failed to build,
+/// and said so).
+LogicalResult setResult(NodeContext &nc, Value y) {
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -254,10 +280,7 @@ template <Activation kind> LogicalResult importActivation(NodeContext &nc) {
   }
   if (y && elt != stored)
     y = nc.create<dopt::CastOp>(y, TypeAttr::get(stored));
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 /// CastLike(x, like): a Cast to like's element type.
@@ -589,10 +612,7 @@ LogicalResult importRMSNorm(NodeContext &nc) {
   if (n.stash != t)
     normalized = nc.create<dopt::CastOp>(normalized, TypeAttr::get(t));
   Value y = nc.create<dopt::MulOp>(normalized, scale);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -764,10 +784,7 @@ Value heightOne(NodeContext &nc, Value v, bool up) {
 LogicalResult setWindowOutput(NodeContext &nc, Value y, bool oneD) {
   if (oneD)
     y = heightOne(nc, y, false);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 /// What Conv and ConvTranspose share: a 3-D (NCL) or 4-D (NCHW) input and
@@ -1173,18 +1190,7 @@ Value poolBySlices(NodeContext &nc, Value x, bool isMax,
     }
     counts.push_back((double)count);
   }
-  auto countType = RankedTensorType::get(out, elt);
-  SmallVector<APFloat> values;
-  for (double c : counts) {
-    APFloat v(c);
-    bool lost;
-    v.convert(cast<FloatType>(elt).getFloatSemantics(),
-              APFloat::rmNearestTiesToEven, &lost);
-    values.push_back(v);
-  }
-  Value divisor = dopt::ConstantOp::create(
-      nc.builder(), nc.loc(), DenseElementsAttr::get(countType, values));
-  return nc.create<dopt::DivOp>(acc, divisor);
+  return nc.create<dopt::DivOp>(acc, floatConstant(nc, elt, out, counts));
 }
 
 /// The window attributes MaxPool and AveragePool share, resolved and
@@ -1278,10 +1284,7 @@ LogicalResult importGlobalMaxPool(NodeContext &nc) {
   OpBuilder &b = nc.builder();
   Value y = nc.create<dopt::ReduceMaxOp>(x, b.getDenseI64ArrayAttr(axes),
                                          b.getBoolAttr(true));
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1396,10 +1399,7 @@ template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
                        indices, b.getDenseI64ArrayAttr({axis}),
                        b.getBoolAttr(keepdims != 0))
                  : reduceMinimum(nc, indices, {axis}, keepdims != 0);
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 /// The reductions ONNX defines with a function of others, written so:
@@ -1459,10 +1459,7 @@ template <Composed kind> LogicalResult importComposedReduce(NodeContext &nc) {
     break;
   }
   }
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1727,21 +1724,13 @@ LogicalResult importResize(NodeContext &nc) {
     const std::vector<double> &w = interpolation.first;
     const std::vector<bool> &outside = interpolation.second;
     auto matrix = [&](bool transposed) -> Value {
-      SmallVector<int64_t> shape = transposed
-                                       ? SmallVector<int64_t>{a.in, a.out}
-                                       : SmallVector<int64_t>{a.out, a.in};
-      SmallVector<APFloat> values;
-      const llvm::fltSemantics &sem = cast<FloatType>(compute).getFloatSemantics();
-      for (int64_t r = 0; r < shape[0]; ++r)
-        for (int64_t c = 0; c < shape[1]; ++c) {
-          APFloat v(transposed ? w[c * a.in + r] : w[r * a.in + c]);
-          bool lost;
-          v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-          values.push_back(v);
-        }
-      return dopt::ConstantOp::create(
-          b, nc.loc(),
-          DenseElementsAttr::get(RankedTensorType::get(shape, compute), values));
+      if (!transposed)
+        return floatConstant(nc, compute, {a.out, a.in}, w);
+      std::vector<double> wt(w.size());
+      for (int64_t r = 0; r < a.out; ++r)
+        for (int64_t c = 0; c < a.in; ++c)
+          wt[c * a.out + r] = w[r * a.in + c];
+      return floatConstant(nc, compute, {a.in, a.out}, wt);
     };
     int64_t r = rank;
     if (axis == r - 1) {
@@ -1767,27 +1756,12 @@ LogicalResult importResize(NodeContext &nc) {
       SmallVector<double> fill;
       for (bool o : outside)
         fill.push_back(o ? extrapolation : 0.0);
-      SmallVector<APFloat> values;
-      for (double v : fill) {
-        APFloat f(v);
-        bool lost;
-        f.convert(cast<FloatType>(compute).getFloatSemantics(),
-                  APFloat::rmNearestTiesToEven, &lost);
-        values.push_back(f);
-      }
-      y = nc.create<dopt::AddOp>(
-          y, dopt::ConstantOp::create(
-                 b, nc.loc(),
-                 DenseElementsAttr::get(RankedTensorType::get(shape, compute),
-                                        values)));
+      y = nc.create<dopt::AddOp>(y, floatConstant(nc, compute, shape, fill));
     }
   }
   if (y && compute != stored)
     y = nc.create<dopt::CastOp>(y, TypeAttr::get(stored));
-  if (!y)
-    return failure();
-  nc.setOutput(0, y);
-  return success();
+  return setResult(nc, y);
 }
 
 //===----------------------------------------------------------------------===//
