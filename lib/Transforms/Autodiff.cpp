@@ -77,11 +77,8 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<unsigned> params;
     SmallVector<Value> wrt;
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
-      if (!ref || !isFloatTensor(main.getArgument(i)))
-        continue;
-      auto name = ref.getAs<StringAttr>("name");
-      if (!freezeWeights.empty() && name && frozen.match(name.getValue()))
+      if (!autodiff::isTrainedWeight(main, i,
+                                     freezeWeights.empty() ? nullptr : &frozen))
         continue;
       params.push_back(i);
       wrt.push_back(main.getArgument(i));

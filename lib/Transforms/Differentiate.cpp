@@ -49,6 +49,15 @@ int64_t tensorRanksOf(Operation *op) {
 
 } // namespace
 
+bool autodiff::isTrainedWeight(func::FuncOp func, unsigned i,
+                               const llvm::Regex *frozen) {
+  auto ref = func.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
+  if (!ref || !isFloatTensor(func.getArgument(i)) || ref.get("constant"))
+    return false;
+  auto name = ref.getAs<StringAttr>("name");
+  return !(frozen && name && frozen->match(name.getValue()));
+}
+
 llvm::DenseSet<Value> autodiff::tensorVarying(func::FuncOp func,
                                               ArrayRef<Operation *> ops) {
   using grid::kTensorAxis;

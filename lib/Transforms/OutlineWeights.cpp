@@ -41,6 +41,8 @@ struct OutlineWeightsPass
           ref.push_back(b.getNamedAttr("offset", w.getOffsetAttr()));
           ref.push_back(b.getNamedAttr("length", w.getLengthAttr()));
         }
+        if (w.getConstant())
+          ref.push_back(b.getNamedAttr("constant", b.getUnitAttr()));
         // A partitioned program's weight is this rank's block of a bigger
         // tensor (distopt-partition): keep how to cut it.
         for (StringRef key :

@@ -292,11 +292,8 @@ struct PipelineTrainingPass
     // The trained weights (float, not frozen).
     SmallVector<unsigned> params; // indices into weightArgs
     for (auto [j, i] : llvm::enumerate(weightArgs)) {
-      auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
-      if (!isFloatTensor(stageFn.getArgument(i)))
-        continue;
-      auto name = ref.getAs<StringAttr>("name");
-      if (!freezeWeights.empty() && name && frozen.match(name.getValue()))
+      if (!autodiff::isTrainedWeight(stageFn, i,
+                                     freezeWeights.empty() ? nullptr : &frozen))
         continue;
       params.push_back(j);
     }

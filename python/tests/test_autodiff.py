@@ -205,6 +205,33 @@ def test_losses_match_finite_differences(tmp_path):
     assert_close(grads["w"], numeric_gradients(model, feeds, {"w"})["w"], what="sce")
 
 
+def test_constant_node_tensor_is_not_trained(tmp_path):
+    """A Constant node's float tensor too large to stay inline (kept out of the
+    IR as initializers are) is part of the model, not a parameter: it gets no
+    gradient, while the initializer beside it does."""
+    table = rand(16, 8)  # 128 floats: more than the importer inlines
+    nodes = [helper.make_node("Constant", [], ["table"],
+                              value=numpy_helper.from_array(table, "table_value")),
+             helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "table"], ["y"]),
+             helper.make_node("Mul", ["y", "y"], ["sq"]),
+             helper.make_node("ReduceSum", ["sq"], ["loss"], keepdims=0)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(4, 8), "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rand(16, 4)}
+    path = tmp_path / "c.onnx"
+    onnx.save(model, str(path))
+    proc = run(DISTOPT, "import", path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert 'name = "table"' in proc.stdout and "constant" in proc.stdout
+    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    assert set(grads) == {"w"}
+    assert_close(grads["w"], numeric_gradients(model, feeds, {"w"})["w"], what="d loss / d w")
+
+
 def test_missing_rule_names_the_node(tmp_path):
     g = helper.make_graph(
         [helper.make_node("Constant", [], ["pads"],

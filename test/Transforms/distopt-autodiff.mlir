@@ -111,3 +111,18 @@ func.func @main(%x: tensor<1x2x8x8xf32>, %wd: tensor<4x2x3x3xf32> {dopt.weight =
   %l = dopt.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x2x8x8xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A weight from an ONNX Constant node (`constant`) is part of the model, not
+// a parameter: only the initializer gets a gradient.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32>, tensor<3xf32> {dopt.grad_of = "w", dopt.name = "grad:w"})
+// CHECK-NOT: grad:table
+func.func @main(%x: tensor<2x3xf32>, %w: tensor<3xf32> {dopt.weight = {name = "w"}},
+                %t: tensor<3xf32> {dopt.weight = {constant, name = "table"}}) -> tensor<f32> {
+  %y = dopt.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %z = dopt.mul %y, %t : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %l = dopt.reduce_sum %z {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -17,6 +17,7 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
 
 namespace distopt::autodiff {
 
@@ -25,6 +26,12 @@ inline bool isFloatTensor(mlir::Value v) {
   auto t = llvm::dyn_cast<mlir::RankedTensorType>(v.getType());
   return t && llvm::isa<mlir::FloatType>(t.getElementType());
 }
+
+/// Whether argument `i` of `func` is a trained parameter: a float weight,
+/// not from an ONNX Constant node, and not matched by `frozen` (the
+/// --freeze-weights expression; null or empty: none frozen).
+bool isTrainedWeight(mlir::func::FuncOp func, unsigned i,
+                     const llvm::Regex *frozen);
 
 /// Whether dopt has a gradient rule for ops named `opName`.
 bool hasRule(llvm::StringRef opName);

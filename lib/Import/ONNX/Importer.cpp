@@ -29,6 +29,12 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace mlir;
 using namespace distopt;
 using namespace distopt::onnximport;
@@ -1175,6 +1181,71 @@ initializerData(const onnx::ModelProto &model) {
   return data;
 }
 
+std::optional<std::string>
+distopt::runIsolated(std::string &result,
+                     llvm::function_ref<std::string()> work) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return std::string("cannot create a pipe: ") + std::strerror(errno);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return std::string("cannot fork: ") + std::strerror(errno);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    // A crash ends the child at once (no crash handler's stack dump, no
+    // sanitizer or fuzzer report): the parent reports it.
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
+      std::signal(sig, SIG_DFL);
+    // One status byte ('R' result, 'E' error), then the bytes.
+    std::string out;
+    try {
+      out = "R" + work();
+    } catch (const std::exception &e) {
+      out = std::string("E") + e.what();
+    } catch (...) {
+      out = "Eunknown exception";
+    }
+    for (size_t done = 0; done < out.size();) {
+      ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        _exit(3);
+      done += (size_t)n;
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got.append(buf, (size_t)n);
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return std::string("it crashed (signal ") +
+           std::to_string(WTERMSIG(status)) + ", " +
+           strsignal(WTERMSIG(status)) + ")";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got.empty())
+    return std::string("it exited abnormally (status ") +
+           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+  if (got[0] == 'E')
+    return got.substr(1);
+  result = got.substr(1);
+  return std::nullopt;
+}
+
 /// A model below distopt's lowest opset, converted up to it by ONNX's own
 /// version converter (its adapters rewrite each op whose definition
 /// changed: attributes that became inputs, Dropout's ratio, ...). Fails,
@@ -1237,18 +1308,26 @@ static LogicalResult convertOldOpset(onnx::ModelProto &model,
       t.clear_external_data();
       t.clear_data_location();
     }
-  try {
-    onnx::shape_inference::InferShapes(shaped);
-  } catch (const std::exception &) {
-    shaped = model; // what inference could not do, the converter may say
-  }
+  // Shape inference and the converter run in a child process: the checks
+  // above cover the crashes found so far, but libonnx's C++ trusts its input
+  // and a crash there must end as an error, not take distopt down with it.
+  std::string convertedBytes;
+  if (std::optional<std::string> err =
+          runIsolated(convertedBytes, [&]() -> std::string {
+            onnx::ModelProto input = shaped;
+            try {
+              onnx::shape_inference::InferShapes(input);
+            } catch (const std::exception &) {
+              input = shaped; // what inference could not do, the converter may say
+            }
+            // libonnx reports what it cannot convert by throwing.
+            return onnx::version_conversion::ConvertVersion(input, kMinOpset)
+                .SerializeAsString();
+          }))
+    return refuse(*err);
   onnx::ModelProto converted;
-  // libonnx reports what it cannot convert by throwing.
-  try {
-    converted = onnx::version_conversion::ConvertVersion(shaped, kMinOpset);
-  } catch (const std::exception &e) {
-    return refuse(e.what());
-  }
+  if (!converted.ParseFromString(convertedBytes))
+    return refuse("its result could not be read back");
   *converted.mutable_graph()->mutable_value_info() = model.graph().value_info();
   llvm::StringMap<const onnx::TensorProto *> external;
   for (const onnx::TensorProto &t : model.graph().initializer())

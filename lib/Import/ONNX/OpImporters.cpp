@@ -2156,8 +2156,11 @@ LogicalResult importConstant(NodeContext &nc) {
     if (name == "value") {
       // Named after the node output so a large constant can be found in
       // the file later, as initializers are; small float ones (a Resize's
-      // scales made by Concat) stay inline, so that they fold.
+      // scales made by Concat) stay inline, so that they fold. A large one
+      // is still a constant: training leaves it alone.
       TRY(t, nc.tensorValue(a.t(), nc.node().output(0), 64));
+      if (auto w = t.getDefiningOp<dopt::WeightOp>())
+        w.setConstant(true);
       v = t;
     } else if (name == "value_float") {
       v = dopt::ConstantOp::create(

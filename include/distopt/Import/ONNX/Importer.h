@@ -13,11 +13,13 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,14 @@ private:
 
 /// Parses a shape like "32x256" (or "32,256"; "" or "scalar" for rank 0).
 std::optional<llvm::SmallVector<int64_t>> parseShapeSpec(llvm::StringRef spec);
+
+/// Runs `work` in a forked child process (for third-party code that may
+/// crash on hostile input: libonnx's version converter) and, on success,
+/// returns std::nullopt with the bytes `work` returned in `result`. An
+/// exception `work` throws becomes the returned error (its what()); a crash
+/// (a signal) or an abnormal exit becomes an error that says so.
+std::optional<std::string> runIsolated(std::string &result,
+                                       llvm::function_ref<std::string()> work);
 
 } // namespace distopt
 

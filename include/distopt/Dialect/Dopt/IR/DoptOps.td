@@ -119,6 +119,10 @@ def Dopt_WeightOp : Dopt_Op<"weight"> {
     codegen or the runtime needs it, so a graph whose weights are absent can
     still be imported and planned.
 
+    `constant` marks a tensor from an ONNX Constant node (kept out of the IR
+    when large, as initializers are): part of the model's definition, never
+    a trained parameter.
+
     ```mlir
     %w = dopt.weight {name = "fc1.weight", type = tensor<128x64xf32>}
            : () -> tensor<128x64xf32>
@@ -127,7 +131,8 @@ def Dopt_WeightOp : Dopt_Op<"weight"> {
   let arguments = (ins StrAttr:$name, TypeAttr:$type,
                    OptionalAttr<StrAttr>:$location,
                    OptionalAttr<I64Attr>:$offset,
-                   OptionalAttr<I64Attr>:$length);
+                   OptionalAttr<I64Attr>:$length,
+                   UnitAttr:$constant);
   let results = (outs Dopt_Tensor:$output);
   let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
 }
