@@ -146,6 +146,47 @@ def _vit():
             ["pixel_values"], {"pixel_values": {0: "batch"}})
 
 
+def _roberta():
+    """RoBERTa's position ids come from the attention mask by a CumSum."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0)
+    return _hf_text(transformers.RobertaModel(cfg, add_pooling_layer=False).eval(),
+                    with_mask=True)
+
+
+def _t5():
+    """An encoder-decoder; its relative-position buckets (Log, Min, Where)
+    and the decoder's causal mask (Tile) are exported from shape code."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                num_heads=4, relative_attention_num_buckets=8,
+                                dropout_rate=0.0, use_cache=False)
+    torch.manual_seed(1)
+    names = ["input_ids", "decoder_input_ids"]
+    args = (torch.randint(0, 100, (2, 8)), torch.randint(0, 100, (2, 8)))
+    axes = {n: {0: "batch", 1: "seq"} for n in names}
+    return _HFWrapper(transformers.T5Model(cfg).eval(), names), args, names, axes
+
+
+def _swin():
+    """Shifted windows: the padding to whole windows is computed with Mod, the
+    shifted-window attention mask is built by slice assignments (ScatterND)."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.SwinConfig(image_size=32, patch_size=2, num_channels=3, embed_dim=16,
+                                  depths=[2, 2], num_heads=[2, 4], window_size=4,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                  drop_path_rate=0.0, num_labels=10)
+    model = transformers.SwinForImageClassification(cfg).eval()
+    return (_HFWrapper(model, ["pixel_values"]), (torch.randn(2, 3, 32, 32),),
+            ["pixel_values"], {"pixel_values": {0: "batch"}})
+
+
 class _FusedQKVBlock(torch.nn.Module):
     """Issue 10's reproducer, not third-party code: a pre-norm GPT block whose
     fused QKV projection (one nn.Linear) is cut with ``qkv(x).split(D, 2)``
@@ -196,6 +237,9 @@ MODELS = {
     "hf_bert": (_bert, 15),
     "hf_llama": (_llama, 16),
     "hf_vit": (_vit, 17),
+    "hf_roberta": (_roberta, 17),
+    "hf_t5": (_t5, 17),
+    "hf_swin": (_swin, 17),
     "gpt_block_split": (_gpt_block_split, 17),
 }
 

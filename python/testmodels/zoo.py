@@ -41,6 +41,13 @@ MODELS: Dict[str, dict] = {
                 "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
     "hf_llama": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
     "hf_vit": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
+    "hf_roberta": {"dims": {"seq": 8},
+                   "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
+    # seq 6, not the test batch 8: its [seq, seq] position buckets would
+    # look like a batch that is not split (the data-parallel check refuses).
+    "hf_t5": {"dims": {"seq": 6},
+              "inputs": {"input_ids": ("ids", 6), "decoder_input_ids": ("ids", 6)}},
+    "hf_swin": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
     # Issue 10's reproducer (a fused-QKV GPT block cut by Split), written
     # here; not counted among the third-party models.
     "gpt_block_split": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},

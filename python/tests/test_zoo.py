@@ -43,6 +43,7 @@ PLANS = {
 # Plans the planner rightly refuses, and the reason it must give.
 REFUSED = {
     ("hf_bert", "pp4"): "--pp 4 exceeds the 2 segments",
+    ("hf_roberta", "pp4"): "--pp 4 exceeds the 2 segments",
     ("gpt_block_split", "pp4"): "--pp 4 exceeds the 3 segments",
 }
 # Issue 10's failures, kept as named cases.

@@ -2126,6 +2126,236 @@ LogicalResult importPad(NodeContext &nc) {
   return success();
 }
 
+/// Tile: x viewed as [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...]
+/// and collapsed to [r0·d0, r1·d1, ...] (output[i] = x[i mod d]).
+LogicalResult importTile(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(repeats, nc.constantInts(1, "repeats"));
+  RankedTensorType in = nc.inputType(0);
+  if ((int64_t)repeats.size() != in.getRank())
+    return nc.error("repeats " + shapeStr(repeats) + " has " +
+                    std::to_string(repeats.size()) +
+                    " entries for an input of rank " +
+                    std::to_string(in.getRank()));
+  SmallVector<int64_t> spread, broadcast, out;
+  for (auto [r, d] : llvm::zip(repeats, in.getShape())) {
+    if (r < 0)
+      return nc.error("repeats " + shapeStr(repeats) + " has a negative entry");
+    spread.append({1, d});
+    broadcast.append({r, d});
+    out.push_back(r * d);
+  }
+  if (!fitsInMemory(broadcast, 1))
+    return nc.error("repeats " + shapeStr(repeats) + " make the output too large");
+  Value v = nc.create<dopt::ExpandOp>(
+      reshape(nc, x, spread), nc.builder().getDenseI64ArrayAttr(broadcast));
+  return setResult(nc, reshape(nc, v, out));
+}
+
+/// `x` shifted by `k` along `axis`: k zeros (of the pad op) in front, the
+/// last k elements dropped.
+Value shiftAlong(NodeContext &nc, Value x, int64_t axis, int64_t k) {
+  if (!x)
+    return x;
+  auto t = cast<RankedTensorType>(x.getType());
+  int64_t n = t.getDimSize(axis);
+  Value kept = strided(nc, x, {axis}, {0}, {1}, {n - k});
+  SmallVector<int64_t> pads(2 * t.getRank(), 0);
+  pads[axis] = k;
+  OpBuilder &b = nc.builder();
+  return nc.create<dopt::PadOp>(kept, b.getDenseI64ArrayAttr(pads),
+                                b.getStringAttr("constant"),
+                                b.getF64FloatAttr(0.0));
+}
+
+/// `x` reversed along `axis`.
+Value reverseAlong(NodeContext &nc, Value x, int64_t axis) {
+  if (!x)
+    return x;
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> s(t.getRank(), 0), e(t.getShape()), st(t.getRank(), 1);
+  s[axis] = t.getDimSize(axis) - 1;
+  e[axis] = -1;
+  st[axis] = -1;
+  OpBuilder &b = nc.builder();
+  return nc.create<dopt::SliceOp>(x, b.getDenseI64ArrayAttr(s),
+                                  b.getDenseI64ArrayAttr(e),
+                                  b.getDenseI64ArrayAttr(st));
+}
+
+/// CumSum as a scan of ⌈log2 n⌉ shifted additions (Hillis–Steele): after
+/// the step adding x shifted by k, each element holds the sum of the 2k
+/// elements ending at it. Any numeric type; the gradient follows from the
+/// pads, slices and additions. `exclusive` shifts the result by one,
+/// `reverse` scans the reversed axis.
+LogicalResult importCumSum(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(axisValues, nc.constantInts(1, "axis"));
+  if (axisValues.size() != 1)
+    return nc.error("axis must hold one value, got " + shapeStr(axisValues));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axis, nc.normalizeAxis(axisValues[0], in.getRank()));
+  TRY(exclusive, nc.intAttr("exclusive", 0));
+  TRY(reverse, nc.intAttr("reverse", 0));
+  int64_t n = in.getDimSize(axis);
+  Value y = x;
+  if (n > 1) {
+    if (reverse)
+      y = reverseAlong(nc, y, axis);
+    for (int64_t k = 1; k < n; k *= 2)
+      y = nc.create<dopt::AddOp>(y, shiftAlong(nc, y, axis, k));
+    if (exclusive)
+      y = shiftAlong(nc, y, axis, 1);
+    if (reverse)
+      y = reverseAlong(nc, y, axis);
+  } else if (exclusive && n == 1) {
+    y = shiftAlong(nc, y, axis, 1);
+  }
+  return setResult(nc, y);
+}
+
+/// InstanceNormalization: each (sample, channel) normalised over its
+/// spatial axes, then scaled and shifted per channel -- the op's
+/// definition with dopt ops; 16-bit inputs compute in f32 and round once.
+LogicalResult importInstanceNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  TRY(bias, nc.requiredInput(2));
+  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
+  RankedTensorType in = nc.inputType(0);
+  int64_t rank = in.getRank();
+  if (rank < 3)
+    return nc.error("input of rank " + std::to_string(rank) +
+                    ": expected N x C x D1 x ... (rank 3 or more)");
+  int64_t channels = in.getDimSize(1);
+  for (int i : {1, 2})
+    if (nc.inputType(i).getRank() != 1 ||
+        nc.inputType(i).getDimSize(0) != channels)
+      return nc.error(std::string(i == 1 ? "scale" : "bias") + " of shape " +
+                      shapeStr(nc.inputType(i).getShape()) +
+                      " for an input of " + std::to_string(channels) +
+                      " channels");
+  OpBuilder &b = nc.builder();
+  Type t = in.getElementType();
+  Type stash = t.getIntOrFloatBitWidth() < 32 ? b.getF32Type() : t;
+  auto toStash = [&](Value v) {
+    return stash == t ? v : nc.create<dopt::CastOp>(v, TypeAttr::get(stash));
+  };
+  SmallVector<int64_t> spatial, perChannel = {channels};
+  for (int64_t i = 2; i < rank; ++i) {
+    spatial.push_back(i);
+    perChannel.push_back(1);
+  }
+  auto axes = b.getDenseI64ArrayAttr(spatial);
+  Value xs = toStash(x);
+  Value mean = nc.create<dopt::ReduceMeanOp>(xs, axes, b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(xs, mean);
+  Value var = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(centered, centered), axes, b.getBoolAttr(true));
+  Value normalized = nc.create<dopt::DivOp>(
+      centered, nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(
+                    var, constantScalar(nc, stash, eps))));
+  Value y = nc.create<dopt::AddOp>(
+      nc.create<dopt::MulOp>(normalized,
+                             reshape(nc, toStash(scale), perChannel)),
+      reshape(nc, toStash(bias), perChannel));
+  if (stash != t)
+    y = nc.create<dopt::CastOp>(y, TypeAttr::get(t));
+  return setResult(nc, y);
+}
+
+/// Mod of integers: a - (a / b)·b with the division truncating (fmod = 1,
+/// the sign of the dividend, C's %), then, for fmod = 0, the divisor added
+/// where the remainder's sign differs from it (Python's %). Floats need
+/// fmod = 1 and a truncation distopt has no op for: refused.
+LogicalResult importMod(NodeContext &nc) {
+  TRY(a, nc.requiredInput(0));
+  TRY(b, nc.requiredInput(1));
+  TRY(fmod, nc.intAttr("fmod", 0));
+  Type elt = nc.inputType(0).getElementType();
+  if (!isa<IntegerType>(elt) || elt.isInteger(1)) {
+    std::string name;
+    llvm::raw_string_ostream(name) << elt;
+    return nc.error("Mod of " + name + " is not supported (integers only)");
+  }
+  Value r = nc.create<dopt::SubOp>(
+      a, nc.create<dopt::MulOp>(nc.create<dopt::DivOp>(a, b), b));
+  if (!fmod && !elt.isUnsignedInteger()) {
+    Value zero = constantScalar(nc, elt, 0);
+    Value differ = nc.create<dopt::AndOp>(
+        nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(r, zero)),
+        nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(
+            nc.create<dopt::LessOp>(r, zero),
+            nc.create<dopt::LessOp>(b, zero))));
+    r = nc.create<dopt::WhereOp>(differ, nc.create<dopt::AddOp>(r, b), r);
+  }
+  return setResult(nc, r);
+}
+
+/// ScatterND with constant indices (slice assignments; what exporters write
+/// for `t[a:b, c:d] = v`): the rows of `data` (flattened over the indexed
+/// axes) that an update replaces are known at import, so the result is a
+/// `where` between `data` and a gather of the updates' rows. Later updates
+/// of a row win (ONNX leaves duplicates undefined). Reductions other than
+/// none are refused.
+LogicalResult importScatterND(NodeContext &nc) {
+  TRY(data, nc.requiredInput(0));
+  TRY(updates, nc.requiredInput(2));
+  TRY(reduction, nc.stringAttr("reduction", "none"));
+  if (reduction != "none")
+    return nc.error("reduction '" + reduction + "' is not supported");
+  TRY(indices, nc.constantInts(1, "indices"));
+  RankedTensorType dt = nc.inputType(0), it = nc.inputType(1),
+                   ut = nc.inputType(2);
+  if (it.getRank() < 1)
+    return nc.error("indices must have rank 1 or more");
+  int64_t k = it.getShape().back(), r = dt.getRank();
+  if (k < 1 || k > r)
+    return nc.error("indices' last dimension " + std::to_string(k) +
+                    " must be between 1 and the data's rank " +
+                    std::to_string(r));
+  SmallVector<int64_t> wantUpdates(it.getShape().drop_back());
+  llvm::append_range(wantUpdates, dt.getShape().drop_front(k));
+  if (ut.getShape() != ArrayRef<int64_t>(wantUpdates))
+    return nc.error("updates of shape " + shapeStr(ut.getShape()) +
+                    ", expected " + shapeStr(wantUpdates));
+  int64_t rows = 1, row = 1;
+  for (int64_t i = 0; i < r; ++i)
+    (i < k ? rows : row) *= dt.getDimSize(i);
+  int64_t count = (int64_t)indices.size() / k;
+  if (count == 0)
+    return setResult(nc, data);
+  std::vector<int64_t> source(rows, -1);
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t linear = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = dt.getDimSize(j), i = indices[u * k + j];
+      if (i < -dim || i >= dim)
+        return nc.error("index " + std::to_string(i) + " is out of range for "
+                        "axis " + std::to_string(j) + " of size " +
+                        std::to_string(dim));
+      linear = linear * dim + (i < 0 ? i + dim : i);
+    }
+    source[linear] = u;
+  }
+  SmallVector<int64_t> gatherIndex;
+  SmallVector<bool> replaced;
+  for (int64_t s : source) {
+    gatherIndex.push_back(std::max<int64_t>(s, 0));
+    replaced.push_back(s >= 0);
+  }
+  OpBuilder &b = nc.builder();
+  Value mask = dopt::ConstantOp::create(
+      b, nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get({rows, 1}, b.getI1Type()),
+                             ArrayRef<bool>(replaced)));
+  Value picked = nc.create<dopt::GatherOp>(
+      reshape(nc, updates, {count, row}), nc.constantI64(gatherIndex, {rows}),
+      b.getI64IntegerAttr(0));
+  Value y = nc.create<dopt::WhereOp>(mask, picked, reshape(nc, data, {rows, row}));
+  return setResult(nc, reshape(nc, y, dt.getShape()));
+}
+
 LogicalResult importShape(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   int64_t rank = nc.inputType(0).getRank();
@@ -2355,6 +2585,11 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Constant"] = importConstant;
     t["ConstantOfShape"] = importConstantOfShape;
     t["Range"] = importRange;
+    t["Tile"] = importTile;
+    t["CumSum"] = importCumSum;
+    t["ScatterND"] = importScatterND;
+    t["InstanceNormalization"] = importInstanceNorm;
+    t["Mod"] = importMod;
     return t;
   }();
   return table;

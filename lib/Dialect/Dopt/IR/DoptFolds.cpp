@@ -282,6 +282,15 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
   return makeConstant(*t);
 }
 
+OpFoldResult NotOp::fold(FoldAdaptor a) {
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t || t->isFloat)
+    return {};
+  for (int64_t &v : t->ints)
+    v = v ? 0 : 1;
+  return makeConstant(*t);
+}
+
 OpFoldResult WhereOp::fold(FoldAdaptor a) {
   auto type = getType();
   if (getLhs() == getRhs() && getLhs().getType() == type)

@@ -210,6 +210,7 @@ def Dopt_AbsOp : Dopt_UnaryOp<"abs", Dopt_NumericTensor> {
 }
 def Dopt_NotOp : Dopt_UnaryOp<"not", Dopt_BoolTensor> {
   let summary = "elementwise logical not";
+  let hasFolder = 1;
 }
 def Dopt_SqrtOp : Dopt_UnaryOp<"sqrt", Dopt_FloatTensor> {
   let summary = "elementwise square root";
