@@ -797,3 +797,59 @@ def test_exponential_branch_gradient_is_finite_for_large_inputs(op, tmp_path):
     scale = 1.05070102214813232421875 if op == "Selu" else 1.0
     want = scale * x.T @ np.ones((2, 4), np.float32)
     np.testing.assert_allclose(grads["w"], want, rtol=1e-6)
+
+
+def _ints(name, values):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.array(values, np.int64)))
+
+
+# op -> (nodes reading h [4, 5] and writing a, a's shape, extra initializers)
+STRUCTURAL = {
+    "CumSum": (lambda: [_ints("ax", 1), helper.make_node("CumSum", ["h", "ax"], ["a"])],
+               [4, 5], {}),
+    "CumSum-exclusive-reverse": (
+        lambda: [_ints("ax", 0),
+                 helper.make_node("CumSum", ["h", "ax"], ["a"], exclusive=1, reverse=1)],
+        [4, 5], {}),
+    "Tile": (lambda: [_ints("rep", [2, 3]), helper.make_node("Tile", ["h", "rep"], ["a"])],
+             [8, 15], {}),
+    "InstanceNormalization": (
+        lambda: [_ints("s3", [2, 2, 5]), helper.make_node("Reshape", ["h", "s3"], ["h3"]),
+                 helper.make_node("InstanceNormalization", ["h3", "scale", "bias"], ["a"],
+                                  epsilon=1e-3)],
+        [2, 2, 5], {"scale": [2], "bias": [2]}),
+    "ScatterND": (
+        lambda: [_ints("idx", [[3], [0]]),
+                 helper.make_node("Slice", ["h", "st", "en"], ["rows"]),
+                 helper.make_node("Mul", ["rows", "rows"], ["upd"]),
+                 helper.make_node("ScatterND", ["h", "idx", "upd"], ["a"])],
+        [4, 5], {}),
+}
+
+
+@pytest.mark.parametrize("case", list(STRUCTURAL))
+def test_structural_ops_match_finite_differences(case, tmp_path):
+    """Tile, CumSum, InstanceNormalization and ScatterND are written with
+    reshapes, broadcasts, pads, slices, reductions and where: their gradients
+    come from those ops' rules, checked here against finite differences."""
+    build, out_shape, extra = STRUCTURAL[case]
+    nodes = ([helper.make_node("MatMul", ["x", "w"], ["h"]),
+              _ints("st", [1]), _ints("en", [3])] + build() +
+             [helper.make_node("Mul", ["a", "c"], ["m"]),
+              helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)])
+    inits = [numpy_helper.from_array(rand(3, 5), "w")]
+    inits += [numpy_helper.from_array(rand(*shape, lo=0.5), name)
+              for name, shape in extra.items()]
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, out_shape)],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"x": rand(4, 3), "c": rand(*out_shape)}
+    loss, grads = distopt_gradients(model, feeds, tmp_path)
+    assert set(grads) == {"w", *extra}
+    numeric = numeric_gradients(model, feeds, set(grads))
+    for name in grads:
+        assert_close(grads[name], numeric[name], what=f"{case}: {name}")
