@@ -170,7 +170,8 @@ std::optional<double> elementwiseFlopsPerElement(mlir::Operation *op) {
             dopt::LessEqualOp, dopt::GreaterOp, dopt::GreaterEqualOp,
             dopt::AndOp, dopt::OrOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
             dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
-            dopt::TanhOp, dopt::ErfOp, dopt::ReluOp, dopt::WhereOp,
+            dopt::TanhOp, dopt::ErfOp, dopt::FloorOp, dopt::CeilOp,
+            dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::ReluOp, dopt::WhereOp,
             dopt::CastOp>([](auto) { return 1.0; })
       // x >= 0 ? x : alpha·x: a compare and a multiply.
       .Case<dopt::LeakyReluOp>([](auto) { return 2.0; })

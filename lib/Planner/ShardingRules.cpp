@@ -532,7 +532,8 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
             dopt::LessEqualOp, dopt::GreaterOp, dopt::GreaterEqualOp,
             dopt::AndOp, dopt::OrOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
             dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
-            dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::ReluOp,
+            dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::FloorOp,
+            dopt::CeilOp, dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::ReluOp,
             dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
             dopt::ExpandOp, dopt::DropoutOp>(
           [](mlir::Operation *o) { return elementwiseRule(o); })

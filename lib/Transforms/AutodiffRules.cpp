@@ -683,6 +683,15 @@ const llvm::StringMap<RuleFn> &rules() {
       return success();
     };
     t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
+    // Piecewise constant: no gradient (PyTorch's is zero).
+    for (StringRef name : {"dopt.floor", "dopt.ceil", "dopt.round"})
+      t[name] = unary([](B &, Value, Value, Value) { return Value(); });
+    t["dopt.sin"] = unary([](B &b, Value x, Value, Value g) {
+      return mul(b, g, dopt::CosOp::create(b, x));
+    });
+    t["dopt.cos"] = unary([](B &b, Value x, Value, Value g) {
+      return neg(b, mul(b, g, dopt::SinOp::create(b, x)));
+    });
     t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
     t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
     t["dopt.sqrt"] = unary([](B &b, Value, Value y, Value g) {

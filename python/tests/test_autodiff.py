@@ -748,7 +748,8 @@ def test_optimizer_flag_errors(tmp_path):
     ("Elu", {"alpha": 0.7}), ("Celu", {"alpha": 1.5}), ("Selu", {}), ("Softplus", {}),
     ("Softsign", {}), ("Mish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
     ("HardSwish", {}), ("ThresholdedRelu", {"alpha": 0.2}), ("PRelu", {}),
-    ("ReduceLogSumExp", {}), ("ReduceL2", {}), ("ReduceMin", {}), ("ReduceSumSquare", {})])
+    ("ReduceLogSumExp", {}), ("ReduceL2", {}), ("ReduceMin", {}), ("ReduceSumSquare", {}),
+    ("Sin", {}), ("Cos", {})])
 def test_composed_ops_match_finite_differences(op, attrs, tmp_path):
     """Ops the importer writes with others (activations, reductions): their
     gradients come from the rules of the ops they are written with."""
@@ -853,3 +854,33 @@ def test_structural_ops_match_finite_differences(case, tmp_path):
     numeric = numeric_gradients(model, feeds, set(grads))
     for name in grads:
         assert_close(grads[name], numeric[name], what=f"{case}: {name}")
+
+
+def test_rounding_passes_no_gradient(tmp_path):
+    """Floor, Ceil and Round are piecewise constant: the loss's gradient
+    comes only through the path around them (PyTorch's is zero through
+    them); a float Mod's (fmod) is 1 for the dividend and -trunc(a / b) for
+    the divisor, as PyTorch's fmod has it."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Floor", ["h"], ["f"]), helper.make_node("Ceil", ["h"], ["c1"]),
+             helper.make_node("Round", ["h"], ["r"]),
+             helper.make_node("Mod", ["h", "d"], ["m"], fmod=1),
+             helper.make_node("Sum", ["f", "c1", "r", "m", "h"], ["s"]),
+             helper.make_node("Mul", ["s", "c"], ["p"]),
+             helper.make_node("ReduceSum", ["p"], ["loss"], keepdims=0)]
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(rand(3, 5), "w"),
+         numpy_helper.from_array(np.full([5], 0.75, np.float32), "d")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x, c = rand(4, 3), rand(4, 5)
+    loss, grads = distopt_gradients(model, {"x": x, "c": c}, tmp_path)
+    assert set(grads) == {"w", "d"}
+    # d loss / d h = 2c (h itself and the Mod's dividend), so d / d w = 2 x^T c.
+    np.testing.assert_allclose(grads["w"], 2 * x.T @ c, rtol=1e-5, atol=1e-6)
+    h = x @ numpy_helper.to_array(g.initializer[0])
+    np.testing.assert_allclose(grads["d"], -(c * np.trunc(h / 0.75)).sum(axis=0),
+                               rtol=1e-5, atol=1e-5)

@@ -273,7 +273,7 @@ Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
 
 enum class UnKind {
   Neg, Abs, Not, Sqrt, Recip, Exp, Log, Tanh, Sigmoid, Erf, Relu,
-  LeakyRelu, GeluErf, GeluTanh, Identity
+  LeakyRelu, GeluErf, GeluTanh, Identity, Floor, Ceil, Round, Sin, Cos
 };
 
 Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
@@ -284,7 +284,14 @@ Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
     case UnKind::Neg:
       return arith::SubIOp::create(b, loc, scalarConstant(b, loc, t, 0), v);
     case UnKind::Abs:
-      return isUnsignedElt(elt) ? v : (Value)math::AbsIOp::create(b, loc, v);
+      // max(v, -v) rather than math.absi, which the GPU (NVVM) path does
+      // not lower (T5's relative positions take |i - j| of integers).
+      return isUnsignedElt(elt)
+                 ? v
+                 : (Value)arith::MaxSIOp::create(
+                       b, loc, v,
+                       arith::SubIOp::create(b, loc,
+                                             scalarConstant(b, loc, t, 0), v));
     case UnKind::Not:
       return arith::XOrIOp::create(b, loc, v, scalarConstant(b, loc, t, 1));
     case UnKind::Relu:
@@ -326,6 +333,21 @@ Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
     break;
   case UnKind::Erf:
     r = math::ErfOp::create(b, loc, x);
+    break;
+  case UnKind::Floor:
+    r = math::FloorOp::create(b, loc, x);
+    break;
+  case UnKind::Ceil:
+    r = math::CeilOp::create(b, loc, x);
+    break;
+  case UnKind::Round:
+    r = math::RoundEvenOp::create(b, loc, x);
+    break;
+  case UnKind::Sin:
+    r = math::SinOp::create(b, loc, x);
+    break;
+  case UnKind::Cos:
+    r = math::CosOp::create(b, loc, x);
     break;
   case UnKind::Sigmoid: {
     Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
@@ -2361,6 +2383,11 @@ struct ConvertDoptToLinalgPass
         UnaryPattern<dopt::TanhOp, UnKind::Tanh>,
         UnaryPattern<dopt::SigmoidOp, UnKind::Sigmoid>,
         UnaryPattern<dopt::ErfOp, UnKind::Erf>,
+        UnaryPattern<dopt::FloorOp, UnKind::Floor>,
+        UnaryPattern<dopt::CeilOp, UnKind::Ceil>,
+        UnaryPattern<dopt::RoundOp, UnKind::Round>,
+        UnaryPattern<dopt::SinOp, UnKind::Sin>,
+        UnaryPattern<dopt::CosOp, UnKind::Cos>,
         UnaryPattern<dopt::ReluOp, UnKind::Relu>,
         UnaryPattern<dopt::LeakyReluOp, UnKind::LeakyRelu>,
         UnaryPattern<dopt::GeluOp, UnKind::GeluErf>, WherePattern, CastPattern,

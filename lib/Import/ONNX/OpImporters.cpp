@@ -107,6 +107,58 @@ LogicalResult importVariadic(NodeContext &nc) {
   return success();
 }
 
+/// Mean of its inputs: their sum (a left fold, broadcasting) divided by the
+/// count.
+LogicalResult importMean(NodeContext &nc) {
+  TRY(sum, nc.requiredInput(0));
+  Type elt = nc.inputType(0).getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("Mean needs floating-point inputs");
+  for (int i = 1; i < nc.numInputs(); ++i) {
+    TRY(next, nc.requiredInput(i));
+    sum = nc.create<dopt::AddOp>(sum, next);
+  }
+  return setResult(nc, nc.create<dopt::DivOp>(
+                           sum, constantScalar(nc, elt, nc.numInputs())));
+}
+
+/// IsNaN: x != x. IsInf: x equal to +inf (detect_positive) or -inf
+/// (detect_negative).
+LogicalResult importIsNaN(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  return setResult(nc, nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(x, x)));
+}
+
+LogicalResult importIsInf(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(negative, nc.intAttr("detect_negative", 1));
+  TRY(positive, nc.intAttr("detect_positive", 1));
+  Type elt = nc.inputType(0).getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("IsInf needs a floating-point input");
+  Value any;
+  for (auto [detect, inf] : {std::pair<int64_t, double>{positive, INFINITY},
+                             std::pair<int64_t, double>{negative, -INFINITY}}) {
+    if (!detect)
+      continue;
+    Value is = nc.create<dopt::EqualOp>(x, constantScalar(nc, elt, inf));
+    any = any ? nc.create<dopt::OrOp>(any, is) : is;
+  }
+  if (!any) {
+    // Neither detected: all false.
+    Value same = nc.create<dopt::EqualOp>(x, x);
+    any = nc.create<dopt::AndOp>(same, nc.create<dopt::NotOp>(same));
+  }
+  return setResult(nc, any);
+}
+
+/// Tan: sin / cos.
+LogicalResult importTan(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  return setResult(nc, nc.create<dopt::DivOp>(nc.create<dopt::SinOp>(x),
+                                              nc.create<dopt::CosOp>(x)));
+}
+
 LogicalResult importIdentity(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   nc.setOutput(0, x);
@@ -2264,19 +2316,58 @@ LogicalResult importInstanceNorm(NodeContext &nc) {
   return setResult(nc, y);
 }
 
-/// Mod of integers: a - (a / b)·b with the division truncating (fmod = 1,
+/// Mod. Integers: a - (a / b)·b with the division truncating (fmod = 1,
 /// the sign of the dividend, C's %), then, for fmod = 0, the divisor added
-/// where the remainder's sign differs from it (Python's %). Floats need
-/// fmod = 1 and a truncation distopt has no op for: refused.
+/// where the remainder's sign differs from it (Python's %). Floats the same
+/// way from a - b·trunc(a / b), with C's and NumPy's infinities and signed
+/// zeros; 16-bit ones in f32, rounded once. (Exact for quotients below
+/// 2^24 in f32; beyond, a - b·trunc(a / b) loses what fmod keeps.)
 LogicalResult importMod(NodeContext &nc) {
   TRY(a, nc.requiredInput(0));
   TRY(b, nc.requiredInput(1));
   TRY(fmod, nc.intAttr("fmod", 0));
   Type elt = nc.inputType(0).getElementType();
-  if (!isa<IntegerType>(elt) || elt.isInteger(1)) {
-    std::string name;
-    llvm::raw_string_ostream(name) << elt;
-    return nc.error("Mod of " + name + " is not supported (integers only)");
+  if (elt.isInteger(1))
+    return nc.error("Mod of booleans is not supported");
+  if (auto ft = dyn_cast<FloatType>(elt)) {
+    Type f32 = nc.builder().getF32Type();
+    Type t = ft.getWidth() < 32 ? f32 : elt;
+    if (t != elt) {
+      a = nc.create<dopt::CastOp>(a, TypeAttr::get(t));
+      b = nc.create<dopt::CastOp>(b, TypeAttr::get(t));
+    }
+    auto c = [&](double v) { return constantScalar(nc, t, v); };
+    auto less = [&](Value x, double v) { return nc.create<dopt::LessOp>(x, c(v)); };
+    auto equal = [&](Value x, double v) {
+      return nc.create<dopt::EqualOp>(x, c(v));
+    };
+    // A zero with the sign of `like`.
+    auto signedZero = [&](Value like) {
+      return nc.create<dopt::WhereOp>(less(like, 0), c(-0.0), c(0.0));
+    };
+    // C's fmod: a - b·trunc(a / b); a itself for an infinite b and a finite
+    // a; a zero keeps a's sign.
+    Value q = nc.create<dopt::DivOp>(a, b);
+    Value whole = nc.create<dopt::WhereOp>(
+        less(q, 0), nc.create<dopt::CeilOp>(q), nc.create<dopt::FloorOp>(q));
+    Value r = nc.create<dopt::SubOp>(a, nc.create<dopt::MulOp>(b, whole));
+    Value bInfinite = equal(nc.create<dopt::AbsOp>(b), INFINITY);
+    Value aFinite = equal(nc.create<dopt::SubOp>(a, a), 0);
+    r = nc.create<dopt::WhereOp>(nc.create<dopt::AndOp>(bInfinite, aFinite), a, r);
+    r = nc.create<dopt::WhereOp>(equal(r, 0), signedZero(a), r);
+    if (!fmod) {
+      // NumPy's mod: the divisor added where the signs differ; a zero takes
+      // the divisor's sign.
+      Value differ = nc.create<dopt::AndOp>(
+          nc.create<dopt::NotOp>(equal(r, 0)),
+          nc.create<dopt::NotOp>(
+              nc.create<dopt::EqualOp>(less(r, 0), less(b, 0))));
+      r = nc.create<dopt::WhereOp>(differ, nc.create<dopt::AddOp>(r, b), r);
+      r = nc.create<dopt::WhereOp>(equal(r, 0), signedZero(b), r);
+    }
+    if (t != elt)
+      r = nc.create<dopt::CastOp>(r, TypeAttr::get(elt));
+    return setResult(nc, r);
   }
   Value r = nc.create<dopt::SubOp>(
       a, nc.create<dopt::MulOp>(nc.create<dopt::DivOp>(a, b), b));
@@ -2496,6 +2587,8 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Div"] = importBinary<dopt::DivOp>;
     t["Pow"] = importBinary<dopt::PowOp>;
     t["Max"] = importVariadic<dopt::MaxOp>;
+    t["Sum"] = importVariadic<dopt::AddOp>;
+    t["Mean"] = importMean;
     t["Min"] = importVariadic<dopt::MinOp>;
     t["Equal"] = importBinary<dopt::EqualOp>;
     t["Less"] = importBinary<dopt::LessOp>;
@@ -2514,6 +2607,14 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Tanh"] = importUnary<dopt::TanhOp>;
     t["Sigmoid"] = importUnary<dopt::SigmoidOp>;
     t["Erf"] = importUnary<dopt::ErfOp>;
+    t["Floor"] = importUnary<dopt::FloorOp>;
+    t["Ceil"] = importUnary<dopt::CeilOp>;
+    t["Round"] = importUnary<dopt::RoundOp>;
+    t["Sin"] = importUnary<dopt::SinOp>;
+    t["Cos"] = importUnary<dopt::CosOp>;
+    t["Tan"] = importTan;
+    t["IsNaN"] = importIsNaN;
+    t["IsInf"] = importIsInf;
     t["Relu"] = importUnary<dopt::ReluOp>;
     t["LeakyRelu"] = importLeakyRelu;
     t["Clip"] = importClip;

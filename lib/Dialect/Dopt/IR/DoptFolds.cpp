@@ -282,6 +282,27 @@ OpFoldResult NegOp::fold(FoldAdaptor a) {
   return makeConstant(*t);
 }
 
+/// Floor, Ceil and Round of constants (exporters' shape code: the output
+/// size of an interpolation by a scale factor is a Floor).
+static OpFoldResult foldRounding(Attribute input, double (*fn)(double)) {
+  std::optional<HostTensor> t = readConstant(input);
+  if (!t || !t->isFloat)
+    return {};
+  for (double &v : t->floats)
+    v = fn(v);
+  return makeConstant(*t);
+}
+OpFoldResult FloorOp::fold(FoldAdaptor a) {
+  return foldRounding(a.getInput(), [](double v) { return std::floor(v); });
+}
+OpFoldResult CeilOp::fold(FoldAdaptor a) {
+  return foldRounding(a.getInput(), [](double v) { return std::ceil(v); });
+}
+OpFoldResult RoundOp::fold(FoldAdaptor a) {
+  // Halves to even, as ONNX's Round (nearbyint in the default rounding mode).
+  return foldRounding(a.getInput(), [](double v) { return std::nearbyint(v); });
+}
+
 OpFoldResult NotOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> t = readConstant(a.getInput());
   if (!t || t->isFloat)

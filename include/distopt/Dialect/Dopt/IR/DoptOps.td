@@ -233,6 +233,24 @@ def Dopt_SigmoidOp : Dopt_UnaryOp<"sigmoid", Dopt_FloatTensor> {
 def Dopt_ErfOp : Dopt_UnaryOp<"erf", Dopt_FloatTensor> {
   let summary = "elementwise error function";
 }
+def Dopt_FloorOp : Dopt_UnaryOp<"floor", Dopt_FloatTensor> {
+  let summary = "elementwise largest integer not above x";
+  let hasFolder = 1;
+}
+def Dopt_CeilOp : Dopt_UnaryOp<"ceil", Dopt_FloatTensor> {
+  let summary = "elementwise smallest integer not below x";
+  let hasFolder = 1;
+}
+def Dopt_RoundOp : Dopt_UnaryOp<"round", Dopt_FloatTensor> {
+  let summary = "elementwise nearest integer, halves to even (ONNX Round)";
+  let hasFolder = 1;
+}
+def Dopt_SinOp : Dopt_UnaryOp<"sin", Dopt_FloatTensor> {
+  let summary = "elementwise sine";
+}
+def Dopt_CosOp : Dopt_UnaryOp<"cos", Dopt_FloatTensor> {
+  let summary = "elementwise cosine";
+}
 def Dopt_ReluOp : Dopt_UnaryOp<"relu", Dopt_NumericTensor> {
   let summary = "elementwise max(x, 0)";
 }
