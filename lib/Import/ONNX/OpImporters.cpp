@@ -11,6 +11,7 @@
 #include "ImporterImpl.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptLosses.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <limits>
 #include <sstream>
@@ -2204,6 +2205,213 @@ LogicalResult importTile(NodeContext &nc) {
   return setResult(nc, reshape(nc, v, out));
 }
 
+/// One Einsum operand (or result) in the making: its value and the label
+/// of each axis.
+struct Labelled {
+  Value value;
+  std::string labels;
+};
+
+/// `x` with its axes in the order of `want` (a permutation of x's labels).
+Labelled permuteTo(NodeContext &nc, const Labelled &x, StringRef want) {
+  SmallVector<int64_t> perm;
+  for (char l : want)
+    perm.push_back(x.labels.find(l));
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    return {x.value, want.str()};
+  return {nc.create<dopt::TransposeOp>(x.value,
+                                       nc.builder().getDenseI64ArrayAttr(perm)),
+          want.str()};
+}
+
+/// `x` summed over the axes whose labels are not in `keep`.
+Labelled sumAllBut(NodeContext &nc, const Labelled &x, StringRef keep) {
+  SmallVector<int64_t> axes;
+  std::string left;
+  for (auto [i, l] : llvm::enumerate(x.labels))
+    (keep.contains(l) ? (void)left.push_back(l) : axes.push_back(i));
+  if (axes.empty())
+    return x;
+  OpBuilder &b = nc.builder();
+  return {nc.create<dopt::ReduceSumOp>(x.value, b.getDenseI64ArrayAttr(axes),
+                                       b.getBoolAttr(false)),
+          left};
+}
+
+/// The product of two operands keeping the labels in `keep` (those a later
+/// operand or the result needs), as one (batched) matrix product: labels in
+/// both and kept are batch axes, labels in both and not kept are
+/// contracted, the others are each side's free axes. A label of size 1 on
+/// one side and n on the other is broadcast first.
+Labelled contract(NodeContext &nc, Labelled a, Labelled b, StringRef keep) {
+  a = sumAllBut(nc, a, (keep + b.labels).str());
+  b = sumAllBut(nc, b, (keep + a.labels).str());
+  auto dims = [](const Labelled &x) {
+    return cast<RankedTensorType>(x.value.getType()).getShape();
+  };
+  // Broadcast size-1 axes against the other side.
+  for (int side = 0; side < 2; ++side) {
+    Labelled &x = side ? b : a, &y = side ? a : b;
+    SmallVector<int64_t> to(dims(x));
+    bool grow = false;
+    for (auto [i, l] : llvm::enumerate(x.labels)) {
+      size_t j = y.labels.find(l);
+      if (j != std::string::npos && to[i] == 1 && dims(y)[j] != 1) {
+        to[i] = dims(y)[j];
+        grow = true;
+      }
+    }
+    if (grow)
+      x.value = nc.create<dopt::ExpandOp>(
+          x.value, nc.builder().getDenseI64ArrayAttr(to));
+  }
+  std::string batch, contracted, freeA, freeB;
+  for (char l : a.labels)
+    (b.labels.find(l) == std::string::npos
+         ? freeA
+         : (keep.contains(l) ? batch : contracted))
+        .push_back(l);
+  for (char l : b.labels)
+    if (a.labels.find(l) == std::string::npos)
+      freeB.push_back(l);
+  a = permuteTo(nc, a, batch + freeA + contracted);
+  b = permuteTo(nc, b, batch + contracted + freeB);
+  auto size = [&](const Labelled &x, StringRef ls) {
+    int64_t n = 1;
+    for (char l : ls)
+      n *= dims(x)[x.labels.find(l)];
+    return n;
+  };
+  int64_t nb = size(a, batch), nfa = size(a, freeA), nc_ = size(a, contracted),
+          nfb = size(b, freeB);
+  SmallVector<int64_t> shapeA = {nfa, nc_}, shapeB = {nc_, nfb};
+  if (!batch.empty()) {
+    shapeA.insert(shapeA.begin(), nb);
+    shapeB.insert(shapeB.begin(), nb);
+  }
+  Value product = nc.create<dopt::MatMulOp>(reshape(nc, a.value, shapeA),
+                                            reshape(nc, b.value, shapeB));
+  SmallVector<int64_t> out;
+  for (char l : batch + freeA)
+    out.push_back(dims(a)[a.labels.find(l)]);
+  for (char l : freeB)
+    out.push_back(dims(b)[b.labels.find(l)]);
+  return {reshape(nc, product, out), batch + freeA + freeB};
+}
+
+/// Einsum as transposes, sums and (batched) matrix products, operands
+/// contracted left to right. Ellipses broadcast; a label repeated within
+/// one operand (a diagonal) is refused.
+LogicalResult importEinsum(NodeContext &nc) {
+  TRY(equation, nc.stringAttr("equation", ""));
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ')
+      eq.push_back(c);
+  StringRef text(eq);
+  auto [lhs, rhs] = text.split("->");
+  bool explicitOutput = text.contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if ((int)terms.size() != nc.numInputs())
+    return nc.error("equation '" + equation + "' has " +
+                    std::to_string(terms.size()) + " operands, the node " +
+                    std::to_string(nc.numInputs()));
+  // Ellipses become labels of their own (characters no equation uses),
+  // right-aligned across operands as broadcasting is.
+  int64_t ellipsisRank = 0;
+  for (auto [i, term] : llvm::enumerate(terms))
+    if (term.contains("..."))
+      ellipsisRank = std::max<int64_t>(
+          ellipsisRank, nc.inputType(i).getRank() - ((int64_t)term.size() - 3));
+  auto expand = [&](StringRef term, int64_t rank) -> std::optional<std::string> {
+    size_t at = term.find("...");
+    if (at == StringRef::npos)
+      return term.str();
+    int64_t n = rank - ((int64_t)term.size() - 3);
+    if (n < 0)
+      return std::nullopt;
+    std::string dots;
+    for (int64_t k = ellipsisRank - n; k < ellipsisRank; ++k)
+      dots.push_back(char('0' + k));
+    return (term.take_front(at) + dots + term.drop_front(at + 3)).str();
+  };
+  for (char c : eq)
+    if (!llvm::isAlpha(c) && !StringRef(".,->").contains(c))
+      return nc.error("equation '" + equation + "': '" + std::string(1, c) +
+                      "' is not a label (letters)");
+  SmallVector<Labelled> ops;
+  std::string all;
+  llvm::DenseMap<char, int64_t> sizes;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    TRY(v, nc.requiredInput(i));
+    int64_t rank = nc.inputType(i).getRank();
+    std::optional<std::string> labels = expand(term, rank);
+    if (!labels || (int64_t)labels->size() != rank)
+      return nc.error("operand " + std::to_string(i) + " ('" + term.str() +
+                      "') does not match its rank " + std::to_string(rank));
+    for (auto [j, l] : llvm::enumerate(*labels)) {
+      if (labels->find(l) != j)
+        return nc.error("equation '" + equation + "': label '" +
+                        std::string(1, l) + "' repeats within operand " +
+                        std::to_string(i) + " (diagonals are not supported)");
+      // Sizes agree across operands, or are 1 (broadcast).
+      int64_t d = nc.inputType(i).getDimSize(j);
+      auto [it, fresh] = sizes.try_emplace(l, d);
+      if (!fresh && it->second != d && it->second != 1 && d != 1)
+        return nc.error("equation '" + equation + "': label '" +
+                        (llvm::isDigit(l) ? std::string("...")
+                                          : std::string(1, l)) +
+                        "' has size " + std::to_string(it->second) +
+                        " in one operand and " + std::to_string(d) +
+                        " in operand " + std::to_string(i));
+      if (it->second == 1)
+        it->second = d;
+    }
+    all += *labels;
+    ops.push_back({v, *labels});
+  }
+  std::string output;
+  if (explicitOutput) {
+    std::optional<std::string> o = expand(rhs, ellipsisRank + (int64_t)rhs.size() -
+                                                  (rhs.contains("...") ? 3 : 0));
+    if (!o)
+      return nc.error("equation '" + equation + "': bad output");
+    output = *o;
+    for (auto [j, l] : llvm::enumerate(output)) {
+      if (all.find(l) == std::string::npos)
+        return nc.error("equation '" + equation + "': output label '" +
+                        std::string(1, l) + "' is in no operand");
+      if (output.find(l) != j)
+        return nc.error("equation '" + equation + "': output label '" +
+                        std::string(1, l) + "' repeats");
+    }
+  } else {
+    // Implicit output: the ellipsis' axes, then the labels seen once, in
+    // alphabetical order.
+    for (char l : all)
+      if (llvm::isDigit(l) && output.find(l) == std::string::npos)
+        output.push_back(l);
+    std::string once;
+    for (char l : all)
+      if (llvm::isAlpha(l) && llvm::count(all, l) == 1)
+        once.push_back(l);
+    llvm::sort(once);
+    output += once;
+  }
+  Labelled acc = ops[0];
+  for (size_t i = 1; i < ops.size(); ++i) {
+    std::string keep = output;
+    for (size_t j = i + 1; j < ops.size(); ++j)
+      keep += ops[j].labels;
+    acc = contract(nc, acc, ops[i], keep);
+    if (nc.hasFailed())
+      return failure();
+  }
+  acc = permuteTo(nc, sumAllBut(nc, acc, output), output);
+  return setResult(nc, acc.value);
+}
+
 /// `x` shifted by `k` along `axis`: k zeros (of the pad op) in front, the
 /// last k elements dropped.
 Value shiftAlong(NodeContext &nc, Value x, int64_t axis, int64_t k) {
@@ -2687,6 +2895,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["ConstantOfShape"] = importConstantOfShape;
     t["Range"] = importRange;
     t["Tile"] = importTile;
+    t["Einsum"] = importEinsum;
     t["CumSum"] = importCumSum;
     t["ScatterND"] = importScatterND;
     t["InstanceNormalization"] = importInstanceNorm;
