@@ -149,8 +149,11 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
         # increasing order between barriers (distopt's default is reverse).
         target_flags = (["--target", "cuda-emu", "--emulate-threads", "forward"]
                         if target == "cuda-emu-forward" else ["--target", target])
+        # Packed bundles share one runtime library (pack/lib): a thousand
+        # static ones would not fit what a GPU machine can be sent.
+        link = ["--runtime-link", "shared"] if pack is not None else []
         comp = subprocess.run([distopt, "compile", str(model_path), *shapes, *frozen,
-                               *target_flags, "-o", str(bundle)],
+                               *target_flags, *link, "-o", str(bundle)],
                               capture_output=True, text=True, timeout=300)
         if comp.returncode != 0:
             return case.name, "FAIL", "compile: " + first_error_line(comp.stderr)
@@ -202,6 +205,13 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
     return case.name, "PASS", note
 
 
+def packed_env(pack: Path) -> dict:
+    """The environment packed bundles run in: their shared runtime first."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = f"{pack / 'lib'}:" + env.get("LD_LIBRARY_PATH", "")
+    return env
+
+
 def run_packed_case(case_dir: Path) -> tuple[str, str]:
     for ds in sorted(case_dir.glob("ds*")):
         meta = json.loads((ds / "case.json").read_text())
@@ -209,7 +219,8 @@ def run_packed_case(case_dir: Path) -> tuple[str, str]:
         out_dir = ds / "out"
         try:
             run = subprocess.run([str(ds / "m.dx" / "m"), *args, "--output-dir", str(out_dir)],
-                                 capture_output=True, text=True, timeout=120)
+                                 capture_output=True, text=True, timeout=120,
+                                 env=packed_env(case_dir.parent))
         except subprocess.TimeoutExpired:
             return "FAIL", "run: timeout"
         if run.returncode != 0:
@@ -235,7 +246,7 @@ def run_packed_case(case_dir: Path) -> tuple[str, str]:
 
 def run_packed(pack: Path, jobs: int) -> int:
     """Runs the bundles --pack wrote (on a machine without the compiler)."""
-    cases = sorted(p for p in pack.iterdir() if p.is_dir())
+    cases = sorted(p for p in pack.iterdir() if p.is_dir() and p.name != "lib")
     with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = dict(zip((c.name for c in cases), pool.map(run_packed_case, cases)))
     for name, (status, why) in sorted(results.items()):
@@ -261,11 +272,21 @@ def main() -> int:
                     help="write bundles, inputs and expected outputs here instead of running "
                          "them (run them elsewhere with --run-packed)")
     ap.add_argument("--run-packed", type=Path, help="run the bundles --pack wrote and compare")
+    ap.add_argument("--runtime-lib-dir", default=str(ROOT / "build" / "lib" / "Runtime"),
+                    help="where --pack finds the shared runtime libraries")
     args = ap.parse_args()
     if args.run_packed:
         return run_packed(args.run_packed, args.jobs)
     if args.pack:
-        args.pack.mkdir(parents=True, exist_ok=True)
+        # The packed bundles load the shared runtime (--runtime-link shared)
+        # from pack/lib, where --run-packed puts it on LD_LIBRARY_PATH.
+        (args.pack / "lib").mkdir(parents=True, exist_ok=True)
+        libs = sorted(Path(args.runtime_lib_dir).glob("libdistopt_runtime*_shared.so"))
+        if not libs:
+            print(f"no shared runtime in {args.runtime_lib_dir}", file=sys.stderr)
+            return 1
+        for lib in libs:
+            shutil.copy(lib, args.pack / "lib" / lib.name)
 
     cases, out_of_scope = collect(args.filter, supported_ops(args.distopt))
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="distopt-conformance-"))

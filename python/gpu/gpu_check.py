@@ -123,6 +123,12 @@ GRADIENT_WEIGHTS_CARRIED = 4 << 20
 NCCL_REFUSAL = "train_sgd_clipped_dp2"
 
 
+# The bundles share one copy of the runtime (KIT/lib, on LD_LIBRARY_PATH
+# there): a hundred static executables of ~2 MB would not fit what a GPU
+# machine can be sent. The benchmarks (bench/gpu_*.py) keep static ones.
+SHARED_RUNTIME = ["--runtime-link", "shared"]
+
+
 def manifest_inputs(bundle: Path, seed=0):
     """Random inputs of the bundle's (global) input shapes."""
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -163,7 +169,7 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
         bundle = kit / f"{key}.cuda.dx"
         t0 = time.time()
         r = run([str(distopt), "compile", str(model_path), *flags, "--target", "cuda",
-                 "-o", str(bundle)])
+                 *SHARED_RUNTIME, "-o", str(bundle)])
         if r.returncode:
             failures += 1
             print(f"{key}: compile failed:\n{r.stderr}")
@@ -187,7 +193,8 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
             # its evaluation losses are the reference.
             item["eval_flags"] = EVALUATED[key]
             cpu = kit / f"{key}.cpu.dx"
-            r = run([str(distopt), "compile", str(model_path), *flags, "-o", str(cpu)])
+            r = run([str(distopt), "compile", str(model_path), *flags, *SHARED_RUNTIME,
+                     "-o", str(cpu)])
             log = kit / f"{key}.cpu.eval.jsonl"
             args = [a for n, f in item["data"].items() for a in ("--data", f"{n}={kit / f}")]
             evals = [a for n, f in item["data"].items()
@@ -234,7 +241,7 @@ def prepare_gradients(kit: Path, distopt: Path, torch_models: Path, plan: list,
             targets.append("cpu")
         for target in targets:
             r = run([str(distopt), "compile", str(source), "--gradients", "--loss",
-                     meta["loss_flag"], "--target", target, "-o",
+                     meta["loss_flag"], "--target", target, *SHARED_RUNTIME, "-o",
                      str(kit / f"{key}.{target}.dx")])
             if r.returncode:
                 break
@@ -319,7 +326,8 @@ def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
         nonlocal failures
         for target in ("cuda", "cpu"):
             bundle = kit / f"{key}.{target}.dx"
-            cmd = [str(distopt), "compile", str(onnx_path), *args, "-o", str(bundle)]
+            cmd = [str(distopt), "compile", str(onnx_path), *args, *SHARED_RUNTIME,
+                   "-o", str(bundle)]
             if target == "cuda":
                 cmd += ["--target", "cuda"]
             t0 = time.time()
@@ -367,10 +375,13 @@ def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
     if torch_models is not None:
         failures += prepare_training(kit, distopt, torch_models, plan)
     (kit / "plan.json").write_text(json.dumps(plan, indent=1))
-    # The GPU machine lacks LLVM's OpenMP runtime, which bundles link.
+    # The GPU machine lacks LLVM's OpenMP runtime, which bundles link, and
+    # the bundles' shared runtime (SHARED_RUNTIME).
     lib = kit / "lib"
     lib.mkdir(exist_ok=True)
-    for so in ("/usr/lib/llvm-22/lib/libomp.so.5",):
+    runtime_dir = distopt.resolve().parents[1] / "lib" / "Runtime"
+    for so in ["/usr/lib/llvm-22/lib/libomp.so.5",
+               *map(str, runtime_dir.glob("libdistopt_runtime*_shared.so"))]:
         if os.path.exists(so):
             data = Path(so).read_bytes()
             (lib / Path(so).name).write_bytes(data)

@@ -148,6 +148,39 @@ def test_bundle_without_a_gpu_says_so(examples, tmp_path):
     assert not out.exists() or not list(out.iterdir())
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", "cuda"])
+def test_shared_runtime_link(examples, target, tmp_path):
+    """--runtime-link shared: the bundle loads libdistopt_runtime[_cuda]_shared.so
+    (what scripts/gpu-check packs its bundles with) and computes what the
+    static bundle computes; a CUDA one without a GPU says so the same way."""
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32))
+    outs = {}
+    for link in ("static", "shared"):
+        bundle = tmp_path / f"{link}.dx"
+        run(DISTOPT, "compile", examples / "mlp.onnx", "--dim", "batch=2", "--target", target,
+            "--runtime-link", link, "-o", bundle)
+        exe = bundle / link
+        needed = run("ldd", exe).stdout
+        lib = "libdistopt_runtime_cuda_shared.so" if target == "cuda" else \
+            "libdistopt_runtime_shared.so"
+        assert (lib in needed) == (link == "shared"), needed
+        if link == "shared":
+            assert exe.stat().st_size < 200_000
+        proc = run(exe, "--input", f"x={x}", "--output-dir", tmp_path / link, check=False)
+        if target == "cuda" and not has_device():
+            assert proc.returncode == 1 and "no usable CUDA device" in proc.stderr
+            continue
+        assert proc.returncode == 0, proc.stderr
+        outs[link] = np.load(tmp_path / link / "y.npy")
+    if outs:
+        np.testing.assert_array_equal(outs["static"], outs["shared"])
+    proc = run(DISTOPT, "compile", examples / "mlp.onnx", "--runtime-link", "dynamic",
+               "-o", tmp_path / "bad.dx", check=False)
+    assert proc.returncode == 1
+    assert "--runtime-link must be static or shared, got 'dynamic'" in proc.stderr
+
+
 @cuda_device
 def test_bundles_match_onnx_runtime_on_the_gpu(torch_models, tmp_path):
     """On a GPU: the examples, plans and zoo against ONNX Runtime, and the

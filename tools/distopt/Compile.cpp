@@ -77,6 +77,16 @@ static cl::opt<std::string> cudaToolkit(
              "default: the one distopt was built with"),
     cl::value_desc("DIR"), cl::sub(tool::compileCommand()));
 
+static cl::opt<std::string> runtimeLink(
+    "runtime-link",
+    cl::desc("How the executable gets distopt's runtime: static (default: "
+             "the bundle runs anywhere its system libraries are) or shared "
+             "(it loads libdistopt_runtime[_cuda]_shared.so from distopt's "
+             "library directory or LD_LIBRARY_PATH: many bundles share one "
+             "copy)"),
+    cl::value_desc("static|shared"), cl::init("static"),
+    cl::sub(tool::compileCommand()));
+
 static cl::opt<bool> compileGradients(
     "gradients",
     cl::desc("Also compute the gradients of the model's first output (a "
@@ -219,6 +229,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
   bool toCUDA = compileTarget == "cuda";
   bool emulateCUDA = compileTarget == "cuda-emu";
+  if (runtimeLink != "static" && runtimeLink != "shared") {
+    WithColor::error() << "--runtime-link must be static or shared, got '"
+                       << runtimeLink << "'\n";
+    return 1;
+  }
   if (!toCUDA && !emulateCUDA && compileTarget != "cpu") {
     WithColor::error() << "--target must be cpu, cuda or cuda-emu, got '"
                        << compileTarget << "'\n";
@@ -1045,8 +1060,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   std::vector<std::string> targetLibs;
   if (toCUDA)
     targetLibs = cuda::linkLibraries();
+  std::string shared;
+  if (runtimeLink == "shared")
+    shared = toCUDA ? "distopt_runtime_cuda_shared" : "distopt_runtime_shared";
   if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
-                                 error, targetLibs)))
+                                 error, targetLibs, shared)))
     return fail(error);
   for (const std::string &o : objects)
     llvm::sys::fs::remove(o);

@@ -333,7 +333,8 @@ LogicalResult cpu::emitObjectFile(llvm::Module &llvmModule, StringRef path,
 LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
                                   StringRef output, StringRef runtimeLibDir,
                                   std::string &errorMessage,
-                                  ArrayRef<std::string> targetLibs) {
+                                  ArrayRef<std::string> targetLibs,
+                                  StringRef sharedRuntime) {
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     errorMessage = "no C compiler driver 'cc' on PATH to link with";
@@ -342,11 +343,20 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
   SmallVector<std::string> args = {*cc, "-o", output.str()};
   llvm::append_range(args, objects);
   args.push_back("-L" + runtimeLibDir.str());
-  // A device target's runtime first: it calls into the common runtime.
-  llvm::append_range(args, targetLibs);
-  for (const char *lib :
-       {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
-    args.push_back(lib);
+  if (!sharedRuntime.empty()) {
+    // main() from its archive, the rest from the shared library, found
+    // beside the build's archives or through LD_LIBRARY_PATH (a runpath).
+    args.push_back("-ldistopt_runtime_main");
+    args.push_back("-l" + sharedRuntime.str());
+    args.push_back("-Wl,--enable-new-dtags,-rpath," + runtimeLibDir.str());
+    args.push_back("-lopenblas");
+  } else {
+    // A device target's runtime first: it calls into the common runtime.
+    llvm::append_range(args, targetLibs);
+    for (const char *lib :
+         {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
+      args.push_back(lib);
+  }
   // The thread pool of the generated loops and the GEMM kernels: LLVM's
   // libomp, found by the build (an rpath, as it is not on the default
   // library path).

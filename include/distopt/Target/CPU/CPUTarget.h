@@ -90,11 +90,15 @@ mlir::LogicalResult emitObjectFile(llvm::Module &llvmModule,
 /// Links objects with the runtime into an executable using the system
 /// compiler driver (`cc`). `runtimeLibDir` holds libdistopt_runtime*.a;
 /// `targetLibs` (a device target's runtime and libraries) come before it.
+/// With `sharedRuntime` (a shared library name, e.g. distopt_runtime_shared)
+/// the executable loads that library instead of linking the runtime's
+/// archives and `targetLibs` (the shared library holds them).
 mlir::LogicalResult linkExecutable(llvm::ArrayRef<std::string> objects,
                                    llvm::StringRef output,
                                    llvm::StringRef runtimeLibDir,
                                    std::string &errorMessage,
-                                   llvm::ArrayRef<std::string> targetLibs = {});
+                                   llvm::ArrayRef<std::string> targetLibs = {},
+                                   llvm::StringRef sharedRuntime = {});
 
 } // namespace distopt::cpu
 
