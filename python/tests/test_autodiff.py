@@ -820,6 +820,19 @@ STRUCTURAL = {
                  helper.make_node("InstanceNormalization", ["h3", "scale", "bias"], ["a"],
                                   epsilon=1e-3)],
         [2, 2, 5], {"scale": [2], "bias": [2]}),
+    "GroupNormalization": (
+        lambda: [_ints("s3", [1, 4, 5]), helper.make_node("Reshape", ["h", "s3"], ["h3"]),
+                 helper.make_node("GroupNormalization", ["h3", "scale", "bias"], ["a"],
+                                  num_groups=2, epsilon=1e-3)],
+        [1, 4, 5], {"scale": [2], "bias": [2]}),  # opset 18: per group
+    "DepthToSpace": (
+        lambda: [_ints("s4", [1, 4, 5, 1]), helper.make_node("Reshape", ["h", "s4"], ["h4"]),
+                 helper.make_node("DepthToSpace", ["h4"], ["a"], blocksize=2, mode="CRD")],
+        [1, 1, 10, 2], {}),
+    "MeanVarianceNormalization": (
+        lambda: [_ints("s4", [1, 4, 5, 1]), helper.make_node("Reshape", ["h", "s4"], ["h4"]),
+                 helper.make_node("MeanVarianceNormalization", ["h4"], ["a"])],
+        [1, 4, 5, 1], {}),
     "ScatterND": (
         lambda: [_ints("idx", [[3], [0]]),
                  helper.make_node("Slice", ["h", "st", "en"], ["rows"]),
@@ -831,9 +844,11 @@ STRUCTURAL = {
 
 @pytest.mark.parametrize("case", list(STRUCTURAL))
 def test_structural_ops_match_finite_differences(case, tmp_path):
-    """Tile, CumSum, InstanceNormalization and ScatterND are written with
-    reshapes, broadcasts, pads, slices, reductions and where: their gradients
-    come from those ops' rules, checked here against finite differences."""
+    """Tile, CumSum, Instance/GroupNormalization, DepthToSpace,
+    MeanVarianceNormalization and ScatterND are written with reshapes,
+    transposes, broadcasts, pads, slices, reductions and where: their
+    gradients come from those ops' rules, checked here against finite
+    differences."""
     build, out_shape, extra = STRUCTURAL[case]
     nodes = ([helper.make_node("MatMul", ["x", "w"], ["h"]),
               _ints("st", [1]), _ints("en", [3])] + build() +

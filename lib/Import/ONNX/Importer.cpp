@@ -984,7 +984,8 @@ FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
       attr = dyn_cast<DenseElementsAttr>(c.getValue());
   if (!attr || attr.getNumElements() != 1) {
     (void)error(what + " (input " + std::to_string(i) +
-                ") must be a constant scalar");
+                ") must be a constant scalar after shape folding; distopt "
+                "compiles it into the program");
     return failure();
   }
   if (isa<FloatType>(attr.getElementType()))

@@ -2591,6 +2591,233 @@ LogicalResult importMod(NodeContext &nc) {
   return setResult(nc, r);
 }
 
+/// DepthToSpace (PixelShuffle) and SpaceToDepth: a reshape, a transpose and
+/// a reshape, as the ops' definitions write them.
+template <bool ToSpace>
+LogicalResult importDepthSpace(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(b, nc.intAttr("blocksize", 0));
+  TRY(mode, nc.stringAttr("mode", "DCR"));
+  RankedTensorType in = nc.inputType(0);
+  if (in.getRank() != 4)
+    return nc.error("input of rank " + std::to_string(in.getRank()) +
+                    ": expected N x C x H x W");
+  if (b < 1)
+    return nc.error("blocksize " + std::to_string(b) + " must be positive");
+  int64_t n = in.getDimSize(0), c = in.getDimSize(1), h = in.getDimSize(2),
+          w = in.getDimSize(3);
+  SmallVector<int64_t> split, perm, out;
+  if (mode != "DCR" && mode != "CRD")
+    return nc.error("mode '" + mode + "' is not DCR or CRD");
+  if (ToSpace) {
+    if (c % (b * b))
+      return nc.error(std::to_string(c) + " channels are not a multiple of "
+                      "blocksize² = " + std::to_string(b * b));
+    int64_t k = c / (b * b);
+    bool dcr = mode == "DCR";
+    split = dcr ? SmallVector<int64_t>{n, b, b, k, h, w}
+                : SmallVector<int64_t>{n, k, b, b, h, w};
+    perm = dcr ? SmallVector<int64_t>{0, 3, 4, 1, 5, 2}
+               : SmallVector<int64_t>{0, 1, 4, 2, 5, 3};
+    out = {n, k, h * b, w * b};
+  } else {
+    if (h % b || w % b)
+      return nc.error("spatial size " + shapeStr({h, w}) +
+                      " is not a multiple of blocksize " + std::to_string(b));
+    split = {n, c, h / b, b, w / b, b};
+    // DCR: output channel (i·b + j)·C + c; CRD: c·b² + i·b + j.
+    perm = mode == "CRD" ? SmallVector<int64_t>{0, 1, 3, 5, 2, 4}
+                         : SmallVector<int64_t>{0, 3, 5, 1, 2, 4};
+    out = {n, c * b * b, h / b, w / b};
+  }
+  Value t = nc.create<dopt::TransposeOp>(
+      reshape(nc, x, split), nc.builder().getDenseI64ArrayAttr(perm));
+  return setResult(nc, reshape(nc, t, out));
+}
+
+/// OneHot: the indices (negative ones counted from depth) compared with
+/// 0..depth-1 along the new axis; `values` = [off, on].
+LogicalResult importOneHot(NodeContext &nc) {
+  TRY(indices, nc.requiredInput(0));
+  TRY(depthValue, nc.constantScalar(1, "depth"));
+  TRY(values, nc.requiredInput(2));
+  TRY(axisAttr, nc.intAttr("axis", -1));
+  RankedTensorType it = nc.inputType(0), vt = nc.inputType(2);
+  int64_t rank = it.getRank() + 1;
+  TRY(axis, nc.normalizeAxis(axisAttr, rank));
+  int64_t depth = (int64_t)depthValue;
+  if (depth < 1)
+    return nc.error("depth " + std::to_string(depth) + " must be positive");
+  if (vt.getNumElements() != 2)
+    return nc.error("values of shape " + shapeStr(vt.getShape()) +
+                    ": expected [off, on]");
+  OpBuilder &b = nc.builder();
+  Type i64 = b.getI64Type();
+  Value idx = it.getElementType() == i64
+                  ? indices
+                  : nc.create<dopt::CastOp>(indices, TypeAttr::get(i64));
+  Value d = constantScalar(nc, i64, depth);
+  idx = nc.create<dopt::WhereOp>(
+      nc.create<dopt::LessOp>(idx, constantScalar(nc, i64, 0)),
+      nc.create<dopt::AddOp>(idx, d), idx);
+  SmallVector<int64_t> withAxis(it.getShape()), iotaShape(rank, 1), iota;
+  withAxis.insert(withAxis.begin() + axis, 1);
+  SmallVector<int64_t> outShape(withAxis);
+  outShape[axis] = depth;
+  if (!fitsInMemory(outShape, 8))
+    return nc.error("depth " + std::to_string(depth) + " makes the output too large");
+  iotaShape[axis] = depth;
+  for (int64_t i = 0; i < depth; ++i)
+    iota.push_back(i);
+  Value hot = nc.create<dopt::EqualOp>(reshape(nc, idx, withAxis),
+                                       nc.constantI64(iota, iotaShape));
+  Value flat = reshape(nc, values, {2});
+  Value off = reshape(nc, strided(nc, flat, {0}, {0}, {1}, {1}), {});
+  Value on = reshape(nc, strided(nc, flat, {0}, {1}, {1}, {1}), {});
+  return setResult(nc, nc.create<dopt::WhereOp>(hot, on, off));
+}
+
+/// GroupNormalization: each sample's channels in num_groups groups,
+/// normalised over the group's channels and spatial axes (in the stash
+/// type), then scaled and shifted per channel (opset 21: scale and bias of
+/// C) or per group (opset 18: of num_groups).
+LogicalResult importGroupNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  TRY(bias, nc.requiredInput(2));
+  TRY(groups, nc.intAttr("num_groups", 0));
+  TRY(eps, nc.floatAttr("epsilon", 1e-5f));
+  TRY(stashType, nc.intAttr("stash_type", onnx::TensorProto::FLOAT));
+  RankedTensorType in = nc.inputType(0);
+  if (in.getRank() < 2)
+    return nc.error("input of rank " + std::to_string(in.getRank()) +
+                    ": expected N x C x ...");
+  int64_t n = in.getDimSize(0), c = in.getDimSize(1);
+  if (groups < 1 || c % groups)
+    return nc.error(std::to_string(c) + " channels do not split into " +
+                    std::to_string(groups) + " groups");
+  int64_t per = nc.inputType(1).getNumElements();
+  if (per != c && per != groups)
+    return nc.error("scale of shape " + shapeStr(nc.inputType(1).getShape()) +
+                    ": expected " + std::to_string(c) + " (per channel) or " +
+                    std::to_string(groups) + " (per group)");
+  Type t = in.getElementType();
+  Type stash = convertDataType(nc.context(), stashType);
+  if (!stash || !isa<FloatType>(stash))
+    return nc.error("stash_type " + dataTypeName(stashType) +
+                    " is not a floating-point type distopt supports");
+  if (in.getNumElements() == 0)
+    return setResult(nc, x);
+  OpBuilder &b = nc.builder();
+  auto to = [&](Value v, Type u) {
+    return cast<RankedTensorType>(v.getType()).getElementType() == u
+               ? v
+               : nc.create<dopt::CastOp>(v, TypeAttr::get(u));
+  };
+  Value grouped =
+      reshape(nc, to(x, stash), {n, groups, in.getNumElements() / (n * groups)});
+  auto axes = b.getDenseI64ArrayAttr({2});
+  Value mean = nc.create<dopt::ReduceMeanOp>(grouped, axes, b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(grouped, mean);
+  Value var = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(centered, centered), axes, b.getBoolAttr(true));
+  Value normalized = to(
+      nc.create<dopt::DivOp>(centered,
+                             nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(
+                                 var, constantScalar(nc, stash, eps)))),
+      t);
+  // Per channel: [C, 1, ...] against x's shape; per group: [G, 1, ...]
+  // against [N, G, C/G, ...].
+  SmallVector<int64_t> view(in.getShape()), param = {per};
+  if (per == groups) {
+    view = {n, groups, c / groups};
+    llvm::append_range(view, in.getShape().drop_front(2));
+  }
+  for (size_t i = 2; i < view.size(); ++i)
+    param.push_back(1);
+  Value y = nc.create<dopt::AddOp>(
+      nc.create<dopt::MulOp>(reshape(nc, normalized, view),
+                             reshape(nc, to(scale, t), param)),
+      reshape(nc, to(bias, t), param));
+  return setResult(nc, reshape(nc, y, in.getShape()));
+}
+
+/// Xor of booleans: a ≠ b.
+LogicalResult importXor(NodeContext &nc) {
+  TRY(a, nc.requiredInput(0));
+  TRY(b, nc.requiredInput(1));
+  return setResult(nc, nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(a, b)));
+}
+
+/// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+LogicalResult importShrink(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(bias, nc.floatAttr("bias", 0.0f));
+  TRY(lambd, nc.floatAttr("lambd", 0.5f));
+  Type t = nc.inputType(0).getElementType();
+  Value below = nc.create<dopt::LessOp>(x, constantScalar(nc, t, -lambd));
+  Value above = nc.create<dopt::GreaterOp>(x, constantScalar(nc, t, lambd));
+  Value y = nc.create<dopt::WhereOp>(
+      below, nc.create<dopt::AddOp>(x, constantScalar(nc, t, bias)),
+      nc.create<dopt::WhereOp>(
+          above, nc.create<dopt::SubOp>(x, constantScalar(nc, t, bias)),
+          constantScalar(nc, t, 0)));
+  return setResult(nc, y);
+}
+
+/// MeanVarianceNormalization, as its ONNX function: (x - E[x]) /
+/// (sqrt(E[x²] - E[x]²) + 1e-9) over `axes` (default 0, 2, 3).
+LogicalResult importMeanVarianceNorm(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(axesAttr, nc.intsAttr("axes"));
+  RankedTensorType in = nc.inputType(0);
+  SmallVector<int64_t> axes;
+  for (int64_t a : axesAttr.value_or(SmallVector<int64_t>{0, 2, 3})) {
+    TRY(axis, nc.normalizeAxis(a, in.getRank()));
+    axes.push_back(axis);
+  }
+  OpBuilder &b = nc.builder();
+  Type t = in.getElementType();
+  auto mean = [&](Value v) {
+    return nc.create<dopt::ReduceMeanOp>(v, b.getDenseI64ArrayAttr(axes),
+                                         b.getBoolAttr(true));
+  };
+  Value m = mean(x);
+  Value var = nc.create<dopt::SubOp>(mean(nc.create<dopt::MulOp>(x, x)),
+                                     nc.create<dopt::MulOp>(m, m));
+  Value y = nc.create<dopt::DivOp>(
+      nc.create<dopt::SubOp>(x, m),
+      nc.create<dopt::AddOp>(nc.create<dopt::SqrtOp>(var),
+                             constantScalar(nc, t, 1e-9)));
+  return setResult(nc, y);
+}
+
+/// EyeLike: a constant of the input's 2-D shape with ones on diagonal k, in
+/// `dtype` (default the input's type).
+LogicalResult importEyeLike(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  (void)x;
+  TRY(k, nc.intAttr("k", 0));
+  RankedTensorType in = nc.inputType(0);
+  if (in.getRank() != 2)
+    return nc.error("input of rank " + std::to_string(in.getRank()) +
+                    ": expected 2");
+  Type t = in.getElementType();
+  if (nc.hasAttr("dtype")) {
+    TRY(dtype, nc.intAttr("dtype", 0));
+    t = convertDataType(nc.context(), dtype);
+    if (!t)
+      return nc.error("dtype " + dataTypeName(dtype) + " is not supported");
+  }
+  int64_t rows = in.getDimSize(0), cols = in.getDimSize(1);
+  SmallVector<double> v(rows * cols, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    if (i + k >= 0 && i + k < cols)
+      v[i * cols + i + k] = 1.0;
+  Value eye = floatConstant(nc, nc.builder().getF32Type(), {rows, cols}, v);
+  return setResult(nc, nc.create<dopt::CastOp>(eye, TypeAttr::get(t)));
+}
+
 /// ScatterND with constant indices (slice assignments; what exporters write
 /// for `t[a:b, c:d] = v`): the rows of `data` (flattened over the indexed
 /// axes) that an update replaces are known at import, so the result is a
@@ -2895,6 +3122,14 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["ConstantOfShape"] = importConstantOfShape;
     t["Range"] = importRange;
     t["Tile"] = importTile;
+    t["DepthToSpace"] = importDepthSpace<true>;
+    t["SpaceToDepth"] = importDepthSpace<false>;
+    t["OneHot"] = importOneHot;
+    t["GroupNormalization"] = importGroupNorm;
+    t["Xor"] = importXor;
+    t["Shrink"] = importShrink;
+    t["MeanVarianceNormalization"] = importMeanVarianceNorm;
+    t["EyeLike"] = importEyeLike;
     t["Einsum"] = importEinsum;
     t["CumSum"] = importCumSum;
     t["ScatterND"] = importScatterND;
