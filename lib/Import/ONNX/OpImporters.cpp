@@ -77,6 +77,26 @@ LogicalResult setResult(NodeContext &nc, Value y) {
   return success();
 }
 
+/// (x - mean) / sqrt(var + eps), the statistics over `axes` of x (kept as
+/// size-1 axes): what InstanceNormalization and GroupNormalization share
+/// (batch norm's training form keeps its mean and variance for the running
+/// statistics, so it writes them out).
+Value standardize(NodeContext &nc, Value x, ArrayRef<int64_t> axes,
+                  double eps) {
+  if (!x)
+    return x;
+  OpBuilder &b = nc.builder();
+  auto axesAttr = b.getDenseI64ArrayAttr(axes);
+  Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+  Value mean = nc.create<dopt::ReduceMeanOp>(x, axesAttr, b.getBoolAttr(true));
+  Value centered = nc.create<dopt::SubOp>(x, mean);
+  Value var = nc.create<dopt::ReduceMeanOp>(
+      nc.create<dopt::MulOp>(centered, centered), axesAttr, b.getBoolAttr(true));
+  return nc.create<dopt::DivOp>(
+      centered, nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(
+                    var, constantScalar(nc, elt, eps))));
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -2506,15 +2526,7 @@ LogicalResult importInstanceNorm(NodeContext &nc) {
     spatial.push_back(i);
     perChannel.push_back(1);
   }
-  auto axes = b.getDenseI64ArrayAttr(spatial);
-  Value xs = toStash(x);
-  Value mean = nc.create<dopt::ReduceMeanOp>(xs, axes, b.getBoolAttr(true));
-  Value centered = nc.create<dopt::SubOp>(xs, mean);
-  Value var = nc.create<dopt::ReduceMeanOp>(
-      nc.create<dopt::MulOp>(centered, centered), axes, b.getBoolAttr(true));
-  Value normalized = nc.create<dopt::DivOp>(
-      centered, nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(
-                    var, constantScalar(nc, stash, eps))));
+  Value normalized = standardize(nc, toStash(x), spatial, eps);
   Value y = nc.create<dopt::AddOp>(
       nc.create<dopt::MulOp>(normalized,
                              reshape(nc, toStash(scale), perChannel)),
@@ -2716,16 +2728,7 @@ LogicalResult importGroupNorm(NodeContext &nc) {
   };
   Value grouped =
       reshape(nc, to(x, stash), {n, groups, in.getNumElements() / (n * groups)});
-  auto axes = b.getDenseI64ArrayAttr({2});
-  Value mean = nc.create<dopt::ReduceMeanOp>(grouped, axes, b.getBoolAttr(true));
-  Value centered = nc.create<dopt::SubOp>(grouped, mean);
-  Value var = nc.create<dopt::ReduceMeanOp>(
-      nc.create<dopt::MulOp>(centered, centered), axes, b.getBoolAttr(true));
-  Value normalized = to(
-      nc.create<dopt::DivOp>(centered,
-                             nc.create<dopt::SqrtOp>(nc.create<dopt::AddOp>(
-                                 var, constantScalar(nc, stash, eps)))),
-      t);
+  Value normalized = to(standardize(nc, grouped, {2}, eps), t);
   // Per channel: [C, 1, ...] against x's shape; per group: [G, 1, ...]
   // against [N, G, C/G, ...].
   SmallVector<int64_t> view(in.getShape()), param = {per};
