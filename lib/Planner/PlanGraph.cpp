@@ -211,6 +211,21 @@ mlir::LogicalResult propagateBatch(PlanGraph &g, PlanNode &node,
               " has the batch's size but does not carry the batch";
         return mlir::failure();
       }
+  // A sum or mean over the batch (batch norm's statistics): no result keeps
+  // the batch factor, a reduction whose partial results add up (or average,
+  // over equal shares). Replicas reduce their own samples and all-reduce.
+  if (node.rule && batchFactor >= 0 && inner == 1 &&
+      !llvm::isa<dopt::ReshapeOp>(node.op)) {
+    const Factor &f = node.rule->factors[batchFactor];
+    bool kept = false;
+    for (unsigned r = 0; r < node.results.size(); ++r)
+      kept |= node.rule->resultDim(r, batchFactor) >= 0;
+    if (!kept && f.kind == FactorKind::Reduction &&
+        f.partial != PartialKind::Max) {
+      node.dataReduction = f.partial;
+      return mlir::success();
+    }
+  }
   bool ok = true;
   for (auto [r, t] : llvm::enumerate(node.results)) {
     PlanTensor &tensor = g.tensors[t];
@@ -357,6 +372,14 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
           g.batchMixer < 0) {
         g.batchMixer = index;
         g.batchMixerWhy = batchMixerReason(op, why);
+      }
+      if (node.dataReduction) {
+        if (g.batchReductions.empty())
+          g.batchReductionWhy = batchMixerReason(
+              op, *node.dataReduction == PartialKind::Mean
+                      ? "it averages over the batch"
+                      : "it sums over the batch");
+        g.batchReductions.push_back(index);
       }
       if (llvm::isa<dopt::MatMulOp, dopt::GemmOp>(op)) {
         // Operands computed from weights alone (a transposed weight) count

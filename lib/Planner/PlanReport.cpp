@@ -204,6 +204,23 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
                               : "");
     os << "; optimizer update " << seconds(p.optimizerUpdate) << ")\n";
   }
+  if (!p.dataCollectives.empty()) {
+    // Sums and means over the batch (batch norm's statistics in training
+    // form) are completed over the replicas.
+    int64_t forward = 0, backward = 0;
+    double bytes = 0, time = 0;
+    for (const PlannedCollective &c : p.dataCollectives) {
+      (c.backward ? backward : forward) += 1;
+      bytes += c.bytes;
+      time += c.time;
+    }
+    os << "  batch statistics synchronised over the " << p.dp << " replicas: "
+       << forward << " all-reduce" << (forward == 1 ? "" : "s");
+    if (backward)
+      os << " forward and " << backward << " backward";
+    os << " per step, " << bytesText(bytes) << " in all, "
+       << seconds(time) << " (" << graph.batchReductionWhy << ")\n";
+  }
   os << "peak memory per device " << gib(p.peakMemory) << " of "
      << gib(static_cast<double>(cluster.device.memoryCapacity) *
             options.usableMemoryFraction)
@@ -409,6 +426,20 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"fits", p.fits},
         {"stages", std::move(stages)},
         {"tp_collectives_per_microbatch", std::move(collectives)},
+        {"batch_statistics_all_reduces_per_microbatch", [&] {
+           // Sums and means over the batch completed over the replicas.
+           int64_t forward = 0, backward = 0;
+           double bytes = 0, seconds = 0;
+           for (const PlannedCollective &c : p.dataCollectives) {
+             (c.backward ? backward : forward) += 1;
+             bytes += c.bytes;
+             seconds += c.time;
+           }
+           return json::Object{{"forward", forward},
+                               {"backward", backward},
+                               {"bytes", bytes},
+                               {"time_s", seconds}};
+         }()},
     };
   };
   json::Object root = planObject(result.best);

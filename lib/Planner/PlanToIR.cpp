@@ -333,6 +333,10 @@ void distopt::planner::recordPlannedBackward(mlir::ModuleOp module,
       if (c.backward)
         ++planned[{collectiveKindName(c.kind).str(),
                    static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+  for (const PlannedCollective &c : plan.dataCollectives)
+    if (c.backward)
+      ++planned[{collectiveKindName(c.kind).str(),
+                 static_cast<int64_t>(std::llround(c.bytes)) * batches}];
   llvm::SmallVector<mlir::Attribute> list;
   for (auto &[k, n] : planned)
     list.push_back(b.getDictionaryAttr(
@@ -363,8 +367,12 @@ llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
   CollectiveCounts program =
       programCollectives(module, tp, [](mlir::Operation *op) {
         auto axes = op->getAttrOfType<mlir::DenseI16ArrayAttr>("grid_axes");
+        // Over the tensor axis, and over the data axis those that complete
+        // the shares of a batch statistic's adjoint (not the gradients'
+        // synchronisation, which the plan prices separately).
         return op->hasAttr("dopt.backward") && axes &&
-               llvm::is_contained(axes.asArrayRef(), distopt::grid::kTensorAxis);
+               (llvm::is_contained(axes.asArrayRef(), distopt::grid::kTensorAxis) ||
+                llvm::is_contained(axes.asArrayRef(), distopt::grid::kDataAxis));
       });
   bool within = true;
   for (auto &[k, n] : program) {
@@ -391,6 +399,10 @@ llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
       if (!c.backward)
         ++planned[{collectiveKindName(c.kind).str(),
                    static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+  for (const PlannedCollective &c : plan.dataCollectives)
+    if (!c.backward)
+      ++planned[{collectiveKindName(c.kind).str(),
+                 static_cast<int64_t>(std::llround(c.bytes)) * batches}];
   CollectiveCounts program =
       programCollectives(module, plan.tp, [](mlir::Operation *) { return true; });
   if (planned == program)

@@ -348,9 +348,50 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
       stash[i] = 0;
       workspace[i] = f.stored;
     }
-    time[i] = computeT[i] + commT[i];
     params[i] = f.params;
   }
+  // Sums and means over the batch (batch norm's statistics) split over the
+  // replicas: each result is all-reduced over the data axis (again when
+  // full recomputation reruns the forward), and in training its adjoint's
+  // shares once more (distopt-autodiff). Latency-bound: a few channels each.
+  std::vector<PlannedCollective> dataCollectives;
+  if (dp > 1 && !g.batchReductions.empty()) {
+    DeviceGroup group = DeviceGroup::range(0, dp, tp);
+    for (int64_t node : g.batchReductions) {
+      int64_t seg = 0;
+      while (seg + 1 < n && node >= g.segments[seg].end)
+        ++seg;
+      // A result split over the tensor axis (per-channel statistics of
+      // channel-split activations) is all-reduced in its rank's part: the
+      // segment's solution says, in its class's first segment's numbering.
+      const Segment &in = g.segments[seg];
+      int64_t rep = 0;
+      while (g.segments[rep].classId != in.classId)
+        ++rep;
+      int64_t solved = g.segments[rep].begin + (node - in.begin);
+      SmallVector<int64_t, 2> states;
+      for (const NodeChoice &c : ch.solutions[seg]->choices)
+        if (c.node == solved)
+          states.assign(c.resultStates.begin(), c.resultStates.end());
+      for (auto [r, t] : llvm::enumerate(g.nodes[node].results)) {
+        double bytes = g.tensors[t].bytes(1);
+        if (r < states.size() && states[r] >= 0)
+          bytes /= static_cast<double>(tp);
+        double one =
+            bestAllReduce(cluster, group, static_cast<int64_t>(std::llround(bytes)),
+                          opts.efficiency)
+                .second;
+        dataCollectives.push_back({CollectiveKind::AllReduce, t, bytes, false, one});
+        commT[seg] += one * (train() && full ? 2 : 1);
+        if (train()) {
+          dataCollectives.push_back({CollectiveKind::AllReduce, t, bytes, true, one});
+          commT[seg] += one;
+        }
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    time[i] = computeT[i] + commT[i];
   std::vector<double> prefixParams(n + 1, 0), prefixStash(n + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     prefixParams[i + 1] = prefixParams[i] + params[i];
@@ -408,6 +449,7 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   plan.microbatches = m;
   plan.recompute = rc;
   plan.schedule = opts.schedule;
+  plan.dataCollectives = std::move(dataCollectives);
   if (bound < 0) {
     // Does not fit: record the memory of the time-balanced partition.
     plan.fits = false;
@@ -525,6 +567,20 @@ llvm::Expected<PlanResult> Searcher::run() {
                 " splits the batch, but " + g.batchMixerWhy +
                 ", so the samples of a batch cannot be split; only "
                 "--microbatches 1 is possible for this model");
+  // Sums and means over the batch split over replicas (an all-reduce
+  // completes them), but a micro-batch's statistic is not the batch's, and
+  // a padded share would count its padding.
+  bool statistics = !g.batchReductions.empty();
+  if (batchSplits && statistics && opts.microbatches && *opts.microbatches > 1)
+    return fail("--microbatches " + std::to_string(*opts.microbatches) +
+                " splits the batch, but " + g.batchReductionWhy +
+                " (a statistic of a micro-batch is not the batch's); only "
+                "--microbatches 1 is possible for this model");
+  if (batchSplits && statistics && opts.dp && batch % *opts.dp != 0)
+    return fail("--dp " + std::to_string(*opts.dp) + " does not divide the "
+                "global batch of " + std::to_string(batch) + ", but " +
+                g.batchReductionWhy + ", which padded samples would enter; "
+                "use a data-parallel degree that divides the batch");
   if (opts.pp && (*opts.pp < 1 || *opts.pp > segments))
     return fail("--pp " + std::to_string(*opts.pp) + " exceeds the " +
                 std::to_string(segments) +
@@ -576,12 +632,14 @@ llvm::Expected<PlanResult> Searcher::run() {
           continue;
         int64_t perReplica = (batch + dp - 1) / dp;
         for (int64_t b = 1; b <= perReplica; ++b) {
-          if (perReplica % b != 0 || (!batchSplits && b != perReplica))
+          // The replica's batch in one piece where it cannot be cut.
+          bool whole = !batchSplits || statistics;
+          if (perReplica % b != 0 || (whole && b != perReplica))
             continue;
           if (opts.microbatches) {
             if (perReplica / b != *opts.microbatches)
               continue;
-          } else if (!smooth(b) || b > (train() ? 32 : 256)) {
+          } else if (!whole && (!smooth(b) || b > (train() ? 32 : 256))) {
             if (b != 1)
               continue;
           }
@@ -801,6 +859,13 @@ llvm::Expected<PlanResult> searchServers(const PlanGraph &graph,
     return fail("parameter servers serve data-parallel workers: --tp and "
                 "--pp must be 1 with --sync " +
                 gradientSyncName(options.sync));
+  // Workers run apart (no collective among them): a statistic of the whole
+  // batch, all-reduced over the replicas, has no place there.
+  if (!graph.batchReductions.empty())
+    return fail("parameter-server workers run apart, but " +
+                graph.batchReductionWhy +
+                ", which needs the replicas' all-reduce; train this model "
+                "with --sync allreduce");
   if (options.servers && (*options.servers < 1 ||
                           *options.servers + 1 + options.backupWorkers > devices))
     return fail("--servers " + llvm::Twine(*options.servers) + " with " +

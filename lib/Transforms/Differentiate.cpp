@@ -18,6 +18,18 @@
 // operator: identity forward, all-reduce backward). The collectives the
 // partitioner placed are transposed by their rules (AutodiffRules.cpp).
 //
+// Data parallelism with batch statistics (a sum or mean over the batch,
+// batch norm's in training form, completed by an all-reduce over the data
+// axis: distopt-partition): the statistic is then the same on every replica
+// ("whole"), and what a replica computes from it with its own samples
+// contributes only that replica's share of the statistic's adjoint. Those
+// shares are kept apart, carried back through the ops that compute from
+// whole statistics alone, and summed over the replicas at the all-reduce
+// that made the statistic: its operand's adjoint is the all-reduce of the
+// shares (SyncBatchNorm's backward). The loss's own sums (distopt-append-
+// loss) are whole too, with whole adjoints: the seed. Weights, the same on
+// every replica, keep their shares, which distopt-sync-gradients sums.
+//
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Transforms/Autodiff.h"
@@ -39,12 +51,63 @@ bool hasAxis(ArrayRef<int16_t> axes, int16_t axis) {
   return llvm::is_contained(axes, axis);
 }
 
-int64_t tensorRanksOf(Operation *op) {
+int64_t ranksOf(Operation *op, int16_t axis) {
   auto module = op->getParentOfType<ModuleOp>();
+  if (!module)
+    return 1;
   if (auto grid = module.lookupSymbol<shard::GridOp>(grid::kName))
-    if (grid.getShape().size() > size_t(grid::kTensorAxis))
-      return grid.getShape()[grid::kTensorAxis];
+    if (grid.getShape().size() > size_t(axis))
+      return grid.getShape()[axis];
   return 1;
+}
+
+int64_t tensorRanksOf(Operation *op) { return ranksOf(op, grid::kTensorAxis); }
+
+bool isDataAllReduce(Operation *op) {
+  auto c = dyn_cast<shard::AllReduceOp>(op);
+  return c && hasAxis(c.getGridAxes(), grid::kDataAxis);
+}
+
+/// The whole statistics of `ops` (Differentiate.cpp's header): the results
+/// of all-reduces over the data axis and what is computed from them and from
+/// values the same on every replica alone (weights, constants). Everything
+/// else differs between the replicas: the samples (arguments that are not
+/// weights), values made outside `ops` (received or sliced activations), and
+/// what is computed from those. `resolve` maps an operand to the value that
+/// stands for it (a recomputed twin). Empty without a data axis of more than
+/// one rank.
+llvm::DenseSet<Value> wholeStatistics(ArrayRef<Operation *> ops,
+                                      llvm::function_ref<Value(Value)> resolve) {
+  llvm::DenseSet<Value> whole, varying, seen;
+  if (ops.empty() || ranksOf(ops.front(), grid::kDataAxis) <= 1)
+    return whole;
+  auto differs = [&](Value operand) {
+    Value v = resolve(operand);
+    if (varying.count(v))
+      return true;
+    if (whole.count(v) || seen.count(v))
+      return false;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      return !func || !func.getArgAttr(arg.getArgNumber(), "dopt.weight");
+    }
+    return !isa<dopt::ConstantOp, dopt::WeightOp>(v.getDefiningOp());
+  };
+  for (Operation *top : ops)
+    top->walk([&](Operation *op) {
+      llvm::DenseSet<Value> &into =
+          isDataAllReduce(op) ? whole
+          : llvm::any_of(op->getOperands(), differs) ? varying
+          : llvm::any_of(op->getOperands(),
+                         [&](Value v) { return whole.count(resolve(v)) > 0; })
+              ? whole
+              : seen;
+      for (Value r : op->getResults()) {
+        into.insert(r);
+        seen.insert(r);
+      }
+    });
+  return whole;
 }
 
 } // namespace
@@ -152,6 +215,19 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
     accumulate(adjoint, v, summed);
     return adjoint.lookup(v);
   };
+  // Shares of whole statistics' adjoints (the header), summed over the
+  // replicas at the all-reduce that made each statistic.
+  llvm::DenseSet<Value> statistics = wholeStatistics(ops, resolve);
+  llvm::DenseMap<Value, Value> dataShares;
+  auto allReduce = [&](Value v, int16_t axis, shard::ReductionKind kind) {
+    MLIRContext *ctx = b.getContext();
+    auto op = shard::AllReduceOp::create(
+        b, v.getLoc(), v.getType(), FlatSymbolRefAttr::get(ctx, grid::kName),
+        b.getDenseI16ArrayAttr({axis}), v,
+        shard::ReductionKindAttr::get(ctx, kind));
+    op->setAttr("dopt.backward", b.getUnitAttr());
+    return op.getResult();
+  };
   for (auto [v, g] : seeds)
     if (g)
       accumulate(adjoint, v, g);
@@ -164,6 +240,37 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
       continue;
     bool depends = llvm::any_of(
         op->getOperands(), [&](Value v) { return active.count(resolve(v)); });
+    if (depends && llvm::any_of(op->getResults(), [&](Value r) {
+          return dataShares.count(r);
+        })) {
+      // The replicas' shares of a whole statistic's adjoint: summed where
+      // the statistic was made, carried back through what computes from it.
+      SmallVector<Value> gs;
+      for (Value r : op->getResults()) {
+        gs.push_back(dataShares.lookup(r));
+        dataShares.erase(r);
+      }
+      if (auto all = dyn_cast<shard::AllReduceOp>(op); all && isDataAllReduce(op)) {
+        Value x = resolve(all.getInput());
+        if (all.getReduction() != shard::ReductionKind::Sum &&
+            all.getReduction() != shard::ReductionKind::Average)
+          return all.emitError("no gradient rule for a ")
+                 << shard::stringifyReductionKind(all.getReduction())
+                 << " all-reduce of a batch statistic";
+        if (active.count(x))
+          accumulate(adjoint, x,
+                     allReduce(gs[0], grid::kDataAxis, all.getReduction()));
+      } else {
+        SmallVector<Value> operandGs;
+        if (failed(applyRule(b, op, gs, operandGs)))
+          return failure();
+        for (auto [operand, g] : llvm::zip(op->getOperands(), operandGs)) {
+          Value v = resolve(operand);
+          if (g && active.count(v))
+            accumulate(statistics.count(v) ? dataShares : adjoint, v, g);
+        }
+      }
+    }
     bool any = llvm::any_of(op->getResults(), [&](Value r) {
       return adjoint.count(r) || shares.count(r);
     });
@@ -210,14 +317,28 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
                       llvm::any_of(op->getResults(), [&](Value r) {
                         return tensorVarying.count(r);
                       });
+    // An op computing from a whole statistic and this replica's samples
+    // contributes this replica's share of the statistic's adjoint.
+    bool perReplica = !statistics.empty() &&
+                      !isa<shard::ShardDialect>(op->getDialect()) &&
+                      llvm::any_of(op->getResults(), [&](Value r) {
+                        return !statistics.count(r);
+                      });
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGs)) {
       Value v = resolve(operand);
       if (!g || !active.count(v))
         continue;
-      if (sharesOnly && !tensorVarying.count(v))
+      if (perReplica && statistics.count(v)) {
+        // A tensor-split op's part of it is this rank's share over the
+        // tensor axis as well: summed there first.
+        if (sharesOnly && !tensorVarying.count(v))
+          g = allReduce(g, grid::kTensorAxis, shard::ReductionKind::Sum);
+        accumulate(dataShares, v, g);
+      } else if (sharesOnly && !tensorVarying.count(v)) {
         accumulate(shares, v, g);
-      else
+      } else {
         accumulate(adjoint, v, g);
+      }
     }
   }
   SmallVector<Value> out;

@@ -196,6 +196,7 @@ private:
   LogicalResult propagateBlock(Value v, BlockLayout layout, Operation *user);
   LogicalResult retypeOp(Operation *op);
   LogicalResult checkRule(Operation *op);
+  LogicalResult completeDataReduction(Operation *op);
   /// Each op's sharding rule, taken on the global shapes before retyping.
   llvm::DenseMap<Operation *, planner::OpShardingRule> rules;
   LogicalResult splitVocabularyGather(dopt::GatherOp g);
@@ -595,6 +596,65 @@ LogicalResult Partitioner::checkRule(Operation *op) {
   return success();
 }
 
+/// A sum or mean over a batch split over the data axis (batch norm's
+/// statistics; the planner's PlanNode::dataReduction): each replica has
+/// reduced its own samples, and an all-reduce over the replicas completes
+/// the result -- summing, or averaging the means of equal shares (an
+/// unevenly split batch was refused by retypeOp).
+LogicalResult Partitioner::completeDataReduction(Operation *op) {
+  auto it = rules.find(op);
+  if (it == rules.end() || gridShape[kDataAxis] == 1)
+    return success();
+  const planner::OpShardingRule &rule = it->second;
+  std::optional<planner::PartialKind> kind;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto p = produced.find(v);
+    if (p == produced.end() || i >= rule.operandDims.size())
+      continue;
+    int64_t d = p->second.dimOf(kDataAxis);
+    if (d < 0 || d >= static_cast<int64_t>(rule.operandDims[i].size()))
+      continue;
+    int64_t f = rule.operandDims[i][d];
+    if (f < 0)
+      continue;
+    bool kept = false;
+    for (unsigned r = 0; r < rule.resultDims.size(); ++r)
+      kept |= rule.resultDim(r, f) >= 0;
+    if (kept)
+      continue;
+    const planner::Factor &factor = rule.factors[f];
+    if (factor.kind != planner::FactorKind::Reduction ||
+        factor.partial == planner::PartialKind::Max)
+      return op->emitError("this op reduces a batch split over the data axis "
+                           "in a way an all-reduce cannot complete "
+                           "(internal error: the planner lets only sums and "
+                           "means over the batch through)");
+    kind = factor.partial;
+    break;
+  }
+  if (!kind)
+    return success();
+  builder.setInsertionPointAfter(op);
+  auto reduction = shard::ReductionKindAttr::get(
+      module.getContext(), *kind == planner::PartialKind::Mean
+                               ? shard::ReductionKind::Average
+                               : shard::ReductionKind::Sum);
+  for (OpResult r : op->getResults()) {
+    auto all = shard::AllReduceOp::create(builder, op->getLoc(), r.getType(),
+                                          gridRef(), axisAttr(kDataAxis), r,
+                                          reduction);
+    r.replaceAllUsesExcept(all.getResult(), all);
+    auto p = produced.find(r);
+    if (p != produced.end()) {
+      Sharding s = p->second;
+      produced[all.getResult()] = s;
+    }
+    if (Type g = globalTypes.lookup(r))
+      globalTypes[all.getResult()] = g;
+  }
+  return success();
+}
+
 LogicalResult Partitioner::run() {
   if (gridShape.size() != 3)
     return grid.emitError("expected the planner's 3-axis grid (stages x data "
@@ -723,7 +783,8 @@ LogicalResult Partitioner::run() {
     }
     if (isa<shard::ShardingOp, func::ReturnOp>(op))
       continue;
-    if (failed(checkRule(op)) || failed(retypeOp(op)))
+    if (failed(checkRule(op)) || failed(retypeOp(op)) ||
+        failed(completeDataReduction(op)))
       return failure();
   }
   for (Operation *op : llvm::reverse(dead))

@@ -297,8 +297,9 @@ def test_uneven_batch_splits(models, tmp_path, name, dims, shapes, plan):
 @pytest.mark.parametrize("model,shape,plan", [
     *[("upsampler_mse", (2, 3, 11, 13), p) for p in ("dp2", "tp2", "pp2")],
     # Its batch norm is in training form (statistics over the batch): the
-    # planner refuses dp and micro-batches; two stages, one micro-batch.
-    *[("conv1d_cross_entropy", (4, 5), p) for p in ("tp2", "pp2mb1")]])
+    # replicas all-reduce them under dp; micro-batches are refused (two
+    # stages, one micro-batch).
+    *[("conv1d_cross_entropy", (4, 5), p) for p in ("dp2", "tp2", "pp2mb1")]])
 def test_transposed_convolutions_distributed(torch_models, tmp_path, plan, model, shape):
     """Models exported by torch under forced plans on local:2: the same
     outputs as one process. An encoder-decoder (nn.Conv2d down,

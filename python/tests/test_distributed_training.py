@@ -15,8 +15,8 @@ import pytest
 
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
-                      assert_follows_reference, batches_as_data, compile_step, learnable_data,
-                      rel_err, train, train_flags)
+                      assert_follows_reference, assert_plans_equal_one_process, batches_as_data, compile_step, learnable_data,
+                      reference_model, rel_err, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -44,6 +44,78 @@ def test_data_parallel_training_matches_pytorch(run_name, dp, bucket_mb, torch_m
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["ranks"] == dp and manifest["grid"] == [1, dp, 1]
     assert_follows_reference(bundle, dp, d, meta, tmp_path, f"{run_name} on {dp} replicas")
+
+
+@pytest.mark.parametrize("run_name,plan", [
+    ("bn_sgd", ["--dp", "2"]), ("bn_adamw", ["--dp", "2", "--zero", "1"]),
+    # The GPU kernels (emulated): the statistics' reductions and their
+    # all-reduces on device buffers.
+    ("bn_sgd", ["--dp", "2", "--target", "cuda-emu"])])
+def test_batch_norm_statistics_are_synchronised_over_replicas(run_name, plan, torch_models,
+                                                              tmp_path):
+    """Batch norm in training form under data parallelism: each replica
+    sums its samples and an all-reduce over the replicas completes the
+    batch's mean and variance (SyncBatchNorm), and backward all-reduces the
+    statistics' adjoint shares -- so 2 replicas follow torch.optim on the
+    whole batch (one process), running statistics included."""
+    d = torch_models / "train_bn"
+    meta = json.loads((d / "meta.json").read_text())[run_name]
+    model = reference_model(d, meta, tmp_path / "model.onnx")
+    bundle = compile_step(model, tmp_path / "bn.dx", meta["config"]["kind"], "--cluster",
+                          "local:2", *plan)
+    steps, saved = train(bundle, 2, *batches_as_data(d, tmp_path), "--steps", "20",
+                         "--no-shuffle", *train_flags(meta["config"]))
+    losses = np.array([s["loss"] for s in steps])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= 1e-4, f"{run_name}: {name}: relative error {err:.3g}"
+    # Running statistics: the mean as PyTorch's; the variance ONNX's
+    # population one where PyTorch keeps the unbiased one (close, not equal).
+    for name, f in meta["buffers"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
+
+
+def test_synchronised_batch_norm_under_tensor_and_pipeline_parallelism(torch_models,
+                                                                       tmp_path):
+    """The batch-norm CNN trained under dp 2 x tp 2 (the statistics'
+    adjoint shares of tensor-split ops summed over both axes) and dp 2 x
+    pp 2 (the statistics inside the stages) equals one process: losses,
+    gradient norms and weights within 1e-5."""
+    d = torch_models / "train_bn"
+    meta = json.loads((d / "meta.json").read_text())["bn_sgd"]
+    model = reference_model(d, meta, tmp_path / "model.onnx")
+    data = [*batches_as_data(d, tmp_path), "--steps", "6", "--no-shuffle",
+            *train_flags(meta["config"])]
+    plans = {"dp2tp2": (4, ["--dp", "2", "--tp", "2"]),
+             "dp2pp2": (4, ["--dp", "2", "--pp", "2"])}
+    assert_plans_equal_one_process(model, "sgd", data, plans, tmp_path)
+
+
+def test_loss_in_the_graph_trains_data_parallel_like_one_process(torch_models, tmp_path):
+    """A model exported with its loss (nn.CrossEntropyLoss as ONNX's
+    SoftmaxCrossEntropyLoss: a mean over the batch) splits over replicas
+    too: the mean is each replica's, completed by an all-reduce, and its
+    adjoint is the seed's share. 2 replicas equal one process."""
+    model = torch_models / "mlp_cross_entropy" / "model.onnx"
+    rng = np.random.default_rng(5)
+    np.save(tmp_path / "x.npy", rng.standard_normal((24, 16)).astype(np.float32))
+    np.save(tmp_path / "t.npy", rng.integers(0, 8, 24).astype(np.int64))
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"t={tmp_path / 't.npy'}",
+            "--steps", "4", "--no-shuffle", "--lr", "0.01"]
+    one = compile_step(model, tmp_path / "one.dx", "adamw", loss="output")
+    two = compile_step(model, tmp_path / "two.dx", "adamw", "--cluster", "local:2", "--dp",
+                       "2", loss="output")
+    manifest = json.loads((two / "manifest.json").read_text())
+    assert manifest["grid"] == [1, 2, 1]
+    base, base_w = train(one, 1, *data)
+    steps, saved = train(two, 2, *data)
+    for a, b in zip(steps, base):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (a, b)
+        assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * b["grad_norm"], (a, b)
+    for f in base_w.iterdir():
+        assert rel_err(np.load(saved / f.name), np.load(f)) <= 1e-5, f.name
 
 
 def test_data_parallel_equals_one_process_and_buckets_do_not_matter(torch_models, tmp_path):
@@ -252,12 +324,20 @@ def test_distributed_training_errors(torch_models, tmp_path):
             "--zero", "1", "--cluster", "local:2", "--dp", "2", "-o", tmp_path / "g.dx",
             check=False)
     assert p.returncode == 1 and "--zero 1 shards the optimizer state" in p.stderr
-    # Batch norm in training form reduces over the batch: its statistics
-    # would be per replica, which distopt does not do silently.
+    # Batch norm in training form averages over the batch: replicas of
+    # unequal (padded) shares, or micro-batches, would change its statistics.
     bn = torch_models / "train_bn" / "model.onnx"
     p = run(DISTOPT, "compile", bn, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
-            "--cluster", "local:2", "--dp", "2", "-o", tmp_path / "bn.dx", check=False)
-    assert p.returncode == 1 and "only --dp 1 is possible for this model" in p.stderr, p.stderr
+            "--cluster", "local:3", "--dp", "3", "-o", tmp_path / "bn.dx", check=False)
+    assert p.returncode == 1 and "--dp 3 does not divide the global batch of 4, but node " \
+        in p.stderr and "it averages over the batch, which padded samples would enter" \
+        in p.stderr, p.stderr
+    p = run(DISTOPT, "compile", bn, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+            "--cluster", "local:2", "--pp", "2", "--microbatches", "2", "-o",
+            tmp_path / "bn.dx", check=False)
+    assert p.returncode == 1 and "--microbatches 2 splits the batch, but node " in p.stderr \
+        and "(a statistic of a micro-batch is not the batch's); only --microbatches 1" \
+        in p.stderr, p.stderr
     # A data-parallel step started on the wrong number of processes.
     bundle = compile_step(model, tmp_path / "dp2.dx", "sgd", "--cluster", "local:2",
                           "--dp", "2")

@@ -240,6 +240,11 @@ def test_errors(torch_models, tmp_path):
           "parameter servers already hold it")
     fails(["compile", model, "--gradients", "--cluster", "local:3", "--sync", "ps"],
           "needs --loss and --optimizer")
+    # A mean over the batch in the model (its own loss; batch norm's
+    # statistics) needs the replicas' all-reduce, which workers do not run.
+    fails(["compile", torch_models / "mlp_cross_entropy" / "model.onnx", "--loss", "output",
+           "--optimizer", "sgd", "--cluster", "local:3", "--sync", "async"],
+          "parameter-server workers run apart, but node ")
     data = learnable_data(tmp_path, 60, 1)
     ar = compile_step(model, tmp_path / "ar.dx", "sgd", "--cluster", "local:2", "--dp", "2")
     p = run(DISTOPT, "run", "-n", "2", ar, "train", *data, "--steps", "2", "--stale-lr",

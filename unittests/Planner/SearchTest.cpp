@@ -246,6 +246,65 @@ TEST_F(PlannerTest, ModelsThatMixSamplesAreNotSplitByBatch) {
   EXPECT_EQ(best->best.microbatches, 1);
 }
 
+TEST_F(PlannerTest, SumsAndMeansOverTheBatchSplitOverReplicas) {
+  // Batch norm's statistic in training form: a mean over N and the
+  // features. Not a mixer: each replica reduces its samples and an
+  // all-reduce completes it, priced and listed; micro-batches and a dp that
+  // does not divide the batch are refused.
+  auto f = parse(R"(func.func @f(%x: tensor<4x8xf32> {dopt.symbolic_dims = ["batch", ""]}) -> tensor<4x8xf32> {
+  %w = dopt.weight {name = "w", type = tensor<8x8xf32>} : () -> tensor<8x8xf32>
+  %0 = dopt.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %1 = dopt.reduce_mean %0 {axes = array<i64: 0>, keepdims = true} : (tensor<4x8xf32>) -> tensor<1x8xf32> loc("stat")
+  %2 = dopt.sub %0, %1 : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+})");
+  auto g = buildPlanGraph(f, 4, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  EXPECT_EQ(g->batchMixer, -1) << g->batchMixerWhy;
+  ASSERT_EQ(g->batchReductions.size(), 1u);
+  const PlanNode &stat = g->nodes[g->batchReductions[0]];
+  EXPECT_EQ(stat.dataReduction, PartialKind::Mean);
+  EXPECT_EQ(g->tensors[stat.results[0]].batchDim, -1);
+  EXPECT_NE(g->batchReductionWhy.find("node 'stat'"), std::string::npos)
+      << g->batchReductionWhy;
+  PlanOptions o;
+  o.mode = PlanMode::Train;
+  o.globalBatch = 4;
+  o.dp = 2;
+  auto r = searchPlan(*g, preset("local:2"), o);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->best.dp, 2);
+  EXPECT_EQ(r->best.microbatches, 1);
+  // Forward and backward, 8 floats each.
+  ASSERT_EQ(r->best.dataCollectives.size(), 2u);
+  EXPECT_FALSE(r->best.dataCollectives[0].backward);
+  EXPECT_TRUE(r->best.dataCollectives[1].backward);
+  EXPECT_EQ(r->best.dataCollectives[0].bytes, 32.0);
+  EXPECT_GT(r->best.dataCollectives[0].time, 0.0);
+  // Forced micro-batches, an uneven split: refused, naming the node.
+  o.dp = 1;
+  o.microbatches = 2;
+  auto mb = searchPlan(*g, preset("local:2"), o);
+  ASSERT_FALSE(static_cast<bool>(mb));
+  std::string msg = llvm::toString(mb.takeError());
+  EXPECT_NE(msg.find("--microbatches 2 splits the batch, but node 'stat'"),
+            std::string::npos)
+      << msg;
+  o.microbatches.reset();
+  o.dp = 3;
+  auto uneven = searchPlan(*g, preset("local:4"), o);
+  ASSERT_FALSE(static_cast<bool>(uneven));
+  msg = llvm::toString(uneven.takeError());
+  EXPECT_NE(msg.find("--dp 3 does not divide the global batch of 4"),
+            std::string::npos)
+      << msg;
+  // Unforced, the search never splits such a batch into micro-batches.
+  o.dp.reset();
+  auto best = searchPlan(*g, preset("local:4"), o);
+  ASSERT_TRUE(static_cast<bool>(best)) << llvm::toString(best.takeError());
+  EXPECT_EQ(best->best.microbatches, 1);
+}
+
 TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
   parse(R"(func.func @f(%a: tensor<2x6x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x6x8xf32> {
   %0 = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x8xf32>) -> tensor<2x6x8xf32>

@@ -76,6 +76,10 @@ struct PlanNode {
   /// Weights: read by ops of more than one segment (tied embeddings). Such
   /// weights are stored replicated, so every segment's choice agrees.
   bool sharedAcrossSegments = false;
+  /// A sum or mean over the batch (batch norm's statistics in training
+  /// form): split over the data axis, each replica reduces its samples and
+  /// an all-reduce of the result (dataReduction's kind) completes it.
+  std::optional<PartialKind> dataReduction;
 };
 
 struct Segment {
@@ -104,6 +108,12 @@ struct PlanGraph {
   /// cannot split its batch: no data parallelism, no micro-batches.
   int64_t batchMixer = -1;
   std::string batchMixerWhy;
+  /// The nodes that sum or average over the whole batch (PlanNode::
+  /// dataReduction), in program order. They split over data-parallel
+  /// replicas (an all-reduce of each result, priced per replica), but not
+  /// into micro-batches: a statistic of a micro-batch is not the batch's.
+  std::vector<int64_t> batchReductions;
+  std::string batchReductionWhy; ///< the first one, for messages
 
   /// Parameters (weight elements) in the whole function.
   double parameters = 0;

@@ -135,6 +135,12 @@ struct Plan {
   std::vector<int64_t> boundaryStates;
   /// The intra-op solution of each segment (shared by a class's segments).
   std::vector<const SegmentSolution *> segmentSolutions;
+  /// Under data parallelism, the all-reduces over the replicas that complete
+  /// the sums and means over the batch (PlanGraph::batchReductions: batch
+  /// norm's statistics), one per result; in training also the backward one
+  /// of each (its adjoint's shares). Per micro-batch, priced in the stages'
+  /// communication time.
+  std::vector<PlannedCollective> dataCollectives;
   int64_t devices() const { return dp * tp * pp + servers; }
 };
 
