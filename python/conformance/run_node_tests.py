@@ -125,25 +125,6 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
         for name, a in zip(input_names, inputs):
             dims = "x".join(str(s) for s in a.shape) if a.ndim else "scalar"
             shapes += ["--shape", f"{name}={dims}"]
-        imp = subprocess.run([distopt, "import", str(model_path), *shapes, "-o", os.devnull],
-                             capture_output=True, text=True, timeout=120)
-        frozen = []
-        if imp.returncode != 0 and "after shape folding" in imp.stderr:
-            # ONNX lets axes/pads/shape targets (and Resize's scales and roi)
-            # be runtime inputs; distopt compiles static shapes, so bind the
-            # integer inputs and the small 1-D float ones after the first to
-            # the test's values at compile time (`--freeze`) and retry.
-            frozen_names = [n for i, (n, a) in enumerate(zip(input_names, inputs))
-                            if a.dtype.kind in "iu"
-                            or (i > 0 and a.dtype.kind == "f" and a.ndim <= 1 and a.size <= 64)]
-            for n in frozen_names:
-                frozen += ["--freeze", f"{n}={files[n]}"]
-            shapes = [a for n, a in zip(input_names, inputs) if n not in frozen_names
-                      for a in ["--shape", f"{n}=" + ("x".join(map(str, a.shape)) if a.ndim else "scalar")]]
-            imp = subprocess.run([distopt, "import", str(model_path), *shapes, *frozen, "-o", os.devnull],
-                                 capture_output=True, text=True, timeout=120)
-        if imp.returncode != 0:
-            return case.name, "UNSUPPORTED", first_error_line(imp.stderr)
         bundle = d / f"m{ds}.dx"
         # cuda-emu-forward: the emulated kernels with each block's threads in
         # increasing order between barriers (distopt's default is reverse).
@@ -152,9 +133,42 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
         # Packed bundles share one runtime library (pack/lib): a thousand
         # static ones would not fit what a GPU machine can be sent.
         link = ["--runtime-link", "shared"] if pack is not None else []
-        comp = subprocess.run([distopt, "compile", str(model_path), *shapes, *frozen,
-                               *target_flags, *link, "-o", str(bundle)],
-                              capture_output=True, text=True, timeout=300)
+
+        def compile_(shape_flags, frozen_flags):
+            return subprocess.run([distopt, "compile", str(model_path), *shape_flags,
+                                   *frozen_flags, *target_flags, *link, "-o", str(bundle)],
+                                  capture_output=True, text=True, timeout=300)
+
+        frozen = []
+        comp = compile_(shapes, frozen)
+        if comp.returncode != 0:
+            # Why: the importer's refusal (unsupported), a shape input to
+            # freeze, or a compile failure. `distopt import` tells them apart.
+            imp = subprocess.run([distopt, "import", str(model_path), *shapes, "-o", os.devnull],
+                                 capture_output=True, text=True, timeout=120)
+            if imp.returncode != 0 and "after shape folding" in imp.stderr:
+                # ONNX lets axes/pads/shape targets (and Resize's scales and
+                # roi) be runtime inputs; distopt compiles static shapes, so
+                # bind the integer inputs, the float scalars (Range's start)
+                # and the small 1-D float ones after the first to the test's
+                # values at compile time (`--freeze`) and retry.
+                frozen_names = [n for i, (n, a) in enumerate(zip(input_names, inputs))
+                                if a.dtype.kind in "iu"
+                                or (a.dtype.kind == "f" and a.ndim == 0)
+                                or (i > 0 and a.dtype.kind == "f" and a.ndim <= 1
+                                    and a.size <= 64)]
+                for n in frozen_names:
+                    frozen += ["--freeze", f"{n}={files[n]}"]
+                shapes = [a for n, a in zip(input_names, inputs) if n not in frozen_names
+                          for a in ["--shape", f"{n}=" + ("x".join(map(str, a.shape))
+                                                          if a.ndim else "scalar")]]
+                imp = subprocess.run([distopt, "import", str(model_path), *shapes, *frozen,
+                                      "-o", os.devnull],
+                                     capture_output=True, text=True, timeout=120)
+            if imp.returncode != 0:
+                return case.name, "UNSUPPORTED", first_error_line(imp.stderr)
+            if frozen:
+                comp = compile_(shapes, frozen)
         if comp.returncode != 0:
             return case.name, "FAIL", "compile: " + first_error_line(comp.stderr)
         args = []
