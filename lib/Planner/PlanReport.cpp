@@ -204,6 +204,17 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
                               : "");
     os << "; optimizer update " << seconds(p.optimizerUpdate) << ")\n";
   }
+  if (p.vocabularyParallelLoss) {
+    double bytes = 0, time = 0;
+    for (const PlannedCollective &c : p.lossCollectives) {
+      bytes += c.bytes;
+      time += c.time;
+    }
+    os << "  loss: vocabulary-parallel over the " << p.tp
+       << " tensor-parallel ranks (the logits stay split; each row's "
+          "log-sum-exp gathered and its label's score all-reduced: "
+       << bytesText(bytes) << " per micro-batch, " << seconds(time) << ")\n";
+  }
   if (!p.dataCollectives.empty()) {
     // Sums and means over the batch (batch norm's statistics in training
     // form) are completed over the replicas.
@@ -426,6 +437,7 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"fits", p.fits},
         {"stages", std::move(stages)},
         {"tp_collectives_per_microbatch", std::move(collectives)},
+        {"vocabulary_parallel_loss", p.vocabularyParallelLoss},
         {"batch_statistics_all_reduces_per_microbatch", [&] {
            // Sums and means over the batch completed over the replicas.
            int64_t forward = 0, backward = 0;

@@ -337,6 +337,12 @@ void distopt::planner::recordPlannedBackward(mlir::ModuleOp module,
     if (c.backward)
       ++planned[{collectiveKindName(c.kind).str(),
                  static_cast<int64_t>(std::llround(c.bytes)) * batches}];
+  // A vocabulary-parallel loss (appended after this check's forward twin):
+  // its backward all-reduce over the tensor axis.
+  for (const PlannedCollective &c : plan.lossCollectives)
+    if (c.backward)
+      ++planned[{collectiveKindName(c.kind).str(),
+                 static_cast<int64_t>(std::llround(c.bytes)) * batches}];
   llvm::SmallVector<mlir::Attribute> list;
   for (auto &[k, n] : planned)
     list.push_back(b.getDictionaryAttr(

@@ -142,6 +142,9 @@ struct Chain {
   std::vector<SegmentFigures> segments;
   std::vector<int64_t> boundary;
   std::vector<const SegmentSolution *> solutions;
+  /// A vocabulary-parallel loss's collectives (empty: the output is
+  /// gathered for the loss).
+  std::vector<PlannedCollective> lossCollectives;
 };
 
 /// Range maximum in O(1) after O(L log L) preparation.
@@ -227,6 +230,45 @@ private:
   }
 
   llvm::Expected<const Chain *> chain(int64_t tp, int64_t b, bool full);
+
+  /// The class axis of the loss's output when a vocabulary-parallel loss
+  /// may read it split over `tp` ranks (the last segment's output, its
+  /// classes divisible by tp), or -1.
+  int64_t vocabularyParallelAxis(int64_t tp) const {
+    if (!train() || tp <= 1 || opts.classLossOutput < 0 ||
+        opts.classLossOutput >= static_cast<int64_t>(g.outputs.size()) ||
+        g.segments.empty())
+      return -1;
+    int64_t t = g.outputs[opts.classLossOutput];
+    if (t != g.segments.back().output)
+      return -1;
+    const PlanTensor &out = g.tensors[t];
+    int64_t axis = static_cast<int64_t>(out.shape.size()) - 1;
+    if (axis < 1 || axis == out.batchDim || out.shape[axis] % tp != 0 ||
+        !out.isFloat)
+      return -1;
+    return axis;
+  }
+
+  /// What a vocabulary-parallel loss moves per micro-batch over the tensor
+  /// axis (docs/training.md): each of the M rows' log-sum-exp gathered
+  /// ([M, tp]) and its picked score all-reduced, and backward the
+  /// log-sum-exps' adjoint shares all-reduced ([M, 1]).
+  std::vector<PlannedCollective> vocabularyLossCollectives(
+      int64_t tp, const IntraOpOptions &io) const {
+    int64_t t = g.outputs[opts.classLossOutput];
+    const PlanTensor &out = g.tensors[t];
+    double rows = out.elements() * (out.batchDim >= 0 ? io.batchScale : 1.0) /
+                  static_cast<double>(out.shape.back());
+    double row = rows * out.elemBytes;
+    DeviceGroup group = DeviceGroup::range(0, tp);
+    auto bytes = [](double b) { return static_cast<int64_t>(std::llround(b)); };
+    double gather = allGatherTime(cluster, group, bytes(row * tp), opts.efficiency);
+    double reduce = bestAllReduce(cluster, group, bytes(row), opts.efficiency).second;
+    return {{CollectiveKind::AllGather, t, row * tp, false, gather},
+            {CollectiveKind::AllReduce, t, row, false, reduce},
+            {CollectiveKind::AllReduce, t, row, true, reduce}};
+  }
   std::optional<Plan> evaluate(const Chain &chain, int64_t tp, int64_t dp,
                                int64_t pp, int64_t b, Recompute rc,
                                double *leanestMemory);
@@ -259,16 +301,31 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
   };
   // Chain DP over boundary states.
   std::vector<SmallVector<int64_t>> states(n);
+  int64_t classAxis = vocabularyParallelAxis(tp);
   for (size_t s = 0; s < n; ++s) {
     // The model's output: replicated -- for inference it is written out,
-    // for training the loss takes whole rows (distopt-append-loss; a
-    // vocabulary-parallel loss reading split logits in place is not built),
-    // so a split output's gather is priced where the program makes it.
-    if (s + 1 == n)
+    // for training the loss takes whole rows (distopt-append-loss), so a
+    // split output's gather is priced where the program makes it; or,
+    // under a cross-entropy or NLL loss, split along its classes, read in
+    // place by a vocabulary-parallel loss (priced below).
+    if (s + 1 == n) {
       states[s] = SmallVector<int64_t>{kReplicated};
-    else
+      if (classAxis >= 0)
+        states[s].push_back(classAxis);
+    } else {
       states[s] = boundaryStates(g, g.segments[s].output, io);
+    }
   }
+  std::vector<PlannedCollective> lossCollectives =
+      classAxis >= 0 ? vocabularyLossCollectives(tp, io) : std::vector<PlannedCollective>{};
+  double lossForward = 0, lossBackward = 0;
+  for (const PlannedCollective &c : lossCollectives)
+    (c.backward ? lossBackward : lossForward) += c.time;
+  auto lossCost = [&](size_t s, int64_t state) {
+    return s + 1 == n && classAxis >= 0 && state == classAxis
+               ? io.kForward * lossForward + io.kBackward * lossBackward
+               : 0.0;
+  };
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> cost(n);
   std::vector<std::vector<int>> from(n);
@@ -290,7 +347,7 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
         auto sol = solve(static_cast<unsigned>(s), in, outState);
         if (!sol)
           return sol.takeError();
-        double total = before + (*sol)->objective;
+        double total = before + (*sol)->objective + lossCost(s, out);
         if (total < cost[s][oi]) {
           cost[s][oi] = total;
           from[s][oi] = static_cast<int>(ii);
@@ -317,6 +374,11 @@ llvm::Expected<const Chain *> Searcher::chain(int64_t tp, int64_t b,
     f.selective = sol->selectiveCompute;
     f.forwardComm = sol->forwardComm;
     f.backwardComm = sol->backwardComm;
+    if (lossCost(s, c.boundary[s]) > 0) {
+      f.forwardComm += lossForward;
+      f.backwardComm += lossBackward;
+      c.lossCollectives = lossCollectives;
+    }
     f.params = sol->localParams;
     f.stored = sol->storedBytes;
     f.dropped = sol->selectiveDropped;
@@ -450,6 +512,8 @@ std::optional<Plan> Searcher::evaluate(const Chain &ch, int64_t tp, int64_t dp,
   plan.recompute = rc;
   plan.schedule = opts.schedule;
   plan.dataCollectives = std::move(dataCollectives);
+  plan.vocabularyParallelLoss = !ch.lossCollectives.empty();
+  plan.lossCollectives = ch.lossCollectives;
   if (bound < 0) {
     // Does not fit: record the memory of the time-balanced partition.
     plan.fits = false;

@@ -29,7 +29,9 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Transforms/GridAxes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,6 +49,16 @@ using namespace mlir;
 using namespace distopt;
 
 namespace {
+
+/// log sum_j exp(x[i, j]) of [M, K] scores, as [M, 1]: the row's maximum
+/// taken out first.
+Value logSumExp(OpBuilder &b, Location loc, Value x) {
+  auto axis = b.getDenseI64ArrayAttr({1});
+  Value max = dopt::ReduceMaxOp::create(b, loc, x, axis, b.getBoolAttr(true));
+  Value e = dopt::ExpOp::create(b, loc, dopt::SubOp::create(b, loc, x, max));
+  Value s = dopt::ReduceSumOp::create(b, loc, e, axis, b.getBoolAttr(true));
+  return dopt::AddOp::create(b, loc, dopt::LogOp::create(b, loc, s), max);
+}
 
 struct AppendLossPass
     : public distopt::impl::AppendLossPassBase<AppendLossPass> {
@@ -99,17 +111,27 @@ struct AppendLossPass
     auto splitAxes = main.getResultAttrOfType<ArrayAttr>(index, "dopt.split_axes");
     auto globalType = main.getResultAttrOfType<TypeAttr>(index, "dopt.global_type");
     // An output split over the tensor axis (a column-parallel head's
-    // logits, split along the vocabulary) is gathered first: the loss is
-    // taken of whole rows, the same on every rank of the axis. (Megatron's
-    // vocabulary-parallel cross-entropy, which all-reduces the rows' maxima
-    // and sums instead, is not built.)
+    // logits) is gathered first: the loss is taken of whole rows, the same
+    // on every rank of the axis -- except class scores split along their
+    // class axis (the vocabulary) under cross-entropy or NLL, whose loss is
+    // vocabulary-parallel (Megatron): each rank keeps its classes and the
+    // rows' log-sum-exps and picked scores are combined over the axis.
+    int64_t classRanks = 1;
     if (splitAxes) {
       SmallVector<Attribute> kept;
       for (auto [d, axes] : llvm::enumerate(splitAxes)) {
         auto list = cast<ArrayAttr>(axes);
         SmallVector<Attribute> dimAxes(list.begin(), list.end());
-        if (!dimAxes.empty() &&
-            cast<IntegerAttr>(dimAxes.back()).getInt() == grid::kTensorAxis) {
+        bool tensorSplit =
+            !dimAxes.empty() &&
+            cast<IntegerAttr>(dimAxes.back()).getInt() == grid::kTensorAxis;
+        auto grid = module.lookupSymbol<shard::GridOp>(grid::kName);
+        if (tensorSplit && grid && (k == "cross-entropy" || k == "nll") &&
+            dimAxes.size() == 1 &&
+            d + 1 == size_t(cast<RankedTensorType>(y.getType()).getRank())) {
+          classRanks = grid.getShape()[grid::kTensorAxis];
+          dimAxes.pop_back();
+        } else if (tensorSplit) {
           auto t = cast<RankedTensorType>(y.getType());
           SmallVector<int64_t> shape(t.getShape());
           auto grid = module.lookupSymbol<shard::GridOp>(grid::kName);
@@ -197,10 +219,12 @@ struct AppendLossPass
       // The labels are split as the output is (without the class axis).
       SmallVector<NamedAttribute> labelAttrs{
           b.getNamedAttr("dopt.name", b.getStringAttr(labels))};
-      // Class indices: the train loop checks them against the class count.
+      // Class indices: the train loop checks them against the class count
+      // (the whole axis's, when the ranks of the tensor axis split it).
       if (k != "mse")
         labelAttrs.push_back(b.getNamedAttr(
-            "dopt.classes", b.getI64IntegerAttr(yt.getShape().back())));
+            "dopt.classes",
+            b.getI64IntegerAttr(yt.getShape().back() * classRanks)));
       if (splitAxes && globalType) {
         auto whole = cast<RankedTensorType>(globalType.getValue());
         ArrayRef<Attribute> axes = splitAxes.getValue();
@@ -266,13 +290,50 @@ struct AppendLossPass
             b, loc, y, b.getDenseI64ArrayAttr({m, classes}));
         Value flat = dopt::ReshapeOp::create(b, loc, t,
                                              b.getDenseI64ArrayAttr({m}));
-        if (k == "cross-entropy")
+        // Vocabulary-parallel: this rank holds classes [offset, offset +
+        // classes); a value summed over them is completed over the tensor
+        // axis.
+        std::optional<dopt::ClassSplit> split;
+        auto acrossClasses = [&](Value part) -> Value {
+          return shard::AllReduceOp::create(
+                     b, loc, part.getType(),
+                     FlatSymbolRefAttr::get(ctx, grid::kName),
+                     b.getDenseI16ArrayAttr({grid::kTensorAxis}), part,
+                     shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+              .getResult();
+        };
+        if (classRanks > 1) {
+          auto coord = shard::ProcessMultiIndexOp::create(
+              b, loc, grid::kName, ArrayRef<shard::GridAxis>{grid::kTensorAxis});
+          Value c = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                               coord.getResult()[0]);
+          Value lo = arith::MulIOp::create(
+              b, loc, c,
+              arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(classes)));
+          Value offset = tensor::FromElementsOp::create(
+              b, loc, RankedTensorType::get({}, b.getI64Type()), lo);
+          split = dopt::ClassSplit{offset, acrossClasses};
+        }
+        if (k == "cross-entropy" && classRanks > 1) {
+          // log p = x - lse(row): each rank's log-sum-exp of its classes,
+          // gathered over the axis ([M, ranks], a few bytes a row) and
+          // combined there -- the same on every rank.
+          Value mine = logSumExp(b, loc, scores);
+          Value all = shard::AllGatherOp::create(
+                          b, loc, RankedTensorType::get({m, classRanks}, yt.getElementType()),
+                          FlatSymbolRefAttr::get(ctx, grid::kName),
+                          b.getDenseI16ArrayAttr({grid::kTensorAxis}), mine,
+                          b.getIndexAttr(1))
+                          .getResult();
+          scores = dopt::SubOp::create(b, loc, scores, logSumExp(b, loc, all));
+        } else if (k == "cross-entropy") {
           scores = dopt::LogSoftmaxOp::create(b, loc, scores,
                                               b.getI64IntegerAttr(1));
+        }
         std::string error;
         FailureOr<Value> l = dopt::buildNegativeLogLikelihood(
             b, loc, scores, flat, Value(), int64_t(-100), "mean", error,
-            acrossReplicas);
+            acrossReplicas, split);
         if (failed(l)) {
           main.emitError("--loss ") << k << ": " << error;
           return signalPassFailure();
@@ -300,6 +361,9 @@ struct AppendLossPass
                 b, loc,
                 DenseElementsAttr::get(RankedTensorType::get({1, classes}, b.getI64Type()),
                                        ArrayRef<int64_t>(iota)));
+            // Split classes: this rank's start at the offset.
+            if (split)
+              classIds = dopt::AddOp::create(b, loc, classIds, split->offset);
             Value onehot = dopt::EqualOp::create(
                 b, loc,
                 dopt::ReshapeOp::create(b, loc, flat, b.getDenseI64ArrayAttr({m, 1})),
@@ -313,6 +377,17 @@ struct AppendLossPass
             Value best = dopt::ReduceMaxOp::create(b, loc, scores,
                                                    b.getDenseI64ArrayAttr({1}),
                                                    b.getBoolAttr(false));
+            if (split) {
+              // The label's score is on one rank (the others add zeros);
+              // the best over the whole axis.
+              labelScore = acrossClasses(labelScore);
+              best = shard::AllReduceOp::create(
+                         b, loc, best.getType(),
+                         FlatSymbolRefAttr::get(ctx, grid::kName),
+                         b.getDenseI16ArrayAttr({grid::kTensorAxis}), best,
+                         shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Max))
+                         .getResult();
+            }
             Value correct = dopt::AndOp::create(
                 b, loc, dopt::GreaterEqualOp::create(b, loc, labelScore, best), kept);
             extraResults.push_back({"correct", sumAll(correct)});

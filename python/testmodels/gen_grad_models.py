@@ -331,6 +331,14 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
         example, xs = torch.randint(0, 30, (4, 8)), torch.randint(0, 30, (20, 4, 8))
         ys = torch.randint(0, 30, (20, 4, 8))
         runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("gpt")}
+    elif seq == "gpt_vocab":
+        # A vocabulary large enough that the planner splits the loss's
+        # logits over tensor-parallel ranks rather than gathering them.
+        model = TinyGPT(vocab=2048)
+        example = torch.randint(0, 2048, (4, 8))
+        xs, ys = torch.randint(0, 2048, (10, 4, 8)), torch.randint(0, 2048, (10, 4, 8))
+        ys[0, 0, :3] = -100  # ignored positions count nowhere
+        runs = {"vocab_adamw": SEQ_RUNS["gpt_adamw"]}
     elif bn:
         # Batch norm in training form: batch statistics, running statistics.
         # The convolutions feeding a batch norm have no bias (as in
@@ -385,7 +393,7 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
                                     weight_decay=cfg["weight_decay"])
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_lambda(cfg))
         losses = []
-        for step in range(20):
+        for step in range(len(xs)):
             opt.zero_grad()
             out_ = model(xs[step])
             loss = nn.functional.cross_entropy(out_.reshape(-1, out_.shape[-1]),
@@ -462,6 +470,7 @@ def main() -> int:
     train_reference(args.out, bn=True)
     train_reference(args.out, seq="encoder")
     train_reference(args.out, seq="gpt")
+    train_reference(args.out, seq="gpt_vocab")
     return 0
 
 

@@ -375,7 +375,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     bool training =
         compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
     if (!partitionForCluster(context, *module, grid, training, nullptr,
-                             &servers))
+                             &servers, compileLoss))
       return 1;
     if (servers.servers > 0) {
       std::string problem;
@@ -447,7 +447,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       // process (it gathers the shards), so the program is not split.
       std::vector<int64_t> evalGrid;
       if (!grid.empty() && servers.servers == 0 &&
-          !partitionForCluster(context, *evalModule, evalGrid, true, &grid))
+          !partitionForCluster(context, *evalModule, evalGrid, true, &grid,
+                               nullptr, compileLoss))
         return 1;
       auto [kind, out] = StringRef(compileLoss).split(':');
       AppendLossPassOptions lo;

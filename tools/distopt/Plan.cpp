@@ -502,7 +502,8 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                                         std::vector<int64_t> &grid,
                                         bool training,
                                         const std::vector<int64_t> *sameAs,
-                                        ServerPlan *servers) {
+                                        ServerPlan *servers,
+                                        llvm::StringRef loss) {
   grid.clear();
   if (clusterSpec.empty()) {
     if (forceDP.getNumOccurrences() || forceTP.getNumOccurrences() ||
@@ -557,6 +558,22 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                         Twine(*batch) +
                         " (the batch dimension of the model inputs): a "
                         "replica would get no samples");
+  // The output a cross-entropy or NLL loss takes (by name, or position):
+  // its classes may stay split for a vocabulary-parallel loss.
+  if (training) {
+    auto [kind, out] = loss.split(':');
+    if (kind == "cross-entropy" || kind == "nll") {
+      StringRef which = out.empty() ? "0" : out;
+      unsigned position;
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        if (auto name = func.getResultAttrOfType<mlir::StringAttr>(i, "dopt.name"))
+          if (name.getValue() == which)
+            options.classLossOutput = i;
+      if (options.classLossOutput < 0 && !which.getAsInteger(10, position) &&
+          position < func.getNumResults())
+        options.classLossOutput = position;
+    }
+  }
   Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
   if (!graph)
     return compileError(toString(graph.takeError()));
@@ -599,7 +616,9 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
     else
       outs() << "distopt compile: plan dp " << p.dp << " x tp " << p.tp
              << " x pp " << p.pp << " = " << p.devices() << " ranks on "
-             << clusterSpec << "\n";
+             << clusterSpec
+             << (p.vocabularyParallelLoss ? "; vocabulary-parallel loss" : "")
+             << "\n";
   }
   return true;
 }

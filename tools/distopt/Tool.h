@@ -40,10 +40,14 @@ struct ServerPlan {
   planner::GradientSync sync = planner::GradientSync::AllReduce;
   int64_t servers = 0, workers = 0, backupWorkers = 0;
 };
+/// `loss`: the --loss flag (KIND[:OUTPUT]) of a training step: under
+/// cross-entropy or NLL the planner may leave that output split along its
+/// classes for a vocabulary-parallel loss.
 bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          std::vector<int64_t> &grid, bool training = false,
                          const std::vector<int64_t> *sameAs = nullptr,
-                         ServerPlan *servers = nullptr);
+                         ServerPlan *servers = nullptr,
+                         llvm::StringRef loss = "");
 /// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
 /// how a data-parallel training step sends its gradients and keeps its
 /// optimizer state.

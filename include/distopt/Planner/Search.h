@@ -92,6 +92,12 @@ struct PlanOptions {
   /// the runtime context, allocator fragmentation and workspaces (CUDA and
   /// NCCL take 1–3 GB of an 80 GB GPU before the model allocates anything).
   double usableMemoryFraction = 0.9;
+  /// Training: the model output (index into the graph's outputs) whose
+  /// last axis a cross-entropy or NLL loss takes as its classes
+  /// (distopt-append-loss), or -1. The search may leave it split along
+  /// that axis over the tensor axis -- a vocabulary-parallel loss (Megatron)
+  /// -- instead of gathering it.
+  int64_t classLossOutput = -1;
 };
 
 struct StagePlan {
@@ -141,6 +147,13 @@ struct Plan {
   /// of each (its adjoint's shares). Per micro-batch, priced in the stages'
   /// communication time.
   std::vector<PlannedCollective> dataCollectives;
+  /// The loss reads its class scores split over the tensor axis (a
+  /// vocabulary-parallel cross-entropy): the collectives it adds per
+  /// micro-batch -- forward an all-gather of each row's log-sum-exps and an
+  /// all-reduce of the picked scores, backward an all-reduce of the
+  /// log-sum-exps' adjoint shares -- priced in the last segment.
+  bool vocabularyParallelLoss = false;
+  std::vector<PlannedCollective> lossCollectives;
   int64_t devices() const { return dp * tp * pp + servers; }
 };
 

@@ -24,7 +24,8 @@ static std::string shapeOf(ArrayRef<int64_t> dims) {
 FailureOr<Value> dopt::buildNegativeLogLikelihood(
     OpBuilder &b, Location loc, Value logp, Value target, Value weight,
     std::optional<int64_t> ignoreIndex, StringRef reduction,
-    std::string &error, function_ref<Value(Value)> acrossReplicas) {
+    std::string &error, function_ref<Value(Value)> acrossReplicas,
+    std::optional<ClassSplit> split) {
   if (reduction != "none" && reduction != "sum" && reduction != "mean") {
     error = ("reduction must be \"none\", \"sum\" or \"mean\", got \"" +
              reduction + "\"")
@@ -55,6 +56,10 @@ FailureOr<Value> dopt::buildNegativeLogLikelihood(
   Type elt = type.getElementType();
   auto i64 = b.getI64Type();
   int64_t classes = type.getDimSize(1);
+  if (weight && split) {
+    error = "per-class weights with a split class axis are not supported";
+    return failure();
+  }
   if (weight) {
     auto wtype = cast<RankedTensorType>(weight.getType());
     if (wtype.getShape() != ArrayRef<int64_t>{classes} ||
@@ -77,6 +82,9 @@ FailureOr<Value> dopt::buildNegativeLogLikelihood(
   Value classesIota = ConstantOp::create(
       b, loc, DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64),
                                      ArrayRef<int64_t>(iota)));
+  // A split class axis: this rank's classes start at the offset.
+  if (split)
+    classesIota = AddOp::create(b, loc, classesIota, split->offset);
   Value mask = EqualOp::create(b, loc, t1, classesIota);
   Value zero = ConstantOp::create(
       b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elt),
@@ -86,8 +94,15 @@ FailureOr<Value> dopt::buildNegativeLogLikelihood(
                                b.getBoolAttr(false));
   };
   Value picked = sumClasses(WhereOp::create(b, loc, mask, logp, zero));
+  if (split)
+    picked = split->acrossClasses(picked);
   Value w;
-  if (weight) {
+  if (split) {
+    w = ConstantOp::create(b, loc,
+                           DenseElementsAttr::get(
+                               RankedTensorType::get(expect, elt),
+                               b.getFloatAttr(elt, 1.0)));
+  } else if (weight) {
     Value wb = ReshapeOp::create(b, loc, weight, b.getDenseI64ArrayAttr(iotaShape));
     w = sumClasses(WhereOp::create(b, loc, mask, wb, zero));
   } else {

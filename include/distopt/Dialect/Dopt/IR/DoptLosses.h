@@ -31,11 +31,22 @@ namespace distopt::dopt {
 /// that each hold a share of the samples (a data-parallel program): "sum"
 /// and "mean" then reduce over the whole batch, the mean's count included,
 /// so the loss is exact however the batch is split.
+///
+/// `classes`, when given, says `logp` holds only the classes [offset,
+/// offset + C) of a class axis split over ranks (Megatron's vocabulary-
+/// parallel loss): each rank picks the targets that fall in its classes and
+/// `acrossClasses` sums the picked values over those ranks. No `weight`
+/// then; every target not ignored counts one.
+struct ClassSplit {
+  mlir::Value offset; ///< 0-d i64: the first class this rank holds
+  llvm::function_ref<mlir::Value(mlir::Value)> acrossClasses;
+};
 mlir::FailureOr<mlir::Value> buildNegativeLogLikelihood(
     mlir::OpBuilder &b, mlir::Location loc, mlir::Value logp,
     mlir::Value target, mlir::Value weight, std::optional<int64_t> ignoreIndex,
     llvm::StringRef reduction, std::string &error,
-    llvm::function_ref<mlir::Value(mlir::Value)> acrossReplicas = nullptr);
+    llvm::function_ref<mlir::Value(mlir::Value)> acrossReplicas = nullptr,
+    std::optional<ClassSplit> classes = std::nullopt);
 
 } // namespace distopt::dopt
 
