@@ -56,14 +56,25 @@ module {
 
 // -----
 
-// Classes split across tensor-parallel ranks (a column-parallel head): the
-// logits are gathered over the tensor axis first, and the loss taken of
-// whole rows, the same on every rank.
-// CHECK-LABEL: func.func @main
-// CHECK: %[[G:.*]] = shard.all_gather %arg0 on @dopt_grid grid_axes = [2] gather_axis = 1 : tensor<4x5xf32> -> tensor<4x10xf32>
-// CHECK: %[[R:.*]] = dopt.reshape %[[G]]
-// CHECK: dopt.log_softmax %[[R]]
-// CHECK-NOT: shard.all_reduce
+// Classes split across tensor-parallel ranks (a column-parallel head): a
+// cross-entropy is vocabulary-parallel (Megatron) -- this rank's classes
+// start at its place on the tensor axis times 5; each row's log-sum-exp of
+// them is gathered ([4, 2]) and combined; the label's score is picked where
+// it lives and summed over the axis; the labels count all 10 classes; the
+// accuracy's best score is a max over the axis. No logits are gathered.
+// An MSE takes whole rows: the logits are gathered first.
+// CHECK-LABEL: shard.grid @dopt_grid(shape = 1x1x2)
+// CHECK: dopt.classes = 10 : i64
+// CHECK: %[[RANK:.*]] = shard.process_multi_index on @dopt_grid axes = [2]
+// CHECK: %[[LSE:.*]] = dopt.add
+// CHECK: %[[ALL:.*]] = shard.all_gather %[[LSE]] on @dopt_grid grid_axes = [2] gather_axis = 1 : tensor<4x1xf32> -> tensor<4x2xf32>
+// CHECK: dopt.reduce_max %[[ALL]]
+// CHECK: shard.all_reduce %{{.*}} on @dopt_grid grid_axes = [2] : tensor<4xf32>
+// CHECK-NOT: shard.all_gather
+// MSE-LABEL: shard.grid @dopt_grid(shape = 1x1x2)
+// MSE: shard.all_gather %arg0 on @dopt_grid grid_axes = [2] gather_axis = 1 : tensor<4x5xf32> -> tensor<4x10xf32>
+// ACC-LABEL: shard.grid @dopt_grid(shape = 1x1x2)
+// ACC: shard.all_reduce %{{.*}} on @dopt_grid grid_axes = [2] reduction = max
 module {
   shard.grid @dopt_grid(shape = 1x1x2)
   func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32> {dopt.global_type = tensor<4x10xf32>, dopt.name = "logits", dopt.split_axes = [[], [2]]}) {

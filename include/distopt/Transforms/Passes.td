@@ -568,7 +568,8 @@ def AppendLossPass : Pass<"distopt-append-loss", "mlir::ModuleOp"> {
            "alone, not summed over the replicas (a parameter-server worker "
            "pushes its own gradient); `counted` is then the replica's count">,
   ];
-  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
+  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect",
+                           "mlir::arith::ArithDialect", "mlir::tensor::TensorDialect"];
 }
 
 def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {
