@@ -77,6 +77,21 @@ struct CollectiveSummary {
   std::map<std::pair<std::string, bool>, std::pair<int64_t, double>> byKind;
 };
 
+/// Counts (forward, backward), bytes and time of a list of collectives.
+struct Totals {
+  int64_t forward = 0, backward = 0;
+  double bytes = 0, time = 0;
+};
+Totals totals(const std::vector<PlannedCollective> &list) {
+  Totals t;
+  for (const PlannedCollective &c : list) {
+    (c.backward ? t.backward : t.forward) += 1;
+    t.bytes += c.bytes;
+    t.time += c.time;
+  }
+  return t;
+}
+
 CollectiveSummary summarize(const Plan &plan, int64_t first, int64_t end) {
   CollectiveSummary s;
   for (int64_t i = first; i < end; ++i)
@@ -205,32 +220,23 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
     os << "; optimizer update " << seconds(p.optimizerUpdate) << ")\n";
   }
   if (p.vocabularyParallelLoss) {
-    double bytes = 0, time = 0;
-    for (const PlannedCollective &c : p.lossCollectives) {
-      bytes += c.bytes;
-      time += c.time;
-    }
+    Totals t = totals(p.lossCollectives);
     os << "  loss: vocabulary-parallel over the " << p.tp
        << " tensor-parallel ranks (the logits stay split; each row's "
           "log-sum-exp gathered and its label's score all-reduced: "
-       << bytesText(bytes) << " per micro-batch, " << seconds(time) << ")\n";
+       << bytesText(t.bytes) << " per micro-batch, " << seconds(t.time)
+       << ")\n";
   }
   if (!p.dataCollectives.empty()) {
     // Sums and means over the batch (batch norm's statistics in training
     // form) are completed over the replicas.
-    int64_t forward = 0, backward = 0;
-    double bytes = 0, time = 0;
-    for (const PlannedCollective &c : p.dataCollectives) {
-      (c.backward ? backward : forward) += 1;
-      bytes += c.bytes;
-      time += c.time;
-    }
+    Totals t = totals(p.dataCollectives);
     os << "  batch statistics synchronised over the " << p.dp << " replicas: "
-       << forward << " all-reduce" << (forward == 1 ? "" : "s");
-    if (backward)
-      os << " forward and " << backward << " backward";
-    os << " per step, " << bytesText(bytes) << " in all, "
-       << seconds(time) << " (" << graph.batchReductionWhy << ")\n";
+       << t.forward << " all-reduce" << (t.forward == 1 ? "" : "s");
+    if (t.backward)
+      os << " forward and " << t.backward << " backward";
+    os << " per step, " << bytesText(t.bytes) << " in all, "
+       << seconds(t.time) << " (" << graph.batchReductionWhy << ")\n";
   }
   os << "peak memory per device " << gib(p.peakMemory) << " of "
      << gib(static_cast<double>(cluster.device.memoryCapacity) *
@@ -440,17 +446,11 @@ json::Value distopt::planner::planToJSON(const PlanGraph &graph,
         {"vocabulary_parallel_loss", p.vocabularyParallelLoss},
         {"batch_statistics_all_reduces_per_microbatch", [&] {
            // Sums and means over the batch completed over the replicas.
-           int64_t forward = 0, backward = 0;
-           double bytes = 0, seconds = 0;
-           for (const PlannedCollective &c : p.dataCollectives) {
-             (c.backward ? backward : forward) += 1;
-             bytes += c.bytes;
-             seconds += c.time;
-           }
-           return json::Object{{"forward", forward},
-                               {"backward", backward},
-                               {"bytes", bytes},
-                               {"time_s", seconds}};
+           Totals t = totals(p.dataCollectives);
+           return json::Object{{"forward", t.forward},
+                               {"backward", t.backward},
+                               {"bytes", t.bytes},
+                               {"time_s", t.time}};
          }()},
     };
   };

@@ -98,7 +98,8 @@ def rel_err(got, want) -> float:
 def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_path: Path,
                              what: str):
     """20 steps on dp replicas over the reference run's batches: its loss at
-    every step and its final weights, within 1e-4."""
+    every step and its final weights, within 1e-4. Returns the directory of
+    the saved weights."""
     steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
                          "--no-shuffle", *train_flags(meta["config"]))
     losses = np.array([s["loss"] for s in steps])
@@ -106,6 +107,7 @@ def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_pat
     for name, f in meta["weights"].items():
         err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
         assert err <= 1e-4, f"{what}: {name}: relative error {err:.3g}"
+    return saved
 
 
 def assert_plans_equal_one_process(model: Path, optimizer: str, data: list, plans: dict,
