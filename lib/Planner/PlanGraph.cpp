@@ -434,6 +434,36 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
     return tensor.producer >= 0 && tensor.batchDim >= 0 &&
            g.nodes[tensor.producer].kind == NodeKind::Compute;
   };
+  // A batch statistic (a sum or mean over the batch, and what is computed
+  // from such values without the batch) must not cross a stage boundary:
+  // its adjoint's shares are summed over the replicas where it was made
+  // (distopt-autodiff), which a stage receiving it cannot do. No cut while
+  // one is read later (a model output -- batch norm's running statistics --
+  // has no adjoint to sum and does not count).
+  std::vector<bool> statistic(g.tensors.size(), false);
+  for (int64_t p = 0; p < n; ++p) {
+    const PlanNode &node = g.nodes[p];
+    bool fromStatistic =
+        node.dataReduction.has_value() ||
+        llvm::any_of(node.operands, [&](int64_t t) { return statistic[t]; });
+    if (fromStatistic)
+      for (int64_t r : node.results)
+        statistic[r] = g.tensors[r].batchDim < 0;
+  }
+  std::vector<int64_t> statisticsLive(n + 1, 0);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (!statistic[t])
+      continue;
+    int64_t lastRead = -1;
+    for (auto [user, operand] : g.tensors[t].uses)
+      lastRead = std::max(lastRead, user);
+    if (lastRead > g.tensors[t].producer) {
+      statisticsLive[g.tensors[t].producer] += 1;
+      statisticsLive[lastRead] -= 1;
+    }
+  }
+  for (int64_t p = 1; p <= n; ++p)
+    statisticsLive[p] += statisticsLive[p - 1];
   // live[p]: activations live after node p (defined at <= p, used > p).
   std::vector<int64_t> liveCount(n, 0), liveOne(n, -1);
   {
@@ -467,7 +497,7 @@ distopt::planner::buildPlanGraph(mlir::Operation *funcOp, int64_t probeBatch,
         (node.cost.opClass == OpClass::Gemm || node.cost.opClass == OpClass::Conv))
       heavy = true;
     if (p + 1 < n && heavy && liveCount[p] == 1 && liveOne[p] >= 0 &&
-        node.kind == NodeKind::Compute) {
+        statisticsLive[p] == 0 && node.kind == NodeKind::Compute) {
       current.end = p + 1;
       current.output = liveOne[p];
       g.segments.push_back(current);

@@ -305,6 +305,39 @@ TEST_F(PlannerTest, SumsAndMeansOverTheBatchSplitOverReplicas) {
   EXPECT_EQ(best->best.microbatches, 1);
 }
 
+TEST_F(PlannerTest, NoStageBoundaryWhileABatchStatisticIsRead) {
+  // After %1 one activation is live -- a cut, were it not for the mean
+  // over the batch (%m) that %2 still reads: its adjoint's shares must be
+  // summed where it was made, so the cut waits until after %2.
+  auto f = parse(R"(func.func @f(%x: tensor<4x8xf32> {dopt.symbolic_dims = ["batch", ""]}) -> tensor<4x8xf32> {
+  %w1 = dopt.weight {name = "w1", type = tensor<8x8xf32>} : () -> tensor<8x8xf32>
+  %w2 = dopt.weight {name = "w2", type = tensor<8x8xf32>} : () -> tensor<8x8xf32>
+  %w3 = dopt.weight {name = "w3", type = tensor<8x8xf32>} : () -> tensor<8x8xf32>
+  %0 = dopt.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %m = dopt.reduce_mean %0 {axes = array<i64: 0>, keepdims = true} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %1 = dopt.matmul %0, %w2 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("after_mm")
+  %2 = dopt.sub %1, %m : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32> loc("after_sub")
+  %3 = dopt.matmul %2, %w3 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+})");
+  auto g = buildPlanGraph(f, 4, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  auto nodeName = [](mlir::Location loc) {
+    auto n = llvm::dyn_cast<mlir::NameLoc>(loc);
+    return n ? n.getName().str() : std::string();
+  };
+  ASSERT_GE(g->segments.size(), 2u);
+  for (const Segment &s : g->segments) {
+    ASSERT_GT(s.end, 0);
+    mlir::Operation *last = g->nodes[s.end - 1].op;
+    EXPECT_NE(nodeName(last->getLoc()), "after_mm")
+        << "a stage boundary while the batch mean is still read";
+  }
+  EXPECT_TRUE(llvm::any_of(g->segments, [&](const Segment &s) {
+    return nodeName(g->nodes[s.end - 1].op->getLoc()) == "after_sub";
+  })) << "no boundary once the mean is read";
+}
+
 TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
   parse(R"(func.func @f(%a: tensor<2x6x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x6x8xf32> {
   %0 = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x8xf32>) -> tensor<2x6x8xf32>
