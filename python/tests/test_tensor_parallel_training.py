@@ -103,6 +103,20 @@ def test_vocabulary_parallel_cross_entropy_matches_pytorch(degrees, ranks, targe
     assert abs(got["loss"] - want["loss"]) <= 1e-5 * want["loss"], (got, want)
 
 
+def test_plan_prices_the_vocabulary_parallel_loss(torch_models):
+    """`distopt plan --loss cross-entropy` offers the split logits and says
+    what the loss moves; without --loss (or for a 30-word vocabulary, where
+    three latency-bound collectives cost more than gathering the logits)
+    the output is gathered."""
+    def plan(model, *flags):
+        return run_ok(DISTOPT, "plan", torch_models / model / "model.onnx", "--cluster",
+                      "local:2", "--tp", "2", *flags).stdout
+    out = plan("train_gpt_vocab", "--loss", "cross-entropy:logits")
+    assert "loss: vocabulary-parallel over the 2 tensor-parallel ranks" in out, out
+    assert "loss: vocabulary-parallel" not in plan("train_gpt_vocab")
+    assert "loss: vocabulary-parallel" not in plan("train_gpt", "--loss", "cross-entropy:logits")
+
+
 def test_tensor_parallel_equals_one_process(torch_models, tmp_path):
     """The GPT-style decoder under tp 2, tp 4, dp 2 x tp 2 and dp 2 x tp 2
     with ZeRO-1, with global-norm clipping (each block's squares counted

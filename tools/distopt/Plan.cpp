@@ -46,6 +46,13 @@ cl::opt<std::string> clusterSpec(
              "NxPRESET) or a YAML file"),
     cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()),
     cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> planLoss(
+    "loss",
+    cl::desc("Training: the loss distopt compile --loss would append "
+             "(KIND[:OUTPUT]); under cross-entropy or nll the plan may keep "
+             "that output split along its classes (a vocabulary-parallel "
+             "loss)"),
+    cl::value_desc("KIND[:OUTPUT]"), cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> mode("mode", cl::desc("train (default) or infer"),
                           cl::init("train"), cl::value_desc("train|infer"),
                           cl::sub(distopt::tool::planCommand()));
@@ -310,6 +317,23 @@ bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out
 
 } // namespace
 
+/// The output (by name, or position; default the first) a --loss of a kind
+/// that takes its last axis as classes (cross-entropy, nll) reads, or -1.
+static int64_t classLossOutputOf(mlir::func::FuncOp func, StringRef loss) {
+  auto [kind, out] = loss.split(':');
+  if (kind != "cross-entropy" && kind != "nll")
+    return -1;
+  StringRef which = out.empty() ? "0" : out;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (auto name = func.getResultAttrOfType<mlir::StringAttr>(i, "dopt.name"))
+      if (name.getValue() == which)
+        return i;
+  unsigned position;
+  if (!which.getAsInteger(10, position) && position < func.getNumResults())
+    return position;
+  return -1;
+}
+
 int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   if (clusterSpec.empty())
     return usage("--cluster is required (e.g. --cluster dgx-a100x8 or "
@@ -408,6 +432,8 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   int64_t probe = *probeOpt;
   options.globalBatch = globalBatch.getNumOccurrences() ? int64_t(globalBatch)
                                                         : probe;
+  if (options.mode == PlanMode::Train)
+    options.classLossOutput = classLossOutputOf(func, planLoss);
   Expected<PlanGraph> graph = buildPlanGraph(func, probe, costOptions);
   if (!graph)
     return usage(toString(graph.takeError()));
@@ -558,22 +584,10 @@ bool distopt::tool::partitionForCluster(mlir::MLIRContext &context,
                         Twine(*batch) +
                         " (the batch dimension of the model inputs): a "
                         "replica would get no samples");
-  // The output a cross-entropy or NLL loss takes (by name, or position):
-  // its classes may stay split for a vocabulary-parallel loss.
-  if (training) {
-    auto [kind, out] = loss.split(':');
-    if (kind == "cross-entropy" || kind == "nll") {
-      StringRef which = out.empty() ? "0" : out;
-      unsigned position;
-      for (unsigned i = 0; i < func.getNumResults(); ++i)
-        if (auto name = func.getResultAttrOfType<mlir::StringAttr>(i, "dopt.name"))
-          if (name.getValue() == which)
-            options.classLossOutput = i;
-      if (options.classLossOutput < 0 && !which.getAsInteger(10, position) &&
-          position < func.getNumResults())
-        options.classLossOutput = position;
-    }
-  }
+  // The output a cross-entropy or NLL loss takes: its classes may stay
+  // split for a vocabulary-parallel loss.
+  if (training)
+    options.classLossOutput = classLossOutputOf(func, loss);
   Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
   if (!graph)
     return compileError(toString(graph.takeError()));
