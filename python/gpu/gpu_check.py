@@ -77,6 +77,10 @@ TRAINING = {
     "train_encoder_adamw_dp2tp2": ("train_encoder", "encoder_adamw", ["--dp", "2", "--tp", "2"],
                                    4),
     "train_cnn_sgd_dp2": ("train_cnn", "cnn_sgd", ["--dp", "2"], 2),
+    # Batch norm's statistics all-reduced over the replicas (forward and
+    # backward: SyncBatchNorm), and the vocabulary-parallel cross-entropy.
+    "train_bn_sgd_dp2": ("train_bn", "bn_sgd", ["--dp", "2"], 2),
+    "train_gpt_vocab_tp2": ("train_gpt_vocab", "vocab_adamw", ["--tp", "2"], 2),
     "train_sgd_clipped_dp2": ("train", "sgd_clipped", ["--dp", "2"], 2),
     # Pipelines: the stages' activations and gradients go through the CUDA
     # runtime's staged sends and receives.
@@ -186,7 +190,8 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
                 refs.setdefault(kind, {})[name] = dst
         item = {"key": key, "kind": "training", "ranks": ranks,
                 "data": {"x": f"{key}.x.npy", "labels": f"{key}.y.npy"},
-                "flags": ["--steps", "20", "--no-shuffle", *train_flags(cfg)],
+                "flags": ["--steps", str(len(meta["losses"])), "--no-shuffle",
+                          *train_flags(cfg)],
                 "losses": meta["losses"], **refs}
         if key in EVALUATED:
             # The same run with evaluation and checkpoints, on the CPU here:
