@@ -839,19 +839,28 @@ STRUCTURAL = {
                  helper.make_node("Mul", ["rows", "rows"], ["upd"]),
                  helper.make_node("ScatterND", ["h", "idx", "upd"], ["a"])],
         [4, 5], {}),
+    # Reductions, a row receiving two updates (combined in layers).
+    **{f"ScatterND-{r}": (
+        lambda r=r: [_ints("idx", [[3], [0], [3]]),
+                     helper.make_node("Slice", ["h", "st0", "en3"], ["rows"]),
+                     helper.make_node("Mul", ["rows", "rows"], ["upd"]),
+                     helper.make_node("ScatterND", ["h", "idx", "upd"], ["a"], reduction=r)],
+        [4, 5], {}) for r in ("add", "mul", "max", "min")},
 }
 
 
 @pytest.mark.parametrize("case", list(STRUCTURAL))
 def test_structural_ops_match_finite_differences(case, tmp_path):
     """Tile, CumSum, Instance/GroupNormalization, DepthToSpace,
-    MeanVarianceNormalization and ScatterND are written with reshapes,
+    MeanVarianceNormalization and ScatterND (with its reductions) are
+    written with reshapes,
     transposes, broadcasts, pads, slices, reductions and where: their
     gradients come from those ops' rules, checked here against finite
     differences."""
     build, out_shape, extra = STRUCTURAL[case]
     nodes = ([helper.make_node("MatMul", ["x", "w"], ["h"]),
-              _ints("st", [1]), _ints("en", [3])] + build() +
+              _ints("st", [1]), _ints("en", [3]), _ints("st0", [0]), _ints("en3", [3])] +
+             build() +
              [helper.make_node("Mul", ["a", "c"], ["m"]),
               helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)])
     inits = [numpy_helper.from_array(rand(3, 5), "w")]

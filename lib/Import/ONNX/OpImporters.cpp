@@ -2831,8 +2831,10 @@ LogicalResult importScatterND(NodeContext &nc) {
   TRY(data, nc.requiredInput(0));
   TRY(updates, nc.requiredInput(2));
   TRY(reduction, nc.stringAttr("reduction", "none"));
-  if (reduction != "none")
-    return nc.error("reduction '" + reduction + "' is not supported");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return nc.error("reduction must be none, add, mul, max or min, got '" +
+                    reduction + "'");
   TRY(indices, nc.constantInts(1, "indices"));
   RankedTensorType dt = nc.inputType(0), it = nc.inputType(1),
                    ut = nc.inputType(2);
@@ -2854,7 +2856,8 @@ LogicalResult importScatterND(NodeContext &nc) {
   int64_t count = (int64_t)indices.size() / k;
   if (count == 0)
     return setResult(nc, data);
-  std::vector<int64_t> source(rows, -1);
+  // The update rows each data row receives, in order.
+  std::vector<SmallVector<int64_t, 1>> sources(rows);
   for (int64_t u = 0; u < count; ++u) {
     int64_t linear = 0;
     for (int64_t j = 0; j < k; ++j) {
@@ -2865,23 +2868,45 @@ LogicalResult importScatterND(NodeContext &nc) {
                         std::to_string(dim));
       linear = linear * dim + (i < 0 ? i + dim : i);
     }
-    source[linear] = u;
+    if (reduction == "none")
+      sources[linear].assign(1, u); // duplicates: ONNX leaves it open; the last
+    else
+      sources[linear].push_back(u);
   }
-  SmallVector<int64_t> gatherIndex;
-  SmallVector<bool> replaced;
-  for (int64_t s : source) {
-    gatherIndex.push_back(std::max<int64_t>(s, 0));
-    replaced.push_back(s >= 0);
-  }
+  // One layer per update a row receives: layer l takes each row's l-th
+  // update (a gather of the update rows) and replaces, adds, multiplies or
+  // takes the max or min where the row has one (a where).
+  size_t layers = 0;
+  for (const auto &s : sources)
+    layers = std::max(layers, s.size());
+  constexpr size_t kMaxLayers = 64;
+  if (layers > kMaxLayers)
+    return nc.error("a row of the data receives " + std::to_string(layers) +
+                    " updates; distopt combines at most " +
+                    std::to_string(kMaxLayers) + " per row");
   OpBuilder &b = nc.builder();
-  Value mask = dopt::ConstantOp::create(
-      b, nc.loc(),
-      DenseElementsAttr::get(RankedTensorType::get({rows, 1}, b.getI1Type()),
-                             ArrayRef<bool>(replaced)));
-  Value picked = nc.create<dopt::GatherOp>(
-      reshape(nc, updates, {count, row}), nc.constantI64(gatherIndex, {rows}),
-      b.getI64IntegerAttr(0));
-  Value y = nc.create<dopt::WhereOp>(mask, picked, reshape(nc, data, {rows, row}));
+  Value flatUpdates = reshape(nc, updates, {count, row});
+  Value y = reshape(nc, data, {rows, row});
+  for (size_t l = 0; l < layers; ++l) {
+    SmallVector<int64_t> gatherIndex;
+    SmallVector<bool> hit;
+    for (const auto &s : sources) {
+      gatherIndex.push_back(l < s.size() ? s[l] : 0);
+      hit.push_back(l < s.size());
+    }
+    Value mask = dopt::ConstantOp::create(
+        b, nc.loc(),
+        DenseElementsAttr::get(RankedTensorType::get({rows, 1}, b.getI1Type()),
+                               ArrayRef<bool>(hit)));
+    Value picked = nc.create<dopt::GatherOp>(
+        flatUpdates, nc.constantI64(gatherIndex, {rows}), b.getI64IntegerAttr(0));
+    Value combined = reduction == "add"   ? nc.create<dopt::AddOp>(y, picked)
+                     : reduction == "mul" ? nc.create<dopt::MulOp>(y, picked)
+                     : reduction == "max" ? nc.create<dopt::MaxOp>(y, picked)
+                     : reduction == "min" ? nc.create<dopt::MinOp>(y, picked)
+                                          : picked;
+    y = nc.create<dopt::WhereOp>(mask, combined, y);
+  }
   return setResult(nc, reshape(nc, y, dt.getShape()));
 }
 
