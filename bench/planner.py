@@ -14,6 +14,11 @@
 2. Planning cost. The unforced search for GPT-3 175B on 128 DGX A100 nodes
    (global batch 1536, train, fp16): wall time and peak memory of `distopt
    plan`, and its plan next to Megatron's.
+3. Segment solver. The same searches with each segment's sharding problem
+   solved by variable elimination (the default) and by COIN-OR CBC's ILP
+   (`--segment-solver ilp`: how every problem with a cycle was solved before
+   2026-11-27), for GPT-3 and the zoo's exported models: search time and the
+   predicted step time of the plan each finds.
 
 Usage: bench/planner.py [--distopt build/bin/distopt] [--quick]
 """
@@ -30,6 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "testmodels"))
 import gen_models  # noqa: E402
+import zoo  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200
 
@@ -61,10 +67,12 @@ def write_model(directory, name, heads, hidden, layers):
     return path
 
 
-def plan(distopt, model, nodes, batch, extra):
-    cmd = [distopt, "plan", model, "--cluster", f"{nodes}xdgx-a100x8",
-           "--global-batch", str(batch), "--seq-len", str(SEQ), "--precision", "fp16",
-           "--json", "-"] + extra
+def plan(distopt, model, nodes, batch, extra, shape=None):
+    cmd = [distopt, "plan", model, "--cluster",
+           nodes if isinstance(nodes, str) else f"{nodes}xdgx-a100x8",
+           "--global-batch", str(batch), "--json", "-"]
+    cmd += shape if shape is not None else ["--seq-len", str(SEQ), "--precision", "fp16"]
+    cmd += extra
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -124,7 +132,39 @@ def main():
                   f"{r['recompute']:>10} {r['predicted_step_time_s']:>8.2f} {r['compute_s']:>8.2f} "
                   f"{r['communication_s']:>7.2f} {r['bubble_s']:>7.2f} "
                   f"{r['peak_memory_bytes_per_device'] / 2**30:>8.1f}")
+
+        print("\nSegment solver: variable elimination (default) against CBC's ILP "
+              "(--segment-solver ilp), same search\n")
+        header = (f"{'model':<16} {'cluster':<14} {'mode':<6} {'problems':>8} {'by CBC':>7} "
+                  f"{'CBC s':>7} {'elim. s':>8} {'speed-up':>8} {'CBC step':>11} "
+                  f"{'elim. step':>11}")
+        print(header)
+        print("-" * len(header))
+        cases = [("gpt3_175b", model, 128, 1536, None, "train")]
+        if not args.quick:
+            for name in ("r3d_18", "hf_swin", "hf_t5", "hf_llama", "resnet18"):
+                path = zoo.materialize(name, tmp)
+                dims = [str(a) for a in zoo.dim_args(name, 8)]
+                for cluster in ("local:4", "dgx-a100x8"):
+                    for mode in ("infer", "train"):
+                        cases.append((name, path, cluster, 8, dims + ["--mode", mode], mode))
+        for name, path, cluster, batch, shape, mode in cases:
+            runs = {}
+            for solver in ("ilp", "auto"):
+                r, wall, _ = plan(args.distopt, path, cluster, batch,
+                                  ["--segment-solver", solver], shape)
+                runs[solver] = (r, wall)
+            (ilp, ilp_wall), (own, own_wall) = runs["ilp"], runs["auto"]
+            label = cluster if isinstance(cluster, str) else f"{cluster}xdgx-a100x8"
+            print(f"{name:<16} {label:<14} {mode:<6} {own['search']['segment_problems']:>8} "
+                  f"{ilp['search']['ilp_solves']:>7} {ilp_wall:>7.2f} {own_wall:>8.2f} "
+                  f"{ilp_wall / own_wall:>7.0f}x {seconds(ilp['predicted_step_time_s']):>11} "
+                  f"{seconds(own['predicted_step_time_s']):>11}")
     return 0
+
+
+def seconds(s):
+    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} us"
 
 
 if __name__ == "__main__":

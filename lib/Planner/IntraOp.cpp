@@ -1,6 +1,7 @@
 //===- IntraOp.cpp - intra-op (tensor-parallel) sharding search -----------===//
 
 #include "distopt/Planner/IntraOp.h"
+#include "distopt/Planner/MinSum.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
@@ -367,122 +368,6 @@ struct Problem {
     return cost;
   }
 
-  /// Exact dynamic program over a forest of pair edges (parallel edges
-  /// merged); std::nullopt when the edges contain a cycle.
-  std::optional<SmallVector<unsigned>>
-  solveForest(llvm::ArrayRef<const Edge *> pairEdges,
-              const SmallVector<double> &unary,
-              const SmallVector<unsigned> &offset, double constant,
-              double &objective) {
-    unsigned n = nodes.size();
-    auto size = [&](unsigned v) { return nodes[v].strategies.size(); };
-    // Merge edges by unordered pair into tables indexed [s_u][s_v], u < v.
-    struct Table {
-      unsigned u, v;
-      std::vector<double> cost;
-    };
-    std::vector<Table> tables;
-    std::map<std::pair<unsigned, unsigned>, unsigned> index;
-    for (const Edge *e : pairEdges) {
-      unsigned u = std::min(e->producer, e->consumer);
-      unsigned v = std::max(e->producer, e->consumer);
-      auto [it, inserted] = index.try_emplace({u, v}, tables.size());
-      if (inserted)
-        tables.push_back({u, v, std::vector<double>(size(u) * size(v), 0)});
-      Table &t = tables[it->second];
-      for (unsigned a = 0; a < size(e->producer); ++a)
-        for (unsigned b = 0; b < size(e->consumer); ++b) {
-          unsigned su = e->producer == u ? a : b, sv = e->producer == u ? b : a;
-          t.cost[su * size(v) + sv] += edgeCost(*e, a, b);
-        }
-    }
-    // Cycle check.
-    std::vector<unsigned> parentUF(n);
-    for (unsigned v = 0; v < n; ++v)
-      parentUF[v] = v;
-    auto find = [&](unsigned v) {
-      while (parentUF[v] != v)
-        v = parentUF[v] = parentUF[parentUF[v]];
-      return v;
-    };
-    std::vector<SmallVector<unsigned, 4>> adj(n);
-    for (auto [i, t] : llvm::enumerate(tables)) {
-      unsigned a = find(t.u), b = find(t.v);
-      if (a == b)
-        return std::nullopt;
-      parentUF[a] = b;
-      adj[t.u].push_back(i);
-      adj[t.v].push_back(i);
-    }
-    // Order each tree from a root; msg[v][s] = best cost of v's subtree
-    // with v in strategy s.
-    std::vector<std::vector<double>> msg(n);
-    for (unsigned v = 0; v < n; ++v)
-      msg[v].assign(unary.begin() + offset[v], unary.begin() + offset[v + 1]);
-    std::vector<int> parentEdge(n, -1);
-    std::vector<bool> seen(n, false);
-    std::vector<unsigned> order, roots;
-    for (unsigned r = 0; r < n; ++r) {
-      if (seen[r])
-        continue;
-      roots.push_back(r);
-      seen[r] = true;
-      SmallVector<unsigned> stack{r};
-      while (!stack.empty()) {
-        unsigned v = stack.pop_back_val();
-        order.push_back(v);
-        for (unsigned ti : adj[v]) {
-          unsigned w = tables[ti].u == v ? tables[ti].v : tables[ti].u;
-          if (seen[w])
-            continue;
-          seen[w] = true;
-          parentEdge[w] = static_cast<int>(ti);
-          stack.push_back(w);
-        }
-      }
-    }
-    // argBest[v][sp]: v's best strategy given its parent's strategy sp.
-    std::vector<std::vector<unsigned>> argBest(n);
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      unsigned v = *it;
-      if (parentEdge[v] < 0)
-        continue;
-      const Table &t = tables[parentEdge[v]];
-      unsigned p = t.u == v ? t.v : t.u;
-      argBest[v].assign(size(p), 0);
-      for (unsigned sp = 0; sp < size(p); ++sp) {
-        double best = std::numeric_limits<double>::infinity();
-        for (unsigned sv = 0; sv < size(v); ++sv) {
-          double c = (t.u == p ? t.cost[sp * size(v) + sv]
-                               : t.cost[sv * size(p) + sp]) +
-                     msg[v][sv];
-          if (c < best) {
-            best = c;
-            argBest[v][sp] = sv;
-          }
-        }
-        msg[p][sp] += best;
-      }
-    }
-    SmallVector<unsigned> choice(n, 0);
-    objective = constant;
-    for (unsigned r : roots) {
-      unsigned best = 0;
-      for (unsigned s = 1; s < size(r); ++s)
-        if (msg[r][s] < msg[r][best])
-          best = s;
-      choice[r] = best;
-      objective += msg[r][best];
-    }
-    for (unsigned v : order)
-      if (parentEdge[v] >= 0) {
-        const Table &t = tables[parentEdge[v]];
-        unsigned p = t.u == v ? t.v : t.u;
-        choice[v] = argBest[v][choice[p]];
-      }
-    return choice;
-  }
-
   bool usedILP = false;
 
   /// The objective of a full choice, from the costs themselves.
@@ -522,18 +407,36 @@ struct Problem {
       else
         pairEdges.push_back(&e);
     }
-    // Where the edges between undecided nodes form a forest, dynamic
-    // programming over the trees is exact and much cheaper than an ILP
-    // solve; otherwise (attention: Q, K and V rejoin) CBC.
-    if (opts.solver != IntraOpSolver::ILP)
-      if (auto forest = solveForest(pairEdges, unary, offset, constant,
-                                    objective)) {
-        usedILP = false;
-        return *forest;
+    // Variable elimination is exact and, on the narrow graphs of neural
+    // networks (chains, residual blocks, attention's Q, K and V rejoining),
+    // far cheaper than an ILP solve; CBC takes what is too wide for it.
+    if (opts.solver != IntraOpSolver::ILP) {
+      PairwiseProblem pw;
+      pw.unary.resize(nodes.size());
+      for (unsigned v = 0; v < nodes.size(); ++v)
+        pw.unary[v].assign(unary.begin() + offset[v],
+                           unary.begin() + offset[v + 1]);
+      for (const Edge *e : pairEdges) {
+        unsigned np = nodes[e->producer].strategies.size();
+        unsigned nc = nodes[e->consumer].strategies.size();
+        PairwiseProblem::Pair pair{e->producer, e->consumer,
+                                   std::vector<double>(np * nc)};
+        for (unsigned a = 0; a < np; ++a)
+          for (unsigned b = 0; b < nc; ++b)
+            pair.cost[a * nc + b] = edgeCost(*e, a, b);
+        pw.pairs.push_back(std::move(pair));
       }
-    if (opts.solver == IntraOpSolver::TreeDP)
+      if (auto exact = solveByElimination(pw, opts.eliminationLimit,
+                                          objective)) {
+        objective += constant;
+        usedILP = false;
+        return *exact;
+      }
+    }
+    if (opts.solver == IntraOpSolver::Elimination)
       return llvm::createStringError(
-          "the segment's sharding problem is not a forest");
+          "the segment's sharding problem is too wide for variable "
+          "elimination");
     usedILP = true;
 
     // Costs are seconds (1e-7 .. 1e-1): scale them so the largest is 1e3,
@@ -587,6 +490,10 @@ struct Problem {
         one.push_back(1.0);
       }
       Cbc_addRow(model, "", idx.size(), idx.data(), one.data(), 'E', 1.0);
+    }
+    if (cols == 0) { // nothing to decide (CBC does not prove an empty model)
+      Cbc_deleteModel(model);
+      return choice;
     }
     for (auto [ei, e] : llvm::enumerate(pairEdges)) {
       unsigned np = nodes[e->producer].strategies.size();

@@ -373,7 +373,7 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
   }
   os << "\nsearch: " << result.candidates << " candidates, "
      << result.ilpSolves << " segment problems (" << result.cbcSolves
-     << " by ILP, the rest by tree DP; "
+     << " by ILP, the rest by variable elimination; "
      << format("%.2f", result.ilpSeconds) << " s), "
      << format("%.2f", result.searchSeconds) << " s in all\n";
 }

@@ -212,6 +212,7 @@ private:
 
   IntraOpOptions intraOptions(int64_t tp, int64_t b, bool full) const {
     IntraOpOptions io;
+    io.solver = opts.segmentSolver;
     io.tensorParallel = tp;
     io.microBatch = b;
     io.batchScale = static_cast<double>(b) / static_cast<double>(g.probeBatch);

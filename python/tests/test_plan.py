@@ -27,7 +27,7 @@ REQUIRED = {"dp", "tp", "pp", "microbatches", "predicted_step_time_s", "compute_
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("models")
-    gen_models.generate(str(out), ["gpt", "mlp", "gpt3_175b"])
+    gen_models.generate(str(out), ["gpt", "mlp", "gpt3_175b", "cnn", "transformer_encoder"])
     return out
 
 
@@ -64,6 +64,33 @@ def test_json_to_stdout_is_only_json(models):
     p = json.loads(plan(models / "mlp.onnx", "--cluster", "local:2", "--global-batch", 16,
                         "--json", "-"))
     assert REQUIRED <= set(p)
+
+
+@pytest.mark.parametrize("model,cluster,mode", [
+    ("gpt", "local:4", "train"), ("gpt", "dgx-a100x8", "train"), ("gpt", "local:2", "infer"),
+    ("transformer_encoder", "4xdgx-a100x8", "train"), ("cnn", "local:4", "train")])
+def test_variable_elimination_plans_as_well_as_the_ilp(models, model, cluster, mode):
+    """Segment problems with cycles (attention's Q, K and V rejoining, residual
+    blocks) are solved by variable elimination, exactly: the plan is predicted
+    no slower than with CBC on every such problem (CBC's tolerances may leave
+    it a hair worse), and none of them is left to CBC."""
+    common = [models / f"{model}.onnx", "--cluster", cluster, "--global-batch", 16,
+              "--dim", "seq=32", "--mode", mode, "--json", "-"]
+    own = json.loads(plan(*common))
+    ilp = json.loads(plan(*common, "--segment-solver", "ilp"))
+    assert ilp["search"]["ilp_solves"] > 0
+    assert own["search"]["ilp_solves"] == 0
+    assert own["search"]["segment_problems"] == ilp["search"]["segment_problems"]
+    assert own["predicted_step_time_s"] <= ilp["predicted_step_time_s"] * (1 + 1e-12)
+    assert own["predicted_step_time_s"] == pytest.approx(ilp["predicted_step_time_s"], rel=1e-3)
+
+
+def test_segment_solver_flag_errors(models):
+    proc = subprocess.run([str(DISTOPT), "plan", str(models / "mlp.onnx"), "--cluster",
+                           "local:2", "--global-batch", "4", "--segment-solver", "simplex"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "--segment-solver must be auto, ilp or elimination, got 'simplex'" in proc.stderr
 
 
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")

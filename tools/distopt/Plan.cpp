@@ -163,6 +163,14 @@ cl::opt<std::string> reportFile(
     cl::desc("Also write a self-contained HTML page with the pipeline "
              "schedule and per-stage costs drawn as SVG"),
     cl::value_desc("file.html"), cl::sub(distopt::tool::planCommand()));
+cl::opt<std::string> segmentSolver(
+    "segment-solver",
+    cl::desc("How the sharding problem of each segment is solved: auto "
+             "(default: variable elimination, CBC where that is too wide), "
+             "ilp (CBC for every problem with a cycle) or elimination (fails "
+             "where it is too wide); for benchmarks"),
+    cl::init("auto"), cl::value_desc("auto|ilp|elimination"), cl::Hidden,
+    cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> jsonFile("json",
                               cl::desc("Also write the plan as JSON ('-': "
                                        "stdout, instead of the summary)"),
@@ -377,6 +385,13 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
       !applyServerFlags(options, error))
     return usage(error);
   options.compareServers = true;
+  if (segmentSolver == "ilp")
+    options.segmentSolver = IntraOpSolver::ILP;
+  else if (segmentSolver == "elimination")
+    options.segmentSolver = IntraOpSolver::Elimination;
+  else if (segmentSolver != "auto")
+    return usage("--segment-solver must be auto, ilp or elimination, got '" +
+                 segmentSolver + "'");
   if (emit != "summary" && emit != "ir")
     return usage("--emit must be summary or ir, got '" + emit + "'");
   if (globalBatch.getNumOccurrences() && globalBatch < 1)

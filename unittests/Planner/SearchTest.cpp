@@ -513,9 +513,11 @@ TEST_F(PlannerTest, MegatronMLPSplitIsColumnThenRow) {
   EXPECT_EQ(bwd, 1);
 }
 
-TEST_F(PlannerTest, TreeDynamicProgramMatchesTheILP) {
+TEST_F(PlannerTest, VariableEliminationMatchesTheILP) {
   // Residual MLP blocks are forests once the boundary input is fixed; a
-  // block whose two branches rejoin (x·A and x·B multiplied) is not.
+  // block whose two branches rejoin (x·A and x·B multiplied) has a cycle.
+  // Both are solved exactly by variable elimination; CBC takes a problem
+  // only when elimination's tables would exceed their limit.
   auto f = parse(residualMLP(2, 64, 512, 2048));
   auto g = buildPlanGraph(f, 2, {});
   ASSERT_TRUE(static_cast<bool>(g));
@@ -537,7 +539,7 @@ TEST_F(PlannerTest, TreeDynamicProgramMatchesTheILP) {
           for (int64_t out : boundaryStates(*g, g->segments[seg].output, io)) {
             io.solver = IntraOpSolver::ILP;
             auto ilp = solveSegment(*g, seg, kReplicated, out, io);
-            io.solver = IntraOpSolver::TreeDP;
+            io.solver = IntraOpSolver::Elimination;
             auto dp = solveSegment(*g, seg, kReplicated, out, io);
             ASSERT_TRUE(static_cast<bool>(ilp)) << llvm::toString(ilp.takeError());
             ASSERT_TRUE(static_cast<bool>(dp)) << llvm::toString(dp.takeError());
@@ -564,15 +566,28 @@ TEST_F(PlannerTest, TreeDynamicProgramMatchesTheILP) {
   io.tensorParallel = 4;
   io.cluster = &node;
   io.efficiency = &eff;
-  io.solver = IntraOpSolver::TreeDP;
   unsigned last = g2->segments.size() - 1;
-  auto dp = solveSegment(*g2, last, kReplicated, kReplicated, io);
-  ASSERT_FALSE(static_cast<bool>(dp));
-  llvm::consumeError(dp.takeError());
+  io.solver = IntraOpSolver::ILP;
+  auto ilp = solveSegment(*g2, last, kReplicated, kReplicated, io);
+  ASSERT_TRUE(static_cast<bool>(ilp)) << llvm::toString(ilp.takeError());
+  EXPECT_TRUE(ilp->usedILP);
+  io.solver = IntraOpSolver::Auto;
+  auto cyclic2 = solveSegment(*g2, last, kReplicated, kReplicated, io);
+  ASSERT_TRUE(static_cast<bool>(cyclic2));
+  EXPECT_FALSE(cyclic2->usedILP);
+  EXPECT_NEAR(cyclic2->objective, ilp->objective, 1e-9 * ilp->objective);
+  // Too wide for the limit: Elimination refuses, Auto hands it to CBC.
+  io.eliminationLimit = 4;
+  io.solver = IntraOpSolver::Elimination;
+  auto narrow = solveSegment(*g2, last, kReplicated, kReplicated, io);
+  ASSERT_FALSE(static_cast<bool>(narrow));
+  EXPECT_NE(llvm::toString(narrow.takeError()).find("too wide"),
+            std::string::npos);
   io.solver = IntraOpSolver::Auto;
   auto any = solveSegment(*g2, last, kReplicated, kReplicated, io);
   ASSERT_TRUE(static_cast<bool>(any));
   EXPECT_TRUE(any->usedILP);
+  EXPECT_NEAR(any->objective, ilp->objective, 1e-9 * ilp->objective);
 }
 
 TEST_F(PlannerTest, OneDeviceMeansEverythingReplicated) {

@@ -62,13 +62,17 @@ struct PlannedCollective {
   double time = 0;
 };
 
-/// How a segment's problem is solved: Auto uses the exact tree dynamic
-/// program where the undecided nodes' edges form a forest and the ILP
-/// elsewhere; the others force one (TreeDP fails on a cycle).
-enum class IntraOpSolver { Auto, ILP, TreeDP };
+/// How a segment's problem is solved: Auto uses exact variable elimination
+/// (MinSum.h) where its tables stay within `eliminationLimit` entries and
+/// the ILP elsewhere; the others force one (Elimination fails on a problem
+/// too wide for it).
+enum class IntraOpSolver { Auto, ILP, Elimination };
 
 struct IntraOpOptions {
   IntraOpSolver solver = IntraOpSolver::Auto;
+  /// Table entries variable elimination may fill in all before CBC takes
+  /// the problem (about 10 ms of work; CBC takes 5-20 ms a problem).
+  double eliminationLimit = 1e7;
   int64_t tensorParallel = 1;
   /// Micro-batch size divided by the graph's probe batch.
   double batchScale = 1;
@@ -110,7 +114,7 @@ struct SegmentSolution {
   llvm::SmallVector<NodeChoice> choices;
   llvm::SmallVector<PlannedCollective> collectives;
   double solveSeconds = 0;
-  bool usedILP = false; ///< CBC solved it (else the tree DP or no edges)
+  bool usedILP = false; ///< CBC solved it (else variable elimination)
 };
 
 /// The boundary states worth considering for tensor `tensor` at these

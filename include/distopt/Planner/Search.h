@@ -98,6 +98,10 @@ struct PlanOptions {
   /// that axis over the tensor axis -- a vocabulary-parallel loss (Megatron)
   /// -- instead of gathering it.
   int64_t classLossOutput = -1;
+  /// How segment problems are solved (IntraOp.h; Auto: variable
+  /// elimination, CBC where that is too wide). The others for benchmarks
+  /// and tests (`distopt plan --segment-solver`, hidden).
+  IntraOpSolver segmentSolver = IntraOpSolver::Auto;
 };
 
 struct StagePlan {
@@ -171,7 +175,7 @@ struct PlanResult {
   std::vector<Plan> serverAlternatives;
   int64_t candidates = 0;  ///< (dp, tp, pp, b, recompute) evaluated
   int64_t ilpSolves = 0;   ///< segment problems solved
-  int64_t cbcSolves = 0;   ///< of which by CBC (the rest: tree DP)
+  int64_t cbcSolves = 0;   ///< of which by CBC (the rest: variable elimination)
   double ilpSeconds = 0;
   double searchSeconds = 0;
   /// Keeps the solutions the plans point to alive.
