@@ -431,7 +431,19 @@ def test_emulated_gpu_training_matches_torch_optim(run_name, torch_models, tmp_p
     check_torch_optim(run_name, torch_models, tmp_path, "cuda-emu")
 
 
-def check_torch_optim(run_name, torch_models, tmp_path, target="cpu"):
+@pytest.mark.parametrize("run_name,target", [("bn_adamw", "cpu"), ("gpt_adamw", "cpu"),
+                                             ("encoder_adamw", "cuda-emu")])
+def test_steps_split_into_functions_match_torch_optim(run_name, target, torch_models, tmp_path):
+    """The same with every program's loop nests split into functions of
+    about 250 operations (`--outline-ops 0`; by default only programs of
+    8000 and more, large training steps, are split, to bound LLVM's time):
+    arguments, results carried out of a function, views of the arena
+    recomputed in each, and the step and evaluation programs of one
+    bundle, each with its own functions."""
+    check_torch_optim(run_name, torch_models, tmp_path, target, ["--outline-ops", "0"])
+
+
+def check_torch_optim(run_name, torch_models, tmp_path, target="cpu", extra=()):
     prefix = run_name.split("_")[0]
     d = torch_models / {"cnn": "train_cnn", "bn": "train_bn", "encoder": "train_encoder",
                         "gpt": "train_gpt"}.get(prefix, "train")
@@ -440,7 +452,7 @@ def check_torch_optim(run_name, torch_models, tmp_path, target="cpu"):
     flags = step_flags(cfg)
     model_path = reference_model(d, meta, tmp_path / "model.onnx")
     bundle = tmp_path / "step.dx"
-    run(DISTOPT, "compile", model_path, *flags, "--target", target, "-o", bundle)
+    run(DISTOPT, "compile", model_path, *flags, "--target", target, *extra, "-o", bundle)
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
     run(bundle / "step", "train", *batches_as_data(d, tmp_path), "--steps", "20",
         "--no-shuffle", *train_flags(cfg), "--log", log, "--save-weights", saved)

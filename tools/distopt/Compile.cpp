@@ -57,6 +57,18 @@ static cl::opt<std::string> compileTarget(
              "generation without a GPU; slow)"),
     cl::value_desc("cpu|cuda|cuda-emu"), cl::init("cpu"),
     cl::sub(tool::compileCommand()));
+static cl::opt<int64_t> outlineOps(
+    "outline-ops",
+    cl::desc("CPU code: functions of at least N loop-level operations are "
+             "split into functions of about 250 before LLVM (default 8000: "
+             "large training steps; 0 splits every function)"),
+    cl::value_desc("N"), cl::Hidden, cl::sub(tool::compileCommand()));
+/// --outline-ops, where given.
+static std::optional<int64_t> outlineMinOps() {
+  if (!outlineOps.getNumOccurrences())
+    return std::nullopt;
+  return outlineOps.getValue();
+}
 static cl::opt<std::string> emulateThreads(
     "emulate-threads",
     cl::desc("With --target cuda-emu: the order a block's threads run in "
@@ -302,6 +314,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
     WithColor::error() << "--labels applies to --loss\n";
+    return 1;
+  }
+  if (outlineOps.getNumOccurrences() && outlineOps < 0) {
+    WithColor::error() << "--outline-ops must be at least 0, got "
+                       << outlineOps << "\n";
     return 1;
   }
   if (emulateThreads.getNumOccurrences() &&
@@ -851,14 +868,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         return 1;
     } else if (emulateCUDA) {
       if (failed(cuda::lowerForEmulation(*program, emit == "gpu",
-                                         emulateThreads == "forward")))
+                                         emulateThreads == "forward",
+                                         outlineMinOps())))
         return 1;
       if (emit == "gpu") {
         program->print(printedOS, flags);
         printedOS << "\n";
         continue;
       }
-    } else if (failed(cpu::lowerToLLVMDialect(*program))) {
+    } else if (failed(cpu::lowerToLLVMDialect(*program, outlineMinOps()))) {
       return 1;
     }
     if (pipeline || isEval || isServer) {

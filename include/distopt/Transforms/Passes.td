@@ -175,6 +175,53 @@ def PromoteReductionsPass : Pass<"distopt-promote-reductions", "mlir::func::Func
                            "mlir::arith::ArithDialect"];
 }
 
+def OutlineLoopNestsPass : Pass<"distopt-outline-loop-nests", "mlir::ModuleOp"> {
+  let summary = "Split a large function's loop nests into functions of bounded size";
+  let description = [{
+    Runs on the loop-level program (after bufferization, before
+    `convert-scf-to-openmp`). LLVM's work on one function grows faster than
+    linearly with its size: OpenMP's region outlining scans the whole
+    function once per parallel loop, and scalar evolution and the machine
+    passes walk long chains of blocks. A training step is one function of
+    thousands of loop nests. In every function with at least `min-ops`
+    operations, runs of consecutive top-level operations without results
+    (loop nests, runtime calls, copies) of about `chunk-ops` operations
+    each become private functions, called in their place and kept out of
+    line (`noinline`). Side-effect-free operations and allocations between
+    them (views, constants) stay in the caller; constants are cloned into
+    the functions that use them, so loop bounds stay known; any other
+    operation with results ends a run. Functions under `min-ops` are left
+    as they are.
+
+    ```mlir
+    func.func @dopt_main(%a: memref<64xf32>, %b: memref<64xf32>) {
+      scf.for ... { ... %a ... }
+      scf.parallel ... { ... %b ... }
+      return
+    }
+    // becomes (with chunk-ops small enough)
+    func.func private @dopt_main_part0(%a: memref<64xf32>)
+        attributes {passthrough = ["noinline"]} {
+      scf.for ... { ... }
+      return
+    }
+    ...
+    func.func @dopt_main(%a: memref<64xf32>, %b: memref<64xf32>) {
+      call @dopt_main_part0(%a) : (memref<64xf32>) -> ()
+      call @dopt_main_part1(%b) : (memref<64xf32>) -> ()
+      return
+    }
+    ```
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", /*default=*/"8000",
+           "Operations a function needs before it is split">,
+    Option<"chunkOps", "chunk-ops", "int64_t", /*default=*/"250",
+           "Operations to aim for in each outlined function">,
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
 def PrivatizeFillsPass : Pass<"distopt-privatize-fills", "mlir::func::FuncOp"> {
   let summary = "Give each user of a filled tensor its own fill before bufferization";
   let description = [{

@@ -186,20 +186,25 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
   return success();
 }
 
-LogicalResult cpu::lowerToLLVMDialect(ModuleOp module) {
+LogicalResult cpu::lowerToLLVMDialect(ModuleOp module,
+                                      std::optional<int64_t> outlineMinOps) {
   SmallVector<MemRefType> argTypes;
   if (failed(lowerToLoops(module, argTypes)))
     return failure();
-  return lowerLoopsToLLVMDialect(module, argTypes);
+  return lowerLoopsToLLVMDialect(module, argTypes, outlineMinOps);
 }
 
-LogicalResult cpu::lowerLoopsToLLVMDialect(ModuleOp module,
-                                           ArrayRef<MemRefType> argTypes) {
+LogicalResult cpu::lowerLoopsToLLVMDialect(
+    ModuleOp module, ArrayRef<MemRefType> argTypes,
+    std::optional<int64_t> outlineMinOps) {
+  std::string outline = "distopt-outline-loop-nests";
+  if (outlineMinOps)
+    outline += "{min-ops=" + std::to_string(*outlineMinOps) + "}";
   if (failed(runPipeline(
           module,
           "distopt-approximate-math,"
           "func.func(distopt-parallelize-loops,distopt-promote-reductions),"
-          "convert-scf-to-openmp,canonicalize,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+          + outline + ",convert-scf-to-openmp,canonicalize,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
           "convert-math-to-funcs,convert-math-to-llvm,convert-math-to-libm,"
           // Vector loads and stores (the CUDA mapping's, under cuda-emu).
           "convert-vector-to-llvm,"
@@ -207,6 +212,21 @@ LogicalResult cpu::lowerLoopsToLLVMDialect(ModuleOp module,
           "convert-func-to-llvm,convert-index-to-llvm,convert-openmp-to-llvm,"
           "reconcile-unrealized-casts")))
     return failure();
+  // distopt-outline-loop-nests' functions: local to their object file (the
+  // programs of a bundle each have their own), and the caller's allocations
+  // they take are distinct from every other pointer they see.
+  module.walk([](LLVM::LLVMFuncOp f) {
+    auto positions = f->getAttrOfType<DenseI64ArrayAttr>("dopt.outlined");
+    if (!positions)
+      return;
+    f.setLinkage(LLVM::Linkage::Internal);
+    for (int64_t i : positions.asArrayRef())
+      if (i < f.getNumArguments() &&
+          isa<LLVM::LLVMPointerType>(f.getArgumentTypes()[i]))
+        f.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                     UnitAttr::get(f.getContext()));
+    f->removeAttr("dopt.outlined");
+  });
   return addEntryPoint(module, argTypes, "dopt_entry");
 }
 

@@ -190,7 +190,8 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
 }
 
 LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
-                                      bool forward) {
+                                      bool forward,
+                                      std::optional<int64_t> outlineMinOps) {
   SmallVector<MemRefType> argTypes;
   if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true)))
     return failure();
@@ -202,7 +203,7 @@ LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
           module, std::string("func.func(distopt-emulate-gpu-launches{forward=") +
                       (forward ? "true" : "false") + "}),canonicalize,cse")))
     return failure();
-  return cpu::lowerLoopsToLLVMDialect(module, argTypes);
+  return cpu::lowerLoopsToLLVMDialect(module, argTypes, outlineMinOps);
 }
 
 /// Runs `tool args...`; on failure `error` holds the command and its output.

@@ -63,13 +63,20 @@ lowerToLoops(mlir::ModuleOp module,
              bool gemmEpilogues = false);
 
 /// linalg on tensors -> LLVM dialect, plus the `dopt_entry` wrapper.
-mlir::LogicalResult lowerToLLVMDialect(mlir::ModuleOp module);
+/// `outlineMinOps`: distopt-outline-loop-nests' min-ops (unset: its
+/// default).
+mlir::LogicalResult
+lowerToLLVMDialect(mlir::ModuleOp module,
+                   std::optional<int64_t> outlineMinOps = std::nullopt);
 /// The second half of lowerToLLVMDialect: loops on buffers (what
 /// lowerToLoops leaves; `argTypes` its buffer types) -> LLVM dialect, with
-/// OpenMP for the parallel loops, plus the `dopt_entry` wrapper.
+/// large functions split into functions of bounded size
+/// (distopt-outline-loop-nests) and OpenMP for the parallel loops, plus the
+/// `dopt_entry` wrapper.
 mlir::LogicalResult
 lowerLoopsToLLVMDialect(mlir::ModuleOp module,
-                        llvm::ArrayRef<mlir::MemRefType> argTypes);
+                        llvm::ArrayRef<mlir::MemRefType> argTypes,
+                        std::optional<int64_t> outlineMinOps = std::nullopt);
 
 /// Adds `int32_t NAME(void **buffers)` calling the lowered dopt_main with one
 /// memref descriptor per buffer (static shape, identity layout).

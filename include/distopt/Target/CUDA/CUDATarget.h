@@ -73,8 +73,9 @@ mlir::LogicalResult lowerHostToLLVM(mlir::ModuleOp module,
 /// NVVM lowering or the CUDA runtime. `emitGPU` stops after the mapping
 /// (the kernels as gpu.launch, before emulation). `forward`: a block's
 /// threads run in increasing order between barriers (default: reverse).
-mlir::LogicalResult lowerForEmulation(mlir::ModuleOp module, bool emitGPU,
-                                      bool forward = false);
+mlir::LogicalResult
+lowerForEmulation(mlir::ModuleOp module, bool emitGPU, bool forward = false,
+                  std::optional<int64_t> outlineMinOps = std::nullopt);
 
 /// Libraries a CUDA executable links (before the common runtime).
 std::vector<std::string> linkLibraries();
