@@ -410,22 +410,25 @@ struct Problem {
     // Variable elimination is exact and, on the narrow graphs of neural
     // networks (chains, residual blocks, attention's Q, K and V rejoining),
     // far cheaper than an ILP solve; CBC takes what is too wide for it.
+    // Each edge's costs, [producer strategy * |consumer| + consumer's]:
+    // computed once for either solver.
+    std::vector<std::vector<double>> pairCost(pairEdges.size());
+    for (auto [i, e] : llvm::enumerate(pairEdges)) {
+      unsigned np = nodes[e->producer].strategies.size();
+      unsigned nc = nodes[e->consumer].strategies.size();
+      pairCost[i].resize(np * nc);
+      for (unsigned a = 0; a < np; ++a)
+        for (unsigned b = 0; b < nc; ++b)
+          pairCost[i][a * nc + b] = edgeCost(*e, a, b);
+    }
     if (opts.solver != IntraOpSolver::ILP) {
       PairwiseProblem pw;
       pw.unary.resize(nodes.size());
       for (unsigned v = 0; v < nodes.size(); ++v)
         pw.unary[v].assign(unary.begin() + offset[v],
                            unary.begin() + offset[v + 1]);
-      for (const Edge *e : pairEdges) {
-        unsigned np = nodes[e->producer].strategies.size();
-        unsigned nc = nodes[e->consumer].strategies.size();
-        PairwiseProblem::Pair pair{e->producer, e->consumer,
-                                   std::vector<double>(np * nc)};
-        for (unsigned a = 0; a < np; ++a)
-          for (unsigned b = 0; b < nc; ++b)
-            pair.cost[a * nc + b] = edgeCost(*e, a, b);
-        pw.pairs.push_back(std::move(pair));
-      }
+      for (auto [i, e] : llvm::enumerate(pairEdges))
+        pw.pairs.push_back({e->producer, e->consumer, pairCost[i]});
       if (auto exact = solveByElimination(pw, opts.eliminationLimit,
                                           objective)) {
         objective += constant;
@@ -446,17 +449,9 @@ struct Problem {
       if (nodes[v].strategies.size() > 1)
         for (unsigned st = 0; st < nodes[v].strategies.size(); ++st)
           largest = std::max(largest, std::fabs(unary[offset[v] + st]));
-    std::vector<std::vector<double>> pairCost(pairEdges.size());
-    for (auto [i, e] : llvm::enumerate(pairEdges)) {
-      unsigned np = nodes[e->producer].strategies.size();
-      unsigned nc = nodes[e->consumer].strategies.size();
-      pairCost[i].resize(np * nc);
-      for (unsigned a = 0; a < np; ++a)
-        for (unsigned b = 0; b < nc; ++b) {
-          pairCost[i][a * nc + b] = edgeCost(*e, a, b);
-          largest = std::max(largest, std::fabs(pairCost[i][a * nc + b]));
-        }
-    }
+    for (const std::vector<double> &costs : pairCost)
+      for (double c : costs)
+        largest = std::max(largest, std::fabs(c));
     const double scale = largest > 0 ? 1e3 / largest : 1.0;
 
     Cbc_Model *model = Cbc_newModel();
