@@ -1735,16 +1735,34 @@ LogicalResult importResize(NodeContext &nc) {
   // Scales and output sizes per axis (ONNX's keep_aspect_ratio_policy).
   SmallVector<double> scale(rank, 1.0);
   SmallVector<int64_t> outSize(type.getShape());
+  for (int64_t a : axes)
+    if (type.isDynamicDim(a) || type.getDimSize(a) == 0)
+      return nc.error("axis " + std::to_string(a) + " of the input has size " +
+                      (type.isDynamicDim(a) ? std::string("?") : "0") +
+                      ": Resize needs a known, non-zero size");
+  // An output size as a double, checked before it becomes an int64 (a
+  // scale of 1e30 or a NaN would otherwise be undefined behaviour).
+  constexpr double maxSize = double(int64_t(1) << 40);
+  auto toSize = [&](double v, int64_t axis) -> FailureOr<int64_t> {
+    if (!(v >= 0) || v >= maxSize)
+      return nc.error("the output size of axis " + std::to_string(axis) +
+                      " would be " + (std::ostringstream() << v).str());
+    return (int64_t)v;
+  };
   if (!scales.empty()) {
     for (size_t i = 0; i < k; ++i) {
-      if (scales[i] <= 0)
-        return nc.error("scales must be positive");
+      if (!(scales[i] > 0) || !std::isfinite(scales[i]))
+        return nc.error("scales must be positive and finite");
       scale[axes[i]] = scales[i];
-      outSize[axes[i]] = (int64_t)(scales[i] * type.getDimSize(axes[i]));
+      TRY(n, toSize(scales[i] * type.getDimSize(axes[i]), axes[i]));
+      outSize[axes[i]] = n;
     }
   } else {
-    for (size_t i = 0; i < k; ++i)
+    for (size_t i = 0; i < k; ++i) {
+      TRY(n, toSize(sizesIn[i], axes[i]));
+      (void)n;
       scale[axes[i]] = sizesIn[i] / type.getDimSize(axes[i]);
+    }
     if (policy != "stretch") {
       if (policy != "not_larger" && policy != "not_smaller")
         return nc.error("keep_aspect_ratio_policy '" + policy +
@@ -1755,13 +1773,16 @@ LogicalResult importResize(NodeContext &nc) {
                                    : std::max(s, scale[a]);
       for (int64_t a : axes) {
         scale[a] = s;
-        outSize[a] = (int64_t)(s * type.getDimSize(a) + 0.5);
+        TRY(n, toSize(s * type.getDimSize(a) + 0.5, a));
+        outSize[a] = n;
       }
     } else {
       for (size_t i = 0; i < k; ++i)
         outSize[axes[i]] = (int64_t)sizesIn[i];
     }
   }
+  if (!fitsInMemory(outSize, 8))
+    return nc.error("the output shape " + shapeStr(outSize) + " is too large");
   Type stored = type.getElementType();
   bool isInt = !isa<FloatType>(stored);
   if (isInt && mode != "nearest")
@@ -1791,6 +1812,15 @@ LogicalResult importResize(NodeContext &nc) {
     if (a.out <= 0)
       return nc.error("the output size of axis " + std::to_string(axis) +
                       " is " + std::to_string(a.out));
+    // The axis' interpolation is a dense out x in constant built here.
+    constexpr int64_t maxMatrix = int64_t(1) << 28;
+    if (a.out > maxMatrix / a.in)
+      return nc.error("resizing axis " + std::to_string(axis) + " from " +
+                      std::to_string(a.in) + " to " + std::to_string(a.out) +
+                      " needs a " + std::to_string(a.out) + "x" +
+                      std::to_string(a.in) +
+                      " interpolation matrix, more than distopt builds "
+                      "(2^28 entries)");
     // Not a structured binding: C++17 lambdas cannot capture one (clang).
     std::pair<std::vector<double>, std::vector<bool>> interpolation =
         resizeMatrix(a);
