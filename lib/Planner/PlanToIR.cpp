@@ -363,6 +363,10 @@ llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
   if (auto pipeline = module->getAttrOfType<mlir::DictionaryAttr>("dopt.pipeline"))
     if (auto m = pipeline.getAs<mlir::IntegerAttr>("microbatches"))
       times = m.getInt();
+  // So does a step accumulating K micro-batches (distopt-accumulate-
+  // gradients), each with the plan's collectives.
+  if (auto k = module->getAttrOfType<mlir::IntegerAttr>("dopt.accumulate"))
+    times *= k.getInt();
   CollectiveCounts planned;
   for (mlir::Attribute a : list) {
     auto d = llvm::cast<mlir::DictionaryAttr>(a);

@@ -13,6 +13,12 @@
 // loss likewise. distopt-sync-gradients, run after, communicates the sums
 // once per step. A dropout's positions continue across the micro-batches
 // (micro-batch k stacked after the k - 1 before it along dimension 0).
+// Weights the forward pass updates (batch norm's running statistics, ops
+// marked dopt.updates_weight) are updated once per micro-batch, in order:
+// micro-batch k reads what k - 1 wrote, as K forward calls in PyTorch do,
+// and only the last update stays marked. A statistic over the batch is then
+// each micro-batch's own: the driver allows that only where the user asked
+// for it (distopt compile --microbatch-statistics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -109,6 +115,23 @@ struct AccumulateGradientsPass
                         TypeAttr::get(RankedTensorType::get(gs, gt.getElementType())));
       }
     }
+    // The weights the forward pass updates, by argument.
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs;
+    {
+      llvm::StringMap<unsigned> weightArg;
+      for (unsigned i = 0; i < main.getNumArguments(); ++i)
+        if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+          if (auto n = dyn_cast_or_null<StringAttr>(ref.get("name")))
+            weightArg[n.getValue()] = i;
+      micro->walk([&](Operation *op) {
+        if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+          auto it = weightArg.find(n.getValue());
+          if (it != weightArg.end())
+            updatedArgs[it->second] = n;
+        }
+      });
+    }
+    llvm::DenseMap<StringAttr, Value> lastUpdate;
     b.setInsertionPointToEnd(&body);
     Location loc = main.getLoc();
     auto microRet = cast<func::ReturnOp>(micro->getTerminator());
@@ -120,6 +143,10 @@ struct AccumulateGradientsPass
       for (unsigned i = 0; i < main.getNumArguments(); ++i) {
         Value arg = main.getArgument(i);
         if (!llvm::is_contained(dataArgs, i)) {
+          auto updated = updatedArgs.find(i);
+          if (m > 0 && updated != updatedArgs.end() &&
+              lastUpdate.count(updated->second))
+            arg = lastUpdate[updated->second];
           map.map(micro->getArgument(i), arg);
           continue;
         }
@@ -138,6 +165,14 @@ struct AccumulateGradientsPass
         Operation *copy = b.clone(op, map);
         if (auto d = dyn_cast<dopt::DropoutOp>(copy))
           stackDropout(b, d, m, k);
+        copy->walk([&](Operation *c) {
+          auto n = c->getAttrOfType<StringAttr>("dopt.updates_weight");
+          if (!n || c->getNumResults() != 1)
+            return;
+          lastUpdate[n] = c->getResult(0);
+          if (m + 1 < k)
+            c->removeAttr("dopt.updates_weight");
+        });
       }
       SmallVector<Value> outs;
       for (Value v : microRet.getOperands())
@@ -184,6 +219,9 @@ struct AccumulateGradientsPass
     }
     func::ReturnOp::create(b, loc, finals);
     holder.erase();
+    // The step's collectives are the plan's K times over
+    // (planner::checkBackwardCollectives).
+    module->setAttr("dopt.accumulate", b.getI64IntegerAttr(k));
     main.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                    ValueRange(finals).getTypes()));
   }

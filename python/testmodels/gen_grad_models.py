@@ -246,6 +246,12 @@ BN_RUNS = {
     # The convolution's bias before a batch norm has a zero gradient in exact
     # arithmetic (the norm subtracts the batch mean): eps as for SEQ_RUNS.
     "bn_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4, weight_decay=0.01),
+    # Gradient accumulation as PyTorch users write it: each step runs two
+    # batches forward and backward in turn (each normalised by its own
+    # statistics, the running ones moved twice), each loss weighted by half,
+    # then one optimizer step: 10 steps over the 20 batches.
+    "bn_sgd_accumulate2": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4,
+                               accumulate=2),
 }
 
 # Attention's key bias has a zero gradient in exact arithmetic (softmax does
@@ -393,12 +399,16 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
                                     weight_decay=cfg["weight_decay"])
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_lambda(cfg))
         losses = []
-        for step in range(len(xs)):
+        k = cfg.get("accumulate", 1)
+        for step in range(len(xs) // k):
             opt.zero_grad()
-            out_ = model(xs[step])
-            loss = nn.functional.cross_entropy(out_.reshape(-1, out_.shape[-1]),
-                                               ys[step].reshape(-1))
-            loss.backward()
+            loss = 0.0
+            for m in range(k):
+                out_ = model(xs[k * step + m])
+                part = nn.functional.cross_entropy(out_.reshape(-1, out_.shape[-1]),
+                                                   ys[k * step + m].reshape(-1)) / k
+                part.backward()
+                loss += float(part)
             if cfg.get("clip_norm"):
                 torch.nn.utils.clip_grad_norm_(params, cfg["clip_norm"])
             opt.step()

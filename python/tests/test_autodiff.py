@@ -5,6 +5,7 @@ with their loss), through `distopt compile --gradients` and the CPU bundle.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -411,7 +412,8 @@ def test_gpt_decoder_gradients_match_finite_differences(tmp_path):
 
 @pytest.mark.parametrize("run_name", ["sgd_nesterov", "sgd_clipped", "adam", "adamw",
                                       "adamw_warmup_cosine", "sgd_warmup_linear",
-                                      "cnn_sgd", "cnn_adamw", "bn_sgd", "bn_adamw", "encoder_sgd",
+                                      "cnn_sgd", "cnn_adamw", "bn_sgd", "bn_adamw",
+                                      "bn_sgd_accumulate2", "encoder_sgd",
                                       "encoder_adamw", "gpt_sgd", "gpt_adamw"])
 def test_training_matches_torch_optim(run_name, torch_models, tmp_path):
     """20 steps of `model train` on the batches PyTorch trained on (in file
@@ -443,6 +445,22 @@ def test_steps_split_into_functions_match_torch_optim(run_name, target, torch_mo
     check_torch_optim(run_name, torch_models, tmp_path, target, ["--outline-ops", "0"])
 
 
+@pytest.mark.parametrize("run_name,target", [("bn_adamw", "cpu"), ("gpt_adamw", "cpu")])
+def test_steps_compiled_in_parts_match_torch_optim(run_name, target, torch_models, tmp_path):
+    """The same with machine code generated in parts on threads
+    (`--codegen-threads 3`, every program however small): the functions of
+    one program in three objects, their local symbols made hidden globals
+    under a name per program (the step's and the evaluation program's
+    pieces share names until then), linked into one executable."""
+    check_torch_optim(run_name, torch_models, tmp_path, target,
+                      ["--outline-ops", "0", "--codegen-threads", "3",
+                       "--codegen-split-min", "0"])
+    symbols = subprocess.run(["nm", tmp_path / "step.dx" / "step"], capture_output=True,
+                             text=True, check=True).stdout
+    for program in ("dopt.m0.", "dopt.m1."):
+        assert f"{program}dopt_main_part0" in symbols, program
+
+
 def check_torch_optim(run_name, torch_models, tmp_path, target="cpu", extra=()):
     prefix = run_name.split("_")[0]
     d = torch_models / {"cnn": "train_cnn", "bn": "train_bn", "encoder": "train_encoder",
@@ -454,10 +472,11 @@ def check_torch_optim(run_name, torch_models, tmp_path, target="cpu", extra=()):
     bundle = tmp_path / "step.dx"
     run(DISTOPT, "compile", model_path, *flags, "--target", target, *extra, "-o", bundle)
     log, saved = tmp_path / "log.jsonl", tmp_path / "weights"
-    run(bundle / "step", "train", *batches_as_data(d, tmp_path), "--steps", "20",
+    n = len(meta["losses"])
+    run(bundle / "step", "train", *batches_as_data(d, tmp_path), "--steps", str(n),
         "--no-shuffle", *train_flags(cfg), "--log", log, "--save-weights", saved)
     steps = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [s["step"] for s in steps] == list(range(1, 21))
+    assert [s["step"] for s in steps] == list(range(1, n + 1))
     losses, want = np.array([s["loss"] for s in steps]), np.array(meta["losses"])
     assert np.abs(losses - want).max() <= 1e-4 * np.abs(want).max(), (losses, want)
     for name, f in meta["weights"].items():

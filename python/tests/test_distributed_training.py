@@ -71,6 +71,42 @@ def test_batch_norm_statistics_are_synchronised_over_replicas(run_name, plan, to
         assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
 
 
+def test_accumulated_micro_batches_with_their_own_statistics_on_replicas(torch_models,
+                                                                         tmp_path):
+    """--accumulate 2 --microbatch-statistics on 2 replicas (DDP with
+    SyncBatchNorm and gradient accumulation): micro-batch m of a step is
+    the m-th slice of every replica's share, normalised by the statistics
+    of those samples across the replicas, the running statistics moved once
+    per micro-batch. With the data laid out so that each such micro-batch
+    holds one of PyTorch's batches, the 10 steps follow PyTorch's gradient
+    accumulation (bn_sgd_accumulate2): losses, weights, running means."""
+    d = torch_models / "train_bn"
+    meta = json.loads((d / "meta.json").read_text())["bn_sgd_accumulate2"]
+    cfg, k, dp = meta["config"], meta["config"]["accumulate"], 2
+    model = reference_model(d, meta, tmp_path / "model.onnx")
+    bundle = compile_step(model, tmp_path / "acc.dx", cfg["kind"], "--cluster", f"local:{dp}",
+                          "--dp", str(dp), "--accumulate", str(k), "--microbatch-statistics")
+    xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+    steps, batch = xs.shape[0] // k, xs.shape[1]
+    share = batch // dp
+    # Step s's samples: replica r's share, micro-batch m's slice of it, is
+    # PyTorch's batch k*s + m, samples [r*share, (r+1)*share).
+    order = [(k * s + m, r * share + j) for s in range(steps) for r in range(dp)
+             for m in range(k) for j in range(share)]
+    np.save(tmp_path / "x.npy", np.stack([xs[b, i] for b, i in order]))
+    np.save(tmp_path / "y.npy", np.stack([ys[b, i] for b, i in order]))
+    got, saved = train(bundle, dp, "--data", f"x={tmp_path / 'x.npy'}", "--data",
+                       f"labels={tmp_path / 'y.npy'}", "--steps", str(steps), "--no-shuffle",
+                       *train_flags(cfg))
+    losses = np.array([s["loss"] for s in got])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        assert rel_err(np.load(saved / f"{name}.npy"), np.load(d / f)) <= 1e-4, name
+    for name, f in meta["buffers"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
+
+
 def test_synchronised_batch_norm_under_tensor_and_pipeline_parallelism(torch_models,
                                                                        tmp_path):
     """The batch-norm CNN trained under dp 2 x tp 2 (the statistics'
@@ -500,6 +536,39 @@ def test_accumulated_micro_batches_equal_one_big_batch(torch_models, tmp_path):
     p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
             "--optimizer", "sgd", "--accumulate", "0", "-o", tmp_path / "e.dx", check=False)
     assert p.returncode == 1 and "--accumulate must be at least 1" in p.stderr
+    p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+            "--optimizer", "sgd", "--microbatch-statistics", "-o", tmp_path / "e.dx",
+            check=False)
+    assert p.returncode == 1 and \
+        "--microbatch-statistics applies to --accumulate with K of 2 or more" in p.stderr
+
+
+def test_accumulate_refuses_what_micro_batches_would_change(torch_models, tmp_path):
+    """--accumulate cuts the batch into micro-batches: a statistic over the
+    batch (batch norm in training form) is refused unless
+    --microbatch-statistics asks for each micro-batch's own, and an op
+    mixing the samples is refused outright."""
+    bn = torch_models / "train_bn" / "model.onnx"
+    p = run(DISTOPT, "compile", bn, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+            "--accumulate", "2", "-o", tmp_path / "e.dx", check=False)
+    assert p.returncode == 1 and "--accumulate 2 cuts the batch into micro-batches, but " \
+        "node '/1/BatchNormalization'" in p.stderr and "add --microbatch-statistics" in p.stderr
+    assert not (tmp_path / "e.dx").exists()
+    # logits = (x^T W)^T: every sample's logits read every sample.
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0], name="t1"),
+         helper.make_node("MatMul", ["xt", "w"], ["m"], name="mixer"),
+         helper.make_node("Transpose", ["m"], ["logits"], perm=[1, 0], name="t2")],
+        "mix", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 8])], [w])
+    mix = tmp_path / "mix.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(mix))
+    p = run(DISTOPT, "compile", mix, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+            "--accumulate", "2", "--microbatch-statistics", "-o", tmp_path / "m.dx", check=False)
+    assert p.returncode == 1 and "--accumulate 2 cuts the batch into micro-batches, but " \
+        "node 'mixer'" in p.stderr and "the samples of a batch cannot be split" in p.stderr
 
 
 def test_uneven_data_parallel_batch_pads_with_ignored_labels(torch_models, tmp_path):

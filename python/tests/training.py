@@ -48,6 +48,10 @@ def step_flags(cfg) -> list[str]:
     flags = ["--loss", "cross-entropy:logits", "--optimizer", cfg["kind"]]
     if cfg.get("nesterov"):
         flags.append("--nesterov")
+    if cfg.get("accumulate"):
+        # The reference's batches are micro-batches of one step: batch norm's
+        # statistics are each micro-batch's own there.
+        flags += ["--accumulate", str(cfg["accumulate"]), "--microbatch-statistics"]
     return flags
 
 

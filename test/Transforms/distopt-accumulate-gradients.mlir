@@ -1,4 +1,4 @@
-// RUN: distopt-opt %s --distopt-accumulate-gradients='steps=2' | FileCheck %s
+// RUN: distopt-opt %s --split-input-file --distopt-accumulate-gradients='steps=2' | FileCheck %s
 
 // Two micro-batches of 2 samples: the data input holds 4; the micro-batch
 // program runs on rows [0, 2) then [2, 4); loss and gradient are the two
@@ -23,5 +23,30 @@ module {
     %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
     %g = dopt.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
     return %l, %c, %g : tensor<f32>, tensor<f32>, tensor<3xf32>
+  }
+}
+
+// -----
+
+// A weight the forward pass updates (batch norm's running mean, marked
+// dopt.updates_weight): micro-batch 1 updates what micro-batch 0 wrote, and
+// only its update stays marked; the step records K for the collectives'
+// check.
+// CHECK-LABEL: module attributes {dopt.accumulate = 2 : i64}
+// CHECK: func.func @main(
+// CHECK: %[[S0:.*]] = dopt.slice %arg0
+// CHECK: %[[M0:.*]] = dopt.reduce_mean %[[S0]]
+// CHECK: %[[U0:.*]] = dopt.add %arg1, %[[M0]] : (
+// CHECK: %[[S1:.*]] = dopt.slice %arg0
+// CHECK: %[[M1:.*]] = dopt.reduce_mean %[[S1]]
+// CHECK: dopt.add %[[U0]], %[[M1]] {dopt.updates_weight = "rm"}
+module {
+  func.func @main(%x: tensor<2x3xf32> {dopt.name = "x"}, %rm: tensor<3xf32> {dopt.weight = {name = "rm"}})
+      -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "counted"}) {
+    %m = dopt.reduce_mean %x {axes = array<i64: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
+    %u = dopt.add %rm, %m {dopt.updates_weight = "rm"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %l = dopt.reduce_sum %x {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+    %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+    return %l, %c : tensor<f32>, tensor<f32>
   }
 }

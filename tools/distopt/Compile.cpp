@@ -69,6 +69,18 @@ static std::optional<int64_t> outlineMinOps() {
     return std::nullopt;
   return outlineOps.getValue();
 }
+static cl::opt<unsigned> codegenThreads(
+    "codegen-threads",
+    cl::desc("Threads for machine code generation: a large program's "
+             "functions are compiled in parts on N threads (default 0: one "
+             "per hardware thread; 1: one part)"),
+    cl::value_desc("N"), cl::init(0), cl::sub(tool::compileCommand()));
+static cl::opt<unsigned> codegenSplitMin(
+    "codegen-split-min",
+    cl::desc("Programs of fewer LLVM instructions are compiled in one part "
+             "(default 20000)"),
+    cl::value_desc("N"), cl::init(20000), cl::Hidden,
+    cl::sub(tool::compileCommand()));
 static cl::opt<std::string> emulateThreads(
     "emulate-threads",
     cl::desc("With --target cuda-emu: the order a block's threads run in "
@@ -137,6 +149,13 @@ static cl::opt<int64_t> accumulateSteps(
              "update, one micro-batch's activations in memory; data-parallel "
              "gradients communicated once per step)"),
     cl::value_desc("K"), cl::init(1), cl::sub(tool::compileCommand()));
+static cl::opt<bool> microbatchStatistics(
+    "microbatch-statistics",
+    cl::desc("With --accumulate: statistics over the batch (batch norm in "
+             "training form) are each micro-batch's own, the running "
+             "statistics updated once per micro-batch in order (PyTorch's "
+             "gradient accumulation); without it such models are refused"),
+    cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -312,6 +331,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                        << "\n";
     return 1;
   }
+  if (microbatchStatistics && accumulateSteps <= 1) {
+    WithColor::error() << "--microbatch-statistics applies to --accumulate "
+                          "with K of 2 or more\n";
+    return 1;
+  }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
     WithColor::error() << "--labels applies to --loss\n";
     return 1;
@@ -388,6 +412,32 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     module = importONNXFile(context, input, options);
     if (!module)
       return 1;
+    // --accumulate cuts the batch into micro-batches: each must compute
+    // what its samples would in the whole batch.
+    if (accumulateSteps > 1) {
+      if (std::optional<tool::MicrobatchObstacle> obstacle =
+              tool::microbatchObstacle(*module)) {
+        std::string k = std::to_string(accumulateSteps);
+        if (obstacle->mixes) {
+          WithColor::error()
+              << "--accumulate " << k << " cuts the batch into "
+              << "micro-batches, but " << obstacle->why
+              << ", so the samples of a batch cannot be split\n";
+          return 1;
+        }
+        if (!microbatchStatistics) {
+          WithColor::error()
+              << "--accumulate " << k << " cuts the batch into micro-batches, "
+              << "but " << obstacle->why << " (a statistic of a micro-batch "
+              << "is not the batch's): add --microbatch-statistics to "
+              << "normalise each micro-batch by its own statistics and update "
+              << "the running ones once per micro-batch, as PyTorch's "
+              << "gradient accumulation does, or compile without "
+              << "--accumulate\n";
+          return 1;
+        }
+      }
+    }
     // --cluster: plan, then rewrite into the program of one rank.
     bool training =
         compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
@@ -572,6 +622,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   llvm::raw_string_ostream printedOS(printed);
   cpu::CPUOptions cpuOptions;
   cpuOptions.cpu = cpuName.str();
+  cpuOptions.codegenThreads = codegenThreads;
+  cpuOptions.codegenSplitMin = codegenSplitMin;
   llvm::StringSet<> outerOutputNames;
 
   for (auto [k, programName] : llvm::enumerate(programNames)) {
@@ -1056,9 +1108,11 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   std::vector<std::string> objects;
   for (auto [k, llvmModule] : llvm::enumerate(llvmModules)) {
     std::string object = pathIn(exeName + "." + std::to_string(k) + ".o");
-    if (failed(cpu::emitObjectFile(*llvmModule, object, cpuOptions)))
+    FailureOr<std::vector<std::string>> parts = cpu::emitObjectFiles(
+        *llvmModule, object, "dopt.m" + std::to_string(k), cpuOptions);
+    if (failed(parts))
       return fail("cannot emit " + object);
-    objects.push_back(object);
+    llvm::append_range(objects, *parts);
   }
   if (pipeline) {
     // The stage table the runtime's main() dispatches on.

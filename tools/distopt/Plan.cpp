@@ -327,6 +327,29 @@ bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out
 
 /// The output (by name, or position; default the first) a --loss of a kind
 /// that takes its last axis as classes (cross-entropy, nll) reads, or -1.
+std::optional<distopt::tool::MicrobatchObstacle>
+distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
+  auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
+  if (!func || func.getNumArguments() == 0)
+    return std::nullopt;
+  bool symbolic = false;
+  std::optional<int64_t> batch = batchOf(func, symbolic);
+  if (!batch)
+    return std::nullopt;
+  Expected<PlanGraph> graph = buildPlanGraph(func, *batch, CostOptions());
+  if (!graph) {
+    // Not a graph the planner reads (dynamic shapes, no batch input):
+    // nothing known against micro-batches.
+    consumeError(graph.takeError());
+    return std::nullopt;
+  }
+  if (graph->batchMixer >= 0)
+    return distopt::tool::MicrobatchObstacle{true, graph->batchMixerWhy};
+  if (!graph->batchReductions.empty())
+    return distopt::tool::MicrobatchObstacle{false, graph->batchReductionWhy};
+  return std::nullopt;
+}
+
 static int64_t classLossOutputOf(mlir::func::FuncOp func, StringRef loss) {
   auto [kind, out] = loss.split(':');
   if (kind != "cross-entropy" && kind != "nll")

@@ -48,6 +48,17 @@ bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          const std::vector<int64_t> *sameAs = nullptr,
                          ServerPlan *servers = nullptr,
                          llvm::StringRef loss = "");
+/// What stops a model's batch from being cut into micro-batches that each
+/// compute what the whole batch would (--accumulate): an op that mixes the
+/// samples (`mixes`), or a statistic over the batch (batch norm in training
+/// form), which a micro-batch computes over its own samples only. `why`
+/// names the op. nullopt: nothing (or a graph the planner cannot read).
+struct MicrobatchObstacle {
+  bool mixes = false;
+  std::string why;
+};
+std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
+
 /// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
 /// how a data-parallel training step sends its gradients and keeps its
 /// optimizer state.

@@ -21,6 +21,8 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -29,10 +31,15 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+#include <mutex>
 
 using namespace mlir;
 using namespace distopt;
@@ -348,6 +355,124 @@ LogicalResult cpu::emitObjectFile(llvm::Module &llvmModule, StringRef path,
   pm.run(llvmModule);
   out.keep();
   return success();
+}
+
+namespace {
+/// Which part each defined function of `m` goes to (largest first onto the
+/// least loaded part), or nothing where the module is better left whole:
+/// one thread, or fewer than `splitMin` instructions (below that, the
+/// split costs more than it saves).
+std::optional<llvm::DenseMap<const llvm::GlobalValue *, unsigned>>
+partitionFunctions(llvm::Module &m, unsigned threads, size_t splitMin) {
+  if (threads < 2 || !m.getModuleInlineAsm().empty() ||
+      !m.aliases().empty() || !m.ifuncs().empty())
+    return std::nullopt;
+  SmallVector<std::pair<size_t, llvm::Function *>> sizes;
+  size_t total = 0;
+  for (llvm::Function &f : m) {
+    if (f.isDeclaration())
+      continue;
+    if (f.hasComdat())
+      return std::nullopt;
+    sizes.push_back({f.getInstructionCount(), &f});
+    total += sizes.back().first;
+  }
+  for (llvm::GlobalVariable &g : m.globals())
+    if (g.hasComdat())
+      return std::nullopt;
+  size_t parts = std::min<size_t>(
+      {threads, sizes.size(), total / std::max<size_t>(1, splitMin / 4)});
+  if (total < splitMin || parts < 2)
+    return std::nullopt;
+  llvm::stable_sort(sizes, [](auto &a, auto &b) { return a.first > b.first; });
+  std::vector<size_t> load(parts, 0);
+  llvm::DenseMap<const llvm::GlobalValue *, unsigned> partOf;
+  for (auto [size, f] : sizes) {
+    unsigned k = std::min_element(load.begin(), load.end()) - load.begin();
+    load[k] += size;
+    partOf[f] = k;
+  }
+  // Global variables (constants, OpenMP's descriptors) go with part 0.
+  for (llvm::GlobalVariable &g : m.globals())
+    partOf[&g] = 0;
+  return partOf;
+}
+} // namespace
+
+FailureOr<std::vector<std::string>>
+cpu::emitObjectFiles(llvm::Module &llvmModule, StringRef path, StringRef tag,
+                     const CPUOptions &options) {
+  unsigned threads = options.codegenThreads
+                         ? options.codegenThreads
+                         : llvm::hardware_concurrency().compute_thread_count();
+  auto partOf =
+      partitionFunctions(llvmModule, threads, options.codegenSplitMin);
+  if (!partOf) {
+    if (failed(emitObjectFile(llvmModule, path, options)))
+      return failure();
+    return std::vector<std::string>{path.str()};
+  }
+  unsigned parts = 0;
+  for (auto &entry : *partOf)
+    parts = std::max(parts, entry.second + 1);
+  // A part calls and reads what another defines: local symbols become
+  // hidden globals, under names no other module of the executable uses.
+  for (llvm::GlobalValue &gv : llvmModule.global_values()) {
+    if (!gv.hasLocalLinkage())
+      continue;
+    gv.setName(tag + "." + (gv.hasName() ? gv.getName() : "anon"));
+    gv.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    gv.setVisibility(llvm::GlobalValue::HiddenVisibility);
+  }
+  // Each part as bitcode: LLVM contexts are not shared between threads, so
+  // each thread reads its part into its own.
+  std::vector<SmallVector<char, 0>> bitcode(parts);
+  for (unsigned k = 0; k < parts; ++k) {
+    llvm::ValueToValueMapTy map;
+    std::unique_ptr<llvm::Module> part =
+        llvm::CloneModule(llvmModule, map, [&](const llvm::GlobalValue *gv) {
+          auto it = partOf->find(gv);
+          return it != partOf->end() && it->second == k;
+        });
+    llvm::raw_svector_ostream os(bitcode[k]);
+    llvm::WriteBitcodeToFile(*part, os);
+  }
+  StringRef stem = path.ends_with(".o") ? path.drop_back(2) : path;
+  std::vector<std::string> paths;
+  for (unsigned k = 0; k < parts; ++k)
+    paths.push_back((stem + ".part" + Twine(k) + ".o").str());
+  std::mutex errorsMutex;
+  std::string errors;
+  {
+    llvm::StdThreadPool pool(llvm::hardware_concurrency(threads));
+    for (unsigned k = 0; k < parts; ++k)
+      pool.async([&, k] {
+        llvm::LLVMContext context;
+        auto part = llvm::parseBitcodeFile(
+            llvm::MemoryBufferRef(StringRef(bitcode[k].data(),
+                                            bitcode[k].size()),
+                                  paths[k]),
+            context);
+        std::string error;
+        if (!part)
+          error = llvm::toString(part.takeError());
+        else if (failed(emitObjectFile(**part, paths[k], options)))
+          error = "cannot emit " + paths[k];
+        if (!error.empty()) {
+          std::lock_guard<std::mutex> lock(errorsMutex);
+          errors += (errors.empty() ? "" : "; ") + error;
+        }
+      });
+    pool.wait();
+  }
+  if (!errors.empty()) {
+    llvm::errs() << "distopt: code generation of " << path
+                 << " in parts failed: " << errors << "\n";
+    for (const std::string &p : paths)
+      llvm::sys::fs::remove(p);
+    return failure();
+  }
+  return paths;
 }
 
 LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,

@@ -18,6 +18,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir {
 class DialectRegistry;
@@ -33,6 +34,12 @@ struct CPUOptions {
   /// LLVM CPU name; "native" is the host CPU (with its features).
   std::string cpu = "native";
   unsigned optLevel = 3;
+  /// Threads for machine code generation (emitObjectFiles); 0: one per
+  /// hardware thread.
+  unsigned codegenThreads = 0;
+  /// Modules of fewer LLVM instructions are compiled whole (a part is at
+  /// least a quarter of this).
+  size_t codegenSplitMin = 20000;
 };
 
 /// Dialects and interfaces (bufferization, translation) the pipeline needs.
@@ -93,6 +100,16 @@ std::unique_ptr<llvm::Module> translateToLLVMIR(mlir::ModuleOp module,
 mlir::LogicalResult emitObjectFile(llvm::Module &llvmModule,
                                    llvm::StringRef path,
                                    const CPUOptions &options);
+
+/// Writes `llvmModule` (optimised) as relocatable object files and returns
+/// their paths: `path` alone for a small module or one thread; a large one
+/// is cut between functions into parts of about equal size, each compiled on
+/// its own thread (`path` with ".partN" inserted before ".o"). The module's
+/// local symbols become hidden globals named `<tag>.<name>`: `tag` must
+/// differ between the modules linked into one executable.
+mlir::FailureOr<std::vector<std::string>>
+emitObjectFiles(llvm::Module &llvmModule, llvm::StringRef path,
+                llvm::StringRef tag, const CPUOptions &options);
 
 /// Links objects with the runtime into an executable using the system
 /// compiler driver (`cc`). `runtimeLibDir` holds libdistopt_runtime*.a;
