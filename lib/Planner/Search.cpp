@@ -636,11 +636,17 @@ llvm::Expected<PlanResult> Searcher::run() {
   // completes them), but a micro-batch's statistic is not the batch's, and
   // a padded share would count its padding.
   bool statistics = !g.batchReductions.empty();
-  if (batchSplits && statistics && opts.microbatches && *opts.microbatches > 1)
+  // Micro-batches would each compute their own statistics: only where the
+  // user asked for that.
+  bool wholeStatistics = statistics && !opts.microbatchStatistics;
+  if (batchSplits && wholeStatistics && opts.microbatches &&
+      *opts.microbatches > 1)
     return fail("--microbatches " + std::to_string(*opts.microbatches) +
                 " splits the batch, but " + g.batchReductionWhy +
                 " (a statistic of a micro-batch is not the batch's); only "
-                "--microbatches 1 is possible for this model");
+                "--microbatches 1 is possible for this model, or add "
+                "--microbatch-statistics to normalise each micro-batch by "
+                "its own statistics (as GPipe does)");
   if (batchSplits && statistics && opts.dp && batch % *opts.dp != 0)
     return fail("--dp " + std::to_string(*opts.dp) + " does not divide the "
                 "global batch of " + std::to_string(batch) + ", but " +
@@ -698,7 +704,7 @@ llvm::Expected<PlanResult> Searcher::run() {
         int64_t perReplica = (batch + dp - 1) / dp;
         for (int64_t b = 1; b <= perReplica; ++b) {
           // The replica's batch in one piece where it cannot be cut.
-          bool whole = !batchSplits || statistics;
+          bool whole = !batchSplits || wholeStatistics;
           if (perReplica % b != 0 || (whole && b != perReplica))
             continue;
           if (opts.microbatches) {

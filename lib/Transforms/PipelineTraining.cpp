@@ -329,13 +329,40 @@ struct PipelineTrainingPass
     // the received activations.
     SmallVector<IRMapping> inputs(microbatches);
     SmallVector<SmallVector<Operation *>> received(microbatches);
+    // Weights the forward pass updates (batch norm's running statistics,
+    // ops marked dopt.updates_weight): micro-batch m reads what m - 1
+    // wrote (the forwards run in micro-batch order in either schedule),
+    // as M forward calls in PyTorch do, and only the last forward's update
+    // stays marked. (The planner cuts a batch with such statistics into
+    // micro-batches only under --microbatch-statistics.)
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs; // weightArgs index
+    {
+      llvm::StringMap<unsigned> byName;
+      for (auto [j, i] : llvm::enumerate(weightArgs))
+        if (auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+          if (auto n = dyn_cast_or_null<StringAttr>(ref.get("name")))
+            byName[n.getValue()] = j;
+      for (Operation *op : forwardOps)
+        if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight"))
+          if (byName.count(n.getValue()))
+            updatedArgs[byName[n.getValue()]] = n;
+    }
+    llvm::DenseMap<StringAttr, std::pair<int64_t, Value>> lastUpdate;
     auto mapInputs = [&](IRMapping &map, int64_t m) {
       for (auto [j, i] : llvm::enumerate(dataArgs))
         map.map(stageFn.getArgument(i), sliceOf(j, m));
       for (auto [j, i] : llvm::enumerate(keyArgs))
         map.map(stageFn.getArgument(i), entry->getArgument(dataArgs.size() + j));
-      for (auto [j, i] : llvm::enumerate(weightArgs))
-        map.map(stageFn.getArgument(i), stepWeights[j]);
+      for (auto [j, i] : llvm::enumerate(weightArgs)) {
+        Value w = stepWeights[j];
+        auto updated = updatedArgs.find(j);
+        if (m > 0 && updated != updatedArgs.end()) {
+          auto prev = lastUpdate.find(updated->second);
+          if (prev != lastUpdate.end() && prev->second.first == m - 1)
+            w = prev->second.second;
+        }
+        map.map(stageFn.getArgument(i), w);
+      }
     };
     // Clones a forward op for micro-batch m: a dropout draws the mask of
     // its rows of the whole batch (micro-batch m of the replica's block,
@@ -407,8 +434,15 @@ struct PipelineTrainingPass
           map.map(a, r);
         }
         forward[m] = map;
-        for (Operation *op : forwardOps)
-          forwardClones[m].push_back(cloneFor(op, forward[m], m));
+        for (Operation *op : forwardOps) {
+          Operation *copy = cloneFor(op, forward[m], m);
+          forwardClones[m].push_back(copy);
+          if (auto n = copy->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+            lastUpdate[n] = {m, copy->getResult(0)};
+            if (m + 1 < microbatches)
+              copy->removeAttr("dopt.updates_weight");
+          }
+        }
         for (unsigned i : leaving)
           send(b, loc, forward[m].lookup(fret.getOperand(i)), stage + 1);
         if (last) {
@@ -446,6 +480,9 @@ struct PipelineTrainingPass
         } else {
           Operation *again = cloneFor(op, map, m);
           again->setAttr("dopt.recomputed", b.getUnitAttr());
+          // The forward's update is the one; a recomputed twin updates
+          // nothing.
+          again->removeAttr("dopt.updates_weight");
           ops.push_back(again);
           for (auto [o, n] : llvm::zip(kept->getResults(), again->getResults()))
             aliases[o] = n;

@@ -252,6 +252,10 @@ BN_RUNS = {
     # then one optimizer step: 10 steps over the 20 batches.
     "bn_sgd_accumulate2": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4,
                                accumulate=2),
+    # GPipe's micro-batches: each batch of 4 runs as 2 halves in turn, each
+    # normalised by its own statistics (20 steps).
+    "bn_sgd_microbatches2": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4,
+                                 microbatches=2),
 }
 
 # Attention's key bias has a zero gradient in exact arithmetic (softmax does
@@ -400,13 +404,18 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_lambda(cfg))
         losses = []
         k = cfg.get("accumulate", 1)
+        # Micro-batches: batches, or (microbatches) equal slices of each.
+        split = cfg.get("microbatches", 1)
         for step in range(len(xs) // k):
             opt.zero_grad()
             loss = 0.0
-            for m in range(k):
-                out_ = model(xs[k * step + m])
+            n = len(xs[0]) // split
+            micro = [(xs[k * step + m][j * n:(j + 1) * n], ys[k * step + m][j * n:(j + 1) * n])
+                     for m in range(k) for j in range(split)]
+            for x_m, y_m in micro:
+                out_ = model(x_m)
                 part = nn.functional.cross_entropy(out_.reshape(-1, out_.shape[-1]),
-                                                   ys[k * step + m].reshape(-1)) / k
+                                                   y_m.reshape(-1)) / len(micro)
                 part.backward()
                 loss += float(part)
             if cfg.get("clip_norm"):

@@ -19,7 +19,7 @@ from cli import DISTOPT, run
 from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
                       assert_follows_reference, assert_plans_equal_one_process,
                       assert_resumed_runs_continue, batches_as_data, compile_step, rel_err,
-                      train, train_flags)
+                      reference_model, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -55,6 +55,37 @@ def test_pipeline_training_matches_pytorch(run_name, flags, ranks, torch_models,
     stage_weights = [set(s["weights"]) for s in m["pipeline"]["stages"]]
     assert stage_weights[0] and stage_weights[1] and not stage_weights[0] & stage_weights[1]
     assert_follows_reference(bundle, ranks, d, meta, tmp_path, f"{run_name} {flags}")
+
+
+@pytest.mark.parametrize("flags", [[], ["--schedule", "gpipe", "--recompute", "full"]],
+                         ids=["1f1b", "gpipe-recompute"])
+def test_pipeline_micro_batches_with_their_own_statistics(flags, torch_models, tmp_path):
+    """Batch norm in training form, pipelined over 2 micro-batches with
+    --microbatch-statistics: each micro-batch is normalised by its own
+    statistics (GPipe), the running statistics move once per micro-batch in
+    order, on the stage that holds them. 20 steps follow PyTorch running
+    each batch as two halves before the optimizer step (bn_sgd_microbatches2):
+    losses, weights and running means. Without the flag the plan is
+    refused, saying what it would change."""
+    d = torch_models / "train_bn"
+    meta = json.loads((d / "meta.json").read_text())["bn_sgd_microbatches2"]
+    model = reference_model(d, meta, tmp_path / "model.onnx")
+    pp = ["--cluster", "local:2", "--pp", "2", "--microbatches", "2"]
+    p = run(DISTOPT, "compile", model, "--loss", "cross-entropy:logits", "--optimizer", "sgd",
+            *pp, "-o", tmp_path / "e.dx", check=False)
+    assert p.returncode == 1 and "--microbatches 2 splits the batch, but node " \
+        "'/1/BatchNormalization'" in p.stderr and "add --microbatch-statistics" in p.stderr
+    bundle = compile_step(model, tmp_path / "pp.dx", "sgd", *pp, "--microbatch-statistics",
+                          *flags)
+    steps, saved = train(bundle, 2, *batches_as_data(d, tmp_path), "--steps", "20",
+                         "--no-shuffle", *train_flags(meta["config"]))
+    losses = np.array([s["loss"] for s in steps])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        assert rel_err(np.load(saved / f"{name}.npy"), np.load(d / f)) <= 1e-4, name
+    for name, f in meta["buffers"].items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
 
 
 def test_pipeline_equals_one_process_under_every_schedule(torch_models, tmp_path):

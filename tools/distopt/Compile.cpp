@@ -149,13 +149,6 @@ static cl::opt<int64_t> accumulateSteps(
              "update, one micro-batch's activations in memory; data-parallel "
              "gradients communicated once per step)"),
     cl::value_desc("K"), cl::init(1), cl::sub(tool::compileCommand()));
-static cl::opt<bool> microbatchStatistics(
-    "microbatch-statistics",
-    cl::desc("With --accumulate: statistics over the batch (batch norm in "
-             "training form) are each micro-batch's own, the running "
-             "statistics updated once per micro-batch in order (PyTorch's "
-             "gradient accumulation); without it such models are refused"),
-    cl::sub(tool::compileCommand()));
 static cl::opt<std::string> freezeWeights(
     "freeze-weights",
     cl::desc("With --gradients: weights whose name matches this regular "
@@ -331,9 +324,10 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                        << "\n";
     return 1;
   }
-  if (microbatchStatistics && accumulateSteps <= 1) {
+  if (tool::microbatchStatisticsFlag() && accumulateSteps <= 1 &&
+      !tool::clusterGiven()) {
     WithColor::error() << "--microbatch-statistics applies to --accumulate "
-                          "with K of 2 or more\n";
+                          "with K of 2 or more, or to --microbatches\n";
     return 1;
   }
   if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
@@ -425,7 +419,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
               << ", so the samples of a batch cannot be split\n";
           return 1;
         }
-        if (!microbatchStatistics) {
+        if (!tool::microbatchStatisticsFlag()) {
           WithColor::error()
               << "--accumulate " << k << " cuts the batch into micro-batches, "
               << "but " << obstacle->why << " (a statistic of a micro-batch "

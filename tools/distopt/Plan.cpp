@@ -87,6 +87,15 @@ cl::opt<int64_t> forceMicro(
     "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
     cl::value_desc("N"), cl::sub(distopt::tool::planCommand()),
     cl::sub(distopt::tool::compileCommand()));
+cl::opt<bool> microbatchStatistics(
+    "microbatch-statistics",
+    cl::desc("Statistics over the batch (batch norm in training form) may "
+             "be each micro-batch's own (--accumulate, --microbatches), the "
+             "running statistics updated once per micro-batch in order, as "
+             "PyTorch's gradient accumulation and GPipe do; without it such "
+             "models are not cut into micro-batches"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> forceRecompute(
     "recompute", cl::desc("Force activation recomputation"),
     cl::value_desc("off|selective|full"),
@@ -279,6 +288,12 @@ bool applyPipelineFlags(PlanOptions &options, std::string &error) {
   }
   options.schedule = pipelineSchedule == "gpipe" ? PipelineSchedule::GPipe
                                                  : PipelineSchedule::OneFOneB;
+  if (microbatchStatistics && options.mode == PlanMode::Infer) {
+    error = "--microbatch-statistics applies to training (plan --mode train, "
+            "compile --optimizer)";
+    return false;
+  }
+  options.microbatchStatistics = microbatchStatistics;
   return true;
 }
 
@@ -327,6 +342,8 @@ bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out
 
 /// The output (by name, or position; default the first) a --loss of a kind
 /// that takes its last axis as classes (cross-entropy, nll) reads, or -1.
+bool distopt::tool::microbatchStatisticsFlag() { return microbatchStatistics; }
+
 std::optional<distopt::tool::MicrobatchObstacle>
 distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
   auto func = module.lookupSymbol<mlir::func::FuncOp>("main");

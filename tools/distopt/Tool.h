@@ -58,6 +58,8 @@ struct MicrobatchObstacle {
   std::string why;
 };
 std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
+/// --microbatch-statistics (plan and compile).
+bool microbatchStatisticsFlag();
 
 /// --bucket-mb, --grad-dtype and --zero, shared by `plan` and `compile`:
 /// how a data-parallel training step sends its gradients and keeps its

@@ -73,6 +73,10 @@ struct PlanOptions {
   std::optional<int> zeroStage;
   std::optional<int64_t> dp, tp, pp, microbatches;
   std::optional<Recompute> recompute;
+  /// Statistics over the batch (PlanGraph::batchReductions) may be each
+  /// micro-batch's own (--microbatch-statistics): such a model is then cut
+  /// into micro-batches like any other; without it, never.
+  bool microbatchStatistics = false;
   /// Gradient synchronisation; with parameter servers, `servers` (unset:
   /// the fastest count) and `backupWorkers` (workers beyond those whose
   /// gradients a synchronous step applies).
