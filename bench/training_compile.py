@@ -9,7 +9,13 @@ trains 3 steps. Prints the compile's wall time and peak memory (the issue's
 mark: under 60 s and 6 GB), the bundle's size, and the step time and peak
 memory of the training run, as a Markdown table.
 
-Usage: bench/training_compile.py [--build build]
+A second table compiles torchvision's MobileNetV2 (width 0.25, 64x64, batch
+8) and ResNet-18 (64x64, batch 16) training steps (batch norm in training
+form, SGD) with machine code generated on one thread (`--codegen-threads 1`,
+distopt before 2026-11-27) and on every hardware thread (the default), in
+alternation, the median of `--repeat` runs each.
+
+Usage: bench/training_compile.py [--build build] [--repeat 3] [--only gpt|threads]
 """
 from __future__ import annotations
 
@@ -43,11 +49,50 @@ def timed(cmd):
     return wall, max(peak, before) / 2**20
 
 
+def threads_table(distopt: Path, repeat: int) -> None:
+    import os
+    import torchvision
+    cases = [("MobileNetV2 (w 0.25), 64x64, batch 8",
+              torchvision.models.mobilenet_v2(width_mult=0.25, num_classes=10), 8),
+             ("ResNet-18, 64x64, batch 16", torchvision.models.resnet18(num_classes=10), 16)]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
+        tmp = Path(tmp)
+        for name, model, batch in cases:
+            model.train()
+            path = tmp / "m.onnx"
+            torch.onnx.export(model, (torch.randn(batch, 3, 64, 64),), str(path),
+                              input_names=["x"], output_names=["logits"], opset_version=17,
+                              do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
+            times = {1: [], 0: []}
+            for _ in range(repeat):
+                for threads in (1, 0):
+                    s, _ = timed([str(distopt), "compile", str(path), "--loss",
+                                  "cross-entropy:logits", "--optimizer", "sgd",
+                                  "--codegen-threads", str(threads), "-o", str(tmp / "m.dx")])
+                    times[threads].append(s)
+            one, all_ = float(np.median(times[1])), float(np.median(times[0]))
+            rows.append((name, one, all_))
+    print(f"\nTraining-step compile, machine code on 1 thread vs {os.cpu_count()} "
+          f"(median of {repeat})\n")
+    print("| model | 1 thread s | all threads s | speed-up |")
+    print("|---|---:|---:|---:|")
+    for name, one, all_ in rows:
+        print(f"| {name} | {one:.1f} | {all_:.1f} | {one / all_:.2f}x |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=str(HERE.parent / "build"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=["gpt", "threads"])
     args = ap.parse_args()
     distopt = Path(args.build) / "bin" / "distopt"
+    if args.only != "gpt":
+        threads_table(distopt, args.repeat)
+    if args.only == "threads":
+        return 0
     torch.manual_seed(0)
     model = gpu_models.GPT(vocab=16000, d=768, heads=12, layers=12, seq=128)
     params = sum(p.numel() for p in model.parameters())

@@ -1783,6 +1783,22 @@ LogicalResult importResize(NodeContext &nc) {
   }
   if (!fitsInMemory(outSize, 8))
     return nc.error("the output shape " + shapeStr(outSize) + " is too large");
+  // Every axis checked before any work: each resized axis' interpolation is
+  // a dense out x in constant built here (2^24 entries: 4096 x 4096).
+  constexpr int64_t maxMatrix = int64_t(1) << 24;
+  for (int64_t axis : axes) {
+    int64_t in = type.getDimSize(axis), out = outSize[axis];
+    if (out <= 0)
+      return nc.error("the output size of axis " + std::to_string(axis) +
+                      " is " + std::to_string(out));
+    if (out > maxMatrix / in)
+      return nc.error("resizing axis " + std::to_string(axis) + " from " +
+                      std::to_string(in) + " to " + std::to_string(out) +
+                      " needs a " + std::to_string(out) + "x" +
+                      std::to_string(in) +
+                      " interpolation matrix, more than distopt builds "
+                      "(2^24 entries)");
+  }
   Type stored = type.getElementType();
   bool isInt = !isa<FloatType>(stored);
   if (isInt && mode != "nearest")
@@ -1809,18 +1825,6 @@ LogicalResult importResize(NodeContext &nc) {
                      (a.roiBegin == 0 && a.roiEnd == 1));
     if (identity)
       continue;
-    if (a.out <= 0)
-      return nc.error("the output size of axis " + std::to_string(axis) +
-                      " is " + std::to_string(a.out));
-    // The axis' interpolation is a dense out x in constant built here.
-    constexpr int64_t maxMatrix = int64_t(1) << 28;
-    if (a.out > maxMatrix / a.in)
-      return nc.error("resizing axis " + std::to_string(axis) + " from " +
-                      std::to_string(a.in) + " to " + std::to_string(a.out) +
-                      " needs a " + std::to_string(a.out) + "x" +
-                      std::to_string(a.in) +
-                      " interpolation matrix, more than distopt builds "
-                      "(2^28 entries)");
     // Not a structured binding: C++17 lambdas cannot capture one (clang).
     std::pair<std::vector<double>, std::vector<bool>> interpolation =
         resizeMatrix(a);
