@@ -15,8 +15,9 @@ import pytest
 
 from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
-                      assert_follows_reference, assert_plans_equal_one_process, batches_as_data, compile_step, learnable_data,
-                      reference_model, rel_err, train, train_flags)
+                      assert_follows_reference, assert_plans_equal_one_process,
+                      assert_run_matches_reference, batches_as_data, compile_step,
+                      learnable_data, reference_model, rel_err, train, train_flags)
 
 pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
@@ -98,13 +99,7 @@ def test_accumulated_micro_batches_with_their_own_statistics_on_replicas(torch_m
     got, saved = train(bundle, dp, "--data", f"x={tmp_path / 'x.npy'}", "--data",
                        f"labels={tmp_path / 'y.npy'}", "--steps", str(steps), "--no-shuffle",
                        *train_flags(cfg))
-    losses = np.array([s["loss"] for s in got])
-    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
-    for name, f in meta["weights"].items():
-        assert rel_err(np.load(saved / f"{name}.npy"), np.load(d / f)) <= 1e-4, name
-    for name, f in meta["buffers"].items():
-        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
-        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
+    assert_run_matches_reference(got, saved, d, meta)
 
 
 def test_synchronised_batch_norm_under_tensor_and_pipeline_parallelism(torch_models,

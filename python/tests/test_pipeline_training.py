@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from cli import DISTOPT, run
 from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
                       assert_follows_reference, assert_plans_equal_one_process,
+                      assert_run_matches_reference,
                       assert_resumed_runs_continue, batches_as_data, compile_step, rel_err,
                       reference_model, train, train_flags)
 
@@ -79,13 +80,7 @@ def test_pipeline_micro_batches_with_their_own_statistics(flags, torch_models, t
                           *flags)
     steps, saved = train(bundle, 2, *batches_as_data(d, tmp_path), "--steps", "20",
                          "--no-shuffle", *train_flags(meta["config"]))
-    losses = np.array([s["loss"] for s in steps])
-    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
-    for name, f in meta["weights"].items():
-        assert rel_err(np.load(saved / f"{name}.npy"), np.load(d / f)) <= 1e-4, name
-    for name, f in meta["buffers"].items():
-        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
-        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
+    assert_run_matches_reference(steps, saved, d, meta)
 
 
 def test_pipeline_equals_one_process_under_every_schedule(torch_models, tmp_path):

@@ -114,6 +114,20 @@ def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_pat
     return saved
 
 
+def assert_run_matches_reference(steps: list[dict], saved: Path, d: Path, meta: dict):
+    """A training run's per-step log and saved weights against a reference
+    run of gen_grad_models.py: losses and weights within 1e-4; batch norm's
+    running means within 1e-4, its variances within 2e-2 (ONNX's population
+    variance where PyTorch keeps the unbiased one: close, not equal)."""
+    losses = np.array([s["loss"] for s in steps])
+    assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
+    for name, f in meta["weights"].items():
+        assert rel_err(np.load(saved / f"{name}.npy"), np.load(d / f)) <= 1e-4, name
+    for name, f in meta.get("buffers", {}).items():
+        err = rel_err(np.load(saved / f"{name}.npy"), np.load(d / f))
+        assert err <= (1e-4 if name.endswith("mean") else 2e-2), f"{name}: {err:.3g}"
+
+
 def assert_plans_equal_one_process(model: Path, optimizer: str, data: list, plans: dict,
                                    tmp_path: Path, repeat: str = ""):
     """Trains `model` in one process and under each plan ({name: (ranks,
