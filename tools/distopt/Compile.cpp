@@ -412,7 +412,15 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       if (std::optional<tool::MicrobatchObstacle> obstacle =
               tool::microbatchObstacle(*module)) {
         std::string k = std::to_string(accumulateSteps);
-        if (obstacle->mixes) {
+        if (obstacle->kind == tool::MicrobatchObstacle::BatchNotFirst) {
+          WithColor::error()
+              << "--accumulate " << k << " cuts the batch into "
+              << "micro-batches along dimension 0 of the data inputs (as "
+              << "`train` reads samples), but " << obstacle->why
+              << "; export the model batch-first to accumulate\n";
+          return 1;
+        }
+        if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
           WithColor::error()
               << "--accumulate " << k << " cuts the batch into "
               << "micro-batches, but " << obstacle->why

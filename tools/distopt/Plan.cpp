@@ -349,6 +349,18 @@ distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
   auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
   if (!func || func.getNumArguments() == 0)
     return std::nullopt;
+  using Obstacle = distopt::tool::MicrobatchObstacle;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    int64_t d = argumentBatchDim(func, arg.getArgNumber());
+    if (d > 0) {
+      auto name = func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(),
+                                                          "dopt.name");
+      return Obstacle{Obstacle::BatchNotFirst,
+                      "input '" + (name ? name.getValue().str() : "?") +
+                          "' carries its batch in dimension " +
+                          std::to_string(d)};
+    }
+  }
   bool symbolic = false;
   std::optional<int64_t> batch = batchOf(func, symbolic);
   if (!batch)
@@ -361,9 +373,9 @@ distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
     return std::nullopt;
   }
   if (graph->batchMixer >= 0)
-    return distopt::tool::MicrobatchObstacle{true, graph->batchMixerWhy};
+    return Obstacle{Obstacle::Mixes, graph->batchMixerWhy};
   if (!graph->batchReductions.empty())
-    return distopt::tool::MicrobatchObstacle{false, graph->batchReductionWhy};
+    return Obstacle{Obstacle::Statistic, graph->batchReductionWhy};
   return std::nullopt;
 }
 

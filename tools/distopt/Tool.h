@@ -48,13 +48,15 @@ bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          const std::vector<int64_t> *sameAs = nullptr,
                          ServerPlan *servers = nullptr,
                          llvm::StringRef loss = "");
-/// What stops a model's batch from being cut into micro-batches that each
-/// compute what the whole batch would (--accumulate): an op that mixes the
-/// samples (`mixes`), or a statistic over the batch (batch norm in training
-/// form), which a micro-batch computes over its own samples only. `why`
-/// names the op. nullopt: nothing (or a graph the planner cannot read).
+/// What stops a model's batch from being cut into micro-batches along
+/// dimension 0 of its inputs that each compute what the whole batch would
+/// (--accumulate): an input whose batch is another dimension (a
+/// sequence-first model), an op that mixes the samples, or a statistic over
+/// the batch (batch norm in training form), which a micro-batch computes
+/// over its own samples only. `why` names the input or op. nullopt:
+/// nothing (or a graph the planner cannot read).
 struct MicrobatchObstacle {
-  bool mixes = false;
+  enum Kind { BatchNotFirst, Mixes, Statistic } kind;
   std::string why;
 };
 std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
