@@ -564,14 +564,19 @@ def test_accumulate_refuses_what_micro_batches_would_change(torch_models, tmp_pa
             "--accumulate", "2", "--microbatch-statistics", "-o", tmp_path / "m.dx", check=False)
     assert p.returncode == 1 and "--accumulate 2 cuts the batch into micro-batches, but " \
         "node 'mixer'" in p.stderr and "the samples of a batch cannot be split" in p.stderr
-    # A sequence-first model (nn.TransformerEncoder, batch_first=False): its
-    # micro-batches would be halves of the sequence.
+    # A sequence-first model (nn.TransformerEncoder, batch_first=False):
+    # `train` would read positions of the sequence as samples (and
+    # --accumulate cut the sequence into halves): refused, with or without.
     seq_first = ROOT / "python/testmodels/zoo/torch_encoder_sf.onnx"
-    p = run(DISTOPT, "compile", seq_first, "--dim", "batch=2", "--dim", "seq=8", "--loss",
-            "mse:0", "--optimizer", "sgd", "--accumulate", "2", "-o", tmp_path / "s.dx",
-            check=False)
-    assert p.returncode == 1 and "micro-batches along dimension 0 of the data inputs" in \
-        p.stderr and "input 'x' carries its batch in dimension 1" in p.stderr
+    for acc in ([], ["--accumulate", "2"]):
+        p = run(DISTOPT, "compile", seq_first, "--dim", "batch=2", "--dim", "seq=8", "--loss",
+                "mse:0", "--optimizer", "sgd", *acc, "-o", tmp_path / "s.dx", check=False)
+        assert p.returncode == 1 and "a training step reads samples along dimension 0 of its " \
+            "data inputs (`train --data`), but input 'x' carries its batch in dimension 1" in \
+            p.stderr, p.stderr
+    # Its gradients alone (one batch given in the model's layout) compile.
+    run(DISTOPT, "compile", seq_first, "--dim", "batch=2", "--dim", "seq=8", "--loss",
+        "mse:0", "--gradients", "-o", tmp_path / "g.dx")
 
 
 def test_uneven_data_parallel_batch_pads_with_ignored_labels(torch_models, tmp_path):

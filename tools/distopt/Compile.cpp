@@ -406,28 +406,30 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     module = importONNXFile(context, input, options);
     if (!module)
       return 1;
-    // --accumulate cuts the batch into micro-batches: each must compute
-    // what its samples would in the whole batch.
-    if (accumulateSteps > 1) {
+    // A training step's `train` reads samples along dimension 0 of its
+    // data; --accumulate cuts the batch into micro-batches there, each of
+    // which must compute what its samples would in the whole batch.
+    if (!compileOptimizer.empty()) {
       if (std::optional<tool::MicrobatchObstacle> obstacle =
-              tool::microbatchObstacle(*module)) {
+              tool::microbatchObstacle(*module, accumulateSteps <= 1)) {
         std::string k = std::to_string(accumulateSteps);
         if (obstacle->kind == tool::MicrobatchObstacle::BatchNotFirst) {
           WithColor::error()
-              << "--accumulate " << k << " cuts the batch into "
-              << "micro-batches along dimension 0 of the data inputs (as "
-              << "`train` reads samples), but " << obstacle->why
-              << "; export the model batch-first to accumulate\n";
+              << "a training step reads samples along dimension 0 of its "
+              << "data inputs (`train --data`), but " << obstacle->why
+              << " (a sequence-first export); export the model batch-first "
+              << "to train it\n";
           return 1;
         }
-        if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
+        if (accumulateSteps <= 1) {
+          // Nothing else matters without micro-batches.
+        } else if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
           WithColor::error()
               << "--accumulate " << k << " cuts the batch into "
               << "micro-batches, but " << obstacle->why
               << ", so the samples of a batch cannot be split\n";
           return 1;
-        }
-        if (!tool::microbatchStatisticsFlag()) {
+        } else if (!tool::microbatchStatisticsFlag()) {
           WithColor::error()
               << "--accumulate " << k << " cuts the batch into micro-batches, "
               << "but " << obstacle->why << " (a statistic of a micro-batch "

@@ -345,7 +345,7 @@ bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out
 bool distopt::tool::microbatchStatisticsFlag() { return microbatchStatistics; }
 
 std::optional<distopt::tool::MicrobatchObstacle>
-distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
+distopt::tool::microbatchObstacle(mlir::ModuleOp module, bool inputsOnly) {
   auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
   if (!func || func.getNumArguments() == 0)
     return std::nullopt;
@@ -361,6 +361,8 @@ distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
                           std::to_string(d)};
     }
   }
+  if (inputsOnly)
+    return std::nullopt;
   bool symbolic = false;
   std::optional<int64_t> batch = batchOf(func, symbolic);
   if (!batch)

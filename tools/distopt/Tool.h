@@ -54,12 +54,14 @@ bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// sequence-first model), an op that mixes the samples, or a statistic over
 /// the batch (batch norm in training form), which a micro-batch computes
 /// over its own samples only. `why` names the input or op. nullopt:
-/// nothing (or a graph the planner cannot read).
+/// nothing (or a graph the planner cannot read). `inputsOnly`: only the
+/// first kind (no graph is built).
 struct MicrobatchObstacle {
   enum Kind { BatchNotFirst, Mixes, Statistic } kind;
   std::string why;
 };
-std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
+std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module,
+                                                     bool inputsOnly = false);
 /// --microbatch-statistics (plan and compile).
 bool microbatchStatisticsFlag();
 
