@@ -238,6 +238,12 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
     os << " per step, " << bytesText(t.bytes) << " in all, "
        << seconds(t.time) << " (" << graph.batchReductionWhy << ")\n";
   }
+  if (!graph.batchReductions.empty() && p.pp > 1 && p.microbatches > 1)
+    // Only under --microbatch-statistics (Search refuses it otherwise).
+    os << "  batch statistics are each micro-batch's own (of "
+       << p.microbatchSize << " samples; --microbatch-statistics), the "
+       << "running statistics updated once per micro-batch ("
+       << graph.batchReductionWhy << ")\n";
   os << "peak memory per device " << gib(p.peakMemory) << " of "
      << gib(static_cast<double>(cluster.device.memoryCapacity) *
             options.usableMemoryFraction)

@@ -76,6 +76,13 @@ def test_pipeline_micro_batches_with_their_own_statistics(flags, torch_models, t
             *pp, "-o", tmp_path / "e.dx", check=False)
     assert p.returncode == 1 and "--microbatches 2 splits the batch, but node " \
         "'/1/BatchNormalization'" in p.stderr and "add --microbatch-statistics" in p.stderr
+    # `plan` says what the flag changes, and refuses it for inference.
+    p = run(DISTOPT, "plan", model, "--mode", "train", *pp, "--microbatch-statistics")
+    assert "batch statistics are each micro-batch's own (of 2 samples; " \
+        "--microbatch-statistics)" in p.stdout, p.stdout
+    p = run(DISTOPT, "plan", model, "--mode", "infer", "--cluster", "local:2",
+            "--microbatch-statistics", check=False)
+    assert p.returncode != 0 and "--microbatch-statistics applies to training" in p.stderr
     bundle = compile_step(model, tmp_path / "pp.dx", "sgd", *pp, "--microbatch-statistics",
                           *flags)
     steps, saved = train(bundle, 2, *batches_as_data(d, tmp_path), "--steps", "20",
