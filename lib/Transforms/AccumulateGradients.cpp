@@ -25,6 +25,7 @@
 #include "distopt/Transforms/Passes.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -116,21 +117,11 @@ struct AccumulateGradientsPass
       }
     }
     // The weights the forward pass updates, by argument.
-    llvm::DenseMap<unsigned, StringAttr> updatedArgs;
-    {
-      llvm::StringMap<unsigned> weightArg;
-      for (unsigned i = 0; i < main.getNumArguments(); ++i)
-        if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
-          if (auto n = dyn_cast_or_null<StringAttr>(ref.get("name")))
-            weightArg[n.getValue()] = i;
-      micro->walk([&](Operation *op) {
-        if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
-          auto it = weightArg.find(n.getValue());
-          if (it != weightArg.end())
-            updatedArgs[it->second] = n;
-        }
-      });
-    }
+    SmallVector<Operation *> microOps;
+    for (Operation &op : micro->without_terminator())
+      microOps.push_back(&op);
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs =
+        autodiff::forwardUpdatedWeights(main, microOps);
     llvm::DenseMap<StringAttr, Value> lastUpdate;
     b.setInsertionPointToEnd(&body);
     Location loc = main.getLoc();

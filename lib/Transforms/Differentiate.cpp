@@ -121,6 +121,23 @@ bool autodiff::isTrainedWeight(func::FuncOp func, unsigned i,
   return !(frozen && name && frozen->match(name.getValue()));
 }
 
+llvm::DenseMap<unsigned, StringAttr>
+autodiff::forwardUpdatedWeights(func::FuncOp func, ArrayRef<Operation *> ops) {
+  llvm::StringMap<unsigned> byName;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto ref = func.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+      if (auto n = ref.getAs<StringAttr>("name"))
+        byName[n.getValue()] = i;
+  llvm::DenseMap<unsigned, StringAttr> updated;
+  for (Operation *op : ops)
+    if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+      auto it = byName.find(n.getValue());
+      if (it != byName.end())
+        updated[it->second] = n;
+    }
+  return updated;
+}
+
 llvm::DenseSet<Value> autodiff::tensorVarying(func::FuncOp func,
                                               ArrayRef<Operation *> ops) {
   using grid::kTensorAxis;

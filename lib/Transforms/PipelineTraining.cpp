@@ -335,18 +335,8 @@ struct PipelineTrainingPass
     // as M forward calls in PyTorch do, and only the last forward's update
     // stays marked. (The planner cuts a batch with such statistics into
     // micro-batches only under --microbatch-statistics.)
-    llvm::DenseMap<unsigned, StringAttr> updatedArgs; // weightArgs index
-    {
-      llvm::StringMap<unsigned> byName;
-      for (auto [j, i] : llvm::enumerate(weightArgs))
-        if (auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
-          if (auto n = dyn_cast_or_null<StringAttr>(ref.get("name")))
-            byName[n.getValue()] = j;
-      for (Operation *op : forwardOps)
-        if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight"))
-          if (byName.count(n.getValue()))
-            updatedArgs[byName[n.getValue()]] = n;
-    }
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs =
+        autodiff::forwardUpdatedWeights(stageFn, forwardOps);
     llvm::DenseMap<StringAttr, std::pair<int64_t, Value>> lastUpdate;
     auto mapInputs = [&](IRMapping &map, int64_t m) {
       for (auto [j, i] : llvm::enumerate(dataArgs))
@@ -355,7 +345,7 @@ struct PipelineTrainingPass
         map.map(stageFn.getArgument(i), entry->getArgument(dataArgs.size() + j));
       for (auto [j, i] : llvm::enumerate(weightArgs)) {
         Value w = stepWeights[j];
-        auto updated = updatedArgs.find(j);
+        auto updated = updatedArgs.find(i);
         if (m > 0 && updated != updatedArgs.end()) {
           auto prev = lastUpdate.find(updated->second);
           if (prev != lastUpdate.end() && prev->second.first == m - 1)

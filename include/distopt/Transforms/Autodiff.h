@@ -33,6 +33,13 @@ inline bool isFloatTensor(mlir::Value v) {
 bool isTrainedWeight(mlir::func::FuncOp func, unsigned i,
                      const llvm::Regex *frozen);
 
+/// The arguments of `func` holding weights that `ops` update in the forward
+/// pass (ops marked dopt.updates_weight: batch norm's running statistics):
+/// argument index -> the weight's name, as the marks spell it.
+llvm::DenseMap<unsigned, mlir::StringAttr>
+forwardUpdatedWeights(mlir::func::FuncOp func,
+                      llvm::ArrayRef<mlir::Operation *> ops);
+
 /// Whether dopt has a gradient rule for ops named `opName`.
 bool hasRule(llvm::StringRef opName);
 
