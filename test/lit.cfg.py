@@ -30,6 +30,13 @@ if shutil.which("mpirun"):
         ("%mpirun", "mpirun --oversubscribe --allow-run-as-root --mca btl self,vader"))
 config.substitutions.append(
     ("%unittests", os.path.join(config.distopt_obj_root, "unittests")))
+# Running lowered IR with mlir-runner against distopt's runtime.
+config.substitutions.append(
+    ("%runtime_shared",
+     os.path.join(config.distopt_obj_root, "lib", "Runtime", "libdistopt_runtime_shared.so")))
+config.substitutions.append(
+    ("%mlir_c_runner_utils",
+     os.path.join(config.llvm_tools_dir, "..", "lib", "libmlir_c_runner_utils.so")))
 # cuda: distopt was built with its CUDA target and runtime (a toolkit was
 # found), so CUDA bundles compile, assemble and link here. cuda-device: a
 # GPU and its driver are present, so they also run (elsewhere such tests

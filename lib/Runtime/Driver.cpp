@@ -196,7 +196,10 @@ void printUsage(std::FILE *out, const CommandLine &cl, const Manifest *manifest,
       "environment: DISTOPT_NUM_THREADS (else OMP_NUM_THREADS) sets the\n"
       "number of threads, shared by the loops and the matrix products\n"
       "(default: the usable CPUs, divided among the processes of an MPI job\n"
-      "on this node unless they are bound to cores).\n"
+      "on this node unless they are bound to cores). A --target cuda-emu\n"
+      "bundle runs its emulated kernels' threads in the order\n"
+      "DISTOPT_EMULATE_THREADS names (forward or reverse; default: the\n"
+      "compile's --emulate-threads).\n"
       "exit status: 0 success, 1 error, 2 usage error.\n",
       p.c_str(), static_cast<int>(p.size()), "");
   if (!manifest) {
@@ -229,6 +232,11 @@ public:
 
   int run() {
     std::string error;
+    if (dort_emulate_threads_check() != 0) {
+      std::fprintf(stderr, "%s: error: %s\n", argc > 0 ? argv[0] : "model",
+                   dort_last_error_message());
+      return kExitError;
+    }
     if (argc > 1 && std::string(argv[1]) == "train")
       return runTraining(argc, argv,
                          stageEntries.empty() ? std::vector<EntryFn>{entry}

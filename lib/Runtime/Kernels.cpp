@@ -472,6 +472,35 @@ template <typename T, int R, typename D> const MemRef<T, R> *cast(D *d) {
 
 } // namespace
 
+namespace {
+/// $DISTOPT_EMULATE_THREADS: 1 forward, 0 reverse, -1 unset or empty, -2
+/// anything else.
+int emulationOrderFromEnv() {
+  const char *v = std::getenv("DISTOPT_EMULATE_THREADS");
+  if (!v || !*v)
+    return -1;
+  if (std::strcmp(v, "forward") == 0)
+    return 1;
+  if (std::strcmp(v, "reverse") == 0)
+    return 0;
+  return -2;
+}
+} // namespace
+
+extern "C" int32_t dort_emulate_threads_forward(int32_t dflt) {
+  static const int order = emulationOrderFromEnv();
+  return order >= 0 ? order : (dflt != 0);
+}
+
+extern "C" int dort_emulate_threads_check(void) {
+  if (emulationOrderFromEnv() != -2)
+    return 0;
+  return dort_set_error(1,
+                        "DISTOPT_EMULATE_THREADS must be forward or reverse, "
+                        "got '%s'",
+                        std::getenv("DISTOPT_EMULATE_THREADS"));
+}
+
 extern "C" const char *dort_blas_kernels(void) {
   const char *name = openblas_get_corename ? openblas_get_corename() : nullptr;
   return name && *name ? name : "unknown";

@@ -15,6 +15,11 @@ prints one line:
 then the totals `N passed, N failed, N skipped`.
 
     run_node_tests.py [--filter REGEX] [--jobs N] [--expected FILE] [--write-expected FILE]
+                      [--target cpu|cuda|cuda-emu|cuda-emu-forward] [--compile-only]
+                      [--emulate-orders reverse,forward] [--runtime-link static|shared]
+
+--emulate-orders (cuda-emu): each bundle runs once per thread order, one
+compile for both (a test passes when every order does).
 
 --expected FILE: exit 1 if a test listed in FILE does not pass (a regression).
 """
@@ -101,7 +106,8 @@ def as_array(value) -> np.ndarray:
 
 
 def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
-             compile_only: bool = False, pack: Path | None = None) -> tuple[str, str, str]:
+             compile_only: bool = False, pack: Path | None = None,
+             orders: tuple[str, ...] = (), runtime_link: str = "static") -> tuple[str, str, str]:
     d = workdir / case.name
     d.mkdir(parents=True, exist_ok=True)
     model_path = d / "model.onnx"
@@ -132,7 +138,7 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
                         if target == "cuda-emu-forward" else ["--target", target])
         # Packed bundles share one runtime library (pack/lib): a thousand
         # static ones would not fit what a GPU machine can be sent.
-        link = ["--runtime-link", "shared"] if pack is not None else []
+        link = ["--runtime-link", "shared" if pack is not None else runtime_link]
 
         def compile_(shape_flags, frozen_flags):
             return subprocess.run([distopt, "compile", str(model_path), *shape_flags,
@@ -194,25 +200,32 @@ def run_case(case, distopt: str, workdir: Path, target: str = "cpu",
                 {"inputs": ins, "outputs": outs, "rtol": case.rtol, "atol": case.atol}))
         if compile_only or pack is not None:
             continue
-        out_dir = d / f"out{ds}"
-        # The tests run side by side (--jobs), and each model is tiny: one
-        # thread each, so that no executable's threads spin on a core
-        # another test needs.
-        run = subprocess.run([str(bundle / bundle.stem), *args, "--output-dir", str(out_dir)],
-                             capture_output=True, text=True, timeout=120,
-                             env=dict(os.environ, DISTOPT_NUM_THREADS="1"))
-        if run.returncode != 0:
-            return case.name, "FAIL", f"run (exit {run.returncode}): " + first_error_line(run.stderr)
-        for name, want in zip(output_names, outputs):
-            outs = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
-            if not outs:
-                return case.name, "FAIL", f"output {name} missing"
-            got = np.load(outs[0])
-            if want.dtype.name == "bfloat16" and got.dtype.kind == "V":
-                got = got.view(want.dtype)
-            why = compare(got, want, case.rtol, case.atol)
-            if why:
-                return case.name, "FAIL", f"output {name}: {why}"
+        # An emulating bundle runs once per thread order asked for
+        # (DISTOPT_EMULATE_THREADS): one compile checks both.
+        for order in orders or (None,):
+            out_dir = d / f"out{ds}" / (order or "")
+            where = f" ({order} thread order)" if order else ""
+            # The tests run side by side (--jobs), and each model is tiny: one
+            # thread each, so that no executable's threads spin on a core
+            # another test needs.
+            env = dict(os.environ, DISTOPT_NUM_THREADS="1")
+            if order:
+                env["DISTOPT_EMULATE_THREADS"] = order
+            run = subprocess.run([str(bundle / bundle.stem), *args, "--output-dir", str(out_dir)],
+                                 capture_output=True, text=True, timeout=120, env=env)
+            if run.returncode != 0:
+                return (case.name, "FAIL",
+                        f"run{where} (exit {run.returncode}): " + first_error_line(run.stderr))
+            for name, want in zip(output_names, outputs):
+                outs = list(out_dir.glob(re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+                if not outs:
+                    return case.name, "FAIL", f"output {name} missing{where}"
+                got = np.load(outs[0])
+                if want.dtype.name == "bfloat16" and got.dtype.kind == "V":
+                    got = got.view(want.dtype)
+                why = compare(got, want, case.rtol, case.atol)
+                if why:
+                    return case.name, "FAIL", f"output {name}{where}: {why}"
     note = f"inputs frozen at compile time: {', '.join(frozen_names)}" if frozen_names else ""
     if compile_only or pack is not None:
         note = "compiled only" + (f"; {note}" if note else "")
@@ -282,6 +295,13 @@ def main() -> int:
     ap.add_argument("--keep", help="keep work files in this directory")
     ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "cuda-emu", "cuda-emu-forward"],
                     help="what the bundles are compiled for (distopt compile --target)")
+    ap.add_argument("--emulate-orders", default="",
+                    help="with --target cuda-emu: run each bundle once per thread order "
+                         "listed (reverse,forward; DISTOPT_EMULATE_THREADS), one compile "
+                         "for all; default: the compiled order")
+    ap.add_argument("--runtime-link", default="static", choices=["static", "shared"],
+                    help="how the bundles get distopt's runtime (distopt compile "
+                         "--runtime-link; shared links faster)")
     ap.add_argument("--compile-only", action="store_true",
                     help="compile (for cuda: assemble every kernel with ptxas) but do not run")
     ap.add_argument("--pack", type=Path,
@@ -304,12 +324,20 @@ def main() -> int:
         for lib in libs:
             shutil.copy(lib, args.pack / "lib" / lib.name)
 
+    orders = tuple(o for o in args.emulate_orders.split(",") if o)
+    if orders and (args.target != "cuda-emu" or args.compile_only or args.pack
+                   or any(o not in ("reverse", "forward") for o in orders)):
+        print("--emulate-orders takes reverse and/or forward, with --target cuda-emu "
+              "and bundles that run here", file=sys.stderr)
+        return 2
+
     cases, out_of_scope = collect(args.filter, supported_ops(args.distopt))
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="distopt-conformance-"))
     results = {}
     with futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         jobs = {pool.submit(run_case, c, args.distopt, workdir, args.target,
-                            args.compile_only, args.pack): c.name for c in cases}
+                            args.compile_only, args.pack, orders,
+                            args.runtime_link): c.name for c in cases}
         for job in futures.as_completed(jobs):
             try:
                 name, status, why = job.result()

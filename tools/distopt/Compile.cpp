@@ -86,7 +86,9 @@ static cl::opt<std::string> emulateThreads(
     cl::desc("With --target cuda-emu: the order a block's threads run in "
              "between barriers, reverse (default: shows threads reading what "
              "thread 0 writes without a barrier) or forward (shows thread 0 "
-             "reading what the others write)"),
+             "reading what the others write); the executable's "
+             "DISTOPT_EMULATE_THREADS=forward|reverse overrides it, so one "
+             "bundle checks both"),
     cl::value_desc("reverse|forward"), cl::init("reverse"),
     cl::sub(tool::compileCommand()));
 static cl::list<std::string> cudaArchs(

@@ -131,7 +131,9 @@ def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::F
     `gpu.all_reduce` ops, and each phase runs all the block's threads (in
     reverse order, so a write by thread 0 that others read without a barrier
     between shows up as a wrong result; `forward=true` for the opposite
-    case) before the next phase starts. A
+    case; `runtime-order=true` leaves the choice to the run: each launch
+    calls `dort_emulate_threads_forward`, which the module must declare)
+    before the next phase starts. A
     scalar loaded in one phase and used in a later one is kept in a
     per-thread `memref.alloca`; pure values (views, indices) are recomputed. An all-reduce folds the
     threads' values in thread order. Barriers inside control flow, memory
@@ -149,10 +151,15 @@ def EmulateGPULaunchesPass : Pass<"distopt-emulate-gpu-launches", "mlir::func::F
            "Run a phase's threads in increasing order (catches a thread 0 that "
            "reads what the others write without a barrier between; the "
            "default reverse order catches the others reading what thread 0 "
-           "writes)">
+           "writes)">,
+    Option<"runtimeOrder", "runtime-order", "bool", /*default=*/"false",
+           "Choose the order when the program runs: each launch calls "
+           "`dort_emulate_threads_forward(i32 default) -> i32` (declared in "
+           "the module; default: `forward`), so one executable runs either "
+           "order (the runtime reads DISTOPT_EMULATE_THREADS)">
   ];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
-                           "mlir::memref::MemRefDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::func::FuncDialect"];
 }
 
 def ConvertGPULaunchToRuntimePass : Pass<"distopt-convert-gpu-launch-to-runtime", "mlir::ModuleOp"> {

@@ -225,6 +225,18 @@ void _mlir_ciface_dort_conv2d_backward_data_f64(
  * by dort_main at start and by the kernels on first use. */
 int dort_set_num_threads(int n);
 
+/* For `--target cuda-emu` bundles: whether an emulated kernel runs a
+ * block's threads in increasing order between barriers (1) or in reverse
+ * (0). $DISTOPT_EMULATE_THREADS=forward or reverse decides; unset or empty,
+ * `dflt` (the compile's --emulate-threads). Any other value is refused by
+ * dort_emulate_threads_check (dort_main calls it at start); here it counts as
+ * unset. Read once. */
+int32_t dort_emulate_threads_forward(int32_t dflt);
+
+/* 0 when $DISTOPT_EMULATE_THREADS is unset, empty, "forward" or "reverse";
+ * otherwise non-zero after dort_set_error naming the value. */
+int dort_emulate_threads_check(void);
+
 /* The BLAS library's kernels, for logs: OpenBLAS's name for the CPU type
  * whose kernels it loaded ("SkylakeX", "Haswell", ...; it honours
  * $OPENBLAS_CORETYPE), or "unknown" for a library that does not say. */

@@ -12,7 +12,10 @@
 // a phase run in *reverse* order, so a step that thread 0 writes and other
 // threads read without a barrier between them reads stale memory here, as it
 // may on a GPU; with `forward=true` they run in order, which shows the
-// opposite race (thread 0 reading what the others write). A value loaded (or computed by control flow) in one phase and
+// opposite race (thread 0 reading what the others write); with
+// `runtime-order=true` each launch asks the runtime
+// (`dort_emulate_threads_forward`, DISTOPT_EMULATE_THREADS), so that one
+// executable checks both orders. A value loaded (or computed by control flow) in one phase and
 // used in a later one lives in a per-thread array; pure values (views,
 // indices) are recomputed where they are used. An all-reduce combines
 // the threads' values in thread order and gives every thread the result.
@@ -96,6 +99,9 @@ FailureOr<Value> combine(OpBuilder &b, Location loc, gpu::AllReduceOperation kin
 bool isPhaseEnd(Operation *op) {
   return isa<gpu::BarrierOp, gpu::AllReduceOp>(op);
 }
+
+/// The runtime's answer to "which order" (`runtime-order`).
+constexpr llvm::StringLiteral kOrderFunction = "dort_emulate_threads_forward";
 
 struct EmulateGPULaunchesPass
     : public distopt::impl::EmulateGPULaunchesPassBase<EmulateGPULaunchesPass> {
@@ -236,6 +242,23 @@ struct EmulateGPULaunchesPass
 
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
     Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+    // The thread order: fixed, or asked of the runtime once per launch.
+    Value forwardAtRun;
+    if (runtimeOrder) {
+      auto decl = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          launch, StringAttr::get(launch.getContext(), kOrderFunction));
+      Type i32 = b.getI32Type();
+      if (!decl || decl.getFunctionType() !=
+                       b.getFunctionType(TypeRange{i32}, TypeRange{i32}))
+        return launch.emitError("runtime-order needs a declaration of '")
+               << kOrderFunction << "' of type (i32) -> i32";
+      Value dflt = arith::ConstantIntOp::create(b, loc, i32, forward ? 1 : 0);
+      Value got =
+          func::CallOp::create(b, loc, decl, ValueRange{dflt}).getResult(0);
+      forwardAtRun = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ne, got,
+          arith::ConstantIntOp::create(b, loc, i32, 0));
+    }
     Value blocks = arith::MulIOp::create(
         b, loc, arith::MulIOp::create(b, loc, grid.x, grid.y), grid.z);
     auto blockLoop = scf::ForOp::create(b, loc, c0, blocks, c1);
@@ -269,11 +292,17 @@ struct EmulateGPULaunchesPass
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPoint(threadLoop.getBody()->getTerminator());
-        Value t = forward ? threadLoop.getInductionVar()
-                          : arith::SubIOp::create(
-                                b, loc, arith::SubIOp::create(b, loc, n, c1),
-                                threadLoop.getInductionVar())
-                                .getResult();
+        Value i = threadLoop.getInductionVar();
+        auto reversed = [&] {
+          return arith::SubIOp::create(
+                     b, loc, arith::SubIOp::create(b, loc, n, c1), i)
+              .getResult();
+        };
+        Value t = forwardAtRun
+                      ? arith::SelectOp::create(b, loc, forwardAtRun, i,
+                                                reversed())
+                            .getResult()
+                      : (forward ? i : reversed());
         IRMapping map = blockMap;
         gpu::KernelDim3 tids = launch.getThreadIds();
         Value tx = arith::RemUIOp::create(b, loc, t, blockSize.x);

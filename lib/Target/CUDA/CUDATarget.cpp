@@ -199,8 +199,19 @@ LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
     return failure();
   if (emitGPU)
     return success();
+  // The thread order is the run's choice (DISTOPT_EMULATE_THREADS), `forward`
+  // the default: one executable checks both orders.
+  if (!module.lookupSymbol("dort_emulate_threads_forward")) {
+    OpBuilder b(module.getBodyRegion());
+    Type i32 = b.getI32Type();
+    auto decl = func::FuncOp::create(b, module.getLoc(),
+                                     "dort_emulate_threads_forward",
+                                     b.getFunctionType({i32}, {i32}));
+    decl.setPrivate();
+  }
   if (failed(cpu::runPipeline(
-          module, std::string("func.func(distopt-emulate-gpu-launches{forward=") +
+          module, std::string("func.func(distopt-emulate-gpu-launches{"
+                              "runtime-order=true forward=") +
                       (forward ? "true" : "false") + "}),canonicalize,cse")))
     return failure();
   return cpu::lowerLoopsToLLVMDialect(module, argTypes, outlineMinOps);

@@ -71,8 +71,10 @@ mlir::LogicalResult lowerHostToLLVM(mlir::ModuleOp module,
 /// the CPU pipeline; GEMMs and collectives use the CPU runtime. It checks
 /// the kernels' logic where no GPU is present, not their speed, and not the
 /// NVVM lowering or the CUDA runtime. `emitGPU` stops after the mapping
-/// (the kernels as gpu.launch, before emulation). `forward`: a block's
-/// threads run in increasing order between barriers (default: reverse).
+/// (the kernels as gpu.launch, before emulation). The executable asks the
+/// runtime which order a block's threads run in between barriers
+/// (DISTOPT_EMULATE_THREADS=forward or reverse); `forward` is the order when
+/// the environment does not say (increasing; otherwise reverse).
 mlir::LogicalResult
 lowerForEmulation(mlir::ModuleOp module, bool emitGPU, bool forward = false,
                   std::optional<int64_t> outlineMinOps = std::nullopt);
