@@ -382,7 +382,12 @@ struct DataSet {
         return false;
       }
       const DataFile &t = *files[i];
-      std::vector<int64_t> rowShape(wholeShape.begin() + 1, wholeShape.end());
+      // A file holds one sample after another (axis 0); the model may take
+      // them along another dimension (a sequence-first model: batch_dim 1).
+      int64_t bd = sampleDim(spec);
+      std::vector<int64_t> rowShape(wholeShape);
+      if (!rowShape.empty())
+        rowShape.erase(rowShape.begin() + bd);
       if (wholeShape.empty() || t.dtype() != spec.dtype || t.shape().empty() ||
           std::vector<int64_t>(t.shape().begin() + 1, t.shape().end()) !=
               rowShape) {
@@ -390,7 +395,12 @@ struct DataSet {
                 dtypeName(t.dtype()) + " " + shapeToString(t.shape()) +
                 "; expected " + dtypeName(spec.dtype) + " [N" +
                 (rowShape.empty() ? "" : ", ") +
-                shapeToString(rowShape).substr(1) + " (samples along axis 0)";
+                shapeToString(rowShape).substr(1) + " (samples along axis 0" +
+                (bd > 0 ? "; the model takes them along its dimension " +
+                              std::to_string(bd) + ", " +
+                              shapeToString(wholeShape) + " a step"
+                        : "") +
+                ")";
         return false;
       }
       if (samples >= 0 && t.shape()[0] != samples) {
@@ -419,9 +429,14 @@ struct DataSet {
       }
       samples = t.shape()[0];
       samplesFrom = spec.name;
-      batch = wholeShape[0];
+      batch = wholeShape[bd];
     }
     return true;
+  }
+
+  /// The dimension of an input's whole batch that holds its samples.
+  static int64_t sampleDim(const TensorSpec &spec) {
+    return spec.batchDim > 0 ? spec.batchDim : 0;
   }
 
   /// Copies samples `rows` (indices; -1: padding) of input `i` into
@@ -435,17 +450,28 @@ struct DataSet {
     size_t row = dstT.byteSize() / rows.size();
     auto *dst = static_cast<char *>(dstT.data());
     const auto *src = static_cast<const char *>(files[i]->data());
+    // A sample is `outer` chunks of `chunk` bytes: one for each index of
+    // the dimensions before the batch's (one chunk when it is dimension 0).
+    const std::vector<int64_t> &shape = spec.fileShape();
+    int64_t bd = sampleDim(spec), outer = 1;
+    for (int64_t d = 0; d < bd; ++d)
+      outer *= shape[d];
+    size_t chunk = row / static_cast<size_t>(outer);
+    size_t stride = chunk * rows.size(); // between a sample's chunks
     for (size_t b = 0; b < rows.size(); ++b) {
-      if (rows[b] >= 0) {
-        std::memcpy(dst + b * row, src + rows[b] * row, row);
-      } else if (spec.classes > 0 && spec.dtype == DType::Int64) {
-        std::fill_n(reinterpret_cast<int64_t *>(dst + b * row), row / 8,
-                    int64_t(-100));
-      } else if (spec.classes > 0) {
-        std::fill_n(reinterpret_cast<int32_t *>(dst + b * row), row / 4,
-                    int32_t(-100));
-      } else {
-        std::memset(dst + b * row, 0, row);
+      for (int64_t o = 0; o < outer; ++o) {
+        char *to = dst + o * stride + b * chunk;
+        if (rows[b] >= 0) {
+          std::memcpy(to, src + rows[b] * row + o * chunk, chunk);
+        } else if (spec.classes > 0 && spec.dtype == DType::Int64) {
+          std::fill_n(reinterpret_cast<int64_t *>(to), chunk / 8,
+                      int64_t(-100));
+        } else if (spec.classes > 0) {
+          std::fill_n(reinterpret_cast<int32_t *>(to), chunk / 4,
+                      int32_t(-100));
+        } else {
+          std::memset(to, 0, chunk);
+        }
       }
     }
     // The rows past the batch on the last replicas of an uneven split are

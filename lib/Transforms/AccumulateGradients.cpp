@@ -83,8 +83,23 @@ struct AccumulateGradientsPass
             << i << " has no samples dimension";
         return signalPassFailure();
       }
+      int64_t d = 0;
+      if (auto bd = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+        d = bd.getInt();
+      if (d < 0 || d >= t.getRank()) {
+        main.emitError("distopt-accumulate-gradients: data input ")
+            << i << " has its batch in dimension " << d << ", outside its "
+            << t.getRank() << " dimensions";
+        return signalPassFailure();
+      }
+      argBatchDims[i] = d;
       dataArgs.push_back(i);
     }
+    // Each dropout continues its mask along its batch dimension; one whose
+    // batch is not a block of a dimension cannot.
+    if (failed(autodiff::checkMicrobatchDropouts(
+            main, "--accumulate " + std::to_string(k))))
+      return signalPassFailure();
     // The micro-batch program: the old body, moved into a block of its own
     // that is cloned once per micro-batch.
     OpBuilder mod = OpBuilder::atBlockEnd(module.getBody());
@@ -105,13 +120,14 @@ struct AccumulateGradientsPass
     for (unsigned i : dataArgs) {
       BlockArgument a = main.getArgument(i);
       auto t = cast<RankedTensorType>(a.getType());
+      int64_t d = batchDimOf(i);
       SmallVector<int64_t> shape(t.getShape());
-      shape[0] *= k;
+      shape[d] *= k;
       a.setType(RankedTensorType::get(shape, t.getElementType()));
       if (auto g = main.getArgAttrOfType<TypeAttr>(i, "dopt.global_type")) {
         auto gt = cast<RankedTensorType>(g.getValue());
         SmallVector<int64_t> gs(gt.getShape());
-        gs[0] *= k;
+        gs[d] *= k;
         main.setArgAttr(i, "dopt.global_type",
                         TypeAttr::get(RankedTensorType::get(gs, gt.getElementType())));
       }
@@ -142,11 +158,12 @@ struct AccumulateGradientsPass
           continue;
         }
         auto t = cast<RankedTensorType>(arg.getType());
-        int64_t rows = t.getDimSize(0) / k;
+        int64_t d = batchDimOf(i);
+        int64_t rows = t.getDimSize(d) / k;
         SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
             stride(t.getRank(), 1);
-        starts[0] = m * rows;
-        ends[0] = (m + 1) * rows;
+        starts[d] = m * rows;
+        ends[d] = (m + 1) * rows;
         map.map(micro->getArgument(i),
                 dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
                                       b.getDenseI64ArrayAttr(ends),
@@ -154,8 +171,8 @@ struct AccumulateGradientsPass
       }
       for (Operation &op : micro->without_terminator()) {
         Operation *copy = b.clone(op, map);
-        if (auto d = dyn_cast<dopt::DropoutOp>(copy))
-          stackDropout(b, d, m, k);
+        if (isa<dopt::DropoutOp>(copy))
+          autodiff::placeDropoutMicrobatch(b, copy, m, k);
         copy->walk([&](Operation *c) {
           auto n = c->getAttrOfType<StringAttr>("dopt.updates_weight");
           if (!n || c->getNumResults() != 1)
@@ -217,29 +234,9 @@ struct AccumulateGradientsPass
                                    ValueRange(finals).getTypes()));
   }
 
-  /// Micro-batch m's copy of a dropout: its tensor stacked after the m
-  /// before it along dimension 0 of the step's whole tensor.
-  void stackDropout(OpBuilder &b, dopt::DropoutOp d, int64_t m, int64_t k) {
-    auto local = cast<RankedTensorType>(d.getInput().getType());
-    SmallVector<int64_t> whole(local.getShape());
-    if (auto g = d.getGlobalShapeAttr())
-      whole.assign(g.asArrayRef().begin(), g.asArrayRef().end());
-    int64_t rows = whole[0];
-    whole[0] *= k;
-    Location loc = d.getLoc();
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(d);
-    auto i64 = b.getI64Type();
-    auto offType = RankedTensorType::get({local.getRank()}, i64);
-    SmallVector<int64_t> shift(local.getRank(), 0);
-    shift[0] = m * rows;
-    Value offsets = dopt::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(shift)));
-    if (Value old = d.getOffsets())
-      offsets = dopt::AddOp::create(b, loc, old, offsets);
-    d.getOffsetsMutable().assign(offsets);
-    d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(whole));
-  }
+  /// Data inputs: the dimension holding the samples (`dopt.batch_dim`).
+  llvm::DenseMap<unsigned, int64_t> argBatchDims;
+  int64_t batchDimOf(unsigned arg) const { return argBatchDims.lookup(arg); }
 };
 
 } // namespace

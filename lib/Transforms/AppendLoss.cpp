@@ -238,9 +238,12 @@ struct AppendLossPass
         labelAttrs.push_back(b.getNamedAttr(
             "dopt.global_type",
             TypeAttr::get(RankedTensorType::get(shape, labelType.getElementType()))));
-        if (auto bd = main.getResultAttr(index, "dopt.batch_dim"))
-          labelAttrs.push_back(b.getNamedAttr("dopt.batch_dim", bd));
       }
+      // The samples are where the output has them (the class axis, last,
+      // is not the batch's).
+      if (auto bd = main.getResultAttrOfType<IntegerAttr>(index, "dopt.batch_dim"))
+        if (bd.getInt() >= 0 && bd.getInt() < labelType.getRank())
+          labelAttrs.push_back(b.getNamedAttr("dopt.batch_dim", bd));
       unsigned argIndex = main.getNumArguments();
       if (failed(main.insertArgument(argIndex, labelType,
                                      b.getDictionaryAttr(labelAttrs),

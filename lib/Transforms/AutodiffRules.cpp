@@ -896,10 +896,14 @@ const llvm::StringMap<RuleFn> &rules() {
     t["dopt.dropout"] = [](ImplicitLocOpBuilder &b, Operation *op,
                            ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto d = cast<dopt::DropoutOp>(op);
-      out.push_back(dopt::DropoutOp::create(b, gs[0], d.getKey(),
-                                            d.getOffsets(), d.getRatioAttr(),
-                                            d.getStreamAttr(),
-                                            d.getGlobalShapeAttr()));
+      auto adjoint = dopt::DropoutOp::create(b, gs[0], d.getKey(),
+                                             d.getOffsets(), d.getRatioAttr(),
+                                             d.getStreamAttr(),
+                                             d.getGlobalShapeAttr());
+      // Where its batch is (micro-batches place both masks alike).
+      if (Attribute batchDim = d->getAttr("dopt.batch_dim"))
+        adjoint->setAttr("dopt.batch_dim", batchDim);
+      out.push_back(adjoint);
       return success();
     };
     // A sum over the replicas of a data-parallel program (the loss's sums,

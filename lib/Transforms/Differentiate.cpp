@@ -138,6 +138,59 @@ autodiff::forwardUpdatedWeights(func::FuncOp func, ArrayRef<Operation *> ops) {
   return updated;
 }
 
+static int64_t dropoutBatchDim(Operation *d) {
+  auto bd = d->getAttrOfType<IntegerAttr>("dopt.batch_dim");
+  return bd ? bd.getInt() : 0;
+}
+
+void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
+                                      int64_t count) {
+  auto d = cast<dopt::DropoutOp>(op);
+  auto local = cast<RankedTensorType>(d.getInput().getType());
+  if (local.getRank() == 0)
+    return;
+  int64_t bd = dropoutBatchDim(d);
+  SmallVector<int64_t> whole(local.getShape());
+  if (auto g = d.getGlobalShapeAttr())
+    whole.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+  whole[bd] *= count;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(d);
+  Location loc = d.getLoc();
+  auto offType = RankedTensorType::get({local.getRank()}, b.getI64Type());
+  SmallVector<int64_t> scale(local.getRank(), 1), shift(local.getRank(), 0);
+  scale[bd] = count;
+  shift[bd] = m * local.getDimSize(bd);
+  Value offsets = dopt::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(shift)));
+  if (Value old = d.getOffsets())
+    offsets = dopt::AddOp::create(
+        b, loc,
+        dopt::MulOp::create(
+            b, loc, old,
+            dopt::ConstantOp::create(
+                b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(scale)))),
+        offsets);
+  d.getOffsetsMutable().assign(offsets);
+  d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(whole));
+}
+
+LogicalResult autodiff::checkMicrobatchDropouts(Operation *scope,
+                                                StringRef cut) {
+  WalkResult r = scope->walk([&](dopt::DropoutOp d) {
+    auto t = cast<RankedTensorType>(d.getInput().getType());
+    int64_t bd = dropoutBatchDim(d);
+    if (t.getRank() == 0 || (bd >= 0 && bd < t.getRank()))
+      return WalkResult::advance();
+    d.emitError() << cut << " cuts the batch into micro-batches, but this "
+                  << "dropout's input holds the batch spread over a dimension "
+                     "with other data, so a micro-batch's mask cannot be the "
+                     "whole batch's";
+    return WalkResult::interrupt();
+  });
+  return failure(r.wasInterrupted());
+}
+
 llvm::DenseSet<Value> autodiff::tensorVarying(func::FuncOp func,
                                               ArrayRef<Operation *> ops) {
   using grid::kTensorAxis;

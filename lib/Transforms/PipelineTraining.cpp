@@ -99,42 +99,6 @@ struct PipelineTrainingPass
     func::CallOp::create(b, loc, fn, ValueRange{k, mv});
   }
 
-  /// Micro-batch m's copy of a dropout: the replica's block of the whole
-  /// batch (the partitioner's offsets, for a micro-batch) holds M
-  /// micro-batches along dimension 0; micro-batch m's rows follow the m
-  /// before it.
-  void placeMicrobatch(OpBuilder &b, dopt::DropoutOp d, int64_t m) {
-    auto local = cast<RankedTensorType>(d.getInput().getType());
-    if (local.getRank() == 0)
-      return;
-    SmallVector<int64_t> whole(local.getShape());
-    bool placed = static_cast<bool>(d.getGlobalShapeAttr());
-    if (placed)
-      whole.assign(d.getGlobalShapeAttr().asArrayRef().begin(),
-                   d.getGlobalShapeAttr().asArrayRef().end());
-    else
-      whole[0] *= microbatches;
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(d);
-    Location loc = d.getLoc();
-    auto offType = RankedTensorType::get({local.getRank()}, b.getI64Type());
-    SmallVector<int64_t> scale(local.getRank(), 1), shift(local.getRank(), 0);
-    scale[0] = microbatches;
-    shift[0] = m * local.getDimSize(0);
-    Value offsets = dopt::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(shift)));
-    if (Value old = d.getOffsets())
-      offsets = dopt::AddOp::create(
-          b, loc,
-          dopt::MulOp::create(
-              b, loc, old,
-              dopt::ConstantOp::create(
-                  b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(scale)))),
-          offsets);
-    d.getOffsetsMutable().assign(offsets);
-    d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(whole));
-  }
-
   /// A message to or from stage `peer` (0-d tensors travel as [1]).
   void send(OpBuilder &b, Location loc, Value v, int64_t peer) {
     auto t = cast<RankedTensorType>(v.getType());
@@ -193,6 +157,13 @@ struct PipelineTrainingPass
           << regexError;
       return signalPassFailure();
     }
+    // Each dropout continues its mask along its batch dimension; one whose
+    // batch is not a block of a dimension cannot.
+    if (microbatches > 1 &&
+        failed(autodiff::checkMicrobatchDropouts(
+            stageFn, "a pipeline of " + std::to_string(microbatches) +
+                         " micro-batches")))
+      return signalPassFailure();
     last = stage == stages - 1;
     MLIRContext *ctx = module.getContext();
     gridRef = FlatSymbolRefAttr::get(ctx, grid::kName);
@@ -360,8 +331,8 @@ struct PipelineTrainingPass
     // on the plan.
     auto cloneFor = [&](Operation *op, IRMapping &map, int64_t m) {
       Operation *copy = b.clone(*op, map);
-      if (auto d = dyn_cast<dopt::DropoutOp>(copy))
-        placeMicrobatch(b, d, m);
+      if (isa<dopt::DropoutOp>(copy))
+        autodiff::placeDropoutMicrobatch(b, copy, m, microbatches);
       return copy;
     };
 

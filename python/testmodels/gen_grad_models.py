@@ -267,17 +267,23 @@ SEQ_RUNS = {
     "encoder_sgd": dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=0.0),
     "encoder_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4,
                           weight_decay=0.01),
+    # Sequence-first (nn.TransformerEncoder's default layout): the batch is
+    # dimension 1 of x [seq, batch, 16] and of the labels [seq, batch].
+    "encoder_sf_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4,
+                             weight_decay=0.01, batch_dim=1),
     "gpt_sgd": dict(kind="sgd", lr=0.1, momentum=0.9, weight_decay=0.0),
     "gpt_adamw": dict(kind="adamw", lr=0.003, betas=(0.9, 0.999), eps=1e-4, weight_decay=0.01),
 }
 
 
 class Encoder(nn.Module):
-    """nn.TransformerEncoder and a token classifier."""
+    """nn.TransformerEncoder and a token classifier (batch-first, or as
+    PyTorch's default is, sequence-first: [seq, batch, features])."""
 
-    def __init__(self):
+    def __init__(self, batch_first=True, dropout=0.0):
         super().__init__()
-        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=dropout,
+                                           batch_first=batch_first)
         self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         self.head = nn.Linear(16, 6)
 
@@ -331,11 +337,28 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
                      "train_cnn" if cnn else "train")
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(3)
+    dynamic = None
     if seq == "encoder":
         model = Encoder()
         example, xs = torch.randn(4, 8, 16), torch.randn(20, 4, 8, 16)
         ys = torch.randint(0, 6, (20, 4, 8))
-        runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("encoder")}
+        runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("encoder_")
+                and not k.startswith("encoder_sf")}
+    elif seq == "encoder_sf":
+        # Exported with a symbolic batch (dimension 1), as the layout says
+        # where the samples are; compiled with --dim batch=4. Its twin with
+        # dropout (dropout.onnx) is for the micro-batch tests: they compare
+        # distopt with itself (the masks are distopt's own).
+        model = Encoder(batch_first=False)
+        example, xs = torch.randn(8, 4, 16), torch.randn(20, 8, 4, 16)
+        ys = torch.randint(0, 6, (20, 8, 4))
+        runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("encoder_sf")}
+        dynamic = {"x": {1: "batch"}, "logits": {1: "batch"}}
+        torch.onnx.export(Encoder(batch_first=False, dropout=0.1).train(), (example,),
+                          os.path.join(d, "dropout.onnx"), input_names=["x"],
+                          output_names=["logits"], opset_version=17,
+                          do_constant_folding=False, dynamic_axes=dynamic,
+                          training=torch.onnx.TrainingMode.TRAINING)
     elif seq == "gpt":
         model = TinyGPT()
         example, xs = torch.randint(0, 30, (4, 8)), torch.randint(0, 30, (20, 4, 8))
@@ -384,7 +407,8 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
     initial_buffers = save_running_stats(model, d, "initial")
     torch.onnx.export(model, (example,), os.path.join(d, "model.onnx"),
                       input_names=["x"], output_names=["logits"], opset_version=17,
-                      do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
+                      do_constant_folding=False, dynamic_axes=dynamic,
+                      training=torch.onnx.TrainingMode.TRAINING)
     np.save(os.path.join(d, "xs.npy"), xs.numpy())
     np.save(os.path.join(d, "ys.npy"), ys.numpy())
     meta = {}
@@ -488,6 +512,7 @@ def main() -> int:
     train_reference(args.out, cnn=True)
     train_reference(args.out, bn=True)
     train_reference(args.out, seq="encoder")
+    train_reference(args.out, seq="encoder_sf")
     train_reference(args.out, seq="gpt")
     train_reference(args.out, seq="gpt_vocab")
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -564,19 +565,117 @@ def test_accumulate_refuses_what_micro_batches_would_change(torch_models, tmp_pa
             "--accumulate", "2", "--microbatch-statistics", "-o", tmp_path / "m.dx", check=False)
     assert p.returncode == 1 and "--accumulate 2 cuts the batch into micro-batches, but " \
         "node 'mixer'" in p.stderr and "the samples of a batch cannot be split" in p.stderr
-    # A sequence-first model (nn.TransformerEncoder, batch_first=False):
-    # `train` would read positions of the sequence as samples (and
-    # --accumulate cut the sequence into halves): refused, with or without.
-    seq_first = ROOT / "python/testmodels/zoo/torch_encoder_sf.onnx"
-    for acc in ([], ["--accumulate", "2"]):
-        p = run(DISTOPT, "compile", seq_first, "--dim", "batch=2", "--dim", "seq=8", "--loss",
-                "mse:0", "--optimizer", "sgd", *acc, "-o", tmp_path / "s.dx", check=False)
-        assert p.returncode == 1 and "a training step reads samples along dimension 0 of its " \
-            "data inputs (`train --data`), but input 'x' carries its batch in dimension 1" in \
-            p.stderr, p.stderr
-    # Its gradients alone (one batch given in the model's layout) compile.
-    run(DISTOPT, "compile", seq_first, "--dim", "batch=2", "--dim", "seq=8", "--loss",
-        "mse:0", "--gradients", "-o", tmp_path / "g.dx")
+
+
+@pytest.mark.parametrize("dp", [1, 2])
+def test_sequence_first_training_follows_pytorch(torch_models, tmp_path, dp):
+    """nn.TransformerEncoder in PyTorch's default layout (x [seq, batch,
+    16], labels [seq, batch]; exported with a symbolic batch in dimension
+    1): data files hold one sample after another, and the loader places
+    them along the model's batch dimension (the manifest's batch_dim), in
+    one process and on 2 replicas (each its block of dimension 1). 20 AdamW
+    steps follow torch.optim's within 1e-4."""
+    d = torch_models / "train_encoder_sf"
+    meta = json.loads((d / "meta.json").read_text())["encoder_sf_adamw"]
+    cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []
+    bundle = compile_step(d / "model.onnx", tmp_path / f"sf{dp}.dx", "adamw",
+                          "--dim", "batch=4", *cluster)
+    m = json.loads((bundle / "manifest.json").read_text())
+    specs = {t["name"]: t for t in m["inputs"]}
+    assert specs["x"]["batch_dim"] == 1 and specs["labels"]["batch_dim"] == 1
+    assert specs["x"].get("global_shape", specs["x"]["shape"]) == [8, 4, 16]
+    assert_follows_reference(bundle, dp, d, meta, tmp_path, f"seq-first, dp {dp}")
+    if dp == 1:
+        # A data file in the model's layout ([seq, samples, 16]) is not
+        # samples along axis 0: refused, saying what is expected.
+        x = np.load(tmp_path / "x.npy")
+        np.save(tmp_path / "x_model_layout.npy", np.moveaxis(x, 0, 1))
+        p = run(bundle / bundle.stem, "train", "--data",
+                f"x={tmp_path / 'x_model_layout.npy'}", "--data",
+                f"labels={tmp_path / 'y.npy'}", "--steps", "1", check=False)
+        assert p.returncode == 1 and "expected float32 [N, 8, 16] (samples along axis 0; " \
+            "the model takes them along its dimension 1, [8, 4, 16] a step)" in p.stderr, \
+            p.stderr
+
+
+def test_sequence_first_micro_batches_draw_the_whole_batch_masks(torch_models, tmp_path):
+    """The sequence-first encoder with dropout 0.1: --accumulate 2 at batch
+    4 is the batch-8 step (the micro-batches cut dimension 1, and every
+    dropout continues its mask positions along the dimension that holds its
+    batch: [seq, batch, 16] after the layers, [batch * heads, seq, seq] in
+    attention), in one process and on 2 replicas; pipeline stages over 2
+    micro-batches equal one process. Distopt against itself: the masks are
+    its own. The key projection's bias is left out: its gradient is zero in
+    exact arithmetic (a softmax does not see a constant added to every
+    score), so AdamW steps it on rounding noise, which the summation order
+    decides."""
+    model = torch_models / "train_encoder_sf" / "dropout.onnx"
+    x = np.random.default_rng(5).standard_normal((48, 8, 16)).astype(np.float32)
+    y = np.random.default_rng(6).integers(0, 6, (48, 8))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
+            "--steps", "6", "--lr", "0.003", "--no-shuffle"]
+    ref, ref_w = train(compile_step(model, tmp_path / "big.dx", "adamw", "--dim", "batch=8"),
+                       1, *data)
+    for dp in (1, 2):
+        cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []
+        bundle = compile_step(model, tmp_path / f"acc{dp}.dx", "adamw", "--dim", "batch=4",
+                              "--accumulate", "2", *cluster)
+        steps, w = train(bundle, dp, *data)
+        assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in ref], rtol=1e-5)
+        assert_weights_equal(w, ref_w, dp)
+    one, one_w = train(compile_step(model, tmp_path / "one.dx", "adamw", "--dim", "batch=4"),
+                       1, *data)
+    pp = compile_step(model, tmp_path / "pp.dx", "adamw", "--dim", "batch=4", "--cluster",
+                      "local:2", "--pp", "2", "--microbatches", "2")
+    steps, w = train(pp, 2, *data)
+    assert np.allclose([s["loss"] for s in steps], [s["loss"] for s in one], rtol=1e-5)
+    assert_weights_equal(w, one_w, "pp 2")
+
+
+def assert_weights_equal(got: Path, want: Path, what):
+    """Saved weights within 1e-5, but for the key projection's bias (the
+    middle third of in_proj_bias), which trains on rounding noise."""
+    for f in want.iterdir():
+        a, b = np.load(got / f.name), np.load(f)
+        if f.name.endswith("in_proj_bias.npy"):
+            d = a.size // 3
+            a, b = np.delete(a, np.s_[d:2 * d]), np.delete(b, np.s_[d:2 * d])
+        assert rel_err(a, b) <= 1e-5, (what, f.name)
+
+
+def test_micro_batches_refuse_a_dropout_over_a_spread_batch(tmp_path):
+    """A dropout on [seq * batch, 6] with the sequence outermost (a
+    sequence-first input flattened): the batch is not one block of that
+    dimension, so no micro-batch's mask is the whole batch's; --accumulate
+    is refused naming the node, and the step without it compiles."""
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.ones((6, 5), np.float32), "w"),
+             numpy_helper.from_array(np.array([-1, 6], np.int64), "flat_shape"),
+             numpy_helper.from_array(np.array([3, 4, 5], np.int64), "back_shape"),
+             numpy_helper.from_array(np.array(0.2, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "training")]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="to_seq_first"),
+             helper.make_node("Reshape", ["xt", "flat_shape"], ["flat"], name="flatten"),
+             helper.make_node("Dropout", ["flat", "ratio", "training"], ["dropped"],
+                              name="spread_dropout"),
+             helper.make_node("MatMul", ["dropped", "w"], ["m"], name="mm"),
+             helper.make_node("Reshape", ["m", "back_shape"], ["mr"], name="unflatten"),
+             helper.make_node("Transpose", ["mr"], ["logits"], perm=[1, 0, 2], name="back")]
+    graph = helper.make_graph(
+        nodes, "spread", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 6])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 3, 5])], inits)
+    path = tmp_path / "spread.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    flags = ["--loss", "cross-entropy:logits", "--optimizer", "sgd"]
+    p = run(DISTOPT, "compile", path, *flags, "--accumulate", "2", "-o", tmp_path / "a.dx",
+            check=False)
+    assert p.returncode == 1 and "'spread_dropout': error: --accumulate 2 cuts the batch " \
+        "into micro-batches, but this dropout's input holds the batch spread over a " \
+        "dimension with other data" in p.stderr, p.stderr
+    assert not (tmp_path / "a.dx").exists()
+    run(DISTOPT, "compile", path, *flags, "-o", tmp_path / "s.dx")
 
 
 def test_uneven_data_parallel_batch_pads_with_ignored_labels(torch_models, tmp_path):

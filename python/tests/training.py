@@ -23,11 +23,14 @@ def train_flags(cfg):
     return [str(f) for f in flags]
 
 
-def batches_as_data(d: Path, out: Path) -> list[str]:
+def batches_as_data(d: Path, out: Path, batch_dim: int = 0) -> list[str]:
     """The batches a reference run trained on (xs.npy, ys.npy: [steps,
-    batch, ...]) as one data file per input, in the order PyTorch took them:
-    the --data flags for x and labels."""
+    batch, ...], or with the batch in dimension 1 + batch_dim of a
+    sequence-first model's [steps, seq, batch, ...]) as one data file per
+    input, sample after sample in the order PyTorch took them: the --data
+    flags for x and labels."""
     xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+    xs, ys = np.moveaxis(xs, 1 + batch_dim, 1), np.moveaxis(ys, 1 + batch_dim, 1)
     np.save(out / "x.npy", xs.reshape((-1,) + xs.shape[2:]))
     np.save(out / "y.npy", ys.reshape((-1,) + ys.shape[2:]))
     return ["--data", f"x={out / 'x.npy'}", "--data", f"labels={out / 'y.npy'}"]
@@ -104,8 +107,9 @@ def assert_follows_reference(bundle: Path, dp: int, d: Path, meta: dict, tmp_pat
     """20 steps on dp replicas over the reference run's batches: its loss at
     every step and its final weights, within 1e-4. Returns the directory of
     the saved weights."""
-    steps, saved = train(bundle, dp, *batches_as_data(d, tmp_path), "--steps", "20",
-                         "--no-shuffle", *train_flags(meta["config"]))
+    data = batches_as_data(d, tmp_path, meta["config"].get("batch_dim", 0))
+    steps, saved = train(bundle, dp, *data, "--steps", "20", "--no-shuffle",
+                         *train_flags(meta["config"]))
     losses = np.array([s["loss"] for s in steps])
     assert rel_err(losses, meta["losses"]) <= 1e-4, (losses, meta["losses"])
     for name, f in meta["weights"].items():

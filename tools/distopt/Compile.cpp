@@ -408,24 +408,22 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     module = importONNXFile(context, input, options);
     if (!module)
       return 1;
-    // A training step's `train` reads samples along dimension 0 of its
-    // data; --accumulate cuts the batch into micro-batches there, each of
-    // which must compute what its samples would in the whole batch.
+    // A training step's `train` reads samples along the batch dimension of
+    // each data input (the manifest's batch_dim); --accumulate cuts the
+    // batch into micro-batches there, each of which must compute what its
+    // samples would in the whole batch.
     if (!compileOptimizer.empty()) {
+      std::string error;
+      if (!tool::annotateBatchDims(*module, error)) {
+        WithColor::error() << "cannot compile a training step: " << error
+                           << "\n";
+        return 1;
+      }
       if (std::optional<tool::MicrobatchObstacle> obstacle =
-              tool::microbatchObstacle(*module, accumulateSteps <= 1)) {
+              accumulateSteps > 1 ? tool::microbatchObstacle(*module)
+                                  : std::nullopt) {
         std::string k = std::to_string(accumulateSteps);
-        if (obstacle->kind == tool::MicrobatchObstacle::BatchNotFirst) {
-          WithColor::error()
-              << "a training step reads samples along dimension 0 of its "
-              << "data inputs (`train --data`), but " << obstacle->why
-              << " (a sequence-first export); export the model batch-first "
-              << "to train it\n";
-          return 1;
-        }
-        if (accumulateSteps <= 1) {
-          // Nothing else matters without micro-batches.
-        } else if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
+        if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
           WithColor::error()
               << "--accumulate " << k << " cuts the batch into "
               << "micro-batches, but " << obstacle->why
@@ -516,6 +514,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       evalModule = importONNXFile(context, input, evalOptions);
       if (!evalModule)
         return 1;
+      std::string error; // the step's annotation succeeded on this model
+      if (!tool::annotateBatchDims(*evalModule, error)) {
+        WithColor::error() << "cannot compile the evaluation program: "
+                           << error << "\n";
+        return 1;
+      }
       // Parameter servers: server 0 evaluates the whole batch in one
       // process (it gathers the shards), so the program is not split.
       std::vector<int64_t> evalGrid;
@@ -833,7 +837,9 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
             perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
         distribute(in, main.getArgAttr(i, "dopt.split_axes"),
                    main.getArgAttr(i, "dopt.global_type"), nullptr);
-        if (pipeline)
+        // Where the samples are: a pipeline's micro-batches slice there, a
+        // training step's loader places the samples it reads there.
+        if (pipeline || !compileOptimizer.empty())
           if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
             in["batch_dim"] = b.getInt();
         if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))

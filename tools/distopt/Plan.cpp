@@ -11,6 +11,7 @@
 
 #include "Tool.h"
 
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/PlanReport.h"
 #include "distopt/Planner/PlanToIR.h"
 #include "distopt/Transforms/Passes.h"
@@ -345,24 +346,11 @@ bool positive(cl::opt<int64_t> &opt, StringRef name, std::optional<int64_t> &out
 bool distopt::tool::microbatchStatisticsFlag() { return microbatchStatistics; }
 
 std::optional<distopt::tool::MicrobatchObstacle>
-distopt::tool::microbatchObstacle(mlir::ModuleOp module, bool inputsOnly) {
+distopt::tool::microbatchObstacle(mlir::ModuleOp module) {
   auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
   if (!func || func.getNumArguments() == 0)
     return std::nullopt;
   using Obstacle = distopt::tool::MicrobatchObstacle;
-  for (mlir::BlockArgument arg : func.getArguments()) {
-    int64_t d = argumentBatchDim(func, arg.getArgNumber());
-    if (d > 0) {
-      auto name = func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(),
-                                                          "dopt.name");
-      return Obstacle{Obstacle::BatchNotFirst,
-                      "input '" + (name ? name.getValue().str() : "?") +
-                          "' carries its batch in dimension " +
-                          std::to_string(d)};
-    }
-  }
-  if (inputsOnly)
-    return std::nullopt;
   bool symbolic = false;
   std::optional<int64_t> batch = batchOf(func, symbolic);
   if (!batch)
@@ -379,6 +367,69 @@ distopt::tool::microbatchObstacle(mlir::ModuleOp module, bool inputsOnly) {
   if (!graph->batchReductions.empty())
     return Obstacle{Obstacle::Statistic, graph->batchReductionWhy};
   return std::nullopt;
+}
+
+bool distopt::tool::annotateBatchDims(mlir::ModuleOp module, std::string &error) {
+  auto func = module.lookupSymbol<mlir::func::FuncOp>("main");
+  if (!func || func.getNumArguments() == 0)
+    return true;
+  auto nameOf = [&](unsigned i, bool result) {
+    auto n = result ? func.getResultAttrOfType<mlir::StringAttr>(i, "dopt.name")
+                    : func.getArgAttrOfType<mlir::StringAttr>(i, "dopt.name");
+    return n ? n.getValue().str() : std::to_string(i);
+  };
+  bool seqFirst = false;
+  mlir::Builder b(module.getContext());
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    int64_t d = argumentBatchDim(func, i);
+    if (d < 0 || func.getArgAttr(i, "dopt.batch_dim"))
+      continue;
+    func.setArgAttr(i, "dopt.batch_dim", b.getI64IntegerAttr(d));
+    seqFirst |= d > 0;
+  }
+  bool symbolic = false;
+  std::optional<int64_t> batch = batchOf(func, symbolic);
+  Expected<PlanGraph> graph =
+      batch ? buildPlanGraph(func, *batch, CostOptions())
+            : Expected<PlanGraph>(createStringError("no batch"));
+  if (!graph) {
+    std::string why = toString(graph.takeError());
+    if (!seqFirst)
+      return true; // samples along dimension 0 everywhere, as before
+    error = "cannot tell where the batch is in the model's outputs (" + why +
+            "), and its inputs carry it past dimension 0";
+    return false;
+  }
+  // Whether micro-batch m of `t` is one block of its batch dimension: the
+  // batch is the outermost part of that dimension.
+  auto blockOf = [&](const PlanTensor &t) {
+    return t.batchDim >= 0 &&
+           t.shape[t.batchDim] == graph->probeBatch * t.batchInner;
+  };
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    if (i >= graph->outputs.size() || func.getResultAttr(i, "dopt.batch_dim"))
+      continue;
+    const PlanTensor &t = graph->tensors[graph->outputs[i]];
+    if (blockOf(t))
+      func.setResultAttr(i, "dopt.batch_dim", b.getI64IntegerAttr(t.batchDim));
+    else if (seqFirst && t.batchDim >= 0) {
+      error = "output '" + nameOf(i, true) +
+              "' holds the batch spread over dimension " +
+              std::to_string(t.batchDim) + " with other data, so its samples "
+              "are not blocks a training step could read";
+      return false;
+    }
+  }
+  for (const PlanNode &node : graph->nodes) {
+    if (!llvm::isa<distopt::dopt::DropoutOp>(node.op) || node.operands.empty())
+      continue;
+    const PlanTensor &t = graph->tensors[node.operands[0]];
+    if (t.batchDim < 0)
+      continue;
+    node.op->setAttr("dopt.batch_dim",
+                     b.getI64IntegerAttr(blockOf(t) ? t.batchDim : -1));
+  }
+  return true;
 }
 
 static int64_t classLossOutputOf(mlir::func::FuncOp func, StringRef loss) {

@@ -48,20 +48,25 @@ bool partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                          const std::vector<int64_t> *sameAs = nullptr,
                          ServerPlan *servers = nullptr,
                          llvm::StringRef loss = "");
-/// What stops a model's batch from being cut into micro-batches along
-/// dimension 0 of its inputs that each compute what the whole batch would
-/// (--accumulate): an input whose batch is another dimension (a
-/// sequence-first model), an op that mixes the samples, or a statistic over
-/// the batch (batch norm in training form), which a micro-batch computes
-/// over its own samples only. `why` names the input or op. nullopt:
-/// nothing (or a graph the planner cannot read). `inputsOnly`: only the
-/// first kind (no graph is built).
+/// What stops a model's batch from being cut into micro-batches that each
+/// compute what the whole batch would (--accumulate): an op that mixes the
+/// samples, or a statistic over the batch (batch norm in training form),
+/// which a micro-batch computes over its own samples only. `why` names the
+/// op. nullopt: nothing (or a graph the planner cannot read).
 struct MicrobatchObstacle {
-  enum Kind { BatchNotFirst, Mixes, Statistic } kind;
+  enum Kind { Mixes, Statistic } kind;
   std::string why;
 };
-std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module,
-                                                     bool inputsOnly = false);
+std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
+/// Before a training step is built from the imported `main`: where each
+/// data input, each output and each dropout's input hold the batch, as the
+/// planner's graph sees it (`dopt.batch_dim` on main's arguments and results,
+/// for the manifest, the loss's labels and the runtime's loader, which
+/// place samples along it; on `dopt.dropout` ops, for micro-batches, which
+/// continue the mask's positions along it: -1 where the batch is not one
+/// block of that dimension). False with `error` where the inputs carry the
+/// batch past dimension 0 and an output's batch cannot be found.
+bool annotateBatchDims(mlir::ModuleOp module, std::string &error);
 /// --microbatch-statistics (plan and compile).
 bool microbatchStatisticsFlag();
 

@@ -40,6 +40,24 @@ llvm::DenseMap<unsigned, mlir::StringAttr>
 forwardUpdatedWeights(mlir::func::FuncOp func,
                       llvm::ArrayRef<mlir::Operation *> ops);
 
+/// Micro-batches of a step (--accumulate, a pipeline stage's): each copy of
+/// a dropout draws the mask of its rows of the whole batch. The replica's
+/// block of the batch (the partitioner's offsets, at micro-batch size) holds
+/// `count` micro-batches along the dropout's batch dimension (`dopt.batch_dim`
+/// on the op: distopt compile's reading of the planner's graph; default 0),
+/// and micro-batch `m` follows the m before it, as the loader lays samples
+/// out: offsets * count + m * rows along that dimension, in a whole tensor
+/// `count` times as large there.
+void placeDropoutMicrobatch(mlir::OpBuilder &b, mlir::Operation *dropout,
+                            int64_t m, int64_t count);
+
+/// Fails (an error on the op, `cut` saying what cuts the batch: "--accumulate
+/// 2", "a pipeline's 4 micro-batches") where a dropout in `scope` has its
+/// batch spread over a dimension with other data (`dopt.batch_dim` = -1), so
+/// that no micro-batch's rows are one block of it.
+mlir::LogicalResult checkMicrobatchDropouts(mlir::Operation *scope,
+                                            llvm::StringRef cut);
+
 /// Whether dopt has a gradient rule for ops named `opName`.
 bool hasRule(llvm::StringRef opName);
 

@@ -1,0 +1,60 @@
+// RUN: distopt-opt %s --split-input-file --distopt-accumulate-gradients='steps=2' -verify-diagnostics | FileCheck %s --check-prefix=ACC
+// RUN: distopt-opt %s --split-input-file --distopt-pipeline-training='stage=0 schedule=gpipe' -verify-diagnostics | FileCheck %s --check-prefix=PIPE
+
+// Micro-batches of a model whose batch is dimension 1 (sequence-first,
+// [seq, batch, features]; dopt.batch_dim from distopt compile): the data
+// input's samples are cut along dimension 1, and each dropout (its batch
+// dimension from the planner's graph) continues its mask positions along
+// that dimension, so that the micro-batches draw the whole batch's masks.
+
+// ACC-LABEL: func.func @main(
+// ACC-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
+// ACC: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
+// ACC: %[[O0:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
+// ACC: dopt.dropout %[[S0]], %arg2, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// ACC: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
+// ACC: %[[O1:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// ACC: dopt.dropout %[[S1]], %arg2, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// A pipeline (one stage here, two micro-batches) places them alike.
+// PIPE-LABEL: func.func @main(
+// PIPE-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
+// PIPE: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
+// PIPE: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
+// PIPE: %[[O0:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
+// PIPE: dopt.dropout %[[S0]], %arg1, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// PIPE: %[[O1:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// PIPE: dopt.dropout %[[S1]], %arg1, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 1 : i64}} {
+  shard.grid @dopt_grid(shape = 1x1x1)
+  func.func @main(%x: tensor<3x2x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"},
+                  %w: tensor<5xf32> {dopt.weight = {name = "w"}},
+                  %k: tensor<i64> {dopt.rng_key})
+      -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "counted"}) {
+    %d = dopt.dropout %x, %k {dopt.batch_dim = 1 : i64, ratio = 2.500000e-01 : f32, stream = 0 : i64} : (tensor<3x2x5xf32>, tensor<i64>) -> tensor<3x2x5xf32>
+    %y = dopt.mul %d, %w : (tensor<3x2x5xf32>, tensor<5xf32>) -> tensor<3x2x5xf32>
+    %l = dopt.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<3x2x5xf32>) -> tensor<f32>
+    %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+    return %l, %c : tensor<f32>, tensor<f32>
+  }
+}
+
+// -----
+
+// A dropout whose input holds the batch spread over a dimension with other
+// data (dopt.batch_dim = -1: [seq * batch, features] with the sequence
+// outermost): a micro-batch's rows are not one block there, so no offset
+// gives it the whole batch's mask.
+module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 2 : i64}} {
+  shard.grid @dopt_grid(shape = 2x1x1)
+  func.func @main(%x: tensor<6x5xf32> {dopt.batch_dim = 0 : i64, dopt.model_input = 0 : i64, dopt.name = "x"},
+                  %w: tensor<5xf32> {dopt.weight = {name = "w"}},
+                  %k: tensor<i64> {dopt.rng_key})
+      -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "counted"}) {
+    // expected-error @+1 {{cuts the batch into micro-batches, but this dropout's input holds the batch spread over a dimension with other data, so a micro-batch's mask cannot be the whole batch's}}
+    %d = dopt.dropout %x, %k {dopt.batch_dim = -1 : i64, ratio = 2.500000e-01 : f32, stream = 0 : i64} : (tensor<6x5xf32>, tensor<i64>) -> tensor<6x5xf32>
+    %y = dopt.mul %d, %w : (tensor<6x5xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+    %l = dopt.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<6x5xf32>) -> tensor<f32>
+    %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+    return %l, %c : tensor<f32>, tensor<f32>
+  }
+}
