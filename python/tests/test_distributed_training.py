@@ -585,6 +585,15 @@ def test_sequence_first_training_follows_pytorch(torch_models, tmp_path, dp):
     assert specs["x"]["batch_dim"] == 1 and specs["labels"]["batch_dim"] == 1
     assert specs["x"].get("global_shape", specs["x"]["shape"]) == [8, 4, 16]
     assert_follows_reference(bundle, dp, d, meta, tmp_path, f"seq-first, dp {dp}")
+    # The evaluation program reads them alike: over the first batch, with
+    # the bundle's (initial) weights, its loss is PyTorch's first step's.
+    np.save(tmp_path / "x4.npy", np.load(tmp_path / "x.npy")[:4])
+    np.save(tmp_path / "y4.npy", np.load(tmp_path / "y.npy")[:4])
+    p = run(DISTOPT, "run", "-n", dp, bundle, "eval", "--data", f"x={tmp_path / 'x4.npy'}",
+            "--data", f"labels={tmp_path / 'y4.npy'}")
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["samples"] == 4 and abs(result["loss"] - meta["losses"][0]) <= \
+        1e-5 * meta["losses"][0], (result, meta["losses"][0])
     if dp == 1:
         # A data file in the model's layout ([seq, samples, 16]) is not
         # samples along axis 0: refused, saying what is expected.
