@@ -354,6 +354,13 @@ def train_reference(out: str, cnn: bool = False, bn: bool = False,
         ys = torch.randint(0, 6, (20, 8, 4))
         runs = {k: v for k, v in SEQ_RUNS.items() if k.startswith("encoder_sf")}
         dynamic = {"x": {1: "batch"}, "logits": {1: "batch"}}
+        # And exported as torch.onnx.export does by default, with fixed
+        # shapes: nothing says where the batch is (fixed.onnx).
+        torch.onnx.export(Encoder(batch_first=False), (example,),
+                          os.path.join(d, "fixed.onnx"), input_names=["x"],
+                          output_names=["logits"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
         torch.onnx.export(Encoder(batch_first=False, dropout=0.1).train(), (example,),
                           os.path.join(d, "dropout.onnx"), input_names=["x"],
                           output_names=["logits"], opset_version=17,

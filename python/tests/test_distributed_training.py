@@ -612,6 +612,24 @@ def test_sequence_first_training_follows_pytorch(torch_models, tmp_path, plan):
             p.stderr
 
 
+def test_a_fixed_shape_sequence_first_export_is_warned_about(torch_models, tmp_path):
+    """Exported with fixed shapes (torch.onnx.export's default), nothing
+    says the encoder's batch is dimension 1: a training step takes dimension
+    0 for the samples. Its attention mixes along dimension 0, so the compile
+    warns, naming the node and the cure; batch-first models and symbolic
+    batches compile without it."""
+    d = torch_models / "train_encoder_sf"
+    flags = ["--loss", "cross-entropy:logits", "--optimizer", "adamw"]
+    p = run(DISTOPT, "compile", d / "fixed.onnx", *flags, "-o", tmp_path / "f.dx")
+    assert "warning: the model has no symbolic batch dimension, so a training step takes " \
+        "dimension 0 of its inputs for the samples, but node '/enc/layers.0/self_attn/" in \
+        p.stderr and "export it with that dimension symbolic" in p.stderr, p.stderr
+    for model, extra in ((d / "model.onnx", ["--dim", "batch=4"]),
+                         (torch_models / "train_encoder" / "model.onnx", [])):
+        p = run(DISTOPT, "compile", model, *flags, *extra, "-o", tmp_path / "g.dx")
+        assert "warning" not in p.stderr, p.stderr
+
+
 def test_sequence_first_micro_batches_draw_the_whole_batch_masks(torch_models, tmp_path):
     """The sequence-first encoder with dropout 0.1: --accumulate 2 at batch
     4 is the batch-8 step (the micro-batches cut dimension 1, and every
