@@ -599,6 +599,21 @@ def test_sequence_first_training_follows_pytorch(torch_models, tmp_path, plan):
     result = json.loads(p.stdout.strip().splitlines()[-1])
     assert result["samples"] == 4 and abs(result["loss"] - meta["losses"][0]) <= \
         1e-5 * meta["losses"][0], (result, meta["losses"][0])
+
+    def evaluate(rows):
+        x, y = np.load(tmp_path / "x.npy")[rows], np.load(tmp_path / "y.npy")[rows]
+        np.save(tmp_path / "xe.npy", x)
+        np.save(tmp_path / "ye.npy", y)
+        p = run(DISTOPT, "run", "-n", dp, bundle, "eval", "--data",
+                f"x={tmp_path / 'xe.npy'}", "--data", f"labels={tmp_path / 'ye.npy'}")
+        return json.loads(p.stdout.strip().splitlines()[-1])["loss"]
+
+    # 6 samples: the second batch is 2 samples and 2 of padding, whose
+    # labels (every position of the padded samples, wherever the model's
+    # layout puts them) are ignored: the mean over the 6 samples' labels.
+    # Samples 4 and 5 repeat 0 and 1, so it is (4 e(0..3) + 2 e(0, 1)) / 6.
+    e6, e4, e01 = evaluate([0, 1, 2, 3, 0, 1]), evaluate([0, 1, 2, 3]), evaluate([0, 1, 0, 1])
+    assert abs(e6 - (4 * e4 + 2 * e01) / 6) <= 1e-5 * e6, (e6, e4, e01)
     if plan == "one":
         # A data file in the model's layout ([seq, samples, 16]) is not
         # samples along axis 0: refused, saying what is expected.
