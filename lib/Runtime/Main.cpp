@@ -20,10 +20,10 @@ __attribute__((weak)) extern const int32_t dopt_num_stages;
 }
 
 int main(int argc, char **argv) {
-  if (&dopt_num_stages != nullptr && dopt_num_stages > 0)
-    return dort_main_pipeline(argc, argv, dopt_stage_entries, dopt_num_stages);
   if (dopt_eval_entry)
     dort_set_eval_entry(dopt_eval_entry);
+  if (&dopt_num_stages != nullptr && dopt_num_stages > 0)
+    return dort_main_pipeline(argc, argv, dopt_stage_entries, dopt_num_stages);
   if (dopt_ps_entry)
     dort_set_ps_entry(dopt_ps_entry);
   return dort_main(argc, argv, dopt_entry);

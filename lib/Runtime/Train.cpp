@@ -2473,10 +2473,13 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   auto mineIn = [&](size_t i) { return inputSlot[i] >= 0; };
   auto mineOut = [&](size_t o) { return outputSlot[o] >= 0; };
   auto mineW = [&](size_t w) { return weightSlot[w] >= 0; };
-  if (pipelined && !a.evalData.empty())
-    return fail(a, "--eval-data: a pipelined step has no evaluation program "
-                   "yet (evaluate the saved weights with a bundle compiled "
-                   "without --pp)");
+  // A pipelined step's evaluation program is the whole model in one process
+  // (its stages' weights gathered on rank 0); distopt compile makes one
+  // where the stages are not tensor-parallel.
+  if (pipelined && !a.evalData.empty() && !m.eval)
+    return fail(a, "--eval-data: a pipelined step with tensor-parallel "
+                   "stages has no evaluation program yet (evaluate the saved "
+                   "weights with a bundle compiled without --pp)");
   std::vector<size_t> dataInputs, keyInputs;
   std::vector<std::pair<size_t, size_t>> stateIO; // input, output
   std::vector<std::pair<size_t, std::string>> hyperInputs;
@@ -2734,13 +2737,45 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     std::string evalFields;
     if (evaluator && ((a.evalEvery > 0 && (step + 1) % a.evalEvery == 0) ||
                       step + 1 == steps)) {
-      double evalLoss, accuracy;
-      if (!deviceSync("evaluation") ||
-          !evaluator->run(gEvalEntry, weights, coords, evalLoss, accuracy, error))
+      double evalLoss = 0, accuracy = -1;
+      bool evaluated = true;
+      if (!deviceSync("evaluation"))
         return fail(a, error);
-      evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
-      if (accuracy >= 0)
-        evalFields += ", \"eval_accuracy\": " + jsonNumber(accuracy);
+      if (pipelined) {
+        // Rank 0 evaluates the whole model: the other stages' weights
+        // gathered (collective), its own as they are (lent for the run).
+        std::vector<Tensor> whole(m.weights.size());
+        for (size_t w = 0; w < m.weights.size(); ++w)
+          if (weightStage[w] != 0 &&
+              !gatherWeight(m.weights[w], weightStage[w], weights[w],
+                            whole[w], error))
+            return fail(a, "evaluation: gathering weight '" +
+                               m.weights[w].name + "': " + error);
+        evaluated = leader;
+        if (leader) {
+          auto lend = [&] {
+            for (size_t w = 0; w < m.weights.size(); ++w)
+              if (weightStage[w] == 0)
+                std::swap(whole[w], weights[w]);
+          };
+          lend();
+          dort_device_host_changed(); // the gathered weights are new
+          bool ok = evaluator->run(gEvalEntry, whole, {}, evalLoss, accuracy,
+                                   error);
+          lend(); // back
+          dort_device_host_changed();
+          if (!ok)
+            return fail(a, error);
+        }
+      } else if (!evaluator->run(gEvalEntry, weights, coords, evalLoss,
+                                 accuracy, error)) {
+        return fail(a, error);
+      }
+      if (evaluated) {
+        evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
+        if (accuracy >= 0)
+          evalFields += ", \"eval_accuracy\": " + jsonNumber(accuracy);
+      }
       if (leader)
         std::fprintf(stderr, "%s: step %lld: eval loss %.6g%s\n",
                      a.program.c_str(), static_cast<long long>(step + 1),
@@ -2830,6 +2865,12 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   Manifest m;
   if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
     return fail(a, error);
+  bool step = std::any_of(m.outputs.begin(), m.outputs.end(),
+                          [](const TensorSpec &o) { return o.name == "grad_norm"; });
+  if ((!m.eval || !gEvalEntry) && step && !m.stages.empty())
+    return fail(a, "this pipelined step has tensor-parallel stages and no "
+                   "evaluation program yet (evaluate the saved weights with a "
+                   "bundle compiled without --pp)");
   if (!m.eval || !gEvalEntry)
     return fail(a, "this bundle has no evaluation program (compile the model "
                    "with --loss and --optimizer)");

@@ -205,6 +205,36 @@ def test_pipelined_dropout_draws_the_one_process_masks(tmp_path):
                            rtol=1e-5), flags
 
 
+def test_pipelined_step_evaluates_as_one_process(torch_models, tmp_path):
+    """A pipelined step's evaluation program is the whole model: rank 0
+    gathers the stages' weights and runs it. `train --eval-data` on pp 2
+    (and dp 2 x pp 2) logs the evaluation losses and accuracies of one
+    process's run, and `eval` under the pipeline's ranks equals one
+    process's."""
+    d = torch_models / "train_gpt"
+    data = batches_as_data(d, tmp_path)
+    evaluation = [f.replace("--data", "--eval-data") for f in data]
+    flags = [*data, "--steps", "4", "--no-shuffle", "--lr", "0.01", *evaluation,
+             "--eval-every", "2"]
+    one = compile_step(d / "model.onnx", tmp_path / "one.dx", "adamw")
+    base, _ = train(one, 1, *flags)
+    assert [s["step"] for s in base if "eval_loss" in s] == [2, 4]
+    want_eval = json.loads(run(DISTOPT, "run", one, "eval", *data).stdout)
+    for ranks, plan in ((2, ["--pp", "2", "--microbatches", "2"]),
+                        (4, ["--dp", "2", "--pp", "2", "--microbatches", "2"])):
+        bundle = compile_step(d / "model.onnx", tmp_path / f"pp{ranks}.dx", "adamw",
+                              "--cluster", f"local:{ranks}", *plan)
+        steps, _ = train(bundle, ranks, *flags)
+        for a, b in zip(steps, base):
+            assert ("eval_loss" in a) == ("eval_loss" in b), (a, b)
+            if "eval_loss" in b:
+                assert abs(a["eval_loss"] - b["eval_loss"]) <= 1e-5 * b["eval_loss"], (a, b)
+                assert a["eval_accuracy"] == b["eval_accuracy"], (a, b)
+        got = json.loads(run(DISTOPT, "run", "-n", ranks, bundle, "eval", *data).stdout)
+        assert got["samples"] == want_eval["samples"]
+        assert abs(got["loss"] - want_eval["loss"]) <= 1e-5 * want_eval["loss"], (got, want_eval)
+
+
 def test_pipeline_training_errors(torch_models, tmp_path):
     d = torch_models / "train_gpt"
     model = d / "model.onnx"
@@ -232,14 +262,8 @@ def test_pipeline_training_errors(torch_models, tmp_path):
     p = compile_("--schedule", "gpipe", *pp)
     assert p.returncode == 1
     assert "--schedule applies to training (plan --mode train, compile --optimizer)" in p.stderr
-    # A pipelined step has no evaluation program yet; an inference pipeline
-    # does not train.
-    step = compile_step(model, tmp_path / "s.dx", "sgd", *pp)
+    # An inference pipeline does not train.
     data = batches_as_data(d, tmp_path)
-    p = run(DISTOPT, "run", "-n", "2", step, "train", *data, "--steps", "1", "--eval-data",
-            *[f for f in data if f != "--data"][:1], check=False)
-    assert p.returncode != 0
-    assert "--eval-data: a pipelined step has no evaluation program yet" in p.stderr
     infer = tmp_path / "i.dx"
     run(DISTOPT, "compile", model, *pp, "-o", infer)
     p = run(DISTOPT, "run", "-n", "2", infer, "train", *data, "--steps", "1", check=False)

@@ -520,8 +520,12 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // batch norm on running statistics), partitioned as the step is, and
     // its loss (with accuracy counts for class labels), for
     // `train --eval-data` and `eval`.
-    // (Not for a pipelined step yet: its weights live on their stages.)
-    if (!compileOptimizer.empty() && !compileLoss.empty() && !pipelinedStep) {
+    // A pipelined step's is the whole model in one process (rank 0 gathers
+    // the stages' weights to run it), so not where the stages are
+    // tensor-parallel: a weight would be a block in the step and whole here.
+    bool tensorParallelStages = pipelinedStep && grid[2] > 1;
+    if (!compileOptimizer.empty() && !compileLoss.empty() &&
+        !tensorParallelStages) {
       ONNXImportOptions evalOptions;
       if (!importOptionsFromFlags(evalOptions))
         return 1;
@@ -538,7 +542,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       // Parameter servers: server 0 evaluates the whole batch in one
       // process (it gathers the shards), so the program is not split.
       std::vector<int64_t> evalGrid;
-      if (!grid.empty() && servers.servers == 0 &&
+      if (!grid.empty() && servers.servers == 0 && !pipelinedStep &&
           !partitionForCluster(context, *evalModule, evalGrid, true, &grid,
                                nullptr, compileLoss))
         return 1;
@@ -579,7 +583,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       programNames.push_back("dopt_stage_" + std::to_string(k));
   else
     programNames.push_back("main");
-  if (evalModule && !pipeline)
+  if (evalModule)
     programNames.push_back("eval");
   if (servers.servers > 0)
     programNames.push_back("ps_update");
@@ -685,7 +689,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         opt.kind = compileOptimizer;
         opt.nesterov = compileNesterov;
         pm.addPass(createOptimizerPass(opt));
-      } else if (pipelinedStep) {
+      } else if (pipelinedStep && !isEval) {
         // The stage's forward becomes its step over the micro-batches, in
         // the plan's schedule, recomputing as the plan says.
         PipelineTrainingPassOptions pt;
@@ -836,7 +840,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
           index = mi.getInt();
         // A pipelined step's stages take different inputs (their weights'
         // optimizer state): the manifest lists them all, by name.
-        if (pipelinedStep)
+        if (pipelinedStep && !isEval)
           index = stepInputIndex
                       .try_emplace(main.getArgAttrOfType<StringAttr>(i, "dopt.name")
                                        .getValue(),
@@ -871,7 +875,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
         int64_t index = nextOutput++;
         if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
           index = mo.getInt();
-        if (pipelinedStep) {
+        if (pipelinedStep && !isEval) {
           auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
           auto [it, fresh] =
               stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
