@@ -72,6 +72,8 @@ TRAINING = {
     "train_bn_adamw": ("train_bn", "bn_adamw", [], 1),
     "train_encoder_adamw": ("train_encoder", "encoder_adamw", [], 1),
     "train_gpt_adamw": ("train_gpt", "gpt_adamw", [], 1),
+    # Sequence-first: the batch is dimension 1 of x and of the labels.
+    "train_encoder_sf_adamw": ("train_encoder_sf", "encoder_sf_adamw", [], 1),
     "train_gpt_adamw_tp2": ("train_gpt", "gpt_adamw", ["--tp", "2"], 2),
     "train_gpt_adamw_dp2_zero1": ("train_gpt", "gpt_adamw", ["--dp", "2", "--zero", "1"], 2),
     "train_encoder_adamw_dp2tp2": ("train_encoder", "encoder_adamw", ["--dp", "2", "--tp", "2"],
@@ -96,7 +98,9 @@ TRAINING = {
 # Runs that also evaluate every 5 steps (the weights kept on the GPU are
 # brought to the host for it): their evaluation losses must equal the CPU
 # bundle's (run at prepare time), 1e-4.
-EVALUATED = {"train_gpt_adamw": ["--eval-every", "5"]}
+EVALUATED = {"train_gpt_adamw": ["--eval-every", "5"],
+             # (a pipelined step's evaluation: rank 0 gathers the stages)
+             "train_gpt_adamw_pp2": ["--eval-every", "5"]}
 # Runs cut in two: 14 steps checkpointing every 7 (nothing else brings the
 # state kept on the GPU to the host before the checkpoint at 14), then
 # --resume from it to step 20: steps 15-20 and the final weights must be
@@ -167,7 +171,13 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
         meta = json.loads((d / "meta.json").read_text())[run_name]
         cfg = meta["config"]
         model_path = reference_model(d, meta, kit / f"{key}.onnx")
+        xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
         flags = step_flags(cfg)
+        # A batch past dimension 0 (sequence-first) is symbolic in the export.
+        bd = cfg.get("batch_dim", 0)
+        if bd:
+            flags += ["--dim", f"batch={xs.shape[1 + bd]}"]
+        one_process = list(flags)
         if ranks > 1:
             flags += ["--cluster", f"local:{ranks}", *degrees]
         bundle = kit / f"{key}.cuda.dx"
@@ -179,7 +189,8 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
             print(f"{key}: compile failed:\n{r.stderr}")
             continue
         print(f"{key}: compiled in {time.time() - t0:.1f} s")
-        xs, ys = np.load(d / "xs.npy"), np.load(d / "ys.npy")
+        # Data files hold one sample after another (training.batches_as_data).
+        xs, ys = np.moveaxis(xs, 1 + bd, 1), np.moveaxis(ys, 1 + bd, 1)
         np.save(kit / f"{key}.x.npy", xs.reshape((-1,) + xs.shape[2:]))
         np.save(kit / f"{key}.y.npy", ys.reshape((-1,) + ys.shape[2:]))
         refs = {}
@@ -194,12 +205,13 @@ def prepare_training(kit: Path, distopt: Path, torch_models: Path, plan: list) -
                           *train_flags(cfg)],
                 "losses": meta["losses"], **refs}
         if key in EVALUATED:
-            # The same run with evaluation and checkpoints, on the CPU here:
-            # its evaluation losses are the reference.
+            # The same run with evaluation and checkpoints, on the CPU here in
+            # one process (the plans' runs equal it, tested in CI): its
+            # evaluation losses are the reference.
             item["eval_flags"] = EVALUATED[key]
             cpu = kit / f"{key}.cpu.dx"
-            r = run([str(distopt), "compile", str(model_path), *flags, *SHARED_RUNTIME,
-                     "-o", str(cpu)])
+            r = run([str(distopt), "compile", str(model_path), *one_process,
+                     *SHARED_RUNTIME, "-o", str(cpu)])
             log = kit / f"{key}.cpu.eval.jsonl"
             args = [a for n, f in item["data"].items() for a in ("--data", f"{n}={kit / f}")]
             evals = [a for n, f in item["data"].items()
