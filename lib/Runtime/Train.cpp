@@ -2473,13 +2473,11 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   auto mineIn = [&](size_t i) { return inputSlot[i] >= 0; };
   auto mineOut = [&](size_t o) { return outputSlot[o] >= 0; };
   auto mineW = [&](size_t w) { return weightSlot[w] >= 0; };
-  // A pipelined step's evaluation program is the whole model in one process
-  // (its stages' weights gathered on rank 0); distopt compile makes one
-  // where the stages are not tensor-parallel.
-  if (pipelined && !a.evalData.empty() && !m.eval)
-    return fail(a, "--eval-data: a pipelined step with tensor-parallel "
-                   "stages has no evaluation program yet (evaluate the saved "
-                   "weights with a bundle compiled without --pp)");
+  // Rank 0 has the whole of weight w only by gathering it (a collective):
+  // a tensor-parallel block, or another pipeline stage's.
+  auto wholeElsewhere = [&](size_t w) {
+    return !m.weights[w].splitAxes.empty() || (pipelined && weightStage[w] != 0);
+  };
   std::vector<size_t> dataInputs, keyInputs;
   std::vector<std::pair<size_t, size_t>> stateIO; // input, output
   std::vector<std::pair<size_t, std::string>> hyperInputs;
@@ -2746,7 +2744,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
         // gathered (collective), its own as they are (lent for the run).
         std::vector<Tensor> whole(m.weights.size());
         for (size_t w = 0; w < m.weights.size(); ++w)
-          if (weightStage[w] != 0 &&
+          if (wholeElsewhere(w) &&
               !gatherWeight(m.weights[w], weightStage[w], weights[w],
                             whole[w], error))
             return fail(a, "evaluation: gathering weight '" +
@@ -2755,7 +2753,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
         if (leader) {
           auto lend = [&] {
             for (size_t w = 0; w < m.weights.size(); ++w)
-              if (weightStage[w] == 0)
+              if (!wholeElsewhere(w))
                 std::swap(whole[w], weights[w]);
           };
           lend();
@@ -2827,9 +2825,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   }
   // Rank 0 writes the weights: the replicated ones as they are, the
   // tensor-parallel ones gathered from their blocks.
-  auto gathers = [&](size_t w) {
-    return !m.weights[w].splitAxes.empty() || (pipelined && weightStage[w] != 0);
-  };
+  auto gathers = wholeElsewhere;
   std::vector<Tensor> gathered(m.weights.size());
   if (!deviceSync("the weights on the GPU"))
     return fail(a, error);
@@ -2865,12 +2861,6 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   Manifest m;
   if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
     return fail(a, error);
-  bool step = std::any_of(m.outputs.begin(), m.outputs.end(),
-                          [](const TensorSpec &o) { return o.name == "grad_norm"; });
-  if ((!m.eval || !gEvalEntry) && step && !m.stages.empty())
-    return fail(a, "this pipelined step has tensor-parallel stages and no "
-                   "evaluation program yet (evaluate the saved weights with a "
-                   "bundle compiled without --pp)");
   if (!m.eval || !gEvalEntry)
     return fail(a, "this bundle has no evaluation program (compile the model "
                    "with --loss and --optimizer)");
@@ -2896,9 +2886,31 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   if (!evaluator.open(a.data, error))
     return fail(a, error);
   dort_set_num_threads(0);
-  double loss, accuracy;
-  if (!evaluator.run(gEvalEntry, weights, coords, loss, accuracy, error))
+  double loss = 0, accuracy = -1;
+  if (!m.stages.empty()) {
+    // A pipelined step's evaluation program is the whole model: rank 0 runs
+    // it with the weights put together from the stages' blocks.
+    for (size_t w = 0; w < m.weights.size(); ++w) {
+      if (m.weights[w].splitAxes.empty())
+        continue; // whole on every rank (each loaded all of them)
+      int64_t stage = 0;
+      for (size_t s = 0; s < m.stages.size(); ++s)
+        for (int64_t sw : m.stages[s].weights)
+          if (sw == static_cast<int64_t>(w))
+            stage = static_cast<int64_t>(s);
+      Tensor whole;
+      if (!gatherWeight(m.weights[w], stage, weights[w], whole, error))
+        return fail(a, "gathering weight '" + m.weights[w].name + "': " + error);
+      if (gJob.rank == 0)
+        weights[w] = std::move(whole);
+    }
+    if (gJob.rank == 0 &&
+        !evaluator.run(gEvalEntry, weights, {}, loss, accuracy, error))
+      return fail(a, error);
+  } else if (!evaluator.run(gEvalEntry, weights, coords, loss, accuracy,
+                            error)) {
     return fail(a, error);
+  }
   if (gJob.rank == 0) {
     std::printf("{\"loss\": %s, %s\"samples\": %lld}\n", jsonNumber(loss).c_str(),
                 accuracy >= 0

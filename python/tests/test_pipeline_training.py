@@ -207,10 +207,10 @@ def test_pipelined_dropout_draws_the_one_process_masks(tmp_path):
 
 def test_pipelined_step_evaluates_as_one_process(torch_models, tmp_path):
     """A pipelined step's evaluation program is the whole model: rank 0
-    gathers the stages' weights and runs it. `train --eval-data` on pp 2
-    (and dp 2 x pp 2) logs the evaluation losses and accuracies of one
-    process's run, and `eval` under the pipeline's ranks equals one
-    process's."""
+    gathers the stages' weights (and their tensor-parallel blocks) and runs
+    it. `train --eval-data` on pp 2, dp 2 x pp 2 and tp 2 x pp 2 logs the
+    evaluation losses and accuracies of one process's run, and `eval` under
+    the pipeline's ranks equals one process's."""
     d = torch_models / "train_gpt"
     data = batches_as_data(d, tmp_path)
     evaluation = [f.replace("--data", "--eval-data") for f in data]
@@ -221,7 +221,8 @@ def test_pipelined_step_evaluates_as_one_process(torch_models, tmp_path):
     assert [s["step"] for s in base if "eval_loss" in s] == [2, 4]
     want_eval = json.loads(run(DISTOPT, "run", one, "eval", *data).stdout)
     for ranks, plan in ((2, ["--pp", "2", "--microbatches", "2"]),
-                        (4, ["--dp", "2", "--pp", "2", "--microbatches", "2"])):
+                        (4, ["--dp", "2", "--pp", "2", "--microbatches", "2"]),
+                        (4, ["--tp", "2", "--pp", "2", "--microbatches", "2"])):
         bundle = compile_step(d / "model.onnx", tmp_path / f"pp{ranks}.dx", "adamw",
                               "--cluster", f"local:{ranks}", *plan)
         steps, _ = train(bundle, ranks, *flags)

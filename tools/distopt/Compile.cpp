@@ -521,11 +521,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     // its loss (with accuracy counts for class labels), for
     // `train --eval-data` and `eval`.
     // A pipelined step's is the whole model in one process (rank 0 gathers
-    // the stages' weights to run it), so not where the stages are
-    // tensor-parallel: a weight would be a block in the step and whole here.
-    bool tensorParallelStages = pipelinedStep && grid[2] > 1;
-    if (!compileOptimizer.empty() && !compileLoss.empty() &&
-        !tensorParallelStages) {
+    // the stages' weights, and their tensor-parallel blocks, to run it).
+    if (!compileOptimizer.empty() && !compileLoss.empty()) {
       ONNXImportOptions evalOptions;
       if (!importOptionsFromFlags(evalOptions))
         return 1;
