@@ -199,7 +199,8 @@ void printUsage(std::FILE *out, const CommandLine &cl, const Manifest *manifest,
       "on this node unless they are bound to cores). A --target cuda-emu\n"
       "bundle runs its emulated kernels' threads in the order\n"
       "DISTOPT_EMULATE_THREADS names (forward or reverse; default: the\n"
-      "compile's --emulate-threads).\n"
+      "compile's --emulate-threads); any other value is an error in every\n"
+      "bundle.\n"
       "exit status: 0 success, 1 error, 2 usage error.\n",
       p.c_str(), static_cast<int>(p.size()), "");
   if (!manifest) {

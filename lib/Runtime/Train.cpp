@@ -403,6 +403,13 @@ struct DataSet {
                 ")";
         return false;
       }
+      if (batch >= 0 && wholeShape[bd] != batch) {
+        error = "data '" + spec.name + "' takes " +
+                std::to_string(wholeShape[bd]) + " samples a step, but '" +
+                samplesFrom + "' takes " + std::to_string(batch) +
+                " (every data input holds the batch)";
+        return false;
+      }
       if (samples >= 0 && t.shape()[0] != samples) {
         error = "data '" + spec.name + "' has " + std::to_string(t.shape()[0]) +
                 " samples, but '" + samplesFrom + "' has " +
@@ -545,6 +552,26 @@ struct Evaluator {
   bool run(EntryFn entry, std::vector<Tensor> &weights,
            const std::vector<int64_t> &coords, double &loss, double &accuracy,
            std::string &error) {
+    double sums[3] = {0, 0, 0};
+    if (!runBatches(entry, weights, coords, 0, 1, sums, error))
+      return false;
+    finish(sums, loss, accuracy);
+    return true;
+  }
+
+  /// The mean loss and the accuracy (-1: no class labels) of the sums
+  /// runBatches added up.
+  void finish(const double sums[3], double &loss, double &accuracy) const {
+    loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    accuracy = correctOut >= 0 && sums[2] > 0 ? sums[1] / sums[2] : -1.0;
+  }
+
+  /// Runs batches k = part, part + parts, ... of the data, adding to `sums`
+  /// (loss weighted by counted labels, correct, counted; without counts the
+  /// batch's loss and 1).
+  bool runBatches(EntryFn entry, std::vector<Tensor> &weights,
+                  const std::vector<int64_t> &coords, int64_t part,
+                  int64_t parts, double sums[3], std::string &error) {
     std::vector<void *> buffers;
     for (Tensor &t : inputs)
       buffers.push_back(t.data());
@@ -555,9 +582,9 @@ struct Evaluator {
     int64_t batch = data.batch;
     int64_t batches = countedOut >= 0 ? (data.samples + batch - 1) / batch
                                       : data.samples / batch;
-    double lossSum = 0, correct = 0, counted = 0;
+    double &lossSum = sums[0], &correct = sums[1], &counted = sums[2];
     std::vector<int64_t> rows(batch);
-    for (int64_t k = 0; k < batches; ++k) {
+    for (int64_t k = part; k < batches; k += parts) {
       for (int64_t b = 0; b < batch; ++b)
         rows[b] = k * batch + b < data.samples ? k * batch + b : -1;
       for (size_t i : dataInputs)
@@ -584,11 +611,31 @@ struct Evaluator {
         counted += 1;
       }
     }
-    loss = counted > 0 ? lossSum / counted : 0.0;
-    accuracy = correctOut >= 0 && counted > 0 ? correct / counted : -1.0;
+    return true;
+  }
+
+  /// A pipelined step's evaluation (the whole model's program): every rank
+  /// runs a share of the batches with the whole weights, `whole` (on every
+  /// rank), and the sums are all-reduced. No rank waits on another's share
+  /// longer than a batch, so the communication timeout keeps its meaning.
+  bool runShared(EntryFn entry, std::vector<Tensor> &whole, double &loss,
+                 double &accuracy, std::string &error) {
+    dort_comm *world = dort_comm_world();
+    double sums[3] = {0, 0, 0}, total[3];
+    if (!runBatches(entry, whole, {}, dort_comm_rank(world),
+                    dort_comm_size(world), sums, error))
+      return false;
+    if (dort_all_reduce(sums, total, 3, DORT_F64, DORT_SUM, world, nullptr) !=
+        0) {
+      error = dort_last_error_message();
+      return false;
+    }
+    finish(total, loss, accuracy);
     return true;
   }
 };
+
+
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014).
 uint64_t splitmix64(uint64_t z) {
@@ -1472,6 +1519,38 @@ bool gatherWeight(const WeightSpec &spec, int64_t stage, const Tensor &block,
     std::vector<int64_t> c = gridCoords(gJob.grid, r);
     if (c[0] == stage)
       insertBlock(all.data() + r * bytes, whole.data(), spec, gJob.grid, c);
+  }
+  return true;
+}
+
+/// Every rank's copy of every weight, whole, for a pipelined step's
+/// evaluation: the ones `gathered(w)` says a rank may hold only in part (a
+/// tensor-parallel block, or another stage's) gathered on rank 0 from
+/// stage `stageOf[w]`, the others as rank 0 holds them; then each broadcast
+/// from rank 0. Collective: every rank calls it with the same manifest.
+bool wholeWeightsEverywhere(const Manifest &m, const std::vector<Tensor> &weights,
+                            const std::vector<int64_t> &stageOf,
+                            const std::function<bool(size_t)> &gathered,
+                            std::vector<Tensor> &whole, std::string &error) {
+  whole.clear();
+  whole.resize(m.weights.size());
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    const WeightSpec &spec = m.weights[w];
+    if (gathered(w)) {
+      if (!gatherWeight(spec, stageOf[w], weights[w], whole[w], error))
+        return false;
+    } else if (gJob.rank == 0) {
+      whole[w] = weights[w].clone();
+    }
+    if (gJob.rank != 0 &&
+        !Tensor::create(spec.dtype, spec.fileShape(), whole[w], error))
+      return false;
+    if (dort_broadcast(whole[w].data(), whole[w].data(),
+                       static_cast<int64_t>(whole[w].byteSize()), DORT_U8, 0,
+                       dort_comm_world(), nullptr) != 0) {
+      error = dort_last_error_message();
+      return false;
+    }
   }
   return true;
 }
@@ -2452,6 +2531,9 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   std::vector<int64_t> inputSlot(m.inputs.size(), -1),
       weightSlot(m.weights.size(), -1), outputSlot(m.outputs.size(), -1);
   std::vector<int64_t> weightStage(m.weights.size(), 0);
+  // Weights no stage takes (only the evaluation program's, if any): every
+  // rank loads them; they do not train.
+  std::vector<bool> unstaged(m.weights.size(), pipelined);
   if (pipelined) {
     const PipelineStage &st = m.stages[coords[0]];
     int64_t slot = 0;
@@ -2462,8 +2544,10 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     for (const StageBuffer &b : st.outputs)
       outputSlot[b.index] = slot++;
     for (size_t s = 0; s < m.stages.size(); ++s)
-      for (int64_t w : m.stages[s].weights)
+      for (int64_t w : m.stages[s].weights) {
         weightStage[w] = static_cast<int64_t>(s);
+        unstaged[w] = false;
+      }
   } else {
     int64_t slot = 0;
     for (auto *slots : {&inputSlot, &weightSlot, &outputSlot})
@@ -2558,7 +2642,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   std::vector<Tensor> weights;
   std::vector<bool> usedWeights(m.weights.size());
   for (size_t w = 0; w < m.weights.size(); ++w)
-    usedWeights[w] = mineW(w);
+    usedWeights[w] = mineW(w) || unstaged[w];
   if (!loadWeightBlocks(m, store, weights, error, &usedWeights))
     return fail(a, error);
   std::vector<Tensor> outputs(m.outputs.size());
@@ -2736,44 +2820,29 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     if (evaluator && ((a.evalEvery > 0 && (step + 1) % a.evalEvery == 0) ||
                       step + 1 == steps)) {
       double evalLoss = 0, accuracy = -1;
-      bool evaluated = true;
       if (!deviceSync("evaluation"))
         return fail(a, error);
       if (pipelined) {
-        // Rank 0 evaluates the whole model: the other stages' weights
-        // gathered (collective), its own as they are (lent for the run).
-        std::vector<Tensor> whole(m.weights.size());
-        for (size_t w = 0; w < m.weights.size(); ++w)
-          if (wholeElsewhere(w) &&
-              !gatherWeight(m.weights[w], weightStage[w], weights[w],
-                            whole[w], error))
-            return fail(a, "evaluation: gathering weight '" +
-                               m.weights[w].name + "': " + error);
-        evaluated = leader;
-        if (leader) {
-          auto lend = [&] {
-            for (size_t w = 0; w < m.weights.size(); ++w)
-              if (!wholeElsewhere(w))
-                std::swap(whole[w], weights[w]);
-          };
-          lend();
-          dort_device_host_changed(); // the gathered weights are new
-          bool ok = evaluator->run(gEvalEntry, whole, {}, evalLoss, accuracy,
-                                   error);
-          lend(); // back
-          dort_device_host_changed();
-          if (!ok)
-            return fail(a, error);
-        }
+        // The whole model's program: every rank evaluates a share of the
+        // batches with every weight, whole.
+        std::vector<Tensor> whole;
+        if (!wholeWeightsEverywhere(m, weights, weightStage, wholeElsewhere,
+                                    whole, error))
+          return fail(a, "evaluation: " + error);
+        dort_device_host_changed(); // the evaluation's weights are new
+        bool ok = evaluator->runShared(gEvalEntry, whole, evalLoss, accuracy,
+                                       error);
+        whole.clear();
+        dort_device_host_changed();
+        if (!ok)
+          return fail(a, error);
       } else if (!evaluator->run(gEvalEntry, weights, coords, evalLoss,
                                  accuracy, error)) {
         return fail(a, error);
       }
-      if (evaluated) {
-        evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
-        if (accuracy >= 0)
-          evalFields += ", \"eval_accuracy\": " + jsonNumber(accuracy);
-      }
+      evalFields = ", \"eval_loss\": " + jsonNumber(evalLoss);
+      if (accuracy >= 0)
+        evalFields += ", \"eval_accuracy\": " + jsonNumber(accuracy);
       if (leader)
         std::fprintf(stderr, "%s: step %lld: eval loss %.6g%s\n",
                      a.program.c_str(), static_cast<long long>(step + 1),
@@ -2888,24 +2957,19 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   dort_set_num_threads(0);
   double loss = 0, accuracy = -1;
   if (!m.stages.empty()) {
-    // A pipelined step's evaluation program is the whole model: rank 0 runs
-    // it with the weights put together from the stages' blocks.
-    for (size_t w = 0; w < m.weights.size(); ++w) {
-      if (m.weights[w].splitAxes.empty())
-        continue; // whole on every rank (each loaded all of them)
-      int64_t stage = 0;
-      for (size_t s = 0; s < m.stages.size(); ++s)
-        for (int64_t sw : m.stages[s].weights)
-          if (sw == static_cast<int64_t>(w))
-            stage = static_cast<int64_t>(s);
-      Tensor whole;
-      if (!gatherWeight(m.weights[w], stage, weights[w], whole, error))
-        return fail(a, "gathering weight '" + m.weights[w].name + "': " + error);
-      if (gJob.rank == 0)
-        weights[w] = std::move(whole);
-    }
-    if (gJob.rank == 0 &&
-        !evaluator.run(gEvalEntry, weights, {}, loss, accuracy, error))
+    // A pipelined step's evaluation program is the whole model: every rank
+    // runs a share of the batches with the weights put together from the
+    // stages' blocks (each rank loaded every weight's block).
+    std::vector<int64_t> stageOf(m.weights.size(), 0);
+    for (size_t s = 0; s < m.stages.size(); ++s)
+      for (int64_t w : m.stages[s].weights)
+        stageOf[w] = static_cast<int64_t>(s);
+    std::vector<Tensor> whole;
+    if (!wholeWeightsEverywhere(
+            m, weights, stageOf,
+            [&](size_t w) { return !m.weights[w].splitAxes.empty(); }, whole,
+            error) ||
+        !evaluator.runShared(gEvalEntry, whole, loss, accuracy, error))
       return fail(a, error);
   } else if (!evaluator.run(gEvalEntry, weights, coords, loss, accuracy,
                             error)) {

@@ -147,9 +147,11 @@ void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
                                       int64_t count) {
   auto d = cast<dopt::DropoutOp>(op);
   auto local = cast<RankedTensorType>(d.getInput().getType());
-  if (local.getRank() == 0)
-    return;
   int64_t bd = dropoutBatchDim(d);
+  // One micro-batch is the whole batch; a batch dimension out of range was
+  // refused by checkMicrobatchDropouts where it matters (count > 1).
+  if (count <= 1 || local.getRank() == 0 || bd < 0 || bd >= local.getRank())
+    return;
   SmallVector<int64_t> whole(local.getShape());
   if (auto g = d.getGlobalShapeAttr())
     whole.assign(g.asArrayRef().begin(), g.asArrayRef().end());

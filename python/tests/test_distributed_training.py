@@ -588,8 +588,6 @@ def test_sequence_first_training_follows_pytorch(torch_models, tmp_path, plan):
     assert specs["x"]["batch_dim"] == 1 and specs["labels"]["batch_dim"] == 1
     assert specs["x"].get("global_shape", specs["x"]["shape"]) == [8, 4, 16]
     assert_follows_reference(bundle, dp, d, meta, tmp_path, f"seq-first, {plan}")
-    if plan == "pp2":
-        return  # (a pipelined step has no evaluation program yet)
     # The evaluation program reads them alike: over the first batch, with
     # the bundle's (initial) weights, its loss is PyTorch's first step's.
     np.save(tmp_path / "x4.npy", np.load(tmp_path / "x.npy")[:4])
@@ -643,6 +641,15 @@ def test_a_fixed_shape_sequence_first_export_is_warned_about(torch_models, tmp_p
                          (torch_models / "train_encoder" / "model.onnx", [])):
         p = run(DISTOPT, "compile", model, *flags, *extra, "-o", tmp_path / "g.dx")
         assert "warning" not in p.stderr, p.stderr
+    # A planned IR of the sequence-first model (distopt plan --emit=ir) is
+    # not read for where the batch lies: its training step is refused.
+    ir = tmp_path / "p.mlir"
+    ir.write_text(run(DISTOPT, "plan", d / "model.onnx", "--dim", "batch=4", "--mode", "train",
+                      "--cluster", "local:2", "--dp", "2", "--emit=ir").stdout)
+    p = run(DISTOPT, "compile", ir, *flags, "-o", tmp_path / "p.dx", check=False)
+    assert p.returncode == 1 and "input 0 carries its batch in dimension 1; a training step " \
+        "of such a model compiles from the ONNX model, not from a planned IR, yet" in p.stderr, \
+        p.stderr
 
 
 def test_sequence_first_micro_batches_draw_the_whole_batch_masks(torch_models, tmp_path):
@@ -663,8 +670,12 @@ def test_sequence_first_micro_batches_draw_the_whole_batch_masks(torch_models, t
     np.save(tmp_path / "y.npy", y)
     data = ["--data", f"x={tmp_path / 'x.npy'}", "--data", f"labels={tmp_path / 'y.npy'}",
             "--steps", "6", "--lr", "0.003", "--no-shuffle"]
-    ref, ref_w = train(compile_step(model, tmp_path / "big.dx", "adamw", "--dim", "batch=8"),
-                       1, *data)
+    big = compile_step(model, tmp_path / "big.dx", "adamw", "--dim", "batch=8")
+    ref, ref_w = train(big, 1, *data)
+    # The masks are live: another seed (the data still in file order) draws
+    # others.
+    other, _ = train(big, 1, *data, "--shuffle", "7", "--no-shuffle", tag="-seed7")
+    assert abs(other[0]["loss"] - ref[0]["loss"]) > 1e-4 * ref[0]["loss"], (other[0], ref[0])
     for dp in (1, 2):
         cluster = ["--cluster", f"local:{dp}", "--dp", str(dp)] if dp > 1 else []
         bundle = compile_step(model, tmp_path / f"acc{dp}.dx", "adamw", "--dim", "batch=4",
@@ -690,6 +701,35 @@ def assert_weights_equal(got: Path, want: Path, what):
             d = a.size // 3
             a, b = np.delete(a, np.s_[d:2 * d]), np.delete(b, np.s_[d:2 * d])
         assert rel_err(a, b) <= 1e-5, (what, f.name)
+
+
+def test_data_inputs_must_agree_on_the_batch(tmp_path):
+    """A second input whose samples per step differ from the first's (a
+    [2, 8] side input next to x [4, 8]) cannot be read from files of
+    samples: `train` says which and how many, instead of reading past the
+    end of a file."""
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.ones((8, 5), np.float32), "w"),
+             numpy_helper.from_array(np.ones((8, 5), np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mx"),
+             helper.make_node("ReduceMean", ["b"], ["bm"], axes=[0], keepdims=1, name="mean"),
+             helper.make_node("MatMul", ["bm", "w2"], ["c"], name="mb"),
+             helper.make_node("Add", ["a", "c"], ["logits"], name="add")]
+    graph = helper.make_graph(
+        nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
+                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 5])], inits)
+    path = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    bundle = compile_step(path, tmp_path / "two.dx", "sgd")
+    for name, shape in (("x", (8, 8)), ("b", (8, 8))):
+        np.save(tmp_path / f"{name}.npy", np.ones(shape, np.float32))
+    np.save(tmp_path / "y.npy", np.zeros(8, np.int64))
+    p = run(bundle / "two", "train", "--data", f"x={tmp_path / 'x.npy'}", "--data",
+            f"b={tmp_path / 'b.npy'}", "--data", f"labels={tmp_path / 'y.npy'}", "--steps", "1",
+            check=False)
+    assert p.returncode == 1 and "data 'b' takes 2 samples a step, but 'x' takes 4 (every " \
+        "data input holds the batch)" in p.stderr, p.stderr
 
 
 def test_micro_batches_refuse_a_dropout_over_a_spread_batch(tmp_path):

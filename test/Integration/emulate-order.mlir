@@ -21,9 +21,9 @@
 // SEEN: {{^}}32{{$}}
 // RACE: {{^}}0{{$}}
 
-// Without the runtime's function declared, runtime-order is an error.
+// Without the runtime's function declared, the module does not verify.
 // RUN: sed -e '/@dort_emulate_threads_forward/d' %s | not distopt-opt --pass-pipeline='builtin.module(func.func(distopt-emulate-gpu-launches{runtime-order=true}))' 2>&1 | FileCheck %s --check-prefix=NODECL
-// NODECL: runtime-order needs a declaration of 'dort_emulate_threads_forward' of type (i32) -> i32
+// NODECL: 'func.call' op 'dort_emulate_threads_forward' does not reference a valid function
 
 func.func private @dort_emulate_threads_forward(i32) -> i32
 

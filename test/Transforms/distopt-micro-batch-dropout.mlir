@@ -58,3 +58,40 @@ module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 2 : i64}} {
     return %l, %c : tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// A replica's dropout (the partitioner's offsets: its block of the batch at
+// micro-batch size) holds its K micro-batches as one block of the whole
+// batch, as the loader lays the samples out: offsets * K + m * rows along
+// the batch dimension, in a whole tensor K times as large there.
+// ACC-LABEL: func.func @main(
+// ACC: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
+// ACC: %[[Z:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
+// ACC: %[[K:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
+// ACC: %[[SC:.*]] = dopt.mul %arg3, %[[K]]
+// ACC: %[[O0:.*]] = dopt.add %[[SC]], %[[Z]]
+// ACC: dopt.dropout %[[S0]], %arg2, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
+// ACC: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
+// ACC: %[[SH:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// ACC: %[[K1:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
+// ACC: %[[SC1:.*]] = dopt.mul %arg3, %[[K1]]
+// ACC: %[[O1:.*]] = dopt.add %[[SC1]], %[[SH]]
+// ACC: dopt.dropout %[[S1]], %arg2, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
+// PIPE-LABEL: func.func @main(
+// PIPE: %[[K:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
+// PIPE: dopt.mul %{{.*}}, %[[K]]
+// PIPE: dopt.dropout {{.*}} {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
+module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 1 : i64}} {
+  shard.grid @dopt_grid(shape = 1x1x1)
+  func.func @main(%x: tensor<3x2x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"},
+                  %w: tensor<5xf32> {dopt.weight = {name = "w"}},
+                  %k: tensor<i64> {dopt.rng_key}, %off: tensor<3xi64> {dopt.weight = {name = "off"}})
+      -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "counted"}) {
+    %d = dopt.dropout %x, %k, %off {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>, ratio = 2.500000e-01 : f32, stream = 0 : i64} : (tensor<3x2x5xf32>, tensor<i64>, tensor<3xi64>) -> tensor<3x2x5xf32>
+    %y = dopt.mul %d, %w : (tensor<3x2x5xf32>, tensor<5xf32>) -> tensor<3x2x5xf32>
+    %l = dopt.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<3x2x5xf32>) -> tensor<f32>
+    %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+    return %l, %c : tensor<f32>, tensor<f32>
+  }
+}

@@ -15,6 +15,7 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/CostModel.h"
+#include "distopt/Planner/PlanGraph.h"
 #include "distopt/Planner/PlanToIR.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 #include "distopt/Target/CUDA/CUDATarget.h"
@@ -394,6 +395,19 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       return 1;
     }
     modelPath = source.getValue().str();
+    // The planner's reading of where the batch lies (annotateBatchDims) is
+    // made on the ONNX model, before the plan's annotations.
+    if (!compileOptimizer.empty())
+      if (auto main = module->lookupSymbol<func::FuncOp>("main"))
+        for (unsigned i = 0; i < main.getNumArguments(); ++i)
+          if (planner::argumentBatchDim(main, i) > 0) {
+            WithColor::error()
+                << input << ": input " << i << " carries its batch in "
+                << "dimension " << planner::argumentBatchDim(main, i)
+                << "; a training step of such a model compiles from the "
+                   "ONNX model, not from a planned IR, yet\n";
+            return 1;
+          }
     if (auto g = module->lookupSymbol<shard::GridOp>("dopt_grid")) {
       PassManager pm(&context);
       pm.addPass(createPartitionPass());

@@ -44,7 +44,9 @@ struct TensorSpec {
   /// Weights only: the split dimension holds this many equal parts, each
   /// split separately (a fused QKV projection's columns).
   int64_t blockParts = 1;
-  /// Pipelined bundles: the dimension a micro-batch slices (-1: none).
+  /// The dimension holding the samples (-1: not said): a pipelined bundle's
+  /// micro-batches slice it, a training step's loader places the samples of
+  /// its data files along it (0 where not said).
   int64_t batchDim = -1;
   /// A loss's class-index labels: the class count (0: not labels). Labels
   /// are in [0, classes) or the ignore index -100.

@@ -245,16 +245,13 @@ struct EmulateGPULaunchesPass
     // The thread order: fixed, or asked of the runtime once per launch.
     Value forwardAtRun;
     if (runtimeOrder) {
-      auto decl = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-          launch, StringAttr::get(launch.getContext(), kOrderFunction));
+      // By name: a function pass does not look at its siblings; the
+      // module's declaration is checked when the module is verified.
       Type i32 = b.getI32Type();
-      if (!decl || decl.getFunctionType() !=
-                       b.getFunctionType(TypeRange{i32}, TypeRange{i32}))
-        return launch.emitError("runtime-order needs a declaration of '")
-               << kOrderFunction << "' of type (i32) -> i32";
       Value dflt = arith::ConstantIntOp::create(b, loc, i32, forward ? 1 : 0);
-      Value got =
-          func::CallOp::create(b, loc, decl, ValueRange{dflt}).getResult(0);
+      Value got = func::CallOp::create(b, loc, kOrderFunction,
+                                       TypeRange{i32}, ValueRange{dflt})
+                      .getResult(0);
       forwardAtRun = arith::CmpIOp::create(
           b, loc, arith::CmpIPredicate::ne, got,
           arith::ConstantIntOp::create(b, loc, i32, 0));
