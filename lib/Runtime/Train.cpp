@@ -1545,11 +1545,16 @@ bool wholeWeightsEverywhere(const Manifest &m, const std::vector<Tensor> &weight
     if (gJob.rank != 0 &&
         !Tensor::create(spec.dtype, spec.fileShape(), whole[w], error))
       return false;
-    if (dort_broadcast(whole[w].data(), whole[w].data(),
-                       static_cast<int64_t>(whole[w].byteSize()), DORT_U8, 0,
-                       dort_comm_world(), nullptr) != 0) {
-      error = dort_last_error_message();
-      return false;
+    // In pieces of at most 1 GiB (a message counts its bytes in an int).
+    auto *bytes = static_cast<char *>(whole[w].data());
+    const int64_t size = static_cast<int64_t>(whole[w].byteSize());
+    for (int64_t at = 0; at < size; at += int64_t(1) << 30) {
+      int64_t n = std::min<int64_t>(int64_t(1) << 30, size - at);
+      if (dort_broadcast(bytes + at, bytes + at, n, DORT_U8, 0,
+                         dort_comm_world(), nullptr) != 0) {
+        error = dort_last_error_message();
+        return false;
+      }
     }
   }
   return true;
