@@ -1523,6 +1523,22 @@ bool gatherWeight(const WeightSpec &spec, int64_t stage, const Tensor &block,
   return true;
 }
 
+/// The pipeline stage that takes each weight (0 for none, and without a
+/// pipeline); `unstaged[w]`: no stage takes it.
+std::vector<int64_t> weightStages(const Manifest &m,
+                                  std::vector<bool> *unstaged = nullptr) {
+  std::vector<int64_t> stageOf(m.weights.size(), 0);
+  if (unstaged)
+    unstaged->assign(m.weights.size(), !m.stages.empty());
+  for (size_t s = 0; s < m.stages.size(); ++s)
+    for (int64_t w : m.stages[s].weights) {
+      stageOf[w] = static_cast<int64_t>(s);
+      if (unstaged)
+        (*unstaged)[w] = false;
+    }
+  return stageOf;
+}
+
 /// Every rank's copy of every weight, whole, for a pipelined step's
 /// evaluation: the ones `gathered(w)` says a rank may hold only in part (a
 /// tensor-parallel block, or another stage's) gathered on rank 0 from
@@ -2535,10 +2551,10 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   EntryFn entry = entries[pipelined ? coords[0] : 0];
   std::vector<int64_t> inputSlot(m.inputs.size(), -1),
       weightSlot(m.weights.size(), -1), outputSlot(m.outputs.size(), -1);
-  std::vector<int64_t> weightStage(m.weights.size(), 0);
   // Weights no stage takes (only the evaluation program's, if any): every
   // rank loads them; they do not train.
-  std::vector<bool> unstaged(m.weights.size(), pipelined);
+  std::vector<bool> unstaged;
+  std::vector<int64_t> weightStage = weightStages(m, &unstaged);
   if (pipelined) {
     const PipelineStage &st = m.stages[coords[0]];
     int64_t slot = 0;
@@ -2548,11 +2564,6 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       weightSlot[w] = slot++;
     for (const StageBuffer &b : st.outputs)
       outputSlot[b.index] = slot++;
-    for (size_t s = 0; s < m.stages.size(); ++s)
-      for (int64_t w : m.stages[s].weights) {
-        weightStage[w] = static_cast<int64_t>(s);
-        unstaged[w] = false;
-      }
   } else {
     int64_t slot = 0;
     for (auto *slots : {&inputSlot, &weightSlot, &outputSlot})
@@ -2899,17 +2910,16 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   }
   // Rank 0 writes the weights: the replicated ones as they are, the
   // tensor-parallel ones gathered from their blocks.
-  auto gathers = wholeElsewhere;
   std::vector<Tensor> gathered(m.weights.size());
   if (!deviceSync("the weights on the GPU"))
     return fail(a, error);
   if (!a.saveOnnx.empty() || !a.saveWeights.empty())
     for (size_t w = 0; w < m.weights.size(); ++w)
-      if (gathers(w) && !gatherWeight(m.weights[w], weightStage[w], weights[w],
+      if (wholeElsewhere(w) && !gatherWeight(m.weights[w], weightStage[w], weights[w],
                                       gathered[w], error))
         return fail(a, "gathering weight '" + m.weights[w].name + "': " + error);
   auto wholeOf = [&](size_t w) -> const Tensor & {
-    return gathers(w) ? gathered[w] : weights[w];
+    return wholeElsewhere(w) ? gathered[w] : weights[w];
   };
   if (leader)
     if (int rc = saveTrainedWeights(a, m, wholeOf))
@@ -2965,13 +2975,9 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
     // A pipelined step's evaluation program is the whole model: every rank
     // runs a share of the batches with the weights put together from the
     // stages' blocks (each rank loaded every weight's block).
-    std::vector<int64_t> stageOf(m.weights.size(), 0);
-    for (size_t s = 0; s < m.stages.size(); ++s)
-      for (int64_t w : m.stages[s].weights)
-        stageOf[w] = static_cast<int64_t>(s);
     std::vector<Tensor> whole;
     if (!wholeWeightsEverywhere(
-            m, weights, stageOf,
+            m, weights, weightStages(m),
             [&](size_t w) { return !m.weights[w].splitAxes.empty(); }, whole,
             error) ||
         !evaluator.runShared(gEvalEntry, whole, loss, accuracy, error))

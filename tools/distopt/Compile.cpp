@@ -437,20 +437,21 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
       // inputs for the samples. Where an op mixes along that dimension (the
       // attention of a sequence-first model exported with fixed shapes
       // does), the samples are probably elsewhere: say so.
-      if (!(*module)->hasAttr("dopt.batch_symbol"))
-        if (std::optional<tool::MicrobatchObstacle> mix =
-                tool::microbatchObstacle(*module))
-          if (mix->kind == tool::MicrobatchObstacle::Mixes)
-            WithColor::warning()
-                << "the model has no symbolic batch dimension, so a training "
-                << "step takes dimension 0 of its inputs for the samples, but "
-                << mix->why << ": if its samples lie along another dimension "
-                << "(a sequence-first model: [seq, batch, ...]), export it "
-                << "with that dimension symbolic (torch.onnx.export's "
-                << "dynamic_axes) and compile with --dim\n";
-      if (std::optional<tool::MicrobatchObstacle> obstacle =
-              accumulateSteps > 1 ? tool::microbatchObstacle(*module)
-                                  : std::nullopt) {
+      // (The graph is read once for both questions.)
+      bool noSymbol = !(*module)->hasAttr("dopt.batch_symbol");
+      std::optional<tool::MicrobatchObstacle> obstacle =
+          noSymbol || accumulateSteps > 1 ? tool::microbatchObstacle(*module)
+                                          : std::nullopt;
+      if (noSymbol && obstacle &&
+          obstacle->kind == tool::MicrobatchObstacle::Mixes)
+        WithColor::warning()
+            << "the model has no symbolic batch dimension, so a training "
+            << "step takes dimension 0 of its inputs for the samples, but "
+            << obstacle->why << ": if its samples lie along another dimension "
+            << "(a sequence-first model: [seq, batch, ...]), export it "
+            << "with that dimension symbolic (torch.onnx.export's "
+            << "dynamic_axes) and compile with --dim\n";
+      if (obstacle && accumulateSteps > 1) {
         std::string k = std::to_string(accumulateSteps);
         if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
           WithColor::error()
