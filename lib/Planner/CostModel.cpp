@@ -171,7 +171,9 @@ std::optional<double> elementwiseFlopsPerElement(mlir::Operation *op) {
             dopt::AndOp, dopt::OrOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
             dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
             dopt::TanhOp, dopt::ErfOp, dopt::FloorOp, dopt::CeilOp,
-            dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::ReluOp, dopt::WhereOp,
+            dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::AsinOp, dopt::AcosOp,
+            dopt::AtanOp, dopt::SinhOp, dopt::CoshOp, dopt::AsinhOp,
+            dopt::AcoshOp, dopt::AtanhOp, dopt::ReluOp, dopt::WhereOp,
             dopt::CastOp>([](auto) { return 1.0; })
       // x >= 0 ? x : alpha·x: a compare and a multiply.
       .Case<dopt::LeakyReluOp>([](auto) { return 2.0; })
@@ -314,6 +316,20 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
         // Reads only the selected rows, plus the indices.
         cost.opClass = OpClass::DataMovement;
         cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
+      })
+      .Case<dopt::GatherElementsOp>([&](dopt::GatherElementsOp g) {
+        // One element per index: reads as many as it writes, plus the
+        // indices.
+        cost.opClass = OpClass::DataMovement;
+        cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
+      })
+      .Case<dopt::TopKOp>([&](dopt::TopKOp t) {
+        // The lowering's ranks: n comparisons for each of the input's
+        // elements (n the axis's extent), then n selects per output.
+        auto in = llvm::cast<mlir::RankedTensorType>(t.getInput().getType());
+        double n = static_cast<double>(in.getDimSize(t.getAxis()));
+        cost.opClass = OpClass::Reduction;
+        cost.flops = (numElements(t.getInput()) + out) * n;
       })
       .Case<dopt::SliceOp>([&](auto) {
         cost.opClass = OpClass::DataMovement;

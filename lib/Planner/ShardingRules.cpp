@@ -533,7 +533,9 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
             dopt::AndOp, dopt::OrOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
             dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
             dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::FloorOp,
-            dopt::CeilOp, dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::ReluOp,
+            dopt::CeilOp, dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::AsinOp, dopt::AcosOp,
+            dopt::AtanOp, dopt::SinhOp, dopt::CoshOp, dopt::AsinhOp,
+            dopt::AcoshOp, dopt::AtanhOp, dopt::ReluOp,
             dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
             dopt::ExpandOp, dopt::DropoutOp>(
           [](mlir::Operation *o) { return elementwiseRule(o); })
@@ -594,6 +596,24 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
         });
       })
       .Case<dopt::GatherOp>(gatherRule)
+      // One element per index along the axis: every other dimension splits
+      // where the data and the indices have the same extent (each device
+      // gathers or scatters within its own rows); the axis itself and
+      // shorter index dimensions do not.
+      .Case<dopt::TopKOp>([](dopt::TopKOp o) {
+        int64_t axis = o.getAxis();
+        return alongAxesRule(o, [&](int64_t d) { return d == axis; });
+      })
+      .Case<dopt::GatherElementsOp, dopt::ScatterElementsOp>(
+          [](auto o) {
+            auto data = shapeOf(o.getData()), idx = shapeOf(o.getIndices());
+            int64_t axis = o.getAxis();
+            if (!data || !idx)
+              return std::optional<OpShardingRule>();
+            return alongAxesRule(o, [&](int64_t d) {
+              return d == axis || (*data)[d] != (*idx)[d];
+            });
+          })
       .Default([](mlir::Operation *) { return std::nullopt; });
 }
 

@@ -460,6 +460,65 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(Value());
       return success();
     };
+    // GatherElements (torch.gather): the adjoint added back at each index,
+    // a scatter-add into zeros; duplicates add up.
+    t["dopt.gather_elements"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                                   Adjoints &out) -> LogicalResult {
+      auto ge = cast<dopt::GatherElementsOp>(op);
+      RankedTensorType dt = typeOf(ge.getData());
+      Value zeros = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(dt, b.getZeroAttr(dt.getElementType())));
+      out.push_back(dopt::ScatterElementsOp::create(
+          b, zeros, ge.getIndices(), gs[0], ge.getAxisAttr(),
+          b.getStringAttr("add")));
+      out.push_back(Value());
+      return success();
+    };
+    // TopK: the values' adjoint goes back to the positions they were taken
+    // from (a scatter-add into zeros; the indices have none).
+    t["dopt.top_k"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                         Adjoints &out) -> LogicalResult {
+      auto tk = cast<dopt::TopKOp>(op);
+      if (!gs[0]) {
+        out.push_back(Value());
+        return success();
+      }
+      RankedTensorType xt = typeOf(tk.getInput());
+      Value zeros = dopt::ConstantOp::create(
+          b, DenseElementsAttr::get(xt, b.getZeroAttr(xt.getElementType())));
+      out.push_back(dopt::ScatterElementsOp::create(
+          b, zeros, tk.getIndices(), gs[0], tk.getAxisAttr(),
+          b.getStringAttr("add")));
+      return success();
+    };
+    // ScatterElements (torch.scatter, scatter_add): each update's adjoint is
+    // the result's at the position it went to (a gather, as PyTorch's: with
+    // duplicate indices every one of them gets it); the data's is the
+    // result's, except, when updates replace, where one was written.
+    t["dopt.scatter_elements"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+                                    Adjoints &out) -> LogicalResult {
+      auto se = cast<dopt::ScatterElementsOp>(op);
+      StringRef red = se.getReduction();
+      if (red != "none" && red != "add")
+        return op->emitError("no gradient rule for dopt.scatter_elements "
+                             "with reduction '")
+               << red << "' yet (none and add have one)";
+      Value g = gs[0];
+      Value dData = g;
+      if (red == "none") {
+        RankedTensorType ut = typeOf(se.getUpdates());
+        Value zeros = dopt::ConstantOp::create(
+            b, DenseElementsAttr::get(ut, b.getZeroAttr(ut.getElementType())));
+        dData = dopt::ScatterElementsOp::create(b, g, se.getIndices(), zeros,
+                                                se.getAxisAttr(),
+                                                b.getStringAttr("none"));
+      }
+      out.push_back(dData);
+      out.push_back(Value());
+      out.push_back(dopt::GatherElementsOp::create(b, g, se.getIndices(),
+                                                   se.getAxisAttr()));
+      return success();
+    };
     // Slice: the adjoint put back where the slice read, zeros elsewhere --
     // reversed along dimensions read backwards (negative steps), dilated by
     // the step along strided ones (3-D pooling reads strided slices), then
@@ -691,6 +750,39 @@ const llvm::StringMap<RuleFn> &rules() {
     });
     t["dopt.cos"] = unary([](B &b, Value x, Value, Value g) {
       return neg(b, mul(b, g, dopt::SinOp::create(b, x)));
+    });
+    // The inverse trigonometric and hyperbolic functions: PyTorch's
+    // formulas (acosh's is infinite at 1, atanh's at +-1, as PyTorch's).
+    auto oneMinusSquare = [](B &b, Value x) {
+      return sub(b, scalar(b, x, 1.0), mul(b, x, x));
+    };
+    t["dopt.asin"] = unary([=](B &b, Value x, Value, Value g) {
+      return div(b, g, dopt::SqrtOp::create(b, oneMinusSquare(b, x)));
+    });
+    t["dopt.acos"] = unary([=](B &b, Value x, Value, Value g) {
+      return neg(b, div(b, g, dopt::SqrtOp::create(b, oneMinusSquare(b, x))));
+    });
+    t["dopt.atan"] = unary([](B &b, Value x, Value, Value g) {
+      return div(b, g, add(b, scalar(b, x, 1.0), mul(b, x, x)));
+    });
+    t["dopt.sinh"] = unary([](B &b, Value x, Value, Value g) {
+      return mul(b, g, dopt::CoshOp::create(b, x));
+    });
+    t["dopt.cosh"] = unary([](B &b, Value x, Value, Value g) {
+      return mul(b, g, dopt::SinhOp::create(b, x));
+    });
+    t["dopt.asinh"] = unary([](B &b, Value x, Value, Value g) {
+      return div(b, g,
+                 dopt::SqrtOp::create(b, add(b, mul(b, x, x),
+                                             scalar(b, x, 1.0))));
+    });
+    t["dopt.acosh"] = unary([](B &b, Value x, Value, Value g) {
+      return div(b, g,
+                 dopt::SqrtOp::create(b, sub(b, mul(b, x, x),
+                                             scalar(b, x, 1.0))));
+    });
+    t["dopt.atanh"] = unary([=](B &b, Value x, Value, Value g) {
+      return div(b, g, oneMinusSquare(b, x));
     });
     t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
     t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });

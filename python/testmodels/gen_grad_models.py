@@ -194,6 +194,30 @@ def bare_models():
     torch.manual_seed(6)
     yield ("unet_mse", UNet(), torch.randn(2, 3, 16, 20), torch.randn(2, 3, 16, 20),
            lambda y, t: ((y - t) ** 2).mean(), "mse:logits")
+    # torch.topk (TopK), torch.gather at computed indices (each token's four features from its
+    # largest one on: GatherElements), scatter_add pooling tokens into
+    # buckets (ScatterElements with reduction add, duplicate indices), and
+    # the inverse trigonometric functions torch 1.13 exports (asin, acos,
+    # atan; not yet the hyperbolic ones).
+    class GatherScatter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 16)
+            self.head = nn.Linear(6 * 4 + 3 * 16 + 6 * 3, 5)
+
+        def forward(self, x):
+            h = torch.asin(torch.tanh(self.proj(x)) * 0.9)           # [N, 6, 16]
+            idx = (h.argmax(dim=-1, keepdim=True) + torch.arange(4)) % 16
+            picked = torch.gather(h, 2, idx)                          # [N, 6, 4]
+            bucket = (torch.arange(6) % 3).view(1, 6, 1) + torch.zeros_like(h, dtype=torch.long)
+            pooled = h.new_zeros(x.shape[0], 3, 16).scatter_add(1, bucket, torch.acos(h * 0.5))
+            top = torch.topk(h, 3, dim=-1).values                     # [N, 6, 3]
+            z = torch.cat([picked.flatten(1), pooled.flatten(1), top.flatten(1)], 1)
+            return self.head(torch.atan(z))
+
+    torch.manual_seed(7)
+    yield ("gather_scatter_cross_entropy", GatherScatter(), torch.randn(4, 6, 8),
+           torch.randint(0, 5, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")
     # torchvision's ResNet-18 (batch norm in training form; 64x64 so that its
     # last stage's statistics cover 32 values, not a handful), small images:
     # residual blocks, where a convolution's input is also summed into by
@@ -208,6 +232,10 @@ def bare_models():
     resnet.train()
     yield ("resnet18_cross_entropy", resnet.double(), torch.randn(8, 3, 64, 64).double(),
            torch.randint(0, 10, (8,)), nn.functional.cross_entropy, "cross-entropy:logits")
+
+
+# Bare models also exported with a symbolic batch (model_dyn.onnx).
+DYNAMIC_BATCH_EXPORTS = {"gather_scatter_cross_entropy"}
 
 
 # Training runs: 20 steps of each optimizer on the same data, from the same
@@ -497,6 +525,15 @@ def main() -> int:
                           output_names=["logits"], opset_version=17,
                           do_constant_folding=False,
                           training=torch.onnx.TrainingMode.TRAINING)
+        if name in DYNAMIC_BATCH_EXPORTS:
+            # Also with a symbolic batch, for data-parallel gradients (a
+            # fixed-shape export writes batch-sized constants as tensors,
+            # which cannot be split).
+            torch.onnx.export(model, (x,), os.path.join(d, "model_dyn.onnx"),
+                              input_names=["x"], output_names=["logits"], opset_version=17,
+                              do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
         # The reference in float64 (a float32 model's weights, widened), in
         # the model's type.
         dtype = next(model.parameters()).detach().numpy().dtype

@@ -68,6 +68,14 @@ CASES = {
     "reciprocal": ([node("Reciprocal", ["w"])], {}, {"w": rand(6, lo=0.5)}),
     "tanh": ([node("Tanh", ["w"])], {}, {"w": rand(2, 3)}),
     "sigmoid": ([node("Sigmoid", ["w"])], {}, {"w": rand(2, 3)}),
+    "asin": ([node("Asin", ["w"])], {}, {"w": np.tanh(rand(6)) * 0.9}),
+    "acos": ([node("Acos", ["w"])], {}, {"w": np.tanh(rand(6)) * 0.9}),
+    "atan": ([node("Atan", ["w"])], {}, {"w": rand(6) * 2}),
+    "sinh": ([node("Sinh", ["w"])], {}, {"w": rand(6)}),
+    "cosh": ([node("Cosh", ["w"])], {}, {"w": rand(6)}),
+    "asinh": ([node("Asinh", ["w"])], {}, {"w": rand(6) * 3}),
+    "acosh": ([node("Acosh", ["w"])], {}, {"w": rand(6, lo=1.2)}),
+    "atanh": ([node("Atanh", ["w"])], {}, {"w": np.tanh(rand(6)) * 0.9}),
     "relu": ([node("Relu", ["w"])], {}, {"w": rand(8, lo=0.1) * np.sign(rand(8))}),
     "leaky_relu": ([node("LeakyRelu", ["w"], alpha=0.2)], {},
                    {"w": rand(8, lo=0.1) * np.sign(rand(8))}),
@@ -117,6 +125,29 @@ CASES = {
                          {"ids": np.array([[1, 3, -1], [0, 3, 3]], np.int64)}, {"w": rand(5, 4)}),
     "gather_axis1": ([node("Gather", ["w", "ids"], axis=1)],
                      {"ids": np.array([2, 0, 2], np.int32)}, {"w": rand(2, 3, 4)}),
+    # torch.gather: duplicates add up in the adjoint; a negative index.
+    "gather_elements": ([node("GatherElements", ["w", "ids"], axis=1)],
+                        {"ids": np.array([[0, 2, 2], [1, -1, 0], [3, 3, 3]], np.int64)},
+                        {"w": rand(3, 4)}),
+    "gather_elements_short_indices": ([node("GatherElements", ["w", "ids"], axis=0)],
+                                      {"ids": np.array([[2, 0], [2, 1]], np.int32)},
+                                      {"w": rand(3, 4)}),
+    "top_k": ([helper.make_node("Constant", [], ["k"],
+                                value=numpy_helper.from_array(np.array([3], np.int64))),
+               helper.make_node("TopK", ["w", "k"], ["y", "yi"], axis=1)], {}, {"w": rand(2, 5)}),
+    "top_k_smallest": ([helper.make_node("Constant", [], ["k"],
+                                         value=numpy_helper.from_array(np.array([2], np.int64))),
+                        helper.make_node("TopK", ["w", "k"], ["y", "yi"], axis=0, largest=0)],
+                       {}, {"w": rand(4, 3)}),
+    # torch.scatter (updates replace: distinct positions) and scatter_add
+    # (duplicates add).
+    "scatter_elements": ([node("ScatterElements", ["w", "ids", "v"], axis=1)],
+                         {"ids": np.array([[1, 3], [0, -2]], np.int64)},
+                         {"w": rand(2, 4), "v": rand(2, 2)}),
+    "scatter_elements_add": ([node("ScatterElements", ["w", "ids", "v"], axis=0,
+                                   reduction="add")],
+                             {"ids": np.array([[0, 1], [0, 2], [2, 2]], np.int64)},
+                             {"w": rand(3, 2), "v": rand(3, 2)}),
     "slice": ([helper.make_node("Constant", [], ["st"],
                                 value=numpy_helper.from_array(np.array([1, 0], np.int64))),
                helper.make_node("Constant", [], ["en"],
@@ -298,7 +329,7 @@ TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classif
                 # inference exports, with the loss appended by --loss:
                 "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
                 "conv1d_cross_entropy", "conv3d_cross_entropy", "unet_mse",
-                "resnet18_cross_entropy"]
+                "resnet18_cross_entropy", "gather_scatter_cross_entropy"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
@@ -315,6 +346,25 @@ def test_emulated_gpu_gradients_match_pytorch(name, torch_models, tmp_path):
     sum had reused, ResNet-18 two library calls' buffers merged by CSE
     (docs/cuda-codegen.md)."""
     check_pytorch_gradients(name, torch_models, tmp_path, ["--target", "cuda-emu"])
+
+
+def test_gather_and_scatter_gradients_on_two_replicas_match_pytorch(torch_models, tmp_path):
+    """torch.gather and scatter_add (GatherElements, ScatterElements) split
+    along the batch: each replica gathers and scatters within its own
+    samples, and the all-reduced gradients are PyTorch's."""
+    d = torch_models / "gather_scatter_cross_entropy"
+    meta = json.loads((d / "meta.json").read_text())
+    bundle = tmp_path / "dp.dx"
+    run(DISTOPT, "compile", d / "model_dyn.onnx", "--dim", "batch=4", "--gradients", "--loss",
+        meta["loss_flag"], "--cluster", "local:2", "--dp", "2", "-o", bundle)
+    out = tmp_path / "out"
+    run(DISTOPT, "run", "-n", "2", bundle, "--input", f"x={d / 'x.npy'}",
+        "--input", f"labels={d / 'labels.npy'}", "--output-dir", out)
+    assert abs(float(np.load(out / "loss.npy")) - meta["loss"]) <= 1e-5 * max(1, meta["loss"])
+    for w, f in meta["grads"].items():
+        got, want = np.load(out / f"grad_{w}.npy"), np.load(d / f)
+        err = float(np.abs(got - want).max()) / max(1e-3, float(np.abs(want).max()))
+        assert err <= 1e-4, f"grad of {w}: max relative error {err:.3g}"
 
 
 def check_pytorch_gradients(name, torch_models, tmp_path, flags=()):

@@ -48,6 +48,7 @@ def ConvertDoptToLinalgPass : Pass<"distopt-convert-dopt-to-linalg", "mlir::Modu
                            "mlir::tensor::TensorDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
+                           "mlir::scf::SCFDialect",
                            "mlir::func::FuncDialect",
                            "mlir::bufferization::BufferizationDialect",
                            "mlir::memref::MemRefDialect"];

@@ -264,6 +264,31 @@ def CopiesToLinalgPass : Pass<"distopt-copies-to-linalg", "mlir::func::FuncOp"> 
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def InPlaceLoopBuffersPass : Pass<"distopt-in-place-loop-buffers", "mlir::func::FuncOp"> {
+  let summary = "Drop the buffers an scf.for carries unchanged (a scatter's, after bufferization)";
+  let description = [{
+    `dopt.scatter_elements` lowers to an `scf.for` that carries its result
+    tensor and inserts each update into it. Bufferized in place, the loop
+    carries the buffer it stores into and yields it unchanged. As a
+    loop-carried buffer, the ownership-based deallocation would give it
+    a run-time ownership flag and a dealloc helper (which then runs as
+    kernels on the GPU); it is only the loop's initial buffer:
+
+    ```mlir
+    %r = scf.for %k = %c0 to %n step %c1 iter_args(%b = %alloc) -> (memref<2x5xf32>) {
+      memref.store %u, %b[%i, %j] : memref<2x5xf32>
+      scf.yield %b : memref<2x5xf32>
+    }
+    // becomes
+    scf.for %k = %c0 to %n step %c1 {
+      memref.store %u, %alloc[%i, %j] : memref<2x5xf32>
+    }
+    ```
+    Runs right after `one-shot-bufferize`; other loops are left alone.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
+}
+
 def FuseParallelLoopsPass : Pass<"distopt-fuse-parallel-loops", "mlir::func::FuncOp"> {
   let summary = "Fuse sibling scf.parallel loops over the rows they share";
   let description = [{

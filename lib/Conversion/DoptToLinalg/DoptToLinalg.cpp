@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
@@ -273,7 +274,8 @@ Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
 
 enum class UnKind {
   Neg, Abs, Not, Sqrt, Recip, Exp, Log, Tanh, Sigmoid, Erf, Relu,
-  LeakyRelu, GeluErf, GeluTanh, Identity, Floor, Ceil, Round, Sin, Cos
+  LeakyRelu, GeluErf, GeluTanh, Identity, Floor, Ceil, Round, Sin, Cos,
+  Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh
 };
 
 Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
@@ -348,6 +350,30 @@ Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
     break;
   case UnKind::Cos:
     r = math::CosOp::create(b, loc, x);
+    break;
+  case UnKind::Asin:
+    r = math::AsinOp::create(b, loc, x);
+    break;
+  case UnKind::Acos:
+    r = math::AcosOp::create(b, loc, x);
+    break;
+  case UnKind::Atan:
+    r = math::AtanOp::create(b, loc, x);
+    break;
+  case UnKind::Sinh:
+    r = math::SinhOp::create(b, loc, x);
+    break;
+  case UnKind::Cosh:
+    r = math::CoshOp::create(b, loc, x);
+    break;
+  case UnKind::Asinh:
+    r = math::AsinhOp::create(b, loc, x);
+    break;
+  case UnKind::Acosh:
+    r = math::AcoshOp::create(b, loc, x);
+    break;
+  case UnKind::Atanh:
+    r = math::AtanhOp::create(b, loc, x);
     break;
   case UnKind::Sigmoid: {
     Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
@@ -2158,6 +2184,207 @@ struct GatherPattern : DoptPattern<dopt::GatherOp> {
   }
 };
 
+/// An index of an element op (GatherElements/ScatterElements) as an index
+/// into an axis of `dim` elements: negative ones count from the end,
+/// out-of-range ones are clamped (never read or written out of bounds).
+Value axisIndex(OpBuilder &b, Location l, Value raw, int64_t dim) {
+  Value idx = arith::IndexCastOp::create(b, l, b.getIndexType(), raw);
+  Value zero = arith::ConstantIndexOp::create(b, l, 0);
+  Value neg =
+      arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, idx, zero);
+  idx = arith::SelectOp::create(
+      b, l, neg,
+      arith::AddIOp::create(b, l, idx, arith::ConstantIndexOp::create(b, l, dim)),
+      idx);
+  idx = arith::MaxSIOp::create(b, l, idx, zero);
+  return arith::MinSIOp::create(b, l, idx,
+                                arith::ConstantIndexOp::create(b, l, dim - 1));
+}
+
+/// gather_elements: one parallel loop nest over the result; each element
+/// reads the data at its own position with the axis coordinate replaced by
+/// its index.
+struct GatherElementsPattern : DoptPattern<dopt::GatherElementsOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::GatherElementsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType rt = resultType(op);
+    Value data = adaptor.getData();
+    int64_t axis = op.getAxis(), rank = rt.getRank();
+    int64_t dim = tensorTypeOf(data).getDimSize(axis);
+    if (rt.getNumElements() == 0) {
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
+                                         rt.getElementType()));
+      return success();
+    }
+    SmallVector<AffineMap> maps(2, AffineMap::getMultiDimIdentityMap(rank, ctx));
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    Value init =
+        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
+    auto g = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getIndices()},
+        ValueRange{init}, maps, iters,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          SmallVector<Value> coords;
+          for (int64_t i = 0; i < rank; ++i)
+            coords.push_back(i == axis ? axisIndex(b, l, a[0], dim)
+                                       : Value(linalg::IndexOp::create(b, l, i)));
+          linalg::YieldOp::create(
+              b, l, Value(tensor::ExtractOp::create(b, l, data, coords)));
+        });
+    rewriter.replaceOp(op, g.getResult(0));
+    return success();
+  }
+};
+
+/// scatter_elements: the data, then one sequential loop over the updates in
+/// row-major order, each combined into the element its index names. The
+/// order makes duplicates deterministic (the last update of a position wins
+/// under "none"; reductions combine in order, as ONNX's reference does); it
+/// is one loop on one thread, on the GPU too: a scatter is a data-movement
+/// op and rare in the models distopt compiles.
+struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::ScatterElementsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value data = adaptor.getData(), indices = adaptor.getIndices(),
+          updates = adaptor.getUpdates();
+    auto ut = tensorTypeOf(updates);
+    int64_t axis = op.getAxis(), rank = ut.getRank();
+    int64_t dim = tensorTypeOf(data).getDimSize(axis);
+    int64_t n = ut.getNumElements();
+    if (n == 0) {
+      rewriter.replaceOp(op, data);
+      return success();
+    }
+    Type elt = origElt(op.getData());
+    StringRef red = op.getReduction();
+    auto c = [&](int64_t v) {
+      return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
+    };
+    auto loop = scf::ForOp::create(
+        rewriter, loc, c(0), c(n), c(1), ValueRange{data},
+        [&](OpBuilder &b, Location l, Value k, ValueRange acc) {
+          // Row-major coordinates of update k.
+          SmallVector<Value> coords(rank);
+          Value rest = k;
+          for (int64_t d = rank - 1; d >= 0; --d) {
+            Value size = arith::ConstantIndexOp::create(b, l, ut.getDimSize(d));
+            coords[d] = d == 0 ? rest : Value(arith::RemUIOp::create(b, l, rest, size));
+            if (d > 0)
+              rest = arith::DivUIOp::create(b, l, rest, size);
+          }
+          Value u = tensor::ExtractOp::create(b, l, updates, coords);
+          SmallVector<Value> at(coords);
+          at[axis] = axisIndex(
+              b, l, tensor::ExtractOp::create(b, l, indices, coords), dim);
+          if (red != "none") {
+            Value old = tensor::ExtractOp::create(b, l, acc[0], at);
+            BinKind k = red == "add"   ? BinKind::Add
+                        : red == "mul" ? BinKind::Mul
+                        : red == "max" ? BinKind::Max
+                                       : BinKind::Min;
+            u = emitBinary(b, l, k, old, u, elt, elt);
+          }
+          scf::YieldOp::create(
+              b, l, Value(tensor::InsertOp::create(b, l, u, acc[0], at)));
+        });
+    rewriter.replaceOp(op, loop.getResult(0));
+    return success();
+  }
+};
+
+/// top_k, in two parallel loop nests (deterministic, no sort): the rank of
+/// each element along the axis -- how many elements come before it:
+/// larger ones (smaller ones for !largest), and equal ones at lower
+/// indices -- then, for each output position j, the element whose rank is
+/// j. O(n^2) comparisons per row of n elements: meant for the k of a
+/// router or a few candidates, not for sorting long rows.
+struct TopKPattern : DoptPattern<dopt::TopKOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::TopKOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Value x = adaptor.getInput();
+    auto xt = tensorTypeOf(x);
+    RankedTensorType vt = resultType(op, 0), it = resultType(op, 1);
+    Type elt = origElt(op.getInput());
+    int64_t axis = op.getAxis(), rank = xt.getRank();
+    bool largest = op.getLargest();
+    if (vt.getNumElements() == 0) {
+      rewriter.replaceOp(op, {emptyTensor(rewriter, loc, vt.getShape(),
+                                          vt.getElementType()),
+                              emptyTensor(rewriter, loc, it.getShape(),
+                                          it.getElementType())});
+      return success();
+    }
+    Type i64 = rewriter.getI64Type();
+    // Loops (d0 .. d{rank-1}, m): m runs along the axis beside d{axis}.
+    auto along = [&](unsigned m) {
+      SmallVector<AffineExpr> e;
+      for (int64_t d = 0; d < rank; ++d)
+        e.push_back(getAffineDimExpr(d == axis ? m : d, ctx));
+      return AffineMap::get(rank + 1, 0, e, ctx);
+    };
+    AffineMap own = along(axis), other = along(rank);
+    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+    iters.push_back(utils::IteratorType::reduction);
+    Value zero64 = scalarConstant(rewriter, loc, i64, 0);
+    Value ranks = filled(rewriter, loc, xt.getShape(), zero64);
+    ranks = linalg::GenericOp::create(
+                rewriter, loc, TypeRange{ranks.getType()}, ValueRange{x, x},
+                ValueRange{ranks}, SmallVector<AffineMap>{own, other, own},
+                iters,
+                [&](OpBuilder &b, Location l, ValueRange a) {
+                  Value i = linalg::IndexOp::create(b, l, axis);
+                  Value m = linalg::IndexOp::create(b, l, rank);
+                  Value beats = emitBinary(b, l, largest ? BinKind::Gt
+                                                         : BinKind::Lt,
+                                           a[1], a[0], elt, elt);
+                  Value tie = arith::AndIOp::create(
+                      b, l, emitBinary(b, l, BinKind::Eq, a[1], a[0], elt, elt),
+                      arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult,
+                                            m, i));
+                  Value before = arith::OrIOp::create(b, l, beats, tie);
+                  Value one = arith::ExtUIOp::create(b, l, b.getI64Type(),
+                                                     before);
+                  linalg::YieldOp::create(
+                      b, l, Value(arith::AddIOp::create(b, l, a[2], one)));
+                })
+                .getResult(0);
+    // Output j along the axis: the element of rank j (the last such, should
+    // NaNs leave ranks equal).
+    Value vInit = emptyTensor(rewriter, loc, vt.getShape(), vt.getElementType());
+    Value iInit = filled(rewriter, loc, it.getShape(), zero64);
+    AffineMap outMap = along(axis);
+    auto sel = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{vt, it}, ValueRange{x, ranks},
+        ValueRange{vInit, iInit},
+        SmallVector<AffineMap>{other, other, outMap, outMap}, iters,
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value j = arith::IndexCastOp::create(
+              b, l, b.getI64Type(), linalg::IndexOp::create(b, l, axis));
+          Value m = arith::IndexCastOp::create(
+              b, l, b.getI64Type(), linalg::IndexOp::create(b, l, rank));
+          Value hit =
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, a[1], j);
+          linalg::YieldOp::create(
+              b, l,
+              ValueRange{arith::SelectOp::create(b, l, hit, a[0], a[2]),
+                         arith::SelectOp::create(b, l, hit, m, a[3])});
+        });
+    rewriter.replaceOp(op, sel.getResults());
+    return success();
+  }
+};
+
 struct PadPattern : DoptPattern<dopt::PadOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -2328,6 +2555,7 @@ struct ConvertDoptToLinalgPass
     target.addIllegalDialect<dopt::DoptDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,
+                           scf::SCFDialect,
                            bufferization::BufferizationDialect,
                            memref::MemRefDialect>();
     // A runtime call is not dead code to later passes, as pure linalg is:
@@ -2388,6 +2616,14 @@ struct ConvertDoptToLinalgPass
         UnaryPattern<dopt::RoundOp, UnKind::Round>,
         UnaryPattern<dopt::SinOp, UnKind::Sin>,
         UnaryPattern<dopt::CosOp, UnKind::Cos>,
+        UnaryPattern<dopt::AsinOp, UnKind::Asin>,
+        UnaryPattern<dopt::AcosOp, UnKind::Acos>,
+        UnaryPattern<dopt::AtanOp, UnKind::Atan>,
+        UnaryPattern<dopt::SinhOp, UnKind::Sinh>,
+        UnaryPattern<dopt::CoshOp, UnKind::Cosh>,
+        UnaryPattern<dopt::AsinhOp, UnKind::Asinh>,
+        UnaryPattern<dopt::AcoshOp, UnKind::Acosh>,
+        UnaryPattern<dopt::AtanhOp, UnKind::Atanh>,
         UnaryPattern<dopt::ReluOp, UnKind::Relu>,
         UnaryPattern<dopt::LeakyReluOp, UnKind::LeakyRelu>,
         UnaryPattern<dopt::GeluOp, UnKind::GeluErf>, WherePattern, CastPattern,
@@ -2400,7 +2636,8 @@ struct ConvertDoptToLinalgPass
         ReducePattern<dopt::ReduceMaxOp, ReduceKind::Max, false>,
         GlobalAvgPoolPattern, MatMulPattern, GemmPattern,
         MaxPoolPattern, AvgPoolPattern, ReshapePattern, TransposePattern,
-        ConcatPattern, SplitPattern, SlicePattern, GatherPattern, PadPattern>(
+        ConcatPattern, SplitPattern, SlicePattern, GatherPattern,
+        GatherElementsPattern, ScatterElementsPattern, TopKPattern, PadPattern>(
         converter, ctx);
 
     if (failed(applyPartialConversion(getOperation(), target,

@@ -2179,6 +2179,90 @@ LogicalResult importGather(NodeContext &nc) {
   return success();
 }
 
+/// Constant indices of GatherElements/ScatterElements are checked at
+/// import, as Gather's are (out of range, ONNX leaves them undefined).
+LogicalResult checkConstantIndices(NodeContext &nc, Value indices,
+                                   int64_t axis, int64_t dim) {
+  auto c = indices.getDefiningOp<dopt::ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue())
+                 : DenseElementsAttr();
+  if (!dense || !isa<IntegerType>(dense.getElementType()))
+    return success();
+  for (APInt v : dense.getValues<APInt>()) {
+    int64_t i = v.getSExtValue();
+    if (i < -dim || i >= dim)
+      return nc.error("index " + std::to_string(i) +
+                      " is out of range for axis " + std::to_string(axis) +
+                      " of size " + std::to_string(dim));
+  }
+  return success();
+}
+
+LogicalResult importGatherElements(NodeContext &nc) {
+  TRY(data, nc.requiredInput(0));
+  TRY(indices, nc.requiredInput(1));
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  if (failed(checkConstantIndices(nc, indices, axis,
+                                  nc.inputType(0).getDimSize(axis))))
+    return failure();
+  nc.setOutput(0, nc.create<dopt::GatherElementsOp>(
+                      data, indices, nc.builder().getI64IntegerAttr(axis)));
+  return success();
+}
+
+LogicalResult importScatterElements(NodeContext &nc) {
+  TRY(data, nc.requiredInput(0));
+  TRY(indices, nc.requiredInput(1));
+  TRY(updates, nc.requiredInput(2));
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  TRY(reduction, nc.stringAttr("reduction", "none"));
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return nc.error("reduction must be none, add, mul, max or min, got '" +
+                    reduction + "'");
+  if (reduction != "none" && nc.inputType(0).getElementType().isInteger(1))
+    return nc.error("reduction '" + reduction +
+                    "' of booleans (only none replaces booleans)");
+  if (failed(checkConstantIndices(nc, indices, axis,
+                                  nc.inputType(0).getDimSize(axis))))
+    return failure();
+  OpBuilder &b = nc.builder();
+  nc.setOutput(0, nc.create<dopt::ScatterElementsOp>(
+                      data, indices, updates, b.getI64IntegerAttr(axis),
+                      b.getStringAttr(reduction)));
+  return success();
+}
+
+LogicalResult importTopK(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axisAttr, nc.intAttr("axis", -1));
+  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  TRY(largest, nc.intAttr("largest", 1));
+  TRY(ks, nc.constantInts(1, "K"));
+  if (ks.size() != 1)
+    return nc.error("K must hold one value, got " + shapeStr(ks));
+  int64_t k = ks[0], n = in.getDimSize(axis);
+  if (k < 0 || k > n)
+    return nc.error("K = " + std::to_string(k) + " is outside [0, " +
+                    std::to_string(n) + "] (the extent of axis " +
+                    std::to_string(axis) + ")");
+  if (!isa<FloatType>(in.getElementType()) &&
+      !isa<IntegerType>(in.getElementType()))
+    return nc.error("TopK of this element type is not supported");
+  if (in.getElementType().isInteger(1))
+    return nc.error("TopK of booleans is not supported");
+  OpBuilder &b = nc.builder();
+  auto op = dopt::TopKOp::create(b, nc.loc(), x, b.getI64IntegerAttr(k),
+                                 b.getI64IntegerAttr(axis),
+                                 b.getBoolAttr(largest != 0));
+  nc.setOutput(0, op.getValues());
+  nc.setOutput(1, op.getIndices());
+  return success();
+}
+
 LogicalResult importExpand(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(shape, nc.constantInts(1, "shape"));
@@ -3109,6 +3193,14 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Round"] = importUnary<dopt::RoundOp>;
     t["Sin"] = importUnary<dopt::SinOp>;
     t["Cos"] = importUnary<dopt::CosOp>;
+    t["Asin"] = importUnary<dopt::AsinOp>;
+    t["Acos"] = importUnary<dopt::AcosOp>;
+    t["Atan"] = importUnary<dopt::AtanOp>;
+    t["Sinh"] = importUnary<dopt::SinhOp>;
+    t["Cosh"] = importUnary<dopt::CoshOp>;
+    t["Asinh"] = importUnary<dopt::AsinhOp>;
+    t["Acosh"] = importUnary<dopt::AcoshOp>;
+    t["Atanh"] = importUnary<dopt::AtanhOp>;
     t["Tan"] = importTan;
     t["IsNaN"] = importIsNaN;
     t["IsInf"] = importIsInf;
@@ -3195,6 +3287,9 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Einsum"] = importEinsum;
     t["CumSum"] = importCumSum;
     t["ScatterND"] = importScatterND;
+    t["GatherElements"] = importGatherElements;
+    t["ScatterElements"] = importScatterElements;
+    t["TopK"] = importTopK;
     t["InstanceNormalization"] = importInstanceNorm;
     t["Mod"] = importMod;
     return t;

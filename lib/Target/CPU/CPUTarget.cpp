@@ -175,6 +175,7 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills),"
           "one-shot-bufferize{bufferize-function-boundaries "
           "function-boundary-type-conversion=identity-layout-map},"
+          "func.func(distopt-in-place-loop-buffers),"
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
           "distopt-linalg-to-blas{epilogues=" +

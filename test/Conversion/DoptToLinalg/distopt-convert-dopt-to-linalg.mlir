@@ -181,6 +181,44 @@ func.func @gather(%data: tensor<10x4xf32>, %idx: tensor<2x3xi64>) -> tensor<2x3x
 
 // -----
 
+// GatherElements: one parallel generic over the result; the data is read at
+// the result's own position with the axis coordinate taken from the index
+// (wrapped, clamped).
+// CHECK-LABEL: func.func @gather_elements
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%arg1 : tensor<2x3xi64>)
+// CHECK: %[[I0:.*]] = linalg.index 0 : index
+// CHECK: %[[IDX:.*]] = arith.index_cast
+// CHECK: %[[C:.*]] = arith.minsi %{{.*}}, %c3
+// CHECK: tensor.extract %arg0[%[[I0]], %[[C]]] : tensor<3x4xf32>
+func.func @gather_elements(%data: tensor<3x4xf32>, %idx: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  %0 = dopt.gather_elements %data, %idx {axis = 1 : i64} : (tensor<3x4xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// ScatterElements: the data carried through one sequential loop over the
+// updates (row-major, so the last duplicate wins or reductions combine in
+// order); "add" reads the element first.
+// CHECK-LABEL: func.func @scatter_elements_add
+// CHECK: %[[R:.*]] = scf.for %[[K:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %arg0) -> (tensor<4x5xf32>)
+// CHECK: %[[J:.*]] = arith.remui %[[K]], %c3
+// CHECK: %[[I:.*]] = arith.divui %[[K]], %c3
+// CHECK: %[[U:.*]] = tensor.extract %arg2[%[[I]], %[[J]]]
+// CHECK: %[[AT:.*]] = arith.minsi
+// CHECK: %[[OLD:.*]] = tensor.extract %[[ACC]][%[[AT]], %[[J]]]
+// CHECK: %[[NEW:.*]] = arith.addf %[[OLD]], %[[U]]
+// CHECK: %[[INS:.*]] = tensor.insert %[[NEW]] into %[[ACC]][%[[AT]], %[[J]]]
+// CHECK: scf.yield %[[INS]]
+// CHECK: return %[[R]]
+func.func @scatter_elements_add(%data: tensor<4x5xf32>, %idx: tensor<2x3xi32>, %upd: tensor<2x3xf32>) -> tensor<4x5xf32> {
+  %0 = dopt.scatter_elements %data, %idx, %upd {axis = 0 : i64, reduction = "add"} : (tensor<4x5xf32>, tensor<2x3xi32>, tensor<2x3xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
 // A constant exponent of 2, 3 or 4 becomes multiplications (vectorisable)
 // instead of a powf call per element; other exponents keep math.powf.
 // CHECK-LABEL: func.func @pow_small_integer
@@ -354,4 +392,36 @@ func.func @conv_transpose_on_cpu(%x: tensor<1x4x4x4xf32>, %w: tensor<4x2x3x3xf32
   %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x8x8xf32>
   %dead = dopt.conv_transpose %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, output_padding = array<i64: 0, 0>, group = 1 : i64} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x6x6xf32>
   return %0 : tensor<1x2x8x8xf32>
+}
+
+// -----
+
+// TopK: the ranks (a reduction along the axis counting the elements before
+// each: larger ones, or equal ones at lower indices), then the element of
+// each rank; no sort.
+// CHECK-LABEL: func.func @top_k
+// CHECK: %[[RANKS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%arg0, %arg0 : tensor<2x5xf32>, tensor<2x5xf32>)
+// CHECK-DAG: arith.cmpf ogt
+// CHECK-DAG: arith.cmpf oeq
+// CHECK-DAG: arith.cmpi ult, %{{.*}}, %{{.*}} : index
+// CHECK: arith.extui
+// CHECK: %[[SEL:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%arg0, %[[RANKS]] : tensor<2x5xf32>, tensor<2x5xi64>)
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<2x3xi64>)
+// CHECK: arith.cmpi eq
+// CHECK: return %[[SEL]]#0, %[[SEL]]#1
+func.func @top_k(%x: tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x3xi64>) {
+  %v, %i = dopt.top_k %x {k = 3 : i64, axis = 1 : i64} : (tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
+  return %v, %i : tensor<2x3xf32>, tensor<2x3xi64>
+}
+
+// -----
+
+// Smallest first, unsigned: the comparison is unsigned.
+// CHECK-LABEL: func.func @top_k_smallest_unsigned
+// CHECK: arith.cmpi ult, %{{.*}}, %{{.*}} : i8
+func.func @top_k_smallest_unsigned(%x: tensor<4xui8>) -> (tensor<2xui8>, tensor<2xi64>) {
+  %v, %i = dopt.top_k %x {k = 2 : i64, axis = 0 : i64, largest = false} : (tensor<4xui8>) -> (tensor<2xui8>, tensor<2xi64>)
+  return %v, %i : tensor<2xui8>, tensor<2xi64>
 }

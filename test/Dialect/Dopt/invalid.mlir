@@ -1249,3 +1249,48 @@ func.func @conv_transpose_missing_output_padding(%x: tensor<1x2x3x3xf32>, %w: te
   %0 = dopt.conv_transpose %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x3x3xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x7x7xf32>
   return %0 : tensor<1x3x7x7xf32>
 }
+
+// -----
+
+func.func @gather_elements_rank(%a: tensor<4x3xf32>, %i: tensor<2xi64>) -> tensor<2xf32> {
+  // expected-error@+2 {{'dopt.gather_elements' op indices [2] must have the data's rank (2, data [4, 3])}}
+  // expected-error@+1 {{'dopt.gather_elements' op failed to infer returned types}}
+  %0 = dopt.gather_elements %a, %i {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gather_elements_longer(%a: tensor<4x3xf32>, %i: tensor<2x5xi64>) -> tensor<2x5xf32> {
+  // expected-error@+2 {{'dopt.gather_elements' op indices [2, 5] are longer than the data [4, 3] in dimension 1 (not the axis)}}
+  // expected-error@+1 {{'dopt.gather_elements' op failed to infer returned types}}
+  %0 = dopt.gather_elements %a, %i {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x5xi64>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @scatter_elements_updates(%a: tensor<4x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x2xf32>) -> tensor<4x3xf32> {
+  // expected-error@+2 {{'dopt.scatter_elements' op updates [2, 2] must have the indices' shape [2, 3]}}
+  // expected-error@+1 {{'dopt.scatter_elements' op failed to infer returned types}}
+  %0 = dopt.scatter_elements %a, %i, %u {axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x2xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @scatter_elements_reduction(%a: tensor<4x3xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  // expected-error@+2 {{'dopt.scatter_elements' op unknown reduction 'sum' (none, add, mul, max or min)}}
+  // expected-error@+1 {{'dopt.scatter_elements' op failed to infer returned types}}
+  %0 = dopt.scatter_elements %a, %i, %u {axis = 0 : i64, reduction = "sum"} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @top_k_too_many(%a: tensor<4x3xf32>) -> (tensor<4x5xf32>, tensor<4x5xi64>) {
+  // expected-error@+2 {{'dopt.top_k' op k = 5 is outside [0, 3] (the extent of axis 1)}}
+  // expected-error@+1 {{'dopt.top_k' op failed to infer returned types}}
+  %v, %i = dopt.top_k %a {k = 5 : i64, axis = 1 : i64} : (tensor<4x3xf32>) -> (tensor<4x5xf32>, tensor<4x5xi64>)
+  return %v, %i : tensor<4x5xf32>, tensor<4x5xi64>
+}

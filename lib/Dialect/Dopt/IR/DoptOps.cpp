@@ -450,6 +450,14 @@ DOPT_UNARY(CeilOp)
 DOPT_UNARY(RoundOp)
 DOPT_UNARY(SinOp)
 DOPT_UNARY(CosOp)
+DOPT_UNARY(AsinOp)
+DOPT_UNARY(AcosOp)
+DOPT_UNARY(AtanOp)
+DOPT_UNARY(SinhOp)
+DOPT_UNARY(CoshOp)
+DOPT_UNARY(AsinhOp)
+DOPT_UNARY(AcoshOp)
+DOPT_UNARY(AtanhOp)
 DOPT_UNARY(ReluOp)
 DOPT_UNARY(LeakyReluOp)
 #undef DOPT_UNARY
@@ -1083,6 +1091,94 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(axis + 1));
   out.push_back(data.clone(shape));
+  return success();
+}
+
+/// GatherElements and ScatterElements: `indices` has `data`'s rank and,
+/// off the axis, no dimension longer than data's.
+static LogicalResult checkElementIndices(const Failer &fail,
+                                         RankedTensorType data,
+                                         RankedTensorType indices,
+                                         int64_t axis) {
+  if (failed(checkAxis(fail, axis, data.getRank())))
+    return failure();
+  if (indices.getRank() != data.getRank())
+    return fail("indices " + shapeStr(indices.getShape()) +
+                " must have the data's rank (" + Twine(data.getRank()) +
+                ", data " + shapeStr(data.getShape()) + ")");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != axis && indices.getDimSize(d) > data.getDimSize(d))
+      return fail("indices " + shapeStr(indices.getShape()) +
+                  " are longer than the data " + shapeStr(data.getShape()) +
+                  " in dimension " + Twine(d) + " (not the axis)");
+  if (data.getDimSize(axis) == 0 && indices.getNumElements() != 0)
+    return fail("indices into an empty axis " + Twine(axis));
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(GatherElementsOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())) ||
+      !adaptor.getAxisAttr())
+    return failure();
+  RankedTensorType data = tensorType(adaptor.getData());
+  RankedTensorType indices = tensorType(adaptor.getIndices());
+  if (failed(checkElementIndices(fail, data, indices,
+                                 adaptor.getAxisAttr().getInt())))
+    return failure();
+  out.push_back(data.clone(indices.getShape()));
+  return success();
+}
+
+LogicalResult ScatterElementsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(ScatterElementsOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())) ||
+      !adaptor.getAxisAttr())
+    return failure();
+  RankedTensorType data = tensorType(adaptor.getData());
+  RankedTensorType indices = tensorType(adaptor.getIndices());
+  RankedTensorType updates = tensorType(adaptor.getUpdates());
+  if (failed(checkElementIndices(fail, data, indices,
+                                 adaptor.getAxisAttr().getInt())))
+    return failure();
+  if (updates.getShape() != indices.getShape())
+    return fail("updates " + shapeStr(updates.getShape()) +
+                " must have the indices' shape " +
+                shapeStr(indices.getShape()));
+  if (updates.getElementType() != data.getElementType())
+    return fail("updates must have the data's element type");
+  StringRef r = adaptor.getReduction();
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return fail("unknown reduction '" + r +
+                "' (none, add, mul, max or min)");
+  out.push_back(data);
+  return success();
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx,
+                                       std::optional<Location> location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(TopKOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())) ||
+      !adaptor.getAxisAttr() || !adaptor.getKAttr())
+    return failure();
+  RankedTensorType in = tensorType(adaptor.getInput());
+  int64_t axis = adaptor.getAxisAttr().getInt();
+  if (failed(checkAxis(fail, axis, in.getRank())))
+    return failure();
+  int64_t k = adaptor.getKAttr().getInt(), n = in.getDimSize(axis);
+  if (k < 0 || k > n)
+    return fail("k = " + Twine(k) + " is outside [0, " + Twine(n) +
+                "] (the extent of axis " + Twine(axis) + ")");
+  SmallVector<int64_t> shape(in.getShape());
+  shape[axis] = k;
+  out.push_back(in.clone(shape));
+  out.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
   return success();
 }
 

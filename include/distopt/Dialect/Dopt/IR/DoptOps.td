@@ -251,6 +251,30 @@ def Dopt_SinOp : Dopt_UnaryOp<"sin", Dopt_FloatTensor> {
 def Dopt_CosOp : Dopt_UnaryOp<"cos", Dopt_FloatTensor> {
   let summary = "elementwise cosine";
 }
+def Dopt_AsinOp : Dopt_UnaryOp<"asin", Dopt_FloatTensor> {
+  let summary = "elementwise arcsine";
+}
+def Dopt_AcosOp : Dopt_UnaryOp<"acos", Dopt_FloatTensor> {
+  let summary = "elementwise arccosine";
+}
+def Dopt_AtanOp : Dopt_UnaryOp<"atan", Dopt_FloatTensor> {
+  let summary = "elementwise arctangent";
+}
+def Dopt_SinhOp : Dopt_UnaryOp<"sinh", Dopt_FloatTensor> {
+  let summary = "elementwise hyperbolic sine";
+}
+def Dopt_CoshOp : Dopt_UnaryOp<"cosh", Dopt_FloatTensor> {
+  let summary = "elementwise hyperbolic cosine";
+}
+def Dopt_AsinhOp : Dopt_UnaryOp<"asinh", Dopt_FloatTensor> {
+  let summary = "elementwise inverse hyperbolic sine";
+}
+def Dopt_AcoshOp : Dopt_UnaryOp<"acosh", Dopt_FloatTensor> {
+  let summary = "elementwise inverse hyperbolic cosine";
+}
+def Dopt_AtanhOp : Dopt_UnaryOp<"atanh", Dopt_FloatTensor> {
+  let summary = "elementwise inverse hyperbolic tangent";
+}
 def Dopt_ReluOp : Dopt_UnaryOp<"relu", Dopt_NumericTensor> {
   let summary = "elementwise max(x, 0)";
 }
@@ -537,6 +561,52 @@ def Dopt_GatherOp : Dopt_Op<"gather"> {
                    I64Attr:$axis);
   let results = (outs Dopt_Tensor:$output);
   let hasFolder = 1;
+}
+
+def Dopt_GatherElementsOp : Dopt_Op<"gather_elements"> {
+  let summary = "take one element along an axis per index (ONNX GatherElements, torch.gather)";
+  let description = [{
+    `indices` has data's rank; the result has its shape. Each result
+    element is data at the same position, except along `axis`, where the
+    index says which element: result[p] = data[p with p[axis] = indices[p]].
+    Along the other dimensions `indices` may be shorter than `data`.
+    Negative indices count from the end of the axis; out-of-range ones are
+    clamped (ONNX leaves them undefined; nothing is read out of bounds).
+  }];
+  let arguments = (ins Dopt_Tensor:$data, Dopt_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs Dopt_Tensor:$output);
+}
+
+def Dopt_ScatterElementsOp : Dopt_Op<"scatter_elements"> {
+  let summary = "write elements along an axis at indices (ONNX ScatterElements, torch.scatter)";
+  let description = [{
+    The result is `data` with each element of `updates` put at its own
+    position, except along `axis`, where `indices` (of the updates' shape)
+    says where: result[p with p[axis] = indices[p]] = updates[p], the
+    updates taken in row-major order. `reduction` combines an update with
+    what is there: "none" (replace: the last update of a position wins),
+    "add", "mul", "max" or "min". Negative indices count from the end;
+    out-of-range ones are clamped.
+  }];
+  let arguments = (ins Dopt_Tensor:$data, Dopt_IndexTensor:$indices,
+                   Dopt_Tensor:$updates, I64Attr:$axis,
+                   DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs Dopt_Tensor:$output);
+}
+
+def Dopt_TopKOp : Dopt_Op<"top_k"> {
+  let summary = "the k largest (or smallest) elements along an axis and their indices (ONNX TopK)";
+  let description = [{
+    `values` and `indices` have the input's shape with `k` along `axis`:
+    the elements in order, largest first (smallest first when `largest` is
+    false); equal values in the order of their indices. 0 <= k <= the
+    axis's extent.
+  }];
+  let arguments = (ins Dopt_NumericTensor:$input, I64Attr:$k, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs Dopt_NumericTensor:$values,
+                 StaticShapeTensorOf<[I64]>:$indices);
 }
 
 def Dopt_ExpandOp : Dopt_Op<"expand"> {
