@@ -194,6 +194,25 @@ def bare_models():
     torch.manual_seed(6)
     yield ("unet_mse", UNet(), torch.randn(2, 3, 16, 20), torch.randn(2, 3, 16, 20),
            lambda y, t: ((y - t) ** 2).mean(), "mse:logits")
+    # nn.LSTM (two layers, bidirectional) and nn.GRU (torch's exporter writes
+    # linear_before_reset = 1), batch-first: ONNX LSTM and GRU nodes, the
+    # exporter's reordering of torch's gates on the weights in the graph.
+    class Recurrent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Linear(5, 8)
+            self.lstm = nn.LSTM(8, 12, num_layers=2, batch_first=True, bidirectional=True)
+            self.gru = nn.GRU(24, 6, batch_first=True)
+            self.head = nn.Linear(6, 4)
+
+        def forward(self, x):
+            y, _ = self.lstm(torch.tanh(self.emb(x)))
+            _, h = self.gru(y)
+            return self.head(h[-1])
+
+    torch.manual_seed(8)
+    yield ("recurrent_cross_entropy", Recurrent(), torch.randn(4, 7, 5),
+           torch.randint(0, 4, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")
     # torch.topk (TopK), torch.gather at computed indices (each token's four features from its
     # largest one on: GatherElements), scatter_add pooling tokens into
     # buckets (ScatterElements with reduction add, duplicate indices), and
@@ -235,7 +254,7 @@ def bare_models():
 
 
 # Bare models also exported with a symbolic batch (model_dyn.onnx).
-DYNAMIC_BATCH_EXPORTS = {"gather_scatter_cross_entropy"}
+DYNAMIC_BATCH_EXPORTS = {"gather_scatter_cross_entropy", "recurrent_cross_entropy"}
 
 
 # Training runs: 20 steps of each optimizer on the same data, from the same

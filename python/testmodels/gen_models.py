@@ -625,16 +625,12 @@ BIG_DATA_SIZE = BIG_LAYERS * BIG_DIM * BIG_DIM * 4  # 1 GiB
 
 
 def build_unsupported() -> onnx.ModelProto:
-    """Valid model containing LSTM, NonMaxSuppression and com.example::FancyOp."""
-    rng = rng_for(5)
+    """Valid model containing Hardmax, NonMaxSuppression and com.example::FancyOp."""
     b = GraphBuilder()
-    hidden, in_f = 16, 8
+    in_f = 8
     h = b.node("Relu", ["x"], "/relu1")                                   # [4,1,8]
-    w = b.init("lstm.weight_ih", (0.1 * rng.standard_normal((1, 4 * hidden, in_f))).astype(np.float32))
-    r = b.init("lstm.weight_hh", (0.1 * rng.standard_normal((1, 4 * hidden, hidden))).astype(np.float32))
-    bias = b.init("lstm.bias", (0.1 * rng.standard_normal((1, 8 * hidden))).astype(np.float32))
-    y_seq, _y_h, _y_c = b.node("LSTM", [h, w, r, bias], "/lstm", n_out=3, hidden_size=hidden)
-    h = b.node("Relu", [y_seq], "/relu2")                                 # [4,1,1,16]
+    h = b.node("Hardmax", [h], "/hardmax", axis=-1)                       # [4,1,8]
+    h = b.node("Relu", [h], "/relu2")
     b.node("FancyOp", [h], "/fancy", outputs=["y"], domain="com.example", alpha=0.5)
 
     boxes = b.node("Relu", ["boxes"], "/relu3")
@@ -650,7 +646,7 @@ def build_unsupported() -> onnx.ModelProto:
         [helper.make_tensor_value_info("x", FLOAT, [4, 1, in_f]),
          helper.make_tensor_value_info("boxes", FLOAT, [1, 10, 4]),
          helper.make_tensor_value_info("scores", FLOAT, [1, 1, 10])],
-        [helper.make_tensor_value_info("y", FLOAT, [4, 1, 1, 16]),  # FancyOp: shape-preserving
+        [helper.make_tensor_value_info("y", FLOAT, [4, 1, in_f]),  # FancyOp: shape-preserving
          helper.make_tensor_value_info("selected", INT64, ["num_selected", 3])],
     )
     return make_model(graph, 17, extra_opsets=[("com.example", 1)])

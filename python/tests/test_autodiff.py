@@ -329,7 +329,8 @@ TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classif
                 # inference exports, with the loss appended by --loss:
                 "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
                 "conv1d_cross_entropy", "conv3d_cross_entropy", "unet_mse",
-                "resnet18_cross_entropy", "gather_scatter_cross_entropy"]
+                "resnet18_cross_entropy", "gather_scatter_cross_entropy",
+                "recurrent_cross_entropy"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)
@@ -348,14 +349,17 @@ def test_emulated_gpu_gradients_match_pytorch(name, torch_models, tmp_path):
     check_pytorch_gradients(name, torch_models, tmp_path, ["--target", "cuda-emu"])
 
 
-def test_gather_and_scatter_gradients_on_two_replicas_match_pytorch(torch_models, tmp_path):
-    """torch.gather and scatter_add (GatherElements, ScatterElements) split
-    along the batch: each replica gathers and scatters within its own
-    samples, and the all-reduced gradients are PyTorch's."""
-    d = torch_models / "gather_scatter_cross_entropy"
+@pytest.mark.parametrize("name", ["gather_scatter_cross_entropy", "recurrent_cross_entropy"])
+def test_gradients_on_two_replicas_match_pytorch(name, torch_models, tmp_path):
+    """torch.gather, scatter_add and topk (GatherElements, ScatterElements,
+    TopK), and nn.LSTM and nn.GRU unrolled over the sequence, split along
+    the batch: each replica works on its own samples, and the all-reduced
+    gradients are PyTorch's."""
+    d = torch_models / name
     meta = json.loads((d / "meta.json").read_text())
     bundle = tmp_path / "dp.dx"
-    run(DISTOPT, "compile", d / "model_dyn.onnx", "--dim", "batch=4", "--gradients", "--loss",
+    batch = np.load(d / "x.npy").shape[0]
+    run(DISTOPT, "compile", d / "model_dyn.onnx", "--dim", f"batch={batch}", "--gradients", "--loss",
         meta["loss_flag"], "--cluster", "local:2", "--dp", "2", "-o", bundle)
     out = tmp_path / "out"
     run(DISTOPT, "run", "-n", "2", bundle, "--input", f"x={d / 'x.npy'}",
