@@ -139,6 +139,19 @@ CASES = {
                                          value=numpy_helper.from_array(np.array([2], np.int64))),
                         helper.make_node("TopK", ["w", "k"], ["y", "yi"], axis=0, largest=0)],
                        {}, {"w": rand(4, 3)}),
+    # Attention (opset 23): 3-D inputs split into heads, grouped-query heads,
+    # a causal frontier offset by the past keys, softcap; and 4-D with a
+    # boolean mask (ONNX Runtime, which takes the finite differences, wants
+    # it as long as the keys).
+    "attention_gqa_causal_past": (
+        [helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "ck", "cv"],
+                          q_num_heads=4, kv_num_heads=2, is_causal=1, softcap=3.0)],
+        {"pk": rand(2, 2, 2, 3), "pv": rand(2, 2, 2, 3)},
+        {"q": rand(2, 3, 12), "k": rand(2, 3, 6), "v": rand(2, 3, 6)}, 23),
+    "attention_mask": (
+        [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], scale=0.3)],
+        {"m": np.array([[True, False, True, True], [True, True, False, False]])},
+        {"q": rand(1, 2, 2, 3), "k": rand(1, 2, 4, 3), "v": rand(1, 2, 4, 2)}, 23),
     # torch.scatter (updates replace: distinct positions) and scatter_add
     # (duplicates add).
     "scatter_elements": ([node("ScatterElements", ["w", "ids", "v"], axis=1)],

@@ -2565,6 +2565,216 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
   return failure(nc.hasFailed());
 }
 
+/// Attention (opset 23-25; what torch's exporter writes for
+/// scaled_dot_product_attention from opset 23), written with other ops as
+/// ONNX's function body and reference define it: 3-D inputs split into
+/// heads; Q and K each scaled by sqrt(scale); the past keys and values in
+/// front of the new ones (present_key/value); grouped-query heads repeated;
+/// softcap; a bias from the mask (boolean: 0 or -inf; a mask shorter than
+/// the keys padded), the causal frontier (bottom-right: offset by the past
+/// length, or per sample by nonpad_kv_seqlen), the sliding window and the
+/// padding of nonpad_kv_seqlen -- those three known at import, one
+/// constant; softmax (in softmax_precision), rows whose bias is all -inf
+/// zero; the product with V. The four qk_matmul_output modes.
+LogicalResult importAttention(NodeContext &nc) {
+  TRY(q, nc.requiredInput(0));
+  TRY(k, nc.requiredInput(1));
+  TRY(v, nc.requiredInput(2));
+  Value mask = nc.input(3), pastK = nc.input(4), pastV = nc.input(5);
+  RankedTensorType qt = nc.inputType(0);
+  Type elt = qt.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs floating-point Q, K and V");
+  int64_t rank = qt.getRank();
+  if ((rank != 3 && rank != 4) || nc.inputType(1).getRank() != rank ||
+      nc.inputType(2).getRank() != rank)
+    return nc.error("Q, K and V must all have rank 3 or all rank 4");
+  if (!pastK != !pastV)
+    return nc.error("past_key and past_value must be given together");
+  SmallVector<int64_t> nonpad;
+  if (nc.input(6)) {
+    if (pastK)
+      return nc.error("nonpad_kv_seqlen cannot be combined with past_key");
+    TRY(l, nc.constantInts(6, "nonpad_kv_seqlen"));
+    nonpad = l;
+  }
+  TRY(isCausal, nc.intAttr("is_causal", 0));
+  TRY(mode, nc.intAttr("qk_matmul_output_mode", 0));
+  TRY(softcap, nc.floatAttr("softcap", 0.0f));
+  TRY(left, nc.intAttr("left_window_size", -1));
+  TRY(right, nc.intAttr("right_window_size", -1));
+  if (mode < 0 || mode > 3)
+    return nc.error("qk_matmul_output_mode must be 0 to 3, got " +
+                    std::to_string(mode));
+  if (left < -1 || right < -1)
+    return nc.error("window sizes must be -1 or non-negative");
+  OpBuilder &b = nc.builder();
+  auto i64s = [&](ArrayRef<int64_t> x) { return b.getDenseI64ArrayAttr(x); };
+  auto c = [&](double x) { return constantScalar(nc, elt, x); };
+  auto mul = [&](Value x, Value y) { return nc.create<dopt::MulOp>(x, y); };
+  auto add = [&](Value x, Value y) { return nc.create<dopt::AddOp>(x, y); };
+  auto shapeOf = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getShape();
+  };
+  int64_t batch = qt.getDimSize(0);
+  // [B, S, heads * d] -> [B, heads, S, d].
+  auto heads = [&](Value x, int64_t n, StringRef what) -> FailureOr<Value> {
+    auto sh = shapeOf(x);
+    if (n <= 0 || sh[2] % n != 0)
+      return nc.error(what + " hidden size " + std::to_string(sh[2]) +
+                      " does not split into " + std::to_string(n) + " heads");
+    return nc.create<dopt::TransposeOp>(
+        reshape(nc, x, {sh[0], sh[1], n, sh[2] / n}), i64s({0, 2, 1, 3}));
+  };
+  if (rank == 3) {
+    if (!nc.hasAttr("q_num_heads") || !nc.hasAttr("kv_num_heads"))
+      return nc.error("3-D inputs need q_num_heads and kv_num_heads");
+    TRY(qh, nc.intAttr("q_num_heads", 0));
+    TRY(kvh, nc.intAttr("kv_num_heads", 0));
+    TRY(q4, heads(q, qh, "Q"));
+    TRY(k4, heads(k, kvh, "K"));
+    TRY(v4, heads(v, kvh, "V"));
+    q = q4, k = k4, v = v4;
+  }
+  int64_t qHeads = shapeOf(q)[1], kvHeads = shapeOf(k)[1];
+  int64_t sq = shapeOf(q)[2], d = shapeOf(q)[3];
+  if (shapeOf(k)[0] != batch || shapeOf(v)[0] != batch ||
+      shapeOf(k)[3] != d || shapeOf(v)[1] != kvHeads)
+    return nc.error("Q, K and V do not agree on batch, heads and head size");
+  double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (nc.hasAttr("scale")) {
+    TRY(sc, nc.floatAttr("scale", 1.0f));
+    scale = sc;
+  }
+  // Both operands scaled by sqrt(scale), rounded to the input type (the
+  // function body's order).
+  Value rootScale = c(std::sqrt(scale));
+  if (pastK) {
+    k = nc.create<dopt::ConcatOp>(SmallVector<Value>{pastK, k},
+                                  b.getI64IntegerAttr(2));
+    v = nc.create<dopt::ConcatOp>(SmallVector<Value>{pastV, v},
+                                  b.getI64IntegerAttr(2));
+    if (nc.hasFailed())
+      return failure();
+  }
+  Value presentK = k, presentV = v;
+  int64_t skv = shapeOf(k)[2];
+  int64_t past = pastK ? nc.inputType(4).getDimSize(2) : 0;
+  if (!nonpad.empty() && static_cast<int64_t>(nonpad.size()) != batch)
+    return nc.error("nonpad_kv_seqlen has " + std::to_string(nonpad.size()) +
+                    " entries for a batch of " + std::to_string(batch));
+
+  // The bias known at import: causal frontier, window, padding -- 0 where
+  // a key may be attended, -inf where not; [B or 1, 1, Sq, Skv].
+  bool perSample = !nonpad.empty();
+  bool structural = isCausal || left >= 0 || right >= 0 || perSample;
+  int64_t bs = perSample ? batch : 1;
+  SmallVector<double> allowed(bs * sq * skv, 0.0);
+  for (int64_t s = 0; s < bs; ++s) {
+    int64_t offset = perSample ? nonpad[s] - sq : past;
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < skv; ++j) {
+        int64_t diff = i + offset - j;
+        bool ok = true;
+        if (isCausal)
+          ok &= diff >= 0;
+        if (left >= 0)
+          ok &= diff <= left;
+        if (right >= 0)
+          ok &= -diff <= right;
+        if (perSample)
+          ok &= j < nonpad[s];
+        if (!ok)
+          allowed[(s * sq + i) * skv + j] = -INFINITY;
+      }
+  }
+  Value bias;
+  if (mask) {
+    RankedTensorType mt = nc.inputType(3);
+    bool boolean = mt.getElementType().isInteger(1);
+    if (!boolean && mt.getElementType() != elt)
+      return nc.error("attn_mask must be boolean or of Q's element type");
+    int64_t mr = mt.getRank(), last = mt.getDimSize(mr - 1);
+    if (last > skv)
+      return nc.error("attn_mask's last dimension " + std::to_string(last) +
+                      " is longer than the keys (" + std::to_string(skv) + ")");
+    Value m = mask;
+    if (boolean)
+      m = nc.create<dopt::WhereOp>(m, c(0), c(-INFINITY));
+    if (last < skv) {
+      SmallVector<int64_t> pads(2 * mr, 0);
+      pads[2 * mr - 1] = skv - last;
+      m = nc.create<dopt::PadOp>(m, i64s(pads), b.getStringAttr("constant"),
+                                 b.getF64FloatAttr(-INFINITY));
+    }
+    bias = m;
+  }
+  if (structural) {
+    Value fixed = floatConstant(nc, elt, {bs, 1, sq, skv}, allowed);
+    bias = bias ? add(bias, fixed) : fixed;
+  }
+  // Grouped-query attention: each key/value head serves q/kv query heads
+  // ([h0, h0, h1, h1, ...]).
+  if (qHeads != kvHeads) {
+    if (qHeads % kvHeads != 0)
+      return nc.error(std::to_string(qHeads) + " query heads do not share " +
+                      std::to_string(kvHeads) + " key/value heads evenly");
+    int64_t rep = qHeads / kvHeads;
+    auto repeat = [&](Value x) {
+      auto sh = shapeOf(x);
+      Value e = nc.create<dopt::ExpandOp>(
+          reshape(nc, x, {sh[0], sh[1], 1, sh[2], sh[3]}),
+          i64s({sh[0], sh[1], rep, sh[2], sh[3]}));
+      return reshape(nc, e, {sh[0], sh[1] * rep, sh[2], sh[3]});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  Value scores = nc.create<dopt::MatMulOp>(
+      mul(q, rootScale),
+      nc.create<dopt::TransposeOp>(mul(k, rootScale), i64s({0, 1, 3, 2})));
+  if (softcap > 0)
+    scores = mul(nc.create<dopt::TanhOp>(nc.create<dopt::DivOp>(scores, c(softcap))),
+                 c(softcap));
+  Value biased = bias ? add(scores, bias) : scores;
+  Value qkOut = mode == 2 ? biased : scores;
+  Value logits = biased;
+  Type smElt = elt;
+  if (nc.hasAttr("softmax_precision")) {
+    TRY(sp, nc.intAttr("softmax_precision", 1));
+    smElt = convertDataType(nc.context(), sp);
+    if (!smElt || !isa<FloatType>(smElt))
+      return nc.error("softmax_precision must be a floating-point type");
+    if (smElt != elt)
+      logits = nc.create<dopt::CastOp>(logits, TypeAttr::get(smElt));
+  }
+  Value probs = nc.create<dopt::SoftmaxOp>(logits, b.getI64IntegerAttr(3));
+  if (smElt != elt)
+    probs = nc.create<dopt::CastOp>(probs, TypeAttr::get(elt));
+  // A query whose every key is masked attends to nothing: zeros (decided on
+  // the bias, as ONNX's reference does, not on NaN logits).
+  if (bias) {
+    Value rowMax = nc.create<dopt::ReduceMaxOp>(bias, i64s({static_cast<int64_t>(
+                                                          shapeOf(bias).size() - 1)}),
+                                                b.getBoolAttr(true));
+    Value none = nc.create<dopt::EqualOp>(rowMax, c(-INFINITY));
+    probs = nc.create<dopt::WhereOp>(none, c(0), probs);
+  }
+  if (mode == 3)
+    qkOut = probs;
+  Value y = nc.create<dopt::MatMulOp>(probs, v);
+  if (rank == 3 && !nc.hasFailed()) {
+    auto sh = shapeOf(y);
+    y = reshape(nc, nc.create<dopt::TransposeOp>(y, i64s({0, 2, 1, 3})),
+                {sh[0], sh[2], sh[1] * sh[3]});
+  }
+  nc.setOutput(0, y);
+  nc.setOutput(1, presentK);
+  nc.setOutput(2, presentV);
+  nc.setOutput(3, qkOut);
+  return failure(nc.hasFailed());
+}
+
 LogicalResult importExpand(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(shape, nc.constantInts(1, "shape"));
@@ -3592,6 +3802,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["GatherElements"] = importGatherElements;
     t["ScatterElements"] = importScatterElements;
     t["TopK"] = importTopK;
+    t["Attention"] = importAttention;
     t["RNN"] = importRecurrent<Recurrent::RNN>;
     t["GRU"] = importRecurrent<Recurrent::GRU>;
     t["LSTM"] = importRecurrent<Recurrent::LSTM>;
