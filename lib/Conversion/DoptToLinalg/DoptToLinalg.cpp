@@ -2240,12 +2240,19 @@ struct GatherElementsPattern : DoptPattern<dopt::GatherElementsOp> {
   }
 };
 
-/// scatter_elements: the data, then one sequential loop over the updates in
-/// row-major order, each combined into the element its index names. The
-/// order makes duplicates deterministic (the last update of a position wins
-/// under "none"; reductions combine in order, as ONNX's reference does); it
-/// is one loop on one thread, on the GPU too: a scatter is a data-movement
-/// op and rare in the models distopt compiles.
+/// scatter_elements. Updates only move along the axis, so each column (a
+/// position off the axis) is independent of the others, and within a
+/// column the updates apply in order along the axis -- row-major order, as
+/// ONNX's reference takes them (the last of duplicate indices wins under
+/// "none"; add, mul, max and min combine in order). Two forms:
+/// - the data's axis is short (at most kMaxParallelScatterAxis) and the
+///   indices span the data off the axis: a parallel loop nest over the
+///   result, each element folding, in order, the updates of its column
+///   whose index names it (O(axis) reads per element: the gradient of a
+///   gather or a top-k over a short axis, on every GPU thread);
+/// - otherwise one sequential loop over the updates (one thread on the GPU).
+constexpr int64_t kMaxParallelScatterAxis = 256;
+
 struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -2254,9 +2261,9 @@ struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
     Location loc = op.getLoc();
     Value data = adaptor.getData(), indices = adaptor.getIndices(),
           updates = adaptor.getUpdates();
-    auto ut = tensorTypeOf(updates);
+    auto ut = tensorTypeOf(updates), dt = tensorTypeOf(data);
     int64_t axis = op.getAxis(), rank = ut.getRank();
-    int64_t dim = tensorTypeOf(data).getDimSize(axis);
+    int64_t dim = dt.getDimSize(axis);
     int64_t n = ut.getNumElements();
     if (n == 0) {
       rewriter.replaceOp(op, data);
@@ -2264,6 +2271,46 @@ struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
     }
     Type elt = origElt(op.getData());
     StringRef red = op.getReduction();
+    auto combine = [&](OpBuilder &b, Location l, Value old, Value u) {
+      if (red == "none")
+        return u;
+      BinKind k = red == "add"   ? BinKind::Add
+                  : red == "mul" ? BinKind::Mul
+                  : red == "max" ? BinKind::Max
+                                 : BinKind::Min;
+      return emitBinary(b, l, k, old, u, elt, elt);
+    };
+    bool spans = true;
+    for (int64_t d = 0; d < rank; ++d)
+      spans &= d == axis || ut.getDimSize(d) == dt.getDimSize(d);
+    if (dim <= kMaxParallelScatterAxis && spans) {
+      MLIRContext *ctx = rewriter.getContext();
+      // Loops (d0 .. d{rank-1}, s): s runs along the updates' axis.
+      SmallVector<AffineExpr> e;
+      for (int64_t d = 0; d < rank; ++d)
+        e.push_back(getAffineDimExpr(d == axis ? rank : d, ctx));
+      AffineMap column = AffineMap::get(rank + 1, 0, e, ctx);
+      AffineMap own = AffineMap::getMultiDimIdentityMap(rank + 1, ctx)
+                          .getMajorSubMap(rank);
+      SmallVector<utils::IteratorType> iters(rank,
+                                             utils::IteratorType::parallel);
+      iters.push_back(utils::IteratorType::reduction);
+      auto g = linalg::GenericOp::create(
+          rewriter, loc, TypeRange{data.getType()}, ValueRange{indices, updates},
+          ValueRange{data}, SmallVector<AffineMap>{column, column, own}, iters,
+          [&](OpBuilder &b, Location l, ValueRange a) {
+            Value here = linalg::IndexOp::create(b, l, axis);
+            Value hit = arith::CmpIOp::create(
+                b, l, arith::CmpIPredicate::eq, axisIndex(b, l, a[0], dim),
+                here);
+            linalg::YieldOp::create(
+                b, l,
+                Value(arith::SelectOp::create(b, l, hit,
+                                              combine(b, l, a[2], a[1]), a[2])));
+          });
+      rewriter.replaceOp(op, g.getResult(0));
+      return success();
+    }
     auto c = [&](int64_t v) {
       return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
     };
@@ -2283,14 +2330,8 @@ struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
           SmallVector<Value> at(coords);
           at[axis] = axisIndex(
               b, l, tensor::ExtractOp::create(b, l, indices, coords), dim);
-          if (red != "none") {
-            Value old = tensor::ExtractOp::create(b, l, acc[0], at);
-            BinKind k = red == "add"   ? BinKind::Add
-                        : red == "mul" ? BinKind::Mul
-                        : red == "max" ? BinKind::Max
-                                       : BinKind::Min;
-            u = emitBinary(b, l, k, old, u, elt, elt);
-          }
+          if (red != "none")
+            u = combine(b, l, tensor::ExtractOp::create(b, l, acc[0], at), u);
           scf::YieldOp::create(
               b, l, Value(tensor::InsertOp::create(b, l, u, acc[0], at)));
         });

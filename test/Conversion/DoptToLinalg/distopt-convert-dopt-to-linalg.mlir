@@ -198,9 +198,10 @@ func.func @gather_elements(%data: tensor<3x4xf32>, %idx: tensor<2x3xi64>) -> ten
 
 // -----
 
-// ScatterElements: the data carried through one sequential loop over the
-// updates (row-major, so the last duplicate wins or reductions combine in
-// order); "add" reads the element first.
+// ScatterElements whose indices are narrower than the data off the axis:
+// the data carried through one sequential loop over the updates (row-major,
+// so the last duplicate wins or reductions combine in order); "add" reads
+// the element first.
 // CHECK-LABEL: func.func @scatter_elements_add
 // CHECK: %[[R:.*]] = scf.for %[[K:.*]] = %c0 to %c6 step %c1 iter_args(%[[ACC:.*]] = %arg0) -> (tensor<4x5xf32>)
 // CHECK: %[[J:.*]] = arith.remui %[[K]], %c3
@@ -424,4 +425,25 @@ func.func @top_k(%x: tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x3xi64>) {
 func.func @top_k_smallest_unsigned(%x: tensor<4xui8>) -> (tensor<2xui8>, tensor<2xi64>) {
   %v, %i = dopt.top_k %x {k = 2 : i64, axis = 0 : i64, largest = false} : (tensor<4xui8>) -> (tensor<2xui8>, tensor<2xi64>)
   return %v, %i : tensor<2xui8>, tensor<2xi64>
+}
+
+// -----
+
+// ScatterElements along a short axis with indices spanning the data off it:
+// a parallel nest over the result, each element folding in order the
+// updates of its column (the reduced loop runs along the updates' axis)
+// whose index names it.
+// CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG: #[[OWN:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @scatter_elements_parallel
+// CHECK-NOT: scf.for
+// CHECK: linalg.generic {indexing_maps = [#[[COL]], #[[COL]], #[[OWN]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%arg1, %arg2 : tensor<6x3xi64>, tensor<6x3xf32>) outs(%arg0 : tensor<4x3xf32>)
+// CHECK: %[[HERE:.*]] = linalg.index 0 : index
+// CHECK: %[[HIT:.*]] = arith.cmpi eq, %{{.*}}, %[[HERE]] : index
+// CHECK: %[[MAX:.*]] = arith.maximumf
+// CHECK: arith.select %[[HIT]], %[[MAX]]
+func.func @scatter_elements_parallel(%data: tensor<4x3xf32>, %idx: tensor<6x3xi64>, %upd: tensor<6x3xf32>) -> tensor<4x3xf32> {
+  %0 = dopt.scatter_elements %data, %idx, %upd {axis = 0 : i64, reduction = "max"} : (tensor<4x3xf32>, tensor<6x3xi64>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
 }

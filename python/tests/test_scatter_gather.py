@@ -1,0 +1,93 @@
+"""GatherElements, ScatterElements and TopK with indices computed at run
+time, against ONNX Runtime, on the CPU and under cuda-emu (the GPU
+kernels): both lowerings of ScatterElements -- the parallel one (a short
+axis, indices spanning the data off it) and the sequential loop (a long
+axis, or indices shorter than the data off the axis) -- with duplicate
+and negative indices, for every reduction."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import cli
+from cli import DISTOPT
+
+pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
+RNG = np.random.default_rng(11)
+
+# name -> (data shape, indices shape, axis): which lowering each takes.
+SHAPES = {
+    "parallel": ((3, 6, 4), (3, 9, 4), 1),        # axis 6 <= 256, spans the data
+    "long_axis": ((2, 300), (2, 700), 1),          # axis 300 > 256: the loop
+    "short_indices": ((4, 5), (7, 3), 0),          # indices narrower off the axis
+}
+
+
+def model(nodes, inputs, outputs):
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def run_both(m, feeds, tmp_path, target):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    cli.compile_and_run(path, feeds, tmp_path, "--target", target)
+    got = {o.name: np.load(tmp_path / "out" / f"{o.name}.npy") for o in m.graph.output}
+    return want, got
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_scatter_elements_matches_onnx_runtime(shape, reduction, target, tmp_path):
+    (ds, ish, axis) = SHAPES[shape]
+    n = ds[axis]
+    # Duplicates (more indices than positions) and negative ones.
+    idx = RNG.integers(-n, n, ish).astype(np.int64)
+    if reduction == "none":
+        # ONNX Runtime leaves duplicates undefined for "none": distinct
+        # positions per column (as many as the axis holds), in random order,
+        # some of them negative.
+        m = min(ish[axis], n)
+        others = [s for d, s in enumerate(ish) if d != axis]
+        cols = np.stack([RNG.permutation(n)[:m] for _ in range(int(np.prod(others)))])
+        idx = np.moveaxis(cols.reshape(others + [m]), -1, axis)
+        idx = (idx - n * (RNG.random(idx.shape) < 0.3)).astype(np.int64)
+    feeds = {"x": RNG.standard_normal(ds).astype(np.float32), "i": idx,
+             "u": RNG.standard_normal(idx.shape).astype(np.float32) + 1.5}
+    m = model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis,
+                                reduction=reduction)],
+              [helper.make_tensor_value_info("x", TP.FLOAT, list(ds)),
+               helper.make_tensor_value_info("i", TP.INT64, list(idx.shape)),
+               helper.make_tensor_value_info("u", TP.FLOAT, list(idx.shape))],
+              [helper.make_tensor_value_info("y", TP.FLOAT, list(ds))])
+    want, got = run_both(m, feeds, tmp_path, target)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_gather_elements_and_top_k_match_onnx_runtime(target, tmp_path):
+    """Run-time indices (negative ones too) and a TopK with ties, both
+    largest and smallest first."""
+    x = np.round(RNG.standard_normal((3, 40)), 1).astype(np.float32)  # ties
+    idx = RNG.integers(-40, 40, (3, 25)).astype(np.int64)
+    k = helper.make_tensor("k", TP.INT64, [1], [7])
+    m = model([helper.make_node("GatherElements", ["x", "i"], ["g"], axis=1),
+               helper.make_node("Constant", [], ["kk"], value=k),
+               helper.make_node("TopK", ["x", "kk"], ["v", "vi"], axis=1),
+               helper.make_node("TopK", ["x", "kk"], ["s", "si"], axis=1, largest=0)],
+              [helper.make_tensor_value_info("x", TP.FLOAT, [3, 40]),
+               helper.make_tensor_value_info("i", TP.INT64, [3, 25])],
+              [helper.make_tensor_value_info(n, t, s) for n, t, s in [
+                  ("g", TP.FLOAT, [3, 25]), ("v", TP.FLOAT, [3, 7]), ("vi", TP.INT64, [3, 7]),
+                  ("s", TP.FLOAT, [3, 7]), ("si", TP.INT64, [3, 7])]])
+    want, got = run_both(m, {"x": x, "i": idx}, tmp_path, target)
+    for name, w in zip(["g", "v", "vi", "s", "si"], want):
+        np.testing.assert_array_equal(got[name], w, err_msg=name)
