@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 import cli
 from cli import DISTOPT
@@ -91,3 +92,50 @@ def test_gather_elements_and_top_k_match_onnx_runtime(target, tmp_path):
     want, got = run_both(m, {"x": x, "i": idx}, tmp_path, target)
     for name, w in zip(["g", "v", "vi", "s", "si"], want):
         np.testing.assert_array_equal(got[name], w, err_msg=name)
+
+
+def test_top_k_orders_nan_as_the_largest(tmp_path):
+    """NaN is the largest value (ONNX's reference sorts with NumPy): first
+    for largest, last for smallest; every output is one of the inputs."""
+    x = np.array([[1.0, np.nan, 2.0, np.nan, -1.0]], np.float32)
+    k = helper.make_tensor("k", TP.INT64, [1], [5])
+    m = model([helper.make_node("Constant", [], ["kk"], value=k),
+               helper.make_node("TopK", ["x", "kk"], ["v", "vi"], axis=1),
+               helper.make_node("TopK", ["x", "kk"], ["s", "si"], axis=1, largest=0)],
+              [helper.make_tensor_value_info("x", TP.FLOAT, [1, 5])],
+              [helper.make_tensor_value_info(n, t, [1, 5]) for n, t in [
+                  ("v", TP.FLOAT), ("vi", TP.INT64), ("s", TP.FLOAT), ("si", TP.INT64)]])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    cli.compile_and_run(path, {"x": x}, tmp_path)
+    got = {n: np.load(tmp_path / "out" / f"{n}.npy") for n in ["v", "vi", "s", "si"]}
+    np.testing.assert_array_equal(got["vi"], [[1, 3, 2, 0, 4]])
+    np.testing.assert_array_equal(got["v"], [[np.nan, np.nan, 2, 1, -1]])
+    np.testing.assert_array_equal(got["si"], [[4, 0, 2, 1, 3]])
+    np.testing.assert_array_equal(got["s"], [[-1, 1, 2, np.nan, np.nan]])
+
+
+@pytest.mark.parametrize("shape", ["parallel", "long_axis"])
+def test_scatter_max_keeps_the_element_for_a_nan_update(shape, tmp_path):
+    """As ONNX's reference (Python's max(element, update)): a NaN update
+    changes nothing. (ONNX Runtime lets some through, depending on the
+    order of duplicates.)"""
+    ds, ish, axis = SHAPES[shape]
+    idx = RNG.integers(0, ds[axis], ish).astype(np.int64)
+    u = RNG.standard_normal(ish).astype(np.float32)
+    u[..., ::3] = np.nan
+    x = RNG.standard_normal(ds).astype(np.float32)
+    m = model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis,
+                                reduction="max")],
+              [helper.make_tensor_value_info("x", TP.FLOAT, list(ds)),
+               helper.make_tensor_value_info("i", TP.INT64, list(ish)),
+               helper.make_tensor_value_info("u", TP.FLOAT, list(ish))],
+              [helper.make_tensor_value_info("y", TP.FLOAT, list(ds))])
+    feeds = {"x": x, "i": idx, "u": u}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    cli.compile_and_run(path, feeds, tmp_path)
+    got = np.load(tmp_path / "out" / "y.npy")
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -2271,14 +2271,19 @@ struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
     }
     Type elt = origElt(op.getData());
     StringRef red = op.getReduction();
-    auto combine = [&](OpBuilder &b, Location l, Value old, Value u) {
+    auto combine = [&](OpBuilder &b, Location l, Value old, Value u) -> Value {
       if (red == "none")
         return u;
-      BinKind k = red == "add"   ? BinKind::Add
-                  : red == "mul" ? BinKind::Mul
-                  : red == "max" ? BinKind::Max
-                                 : BinKind::Min;
-      return emitBinary(b, l, k, old, u, elt, elt);
+      if (red == "max" || red == "min") {
+        // The update where it is larger (smaller), else what is there: a NaN
+        // update changes nothing, as std::max in ONNX Runtime and max() in
+        // ONNX's reference.
+        Value takes = emitBinary(b, l, red == "max" ? BinKind::Gt : BinKind::Lt,
+                                 u, old, elt, elt);
+        return arith::SelectOp::create(b, l, takes, u, old);
+      }
+      return emitBinary(b, l, red == "add" ? BinKind::Add : BinKind::Mul, old,
+                        u, elt, elt);
     };
     bool spans = true;
     for (int64_t d = 0; d < rank; ++d)
@@ -2389,8 +2394,31 @@ struct TopKPattern : DoptPattern<dopt::TopKOp> {
                   Value beats = emitBinary(b, l, largest ? BinKind::Gt
                                                          : BinKind::Lt,
                                            a[1], a[0], elt, elt);
+                  Value same = emitBinary(b, l, BinKind::Eq, a[1], a[0], elt, elt);
+                  if (isa<FloatType>(elt)) {
+                    // NaN is the largest value (ONNX's reference sorts
+                    // with NumPy): first for largest, last for smallest;
+                    // NaNs tie with each other. The order stays total, so
+                    // every rank is taken.
+                    auto isNaN = [&](Value v) {
+                      Value w = widen(b, l, v);
+                      return arith::CmpFOp::create(
+                          b, l, arith::CmpFPredicate::UNO, w, w);
+                    };
+                    Value nanM = isNaN(a[1]), nanI = isNaN(a[0]);
+                    Value one = arith::ConstantIntOp::create(b, l, 1, 1);
+                    auto notV = [&](Value v) {
+                      return arith::XOrIOp::create(b, l, v, one);
+                    };
+                    Value nanFirst = largest
+                                         ? arith::AndIOp::create(b, l, nanM, notV(nanI))
+                                         : arith::AndIOp::create(b, l, nanI, notV(nanM));
+                    beats = arith::OrIOp::create(b, l, beats, nanFirst);
+                    same = arith::OrIOp::create(
+                        b, l, same, arith::AndIOp::create(b, l, nanM, nanI));
+                  }
                   Value tie = arith::AndIOp::create(
-                      b, l, emitBinary(b, l, BinKind::Eq, a[1], a[0], elt, elt),
+                      b, l, same,
                       arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult,
                                             m, i));
                   Value before = arith::OrIOp::create(b, l, beats, tie);
@@ -2400,9 +2428,10 @@ struct TopKPattern : DoptPattern<dopt::TopKOp> {
                       b, l, Value(arith::AddIOp::create(b, l, a[2], one)));
                 })
                 .getResult(0);
-    // Output j along the axis: the element of rank j (the last such, should
-    // NaNs leave ranks equal).
-    Value vInit = emptyTensor(rewriter, loc, vt.getShape(), vt.getElementType());
+    // Output j along the axis: the element of rank j (each rank is taken
+    // once; the fill only guards the outputs should that ever fail).
+    Value vInit = filled(rewriter, loc, vt.getShape(),
+                         scalarConstant(rewriter, loc, vt.getElementType(), 0));
     Value iInit = filled(rewriter, loc, it.getShape(), zero64);
     AffineMap outMap = along(axis);
     auto sel = linalg::GenericOp::create(

@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 using namespace mlir;
@@ -2299,6 +2300,8 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
   if (xt.getRank() != 3 || wt.getRank() != 3 || rt.getRank() != 3)
     return nc.error("X, W and R must have rank 3");
   int64_t steps = xt.getDimSize(layout == 0 ? 0 : 1);
+  if (xt.getRank() == 3 && steps == 0)
+    return nc.error("a sequence of 0 steps is not supported");
   int64_t batch = xt.getDimSize(layout == 0 ? 1 : 0), in = xt.getDimSize(2);
   int64_t hidden = rt.getDimSize(2);
   TRY(hiddenAttr, nc.intAttr("hidden_size", hidden));
@@ -2383,7 +2386,12 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
   auto mul = [&](Value a, Value b) { return nc.create<dopt::MulOp>(a, b); };
   using Fn = std::function<Value(Value)>;
   SmallVector<Fn> fns;
-  for (const std::string &n : names) {
+  for (std::string n : names) {
+    // ONNX Runtime reads the names without regard to case.
+    for (StringRef known : {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "Affine",
+                            "ScaledTanh", "HardSigmoid"})
+      if (StringRef(n).equals_insensitive(known))
+        n = known.str();
     auto param = [&](SmallVector<float> &list, size_t &next, float dflt) {
       return next < list.size() ? list[next++] : dflt;
     };
@@ -2545,6 +2553,19 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
     }
     ys[d] = steps == 1 ? outs[0]
                        : nc.create<dopt::ConcatOp>(outs, b.getI64IntegerAttr(0));
+    if (llvm::is_contained(lens, 0)) {
+      // A sample of length 0 ends with zero states (ONNX Runtime's choice;
+      // the spec leaves it open).
+      SmallVector<bool> some;
+      for (int64_t l : lens)
+        some.push_back(l > 0);
+      Value any = dopt::ConstantOp::create(
+          b, nc.loc(),
+          DenseElementsAttr::get(RankedTensorType::get({batch, 1}, b.getI1Type()),
+                                 ArrayRef<bool>(some)));
+      hPrev = nc.create<dopt::WhereOp>(any, hPrev, zeros);
+      cPrev = nc.create<dopt::WhereOp>(any, cPrev, zeros);
+    }
     lastH[d] = reshape(nc, hPrev, {1, batch, hidden});
     lastC[d] = reshape(nc, cPrev, {1, batch, hidden});
   }
@@ -2664,29 +2685,54 @@ LogicalResult importAttention(NodeContext &nc) {
     return nc.error("nonpad_kv_seqlen has " + std::to_string(nonpad.size()) +
                     " entries for a batch of " + std::to_string(batch));
 
-  // The bias known at import: causal frontier, window, padding -- 0 where
-  // a key may be attended, -inf where not; [B or 1, 1, Sq, Skv].
+  // The bias the attributes define: causal frontier, window, padding -- 0
+  // where a query may attend a key, -inf where not; [B or 1, 1, Sq, Skv],
+  // built from index vectors (folded at import when small; a long context
+  // computes it in the program instead of holding Sq x Skv constants).
   bool perSample = !nonpad.empty();
   bool structural = isCausal || left >= 0 || right >= 0 || perSample;
   int64_t bs = perSample ? batch : 1;
-  SmallVector<double> allowed(bs * sq * skv, 0.0);
-  for (int64_t s = 0; s < bs; ++s) {
-    int64_t offset = perSample ? nonpad[s] - sq : past;
-    for (int64_t i = 0; i < sq; ++i)
-      for (int64_t j = 0; j < skv; ++j) {
-        int64_t diff = i + offset - j;
-        bool ok = true;
-        if (isCausal)
-          ok &= diff >= 0;
-        if (left >= 0)
-          ok &= diff <= left;
-        if (right >= 0)
-          ok &= -diff <= right;
-        if (perSample)
-          ok &= j < nonpad[s];
-        if (!ok)
-          allowed[(s * sq + i) * skv + j] = -INFINITY;
-      }
+  Value fixedBias;
+  if (structural) {
+    Type i64 = b.getI64Type();
+    auto ints = [&](ArrayRef<int64_t> v, ArrayRef<int64_t> shape) -> Value {
+      return dopt::ConstantOp::create(
+          b, nc.loc(),
+          DenseElementsAttr::get(RankedTensorType::get(shape, i64), v));
+    };
+    auto iota = [](int64_t n) {
+      SmallVector<int64_t> v(n);
+      std::iota(v.begin(), v.end(), 0);
+      return v;
+    };
+    auto scalarInt = [&](int64_t v) { return ints({v}, {}); };
+    // diff[s, i, j] = i + offset[s] - j: how far key j lies before query i.
+    SmallVector<int64_t> offsets;
+    for (int64_t s = 0; s < bs; ++s)
+      offsets.push_back(perSample ? nonpad[s] - sq : past);
+    Value j = ints(iota(skv), {1, 1, skv});
+    Value diff = nc.create<dopt::SubOp>(
+        nc.create<dopt::AddOp>(ints(iota(sq), {1, sq, 1}),
+                               ints(offsets, {bs, 1, 1})),
+        j);
+    Value ok;
+    auto both = [&](Value cond) {
+      ok = ok ? nc.create<dopt::AndOp>(ok, cond) : cond;
+    };
+    if (isCausal)
+      both(nc.create<dopt::GreaterEqualOp>(diff, scalarInt(0)));
+    if (left >= 0)
+      both(nc.create<dopt::LessEqualOp>(diff, scalarInt(left)));
+    if (right >= 0)
+      both(nc.create<dopt::GreaterEqualOp>(diff, scalarInt(-right)));
+    if (perSample)
+      both(nc.create<dopt::LessOp>(j, ints(nonpad, {bs, 1, 1})));
+    fixedBias = nc.create<dopt::WhereOp>(ok, c(0), c(-INFINITY));
+    if (nc.hasFailed())
+      return failure();
+    // Right-aligned against the scores [B, heads, Sq, Skv].
+    fixedBias = reshape(nc, nc.create<dopt::ExpandOp>(fixedBias, i64s({bs, sq, skv})),
+                        {bs, 1, sq, skv});
   }
   Value bias;
   if (mask) {
@@ -2694,7 +2740,11 @@ LogicalResult importAttention(NodeContext &nc) {
     bool boolean = mt.getElementType().isInteger(1);
     if (!boolean && mt.getElementType() != elt)
       return nc.error("attn_mask must be boolean or of Q's element type");
-    int64_t mr = mt.getRank(), last = mt.getDimSize(mr - 1);
+    int64_t mr = mt.getRank();
+    if (mr < 1 || mr > 4)
+      return nc.error("attn_mask must have rank 1 to 4, got " +
+                      std::to_string(mr));
+    int64_t last = mt.getDimSize(mr - 1);
     if (last > skv)
       return nc.error("attn_mask's last dimension " + std::to_string(last) +
                       " is longer than the keys (" + std::to_string(skv) + ")");
@@ -2709,10 +2759,8 @@ LogicalResult importAttention(NodeContext &nc) {
     }
     bias = m;
   }
-  if (structural) {
-    Value fixed = floatConstant(nc, elt, {bs, 1, sq, skv}, allowed);
-    bias = bias ? add(bias, fixed) : fixed;
-  }
+  if (fixedBias)
+    bias = bias ? add(bias, fixedBias) : fixedBias;
   // Grouped-query attention: each key/value head serves q/kv query heads
   // ([h0, h0, h1, h1, ...]).
   if (qHeads != kvHeads) {
@@ -2730,14 +2778,18 @@ LogicalResult importAttention(NodeContext &nc) {
     k = repeat(k);
     v = repeat(v);
   }
-  Value scores = nc.create<dopt::MatMulOp>(
+  Value raw = nc.create<dopt::MatMulOp>(
       mul(q, rootScale),
       nc.create<dopt::TransposeOp>(mul(k, rootScale), i64s({0, 1, 3, 2})));
+  Value scores = raw;
   if (softcap > 0)
-    scores = mul(nc.create<dopt::TanhOp>(nc.create<dopt::DivOp>(scores, c(softcap))),
+    scores = mul(nc.create<dopt::TanhOp>(nc.create<dopt::DivOp>(raw, c(softcap))),
                  c(softcap));
   Value biased = bias ? add(scores, bias) : scores;
-  Value qkOut = mode == 2 ? biased : scores;
+  // Mode 0: the product itself (the function body's QKAttnWeight; ONNX's
+  // Python reference gives the softcapped one); 1: after softcap; 2: with
+  // the bias; 3: the probabilities.
+  Value qkOut = mode == 0 ? raw : mode == 2 ? biased : scores;
   Value logits = biased;
   Type smElt = elt;
   if (nc.hasAttr("softmax_precision")) {

@@ -432,7 +432,8 @@ func.func @top_k_smallest_unsigned(%x: tensor<4xui8>) -> (tensor<2xui8>, tensor<
 // ScatterElements along a short axis with indices spanning the data off it:
 // a parallel nest over the result, each element folding in order the
 // updates of its column (the reduced loop runs along the updates' axis)
-// whose index names it.
+// whose index names it. max keeps the element where the update is not
+// larger (a NaN update changes nothing).
 // CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
 // CHECK-DAG: #[[OWN:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @scatter_elements_parallel
@@ -441,7 +442,8 @@ func.func @top_k_smallest_unsigned(%x: tensor<4xui8>) -> (tensor<2xui8>, tensor<
 // CHECK-SAME: ins(%arg1, %arg2 : tensor<6x3xi64>, tensor<6x3xf32>) outs(%arg0 : tensor<4x3xf32>)
 // CHECK: %[[HERE:.*]] = linalg.index 0 : index
 // CHECK: %[[HIT:.*]] = arith.cmpi eq, %{{.*}}, %[[HERE]] : index
-// CHECK: %[[MAX:.*]] = arith.maximumf
+// CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[U:.*]], %[[OLD:.*]] : f32
+// CHECK: %[[MAX:.*]] = arith.select %[[GT]], %[[U]], %[[OLD]]
 // CHECK: arith.select %[[HIT]], %[[MAX]]
 func.func @scatter_elements_parallel(%data: tensor<4x3xf32>, %idx: tensor<6x3xi64>, %upd: tensor<6x3xf32>) -> tensor<4x3xf32> {
   %0 = dopt.scatter_elements %data, %idx, %upd {axis = 0 : i64, reduction = "max"} : (tensor<4x3xf32>, tensor<6x3xi64>, tensor<6x3xf32>) -> tensor<4x3xf32>
