@@ -2124,6 +2124,24 @@ struct SlicePattern : DoptPattern<dopt::SliceOp> {
   }
 };
 
+/// An index of Gather, GatherElements or ScatterElements as an index into
+/// an axis of `dim` elements: negative ones count from the end,
+/// out-of-range ones are clamped (ONNX leaves them undefined; never read
+/// or written out of bounds).
+Value axisIndex(OpBuilder &b, Location l, Value raw, int64_t dim) {
+  Value idx = arith::IndexCastOp::create(b, l, b.getIndexType(), raw);
+  Value zero = arith::ConstantIndexOp::create(b, l, 0);
+  Value neg =
+      arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, idx, zero);
+  idx = arith::SelectOp::create(
+      b, l, neg,
+      arith::AddIOp::create(b, l, idx, arith::ConstantIndexOp::create(b, l, dim)),
+      idx);
+  idx = arith::MaxSIOp::create(b, l, idx, zero);
+  return arith::MinSIOp::create(b, l, idx,
+                                arith::ConstantIndexOp::create(b, l, dim - 1));
+}
+
 struct GatherPattern : DoptPattern<dopt::GatherOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -2155,20 +2173,7 @@ struct GatherPattern : DoptPattern<dopt::GatherOp> {
         rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getIndices()},
         ValueRange{init}, maps, iters,
         [&](OpBuilder &b, Location l, ValueRange a) {
-          Value idx =
-              arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
-          // Negative indices count from the end; out-of-range indices are
-          // clamped (ONNX leaves them undefined; never read out of bounds).
-          Value d = arith::ConstantIndexOp::create(b, l, dim);
-          Value zero = arith::ConstantIndexOp::create(b, l, 0);
-          Value neg = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt,
-                                            idx, zero);
-          idx = arith::SelectOp::create(b, l, neg,
-                                        arith::AddIOp::create(b, l, idx, d),
-                                        idx);
-          idx = arith::MaxSIOp::create(b, l, idx, zero);
-          idx = arith::MinSIOp::create(
-              b, l, idx, arith::ConstantIndexOp::create(b, l, dim - 1));
+          Value idx = axisIndex(b, l, a[0], dim);
           SmallVector<Value> coords;
           for (int64_t i = 0; i < axis; ++i)
             coords.push_back(linalg::IndexOp::create(b, l, i));
@@ -2183,23 +2188,6 @@ struct GatherPattern : DoptPattern<dopt::GatherOp> {
     return success();
   }
 };
-
-/// An index of an element op (GatherElements/ScatterElements) as an index
-/// into an axis of `dim` elements: negative ones count from the end,
-/// out-of-range ones are clamped (never read or written out of bounds).
-Value axisIndex(OpBuilder &b, Location l, Value raw, int64_t dim) {
-  Value idx = arith::IndexCastOp::create(b, l, b.getIndexType(), raw);
-  Value zero = arith::ConstantIndexOp::create(b, l, 0);
-  Value neg =
-      arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, idx, zero);
-  idx = arith::SelectOp::create(
-      b, l, neg,
-      arith::AddIOp::create(b, l, idx, arith::ConstantIndexOp::create(b, l, dim)),
-      idx);
-  idx = arith::MaxSIOp::create(b, l, idx, zero);
-  return arith::MinSIOp::create(b, l, idx,
-                                arith::ConstantIndexOp::create(b, l, dim - 1));
-}
 
 /// gather_elements: one parallel loop nest over the result; each element
 /// reads the data at its own position with the axis coordinate replaced by

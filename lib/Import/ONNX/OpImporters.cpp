@@ -2156,32 +2156,10 @@ LogicalResult importSlice(NodeContext &nc) {
   return success();
 }
 
-LogicalResult importGather(NodeContext &nc) {
-  TRY(data, nc.requiredInput(0));
-  TRY(indices, nc.requiredInput(1));
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
-  // Constant indices (shape subgraphs) are checked now: out of range they
-  // would leave an unfoldable gather and a confusing error further on.
-  if (auto c = indices.getDefiningOp<dopt::ConstantOp>()) {
-    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-    int64_t dim = nc.inputType(0).getDimSize(axis);
-    if (dense && isa<IntegerType>(dense.getElementType()))
-      for (APInt v : dense.getValues<APInt>()) {
-        int64_t i = v.getSExtValue();
-        if (i < -dim || i >= dim)
-          return nc.error("index " + std::to_string(i) +
-                          " is out of range for axis " + std::to_string(axis) +
-                          " of size " + std::to_string(dim));
-      }
-  }
-  nc.setOutput(0, nc.create<dopt::GatherOp>(
-                      data, indices, nc.builder().getI64IntegerAttr(axis)));
-  return success();
-}
-
-/// Constant indices of GatherElements/ScatterElements are checked at
-/// import, as Gather's are (out of range, ONNX leaves them undefined).
+/// Constant indices (shape subgraphs; Gather, GatherElements,
+/// ScatterElements) are checked at import: out of range, ONNX leaves them
+/// undefined, and a gather of them would not fold and fail confusingly
+/// further on.
 LogicalResult checkConstantIndices(NodeContext &nc, Value indices,
                                    int64_t axis, int64_t dim) {
   auto c = indices.getDefiningOp<dopt::ConstantOp>();
@@ -2199,7 +2177,8 @@ LogicalResult checkConstantIndices(NodeContext &nc, Value indices,
   return success();
 }
 
-LogicalResult importGatherElements(NodeContext &nc) {
+/// Gather and GatherElements: data, indices, an axis.
+template <typename OpTy> LogicalResult importGatherLike(NodeContext &nc) {
   TRY(data, nc.requiredInput(0));
   TRY(indices, nc.requiredInput(1));
   TRY(axisAttr, nc.intAttr("axis", 0));
@@ -2207,8 +2186,8 @@ LogicalResult importGatherElements(NodeContext &nc) {
   if (failed(checkConstantIndices(nc, indices, axis,
                                   nc.inputType(0).getDimSize(axis))))
     return failure();
-  nc.setOutput(0, nc.create<dopt::GatherElementsOp>(
-                      data, indices, nc.builder().getI64IntegerAttr(axis)));
+  nc.setOutput(0, nc.create<OpTy>(data, indices,
+                                  nc.builder().getI64IntegerAttr(axis)));
   return success();
 }
 
@@ -3832,7 +3811,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Concat"] = importConcat;
     t["Split"] = importSplit;
     t["Slice"] = importSlice;
-    t["Gather"] = importGather;
+    t["Gather"] = importGatherLike<dopt::GatherOp>;
     t["Expand"] = importExpand;
     t["Pad"] = importPad;
     t["Shape"] = importShape;
@@ -3851,7 +3830,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Einsum"] = importEinsum;
     t["CumSum"] = importCumSum;
     t["ScatterND"] = importScatterND;
-    t["GatherElements"] = importGatherElements;
+    t["GatherElements"] = importGatherLike<dopt::GatherElementsOp>;
     t["ScatterElements"] = importScatterElements;
     t["TopK"] = importTopK;
     t["Attention"] = importAttention;
