@@ -152,6 +152,17 @@ CASES = {
         [helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], scale=0.3)],
         {"m": np.array([[True, False, True, True], [True, True, False, False]])},
         {"q": rand(1, 2, 2, 3), "k": rand(1, 2, 4, 3), "v": rand(1, 2, 4, 2)}, 23),
+    # x[rows, cols] and x[rows, cols] = v with run-time indices (GatherND,
+    # ScatterND: written as GatherElements and ScatterElements).
+    "gather_nd_batch": ([node("GatherND", ["w", "ids"], batch_dims=1)],
+                        {"ids": np.array([[[1], [3], [1]], [[0], [-1], [2]]], np.int64)},
+                        {"w": rand(2, 4, 3)}),
+    "scatter_nd": ([node("ScatterND", ["w", "ids", "v"])],
+                   {"ids": np.array([[0, 2], [2, -1]], np.int64)},
+                   {"w": rand(3, 4, 2), "v": rand(2, 2)}),
+    "scatter_nd_add": ([node("ScatterND", ["w", "ids", "v"], reduction="add")],
+                       {"ids": np.array([[1], [0], [1]], np.int64)},
+                       {"w": rand(3, 4), "v": rand(3, 4)}, 18),
     # torch.scatter (updates replace: distinct positions) and scatter_add
     # (duplicates add).
     "scatter_elements": ([node("ScatterElements", ["w", "ids", "v"], axis=1)],

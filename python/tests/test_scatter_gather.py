@@ -139,3 +139,45 @@ def test_scatter_max_keeps_the_element_for_a_nan_update(shape, tmp_path):
     got = np.load(tmp_path / "out" / "y.npy")
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+def test_scatter_nd_with_run_time_indices_matches_onnx_runtime(reduction, target, tmp_path):
+    """`x[rows, cols] = v` (index_put) with indices computed at run time:
+    ScatterND as a ScatterElements over the data's rows; duplicates for the
+    reductions, negative indices."""
+    x = RNG.standard_normal((5, 4, 3)).astype(np.float32)
+    if reduction == "none":
+        flat = RNG.permutation(20)[:6]
+        idx = np.stack([flat // 4, flat % 4], axis=-1).reshape(2, 3, 2)
+        idx[0, 0] -= [5, 4]
+    else:
+        idx = np.stack([RNG.integers(-5, 5, (2, 3)), RNG.integers(0, 4, (2, 3))], axis=-1)
+    idx = idx.astype(np.int64)
+    u = RNG.standard_normal((2, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)],
+              [helper.make_tensor_value_info("x", TP.FLOAT, [5, 4, 3]),
+               helper.make_tensor_value_info("i", TP.INT64, [2, 3, 2]),
+               helper.make_tensor_value_info("u", TP.FLOAT, [2, 3, 3])],
+              [helper.make_tensor_value_info("y", TP.FLOAT, [5, 4, 3])])
+    want, got = run_both(m, {"x": x, "i": idx, "u": u}, tmp_path, target)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_with_run_time_indices_matches_onnx_runtime(batch_dims, tmp_path):
+    x = RNG.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    k = 2
+    shape = [3, 6, k] if batch_dims else [6, k]
+    idx = np.stack([RNG.integers(-4, 4, shape[:-1]) if batch_dims else
+                    RNG.integers(-3, 3, shape[:-1]),
+                    RNG.integers(0, 4 if not batch_dims else 5, shape[:-1])], axis=-1)
+    idx = idx.astype(np.int64)
+    out = [3, 6, 2] if batch_dims else [6, 5, 2]
+    m = model([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)],
+              [helper.make_tensor_value_info("x", TP.FLOAT, [3, 4, 5, 2]),
+               helper.make_tensor_value_info("i", TP.INT64, shape)],
+              [helper.make_tensor_value_info("y", TP.FLOAT, out)])
+    want, got = run_both(m, {"x": x, "i": idx}, tmp_path, "cpu")
+    np.testing.assert_array_equal(got["y"], want[0])

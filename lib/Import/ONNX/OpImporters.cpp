@@ -3482,6 +3482,107 @@ LogicalResult importEyeLike(NodeContext &nc) {
   return setResult(nc, nc.create<dopt::CastOp>(eye, TypeAttr::get(t)));
 }
 
+/// The row each index tuple of ScatterND/GatherND names: indices [..., k]
+/// into axes of extents `dims` (k of them) as one linear index [..., 1]
+/// (negative components count from the end; out-of-range ones are
+/// clamped, as the element ops' are).
+Value linearIndex(NodeContext &nc, Value indices, ArrayRef<int64_t> dims) {
+  OpBuilder &b = nc.builder();
+  Type i64 = b.getI64Type();
+  auto it = cast<RankedTensorType>(indices.getType());
+  if (it.getElementType() != i64)
+    indices = nc.create<dopt::CastOp>(indices, TypeAttr::get(i64));
+  auto c = [&](int64_t v) { return constantScalar(nc, i64, v); };
+  int64_t last = it.getRank() - 1;
+  Value linear;
+  for (size_t j = 0; j < dims.size(); ++j) {
+    Value comp = strided(nc, indices, {last}, {(int64_t)j}, {1}, {1});
+    comp = nc.create<dopt::WhereOp>(nc.create<dopt::LessOp>(comp, c(0)),
+                                    nc.create<dopt::AddOp>(comp, c(dims[j])),
+                                    comp);
+    comp = nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(comp, c(0)),
+                                  c(dims[j] - 1));
+    linear = linear ? nc.create<dopt::AddOp>(
+                          nc.create<dopt::MulOp>(linear, c(dims[j])), comp)
+                    : comp;
+  }
+  return linear;
+}
+
+/// Constant index tuples of ScatterND/GatherND must lie in the axes they
+/// index (ONNX leaves others undefined).
+LogicalResult checkConstantTuples(NodeContext &nc, Value indices,
+                                  ArrayRef<int64_t> dims, int64_t firstAxis) {
+  auto cst = indices.getDefiningOp<dopt::ConstantOp>();
+  auto dense = cst ? dyn_cast<DenseElementsAttr>(cst.getValue())
+                   : DenseElementsAttr();
+  if (!dense || !isa<IntegerType>(dense.getElementType()))
+    return success();
+  int64_t k = dims.size(), n = 0;
+  for (APInt v : dense.getValues<APInt>()) {
+    int64_t j = n++ % k, i = v.getSExtValue();
+    if (i < -dims[j] || i >= dims[j])
+      return nc.error("index " + std::to_string(i) + " is out of range for "
+                      "axis " + std::to_string(firstAxis + j) + " of size " +
+                      std::to_string(dims[j]));
+  }
+  return success();
+}
+
+/// GatherND: the data's first batch_dims axes are shared with the indices;
+/// each index tuple (the indices' last axis, k long) names a row of the
+/// next k axes. Written as a GatherElements over the data viewed as
+/// [batch, rows, row] with the tuples' linear indices broadcast along the
+/// row -- so its gradient (a scatter-add), sharding and lowering are
+/// GatherElements'.
+LogicalResult importGatherND(NodeContext &nc) {
+  TRY(data, nc.requiredInput(0));
+  TRY(indices, nc.requiredInput(1));
+  TRY(batchDims, nc.intAttr("batch_dims", 0));
+  RankedTensorType dt = nc.inputType(0), it = nc.inputType(1);
+  int64_t r = dt.getRank(), ir = it.getRank();
+  if (ir < 1)
+    return nc.error("indices must have rank 1 or more");
+  int64_t k = it.getShape().back();
+  if (batchDims < 0 || batchDims >= std::min(r, ir))
+    return nc.error("batch_dims " + std::to_string(batchDims) +
+                    " must be below the ranks of data and indices");
+  if (k < 1 || k > r - batchDims)
+    return nc.error("indices' last dimension " + std::to_string(k) +
+                    " must be between 1 and " + std::to_string(r - batchDims) +
+                    " (the data's rank less batch_dims)");
+  if (dt.getShape().take_front(batchDims) != it.getShape().take_front(batchDims))
+    return nc.error("data " + shapeStr(dt.getShape()) + " and indices " +
+                    shapeStr(it.getShape()) + " differ in their first " +
+                    std::to_string(batchDims) + " (batch) dimensions");
+  ArrayRef<int64_t> dims = dt.getShape().slice(batchDims, k);
+  if (failed(checkConstantTuples(nc, indices, dims, batchDims)))
+    return failure();
+  auto product = [](ArrayRef<int64_t> v) {
+    int64_t p = 1;
+    for (int64_t d : v)
+      p *= d;
+    return p;
+  };
+  int64_t batch = product(dt.getShape().take_front(batchDims));
+  int64_t rows = product(dims), row = product(dt.getShape().drop_front(batchDims + k));
+  int64_t m = product(it.getShape().slice(batchDims, ir - 1 - batchDims));
+  SmallVector<int64_t> outShape(it.getShape().drop_back());
+  llvm::append_range(outShape, dt.getShape().drop_front(batchDims + k));
+  if (batch * m * row == 0) {
+    auto t = RankedTensorType::get(outShape, dt.getElementType());
+    return setResult(nc, dopt::ConstantOp::create(
+                             nc.builder(), nc.loc(),
+                             DenseElementsAttr::get(
+                                 t, nc.builder().getZeroAttr(dt.getElementType()))));
+  }
+  Value idx = reshape(nc, linearIndex(nc, indices, dims), {batch, m, 1});
+  idx = nc.create<dopt::ExpandOp>(idx, nc.builder().getDenseI64ArrayAttr({batch, m, row}));
+  Value out = nc.create<dopt::GatherElementsOp>(
+      reshape(nc, data, {batch, rows, row}), idx, nc.builder().getI64IntegerAttr(1));
+  return setResult(nc, reshape(nc, out, outShape));
+}
+
 /// ScatterND with constant indices (slice assignments; what exporters write
 /// for `t[a:b, c:d] = v`): the rows of `data` (flattened over the indexed
 /// axes) that an update replaces are known at import, so the result is a
@@ -3496,9 +3597,42 @@ LogicalResult importScatterND(NodeContext &nc) {
       reduction != "max" && reduction != "min")
     return nc.error("reduction must be none, add, mul, max or min, got '" +
                     reduction + "'");
-  TRY(indices, nc.constantInts(1, "indices"));
   RankedTensorType dt = nc.inputType(0), it = nc.inputType(1),
                    ut = nc.inputType(2);
+  if (!nc.constantValues(1)) {
+    // Indices computed at run time (`x[rows, cols] = v`, index_put): the
+    // data viewed as [rows, row], each tuple's linear index broadcast along
+    // the row, a ScatterElements along the rows -- which takes the updates
+    // in the same order (tuple after tuple) and combines them the same way.
+    TRY(idxValue, nc.requiredInput(1));
+    if (it.getRank() < 1)
+      return nc.error("indices must have rank 1 or more");
+    int64_t k = it.getShape().back(), r = dt.getRank();
+    if (k < 1 || k > r)
+      return nc.error("indices' last dimension " + std::to_string(k) +
+                      " must be between 1 and the data's rank " +
+                      std::to_string(r));
+    SmallVector<int64_t> wantUpdates(it.getShape().drop_back());
+    llvm::append_range(wantUpdates, dt.getShape().drop_front(k));
+    if (ut.getShape() != ArrayRef<int64_t>(wantUpdates))
+      return nc.error("updates of shape " + shapeStr(ut.getShape()) +
+                      ", expected " + shapeStr(wantUpdates));
+    int64_t rows = 1, row = 1, n = ut.getNumElements();
+    for (int64_t i = 0; i < r; ++i)
+      (i < k ? rows : row) *= dt.getDimSize(i);
+    if (n == 0)
+      return setResult(nc, data);
+    n /= row;
+    Value idx = reshape(nc, linearIndex(nc, idxValue, dt.getShape().take_front(k)),
+                        {n, 1});
+    OpBuilder &b = nc.builder();
+    idx = nc.create<dopt::ExpandOp>(idx, b.getDenseI64ArrayAttr({n, row}));
+    Value y = nc.create<dopt::ScatterElementsOp>(
+        reshape(nc, data, {rows, row}), idx, reshape(nc, updates, {n, row}),
+        b.getI64IntegerAttr(0), b.getStringAttr(reduction));
+    return setResult(nc, reshape(nc, y, dt.getShape()));
+  }
+  TRY(indices, nc.constantInts(1, "indices"));
   if (it.getRank() < 1)
     return nc.error("indices must have rank 1 or more");
   int64_t k = it.getShape().back(), r = dt.getRank();
@@ -3830,6 +3964,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Einsum"] = importEinsum;
     t["CumSum"] = importCumSum;
     t["ScatterND"] = importScatterND;
+    t["GatherND"] = importGatherND;
     t["GatherElements"] = importGatherLike<dopt::GatherElementsOp>;
     t["ScatterElements"] = importScatterElements;
     t["TopK"] = importTopK;
