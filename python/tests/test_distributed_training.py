@@ -779,3 +779,25 @@ def test_uneven_data_parallel_batch_pads_with_ignored_labels(torch_models, tmp_p
     assert np.allclose([s["loss"] for s in four], [s["loss"] for s in one], rtol=1e-5)
     for f in one_w.iterdir():
         assert rel_err(np.load(four_w / f.name), np.load(f)) <= 1e-5, f.name
+
+
+def test_recurrent_model_trains_alike_under_every_plan(torch_models, tmp_path):
+    """A 2-layer bidirectional nn.LSTM and an nn.GRU, unrolled over the
+    sequence with a product per gate: dp 2 x tp 2 (each gate's hidden
+    columns split, the recurrent products' partial sums reduced every step)
+    and pp 2 (2 micro-batches) train as one process does. (Before the
+    product per gate, tp 2 failed to plan: the gates sliced from one
+    product looked like a fused QKV block layout.)"""
+    d = torch_models / "recurrent_cross_entropy"
+    model = onnx.load(str(d / "model_dyn.onnx"))
+    for v in [*model.graph.input, *model.graph.output]:
+        for dim in v.type.tensor_type.shape.dim:
+            if dim.dim_param == "batch":
+                dim.dim_value = 4
+    path = tmp_path / "recurrent.onnx"
+    onnx.save(model, str(path))
+    data = ["--data", f"x={d / 'x.npy'}", "--data", f"labels={d / 'labels.npy'}",
+            "--steps", "6", "--no-shuffle", "--lr", "0.5"]
+    plans = {"pp2": (2, ["--pp", "2", "--microbatches", "2"]),
+             "dp2tp2": (4, ["--dp", "2", "--tp", "2"])}
+    assert_plans_equal_one_process(path, "sgd", data, plans, tmp_path)

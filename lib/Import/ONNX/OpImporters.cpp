@@ -2433,20 +2433,26 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
   SmallVector<Value> ys(dirs), lastH(dirs), lastC(dirs);
   for (int64_t d = 0; d < dirs; ++d) {
     bool reverse = direction == "reverse" || d == 1;
+    // Per gate k: W_k^T and R_k^T (a product per gate, not one over all
+    // gates sliced after: the planner can then split each gate's hidden
+    // columns as its own product's), and the input's product with W_k for
+    // every step at once.
     Value wd = reshape(nc, along(w, 0, d, 1), {gates * hidden, in});
-    Value rdT = transpose(reshape(nc, along(r, 0, d, 1), {gates * hidden, hidden}),
-                          {1, 0});
-    Value xw = reshape(
-        nc,
-        nc.create<dopt::MatMulOp>(reshape(nc, x, {steps * batch, in}),
-                                  transpose(wd, {1, 0})),
-        {steps, batch, gates * hidden});
-    Value wb, rb;
-    if (bias) {
-      Value bd = reshape(nc, along(bias, 0, d, 1), {2 * gates * hidden});
-      wb = along(bd, 0, 0, gates * hidden);
-      rb = along(bd, 0, gates * hidden, gates * hidden);
-      xw = add(xw, wb);
+    Value rd = reshape(nc, along(r, 0, d, 1), {gates * hidden, hidden});
+    Value x2 = reshape(nc, x, {steps * batch, in});
+    Value bd = bias ? reshape(nc, along(bias, 0, d, 1), {2 * gates * hidden})
+                    : Value();
+    SmallVector<Value> xw(gates), rT(gates), rbk(gates);
+    for (int64_t k = 0; k < gates; ++k) {
+      xw[k] = reshape(nc,
+                      nc.create<dopt::MatMulOp>(
+                          x2, transpose(along(wd, 0, k * hidden, hidden), {1, 0})),
+                      {steps, batch, hidden});
+      rT[k] = transpose(along(rd, 0, k * hidden, hidden), {1, 0});
+      if (bd) {
+        xw[k] = add(xw[k], along(bd, 0, k * hidden, hidden));
+        rbk[k] = along(bd, 0, (gates + k) * hidden, hidden);
+      }
     }
     Value pi, po, pf;
     if (peep) {
@@ -2459,7 +2465,11 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
        h = perDir > 2 ? fns[d * perDir + 2] : Fn();
     Value hPrev = h0 ? reshape(nc, along(h0, 0, d, 1), {batch, hidden}) : zeros;
     Value cPrev = c0 ? reshape(nc, along(c0, 0, d, 1), {batch, hidden}) : zeros;
-    auto gate = [&](Value v, int64_t k) { return along(v, 1, k * hidden, hidden); };
+    // The state's product with gate k's R (and its bias).
+    auto hr = [&](Value state, int64_t k) {
+      Value v = nc.create<dopt::MatMulOp>(state, rT[k]);
+      return rbk[k] ? add(v, rbk[k]) : v;
+    };
     auto clipped = [&](Value v) {
       return clip ? nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(v, c(-*clip)),
                                            c(*clip))
@@ -2468,31 +2478,22 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
     SmallVector<Value> outs(steps);
     for (int64_t i = 0; i < steps; ++i) {
       int64_t t = reverse ? steps - 1 - i : i;
-      Value xs = reshape(nc, along(xw, 0, t, 1), {batch, gates * hidden});
-      Value hr = nc.create<dopt::MatMulOp>(hPrev, rdT);
-      if (rb)
-        hr = add(hr, rb);
+      SmallVector<Value> xs(gates);
+      for (int64_t k = 0; k < gates; ++k)
+        xs[k] = reshape(nc, along(xw[k], 0, t, 1), {batch, hidden});
       Value hNew, cNew;
       if (kind == Recurrent::RNN) {
-        hNew = f(clipped(add(xs, hr)));
+        hNew = f(clipped(add(xs[0], hr(hPrev, 0))));
       } else if (kind == Recurrent::GRU) {
-        Value z = f(clipped(add(gate(xs, 0), gate(hr, 0))));
-        Value rg = f(clipped(add(gate(xs, 1), gate(hr, 1))));
-        Value cand;
-        if (linearBeforeReset) {
-          cand = add(gate(xs, 2), mul(rg, gate(hr, 2)));
-        } else {
-          Value rh = nc.create<dopt::MatMulOp>(mul(rg, hPrev),
-                                               along(rdT, 1, 2 * hidden, hidden));
-          if (rb)
-            rh = add(rh, along(rb, 0, 2 * hidden, hidden));
-          cand = add(gate(xs, 2), rh);
-        }
+        Value z = f(clipped(add(xs[0], hr(hPrev, 0))));
+        Value rg = f(clipped(add(xs[1], hr(hPrev, 1))));
+        Value cand = linearBeforeReset ? add(xs[2], mul(rg, hr(hPrev, 2)))
+                                       : add(xs[2], hr(mul(rg, hPrev), 2));
         Value hh = g(clipped(cand));
         hNew = add(mul(nc.create<dopt::SubOp>(c(1), z), hh), mul(z, hPrev));
       } else {
-        Value pre_i = add(gate(xs, 0), gate(hr, 0));
-        Value pre_f = add(gate(xs, 2), gate(hr, 2));
+        Value pre_i = add(xs[0], hr(hPrev, 0));
+        Value pre_f = add(xs[2], hr(hPrev, 2));
         if (peep) {
           pre_i = add(pre_i, mul(pi, cPrev));
           pre_f = add(pre_f, mul(pf, cPrev));
@@ -2500,9 +2501,9 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
         Value ig = f(clipped(pre_i));
         Value fg = inputForget ? nc.create<dopt::SubOp>(c(1), ig)
                                : f(clipped(pre_f));
-        Value cc = g(clipped(add(gate(xs, 3), gate(hr, 3))));
+        Value cc = g(clipped(add(xs[3], hr(hPrev, 3))));
         cNew = add(mul(fg, cPrev), mul(ig, cc));
-        Value pre_o = add(gate(xs, 1), gate(hr, 1));
+        Value pre_o = add(xs[1], hr(hPrev, 1));
         if (peep)
           pre_o = add(pre_o, mul(po, cNew));
         Value og = f(clipped(pre_o));
