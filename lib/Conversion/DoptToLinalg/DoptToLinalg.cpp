@@ -2421,11 +2421,10 @@ struct TopKPattern : DoptPattern<dopt::TopKOp> {
     Value vInit = filled(rewriter, loc, vt.getShape(),
                          scalarConstant(rewriter, loc, vt.getElementType(), 0));
     Value iInit = filled(rewriter, loc, it.getShape(), zero64);
-    AffineMap outMap = along(axis);
     auto sel = linalg::GenericOp::create(
         rewriter, loc, TypeRange{vt, it}, ValueRange{x, ranks},
         ValueRange{vInit, iInit},
-        SmallVector<AffineMap>{other, other, outMap, outMap}, iters,
+        SmallVector<AffineMap>{other, other, own, own}, iters,
         [&](OpBuilder &b, Location l, ValueRange a) {
           Value j = arith::IndexCastOp::create(
               b, l, b.getI64Type(), linalg::IndexOp::create(b, l, axis));

@@ -2229,9 +2229,6 @@ LogicalResult importTopK(NodeContext &nc) {
     return nc.error("K = " + std::to_string(k) + " is outside [0, " +
                     std::to_string(n) + "] (the extent of axis " +
                     std::to_string(axis) + ")");
-  if (!isa<FloatType>(in.getElementType()) &&
-      !isa<IntegerType>(in.getElementType()))
-    return nc.error("TopK of this element type is not supported");
   if (in.getElementType().isInteger(1))
     return nc.error("TopK of booleans is not supported");
   OpBuilder &b = nc.builder();
@@ -2544,20 +2541,24 @@ template <Recurrent kind> LogicalResult importRecurrent(NodeContext &nc) {
           DenseElementsAttr::get(RankedTensorType::get({batch, 1}, b.getI1Type()),
                                  ArrayRef<bool>(some)));
       hPrev = nc.create<dopt::WhereOp>(any, hPrev, zeros);
-      cPrev = nc.create<dopt::WhereOp>(any, cPrev, zeros);
+      if (kind == Recurrent::LSTM)
+        cPrev = nc.create<dopt::WhereOp>(any, cPrev, zeros);
     }
     lastH[d] = reshape(nc, hPrev, {1, batch, hidden});
-    lastC[d] = reshape(nc, cPrev, {1, batch, hidden});
+    if (kind == Recurrent::LSTM)
+      lastC[d] = reshape(nc, cPrev, {1, batch, hidden});
   }
   auto joined = [&](SmallVector<Value> &v, int64_t axis) {
     return v.size() == 1 ? v[0]
                          : nc.create<dopt::ConcatOp>(v, b.getI64IntegerAttr(axis));
   };
-  Value y = joined(ys, 1), yh = joined(lastH, 0), yc = joined(lastC, 0);
+  Value y = joined(ys, 1), yh = joined(lastH, 0);
+  Value yc = kind == Recurrent::LSTM ? joined(lastC, 0) : Value();
   if (layout == 1) {
     y = transpose(y, {2, 0, 1, 3});
     yh = transpose(yh, {1, 0, 2});
-    yc = transpose(yc, {1, 0, 2});
+    if (yc)
+      yc = transpose(yc, {1, 0, 2});
   }
   nc.setOutput(0, y);
   nc.setOutput(1, yh);
@@ -3559,12 +3560,7 @@ LogicalResult importGatherND(NodeContext &nc) {
   ArrayRef<int64_t> dims = dt.getShape().slice(batchDims, k);
   if (failed(checkConstantTuples(nc, indices, dims, batchDims)))
     return failure();
-  auto product = [](ArrayRef<int64_t> v) {
-    int64_t p = 1;
-    for (int64_t d : v)
-      p *= d;
-    return p;
-  };
+  auto product = [](ArrayRef<int64_t> v) { return ShapedType::getNumElements(v); };
   int64_t batch = product(dt.getShape().take_front(batchDims));
   int64_t rows = product(dims), row = product(dt.getShape().drop_front(batchDims + k));
   int64_t m = product(it.getShape().slice(batchDims, ir - 1 - batchDims));
@@ -3600,27 +3596,27 @@ LogicalResult importScatterND(NodeContext &nc) {
                     reduction + "'");
   RankedTensorType dt = nc.inputType(0), it = nc.inputType(1),
                    ut = nc.inputType(2);
+  if (it.getRank() < 1)
+    return nc.error("indices must have rank 1 or more");
+  int64_t k = it.getShape().back(), r = dt.getRank();
+  if (k < 1 || k > r)
+    return nc.error("indices' last dimension " + std::to_string(k) +
+                    " must be between 1 and the data's rank " +
+                    std::to_string(r));
+  SmallVector<int64_t> wantUpdates(it.getShape().drop_back());
+  llvm::append_range(wantUpdates, dt.getShape().drop_front(k));
+  if (ut.getShape() != ArrayRef<int64_t>(wantUpdates))
+    return nc.error("updates of shape " + shapeStr(ut.getShape()) +
+                    ", expected " + shapeStr(wantUpdates));
+  int64_t rows = ShapedType::getNumElements(dt.getShape().take_front(k));
+  int64_t row = ShapedType::getNumElements(dt.getShape().drop_front(k));
   if (!nc.constantValues(1)) {
     // Indices computed at run time (`x[rows, cols] = v`, index_put): the
     // data viewed as [rows, row], each tuple's linear index broadcast along
     // the row, a ScatterElements along the rows -- which takes the updates
     // in the same order (tuple after tuple) and combines them the same way.
     TRY(idxValue, nc.requiredInput(1));
-    if (it.getRank() < 1)
-      return nc.error("indices must have rank 1 or more");
-    int64_t k = it.getShape().back(), r = dt.getRank();
-    if (k < 1 || k > r)
-      return nc.error("indices' last dimension " + std::to_string(k) +
-                      " must be between 1 and the data's rank " +
-                      std::to_string(r));
-    SmallVector<int64_t> wantUpdates(it.getShape().drop_back());
-    llvm::append_range(wantUpdates, dt.getShape().drop_front(k));
-    if (ut.getShape() != ArrayRef<int64_t>(wantUpdates))
-      return nc.error("updates of shape " + shapeStr(ut.getShape()) +
-                      ", expected " + shapeStr(wantUpdates));
-    int64_t rows = 1, row = 1, n = ut.getNumElements();
-    for (int64_t i = 0; i < r; ++i)
-      (i < k ? rows : row) *= dt.getDimSize(i);
+    int64_t n = ut.getNumElements();
     if (n == 0)
       return setResult(nc, data);
     n /= row;
@@ -3634,21 +3630,6 @@ LogicalResult importScatterND(NodeContext &nc) {
     return setResult(nc, reshape(nc, y, dt.getShape()));
   }
   TRY(indices, nc.constantInts(1, "indices"));
-  if (it.getRank() < 1)
-    return nc.error("indices must have rank 1 or more");
-  int64_t k = it.getShape().back(), r = dt.getRank();
-  if (k < 1 || k > r)
-    return nc.error("indices' last dimension " + std::to_string(k) +
-                    " must be between 1 and the data's rank " +
-                    std::to_string(r));
-  SmallVector<int64_t> wantUpdates(it.getShape().drop_back());
-  llvm::append_range(wantUpdates, dt.getShape().drop_front(k));
-  if (ut.getShape() != ArrayRef<int64_t>(wantUpdates))
-    return nc.error("updates of shape " + shapeStr(ut.getShape()) +
-                    ", expected " + shapeStr(wantUpdates));
-  int64_t rows = 1, row = 1;
-  for (int64_t i = 0; i < r; ++i)
-    (i < k ? rows : row) *= dt.getDimSize(i);
   int64_t count = (int64_t)indices.size() / k;
   if (count == 0)
     return setResult(nc, data);
