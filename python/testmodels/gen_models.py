@@ -625,11 +625,12 @@ BIG_DATA_SIZE = BIG_LAYERS * BIG_DIM * BIG_DIM * 4  # 1 GiB
 
 
 def build_unsupported() -> onnx.ModelProto:
-    """Valid model containing Hardmax, NonMaxSuppression and com.example::FancyOp."""
+    """Valid model containing Bernoulli, NonMaxSuppression and com.example::FancyOp."""
     b = GraphBuilder()
     in_f = 8
     h = b.node("Relu", ["x"], "/relu1")                                   # [4,1,8]
-    h = b.node("Hardmax", [h], "/hardmax", axis=-1)                       # [4,1,8]
+    h = b.node("Sigmoid", [h], "/sigmoid")
+    h = b.node("Bernoulli", [h], "/bernoulli", seed=1.0)                  # [4,1,8]
     h = b.node("Relu", [h], "/relu2")
     b.node("FancyOp", [h], "/fancy", outputs=["y"], domain="com.example", alpha=0.5)
 

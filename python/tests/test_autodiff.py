@@ -55,6 +55,17 @@ def node(op, ins, **attrs):
     return helper.make_node(op, ins, ["y"], **attrs)
 
 
+def _const_ints(name, values):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.array(values, np.int64)))
+
+
+def _with_zeros(a, positions):
+    for p in positions:
+        a[p] = 0.0
+    return a
+
+
 # Each case: (nodes, graph inputs, weights[, opset]).
 CASES = {
     "add_broadcast": ([node("Add", ["x", "w"])], {"x": rand(2, 3, 4)}, {"w": rand(3, 1)}),
@@ -220,6 +231,30 @@ CASES = {
                                           strides=[2, 1], pads=[1, 0, 1, 1])], {},
                                     {"w": rand(1, 2, 5, 4)}),
     "global_avg_pool": ([node("GlobalAveragePool", ["w"])], {}, {"w": rand(2, 3, 4, 5)}),
+    # Products (CumProd, ReduceProd) through zeros: a tree of halvings and a
+    # scan of shifted products, exact where x / y would divide by 0.
+    "cum_prod_zero": ([_const_ints("ax", [1]), node("CumProd", ["w", "ax"])], {},
+                      {"w": _with_zeros(rand(2, 5), [(0, 2)])}, 26),
+    "cum_prod_exclusive_reverse": ([_const_ints("ax", [0]),
+                                    node("CumProd", ["w", "ax"], exclusive=1, reverse=1)],
+                                   {}, {"w": _with_zeros(rand(5, 2), [(1, 1)])}, 26),
+    "reduce_prod_zeros": ([_const_ints("ax", [1, 2]), node("ReduceProd", ["w", "ax"], keepdims=0)],
+                          {}, {"w": _with_zeros(rand(3, 5, 2), [(0, 1, 0), (2, 0, 1), (2, 3, 0)])},
+                          18),
+    "lp_pool_p3": ([node("LpPool", ["w"], kernel_shape=[2, 3], strides=[2, 1], pads=[1, 1, 0, 1],
+                         p=3)], {}, {"w": rand(1, 2, 5, 4)}, 18),
+    "lp_normalization_l1": ([node("LpNormalization", ["w"], axis=0, p=1)], {},
+                            {"w": rand(4, 3, lo=0.1) * np.sign(rand(4, 3))}),
+    "lp_normalization_l2": ([node("LpNormalization", ["w"], axis=-1, p=2)], {},
+                            {"w": rand(3, 5)}),
+    "lrn": ([node("LRN", ["w"], size=3, alpha=0.5, beta=0.6, bias=1.5)], {},
+            {"w": rand(2, 5, 2, 3)}),
+    "swiglu": ([node("SwiGLU", ["w", "v"], alpha=1.7)], {}, {"w": rand(3, 4), "v": rand(3, 4)},
+               28),
+    "reverse_sequence": ([node("ReverseSequence", ["w", "lens"], time_axis=1, batch_axis=0)],
+                        {"lens": np.array([3, 1, 4], np.int64)}, {"w": rand(3, 4, 2)}),
+    "center_crop_pad": ([_const_ints("s", [3, 6]), node("CenterCropPad", ["w", "s"], axes=[1, 2])],
+                        {}, {"w": rand(2, 5, 3)}, 18),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

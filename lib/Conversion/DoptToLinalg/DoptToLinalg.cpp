@@ -154,7 +154,9 @@ Value convertScalar(OpBuilder &b, Location loc, Value x, Type from, Type to) {
   return arith::ExtSIOp::create(b, loc, toS, x);
 }
 
-enum class BinKind { Add, Sub, Mul, Div, Max, Min, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+enum class BinKind {
+  Add, Sub, Mul, Div, Max, Min, Pow, Eq, Lt, Le, Gt, Ge, And, Or, Xor, Shl, Shr
+};
 
 /// One elementwise binary op on scalars of original element type `elt`.
 Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
@@ -266,6 +268,30 @@ Value emitBinary(OpBuilder &b, Location loc, BinKind k, Value l, Value r,
     return arith::AndIOp::create(b, loc, l, r);
   case BinKind::Or:
     return arith::OrIOp::create(b, loc, l, r);
+  case BinKind::Xor:
+    return arith::XOrIOp::create(b, loc, l, r);
+  case BinKind::Shl:
+  case BinKind::Shr: {
+    // arith's shifts are poison from the width on (and for negative
+    // amounts, which compare unsigned as past it); ONNX's leave only the
+    // sign: 0 to the left, the sign bit copied to the right.
+    Type t = l.getType();
+    Value width = scalarConstant(b, loc, t, (double)t.getIntOrFloatBitWidth());
+    Value tooFar =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, r, width);
+    if (k == BinKind::Shl)
+      return arith::SelectOp::create(b, loc, tooFar,
+                                     scalarConstant(b, loc, t, 0),
+                                     arith::ShLIOp::create(b, loc, l, r));
+    if (isUns)
+      return arith::SelectOp::create(b, loc, tooFar,
+                                     scalarConstant(b, loc, t, 0),
+                                     arith::ShRUIOp::create(b, loc, l, r));
+    Value amount = arith::SelectOp::create(
+        b, loc, tooFar,
+        scalarConstant(b, loc, t, (double)t.getIntOrFloatBitWidth() - 1), r);
+    return arith::ShRSIOp::create(b, loc, l, amount);
+  }
   case BinKind::Pow:
     break;
   }
@@ -295,7 +321,8 @@ Value emitUnary(OpBuilder &b, Location loc, UnKind k, Value v, Type elt,
                        arith::SubIOp::create(b, loc,
                                              scalarConstant(b, loc, t, 0), v));
     case UnKind::Not:
-      return arith::XOrIOp::create(b, loc, v, scalarConstant(b, loc, t, 1));
+      // All ones: true for i1, every bit for the wider integers.
+      return arith::XOrIOp::create(b, loc, v, scalarConstant(b, loc, t, -1));
     case UnKind::Relu:
       return isUnsignedElt(elt)
                  ? v
@@ -2658,6 +2685,9 @@ struct ConvertDoptToLinalgPass
         BinaryPattern<dopt::GreaterEqualOp, BinKind::Ge>,
         BinaryPattern<dopt::AndOp, BinKind::And>,
         BinaryPattern<dopt::OrOp, BinKind::Or>,
+        BinaryPattern<dopt::XorOp, BinKind::Xor>,
+        BinaryPattern<dopt::ShiftLeftOp, BinKind::Shl>,
+        BinaryPattern<dopt::ShiftRightOp, BinKind::Shr>,
         UnaryPattern<dopt::NegOp, UnKind::Neg>,
         UnaryPattern<dopt::AbsOp, UnKind::Abs>,
         UnaryPattern<dopt::NotOp, UnKind::Not>,

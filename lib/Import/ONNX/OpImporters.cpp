@@ -1189,12 +1189,13 @@ LogicalResult importConv(NodeContext &nc) {
 /// type's lowest value), or their sum (padding 0) divided by each window's
 /// tap count (dopt::windowTapCount, the rule dopt.avg_pool follows). For
 /// what dopt.max_pool and dopt.avg_pool do not cover: 3-D windows and
-/// dilated average pooling. prod(kernel) slices, each of the output's
-/// size: a 2x2x2 window reads its input 8 times.
+/// dilated average pooling; and, with `divide` false, the windows' sums
+/// (LpPool). prod(kernel) slices, each of the output's size: a 2x2x2
+/// window reads its input 8 times.
 Value poolBySlices(NodeContext &nc, Value x, bool isMax,
                    ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
                    ArrayRef<int64_t> dilations, ArrayRef<int64_t> pads,
-                   bool ceilMode, bool countIncludePad) {
+                   bool ceilMode, bool countIncludePad, bool divide = true) {
   auto in = cast<RankedTensorType>(x.getType());
   size_t n = kernel.size();
   Type elt = in.getElementType();
@@ -1238,7 +1239,7 @@ Value poolBySlices(NodeContext &nc, Value x, bool isMax,
     if (i == 0)
       break;
   }
-  if (isMax || !acc)
+  if (isMax || !acc || !divide)
     return acc;
   if (!isa<FloatType>(elt)) {
     std::string type;
@@ -1345,6 +1346,43 @@ LogicalResult importAveragePool(NodeContext &nc) {
       w.oneD);
 }
 
+/// |x|^p, with x·x for p = 2 and |x| for p = 1 (their gradients are
+/// PyTorch's: the power's at 0 would be 0·inf).
+Value absPower(NodeContext &nc, Value x, int64_t p) {
+  if (p == 2)
+    return nc.create<dopt::MulOp>(x, x);
+  Value a = nc.create<dopt::AbsOp>(x);
+  if (p == 1)
+    return a;
+  Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+  return nc.create<dopt::PowOp>(a, constantScalar(nc, elt, (double)p));
+}
+
+/// s^(1/p): a square root for p = 2, s itself for p = 1.
+Value rootOf(NodeContext &nc, Value s, int64_t p) {
+  if (p == 1 || !s)
+    return s;
+  if (p == 2)
+    return nc.create<dopt::SqrtOp>(s);
+  Type elt = cast<RankedTensorType>(s.getType()).getElementType();
+  return nc.create<dopt::PowOp>(s, constantScalar(nc, elt, 1.0 / (double)p));
+}
+
+/// LpPool: (the window's sum of |x|^p)^(1/p), padding counting as 0; any
+/// number of spatial axes, dilations, ceil_mode (poolBySlices' sums).
+LogicalResult importLpPool(NodeContext &nc) {
+  TRY(w, readPoolWindow(nc));
+  TRY(p, nc.intAttr("p", 2));
+  if (p < 1)
+    return nc.error("p must be a positive integer, got " + std::to_string(p));
+  if (!isa<FloatType>(nc.inputType(0).getElementType()))
+    return nc.error("needs a floating-point input");
+  Value sums = poolBySlices(nc, absPower(nc, w.x, p), /*isMax=*/false,
+                            w.kernel, w.strides, w.dilations, w.pads,
+                            w.ceilMode, false, /*divide=*/false);
+  return setWindowOutput(nc, rootOf(nc, sums, p), w.oneD);
+}
+
 /// GlobalMaxPool: the maximum over every spatial axis, kept as size 1.
 LogicalResult importGlobalMaxPool(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
@@ -1441,20 +1479,14 @@ Value reduceMinimum(NodeContext &nc, Value x, ArrayRef<int64_t> axes,
       reflect(x), b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims)));
 }
 
-/// ArgMax / ArgMin (`isMax`) along one axis, as int64: the positions
-/// holding the extreme value (an Equal with it, kept as a size-1 axis), the
-/// lowest of them (or the highest, select_last_index) found by a reduction
-/// of their indices (the others replaced by n, or −1).
-template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
+/// The position of the maximum (`isMax`) or minimum along `axis`, as
+/// int64: the positions holding the extreme value (an Equal with it, kept
+/// as a size-1 axis), the lowest of them (or the highest, `last`) found by
+/// a reduction of their indices (the others replaced by n, or −1).
+Value argExtreme(NodeContext &nc, Value x, int64_t axis, bool isMax, bool last,
+                 bool keepdims) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t rank = type.getRank();
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, rank));
-  TRY(keepdims, nc.intAttr("keepdims", 1));
-  TRY(last, nc.intAttr("select_last_index", 0));
-  if (type.getElementType().isInteger(1))
-    return nc.error("needs a numeric input, not booleans");
   OpBuilder &b = nc.builder();
   int64_t n = type.getDimSize(axis);
   Value extreme =
@@ -1469,10 +1501,90 @@ template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
   Value indices = nc.create<dopt::WhereOp>(
       at, nc.constantI64(iota, iotaShape),
       nc.constantI64({last ? -1 : n}, {}));
-  Value y = last ? nc.create<dopt::ReduceMaxOp>(
-                       indices, b.getDenseI64ArrayAttr({axis}),
-                       b.getBoolAttr(keepdims != 0))
-                 : reduceMinimum(nc, indices, {axis}, keepdims != 0);
+  return last ? nc.create<dopt::ReduceMaxOp>(indices,
+                                             b.getDenseI64ArrayAttr({axis}),
+                                             b.getBoolAttr(keepdims))
+              : reduceMinimum(nc, indices, {axis}, keepdims);
+}
+
+/// ArgMax / ArgMin (`isMax`) along one axis (argExtreme).
+template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  auto type = cast<RankedTensorType>(x.getType());
+  TRY(axisAttr, nc.intAttr("axis", 0));
+  TRY(axis, nc.normalizeAxis(axisAttr, type.getRank()));
+  TRY(keepdims, nc.intAttr("keepdims", 1));
+  TRY(last, nc.intAttr("select_last_index", 0));
+  if (type.getElementType().isInteger(1))
+    return nc.error("needs a numeric input, not booleans");
+  return setResult(nc, argExtreme(nc, x, axis, isMax, last != 0, keepdims != 0));
+}
+
+/// Hardmax: 1 at the first maximum along `axis`, 0 elsewhere (a one-hot of
+/// argExtreme; no gradient, as the function is piecewise constant).
+LogicalResult importHardmax(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  auto type = cast<RankedTensorType>(x.getType());
+  TRY(axisAttr, nc.intAttr("axis", -1));
+  TRY(axis, nc.normalizeAxis(axisAttr, type.getRank()));
+  if (type.getElementType().isInteger(1))
+    return nc.error("needs a numeric input, not booleans");
+  int64_t n = type.getDimSize(axis);
+  if (n == 0)
+    return setResult(nc, x);
+  SmallVector<int64_t> iotaShape(type.getRank(), 1), iota;
+  iotaShape[axis] = n;
+  for (int64_t i = 0; i < n; ++i)
+    iota.push_back(i);
+  Value first = argExtreme(nc, x, axis, true, false, true);
+  Value hot = nc.create<dopt::EqualOp>(nc.constantI64(iota, iotaShape), first);
+  return setResult(nc, nc.create<dopt::CastOp>(
+                           hot, TypeAttr::get(type.getElementType())));
+}
+
+Value reshape(NodeContext &nc, Value x, ArrayRef<int64_t> shape);
+
+/// The product along `axis`, kept as a size-1 axis: a tree of halvings
+/// (the axis padded with a one to an even extent, its two halves
+/// multiplied), ⌈log2 n⌉ products of slices. Exact at zeros; its gradient
+/// follows from the slices, pads and products. An empty axis gives 1.
+Value productAlong(NodeContext &nc, Value x, int64_t axis) {
+  while (x) {
+    auto t = cast<RankedTensorType>(x.getType());
+    int64_t n = t.getDimSize(axis);
+    if (n == 1)
+      return x;
+    if (n % 2 == 1 || n == 0) {
+      SmallVector<int64_t> pads(2 * t.getRank(), 0);
+      pads[t.getRank() + axis] = 1;
+      OpBuilder &b = nc.builder();
+      x = nc.create<dopt::PadOp>(x, b.getDenseI64ArrayAttr(pads),
+                                 b.getStringAttr("constant"),
+                                 b.getF64FloatAttr(1.0));
+      continue;
+    }
+    x = nc.create<dopt::MulOp>(strided(nc, x, {axis}, {0}, {1}, {n / 2}),
+                               strided(nc, x, {axis}, {n / 2}, {1}, {n / 2}));
+  }
+  return x;
+}
+
+/// ReduceProd: productAlong each axis, the axes dropped unless keepdims.
+LogicalResult importReduceProd(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(r, readReduction(nc, 18));
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getElementType().isInteger(1))
+    return nc.error("needs a numeric input, not booleans");
+  Value y = x;
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (llvm::is_contained(r.axes, d))
+      y = productAlong(nc, y, d);
+    else
+      kept.push_back(type.getDimSize(d));
+  if (!r.keepdims && y)
+    y = reshape(nc, y, kept);
   return setResult(nc, y);
 }
 
@@ -3095,9 +3207,10 @@ LogicalResult importEinsum(NodeContext &nc) {
   return setResult(nc, acc.value);
 }
 
-/// `x` shifted by `k` along `axis`: k zeros (of the pad op) in front, the
+/// `x` shifted by `k` along `axis`: k `fill`s (of the pad op) in front, the
 /// last k elements dropped.
-Value shiftAlong(NodeContext &nc, Value x, int64_t axis, int64_t k) {
+Value shiftAlong(NodeContext &nc, Value x, int64_t axis, int64_t k,
+                 double fill = 0.0) {
   if (!x)
     return x;
   auto t = cast<RankedTensorType>(x.getType());
@@ -3108,7 +3221,7 @@ Value shiftAlong(NodeContext &nc, Value x, int64_t axis, int64_t k) {
   OpBuilder &b = nc.builder();
   return nc.create<dopt::PadOp>(kept, b.getDenseI64ArrayAttr(pads),
                                 b.getStringAttr("constant"),
-                                b.getF64FloatAttr(0.0));
+                                b.getF64FloatAttr(fill));
 }
 
 /// `x` reversed along `axis`.
@@ -3126,34 +3239,132 @@ Value reverseAlong(NodeContext &nc, Value x, int64_t axis) {
                                   b.getDenseI64ArrayAttr(st));
 }
 
-/// CumSum as a scan of ⌈log2 n⌉ shifted additions (Hillis–Steele): after
-/// the step adding x shifted by k, each element holds the sum of the 2k
-/// elements ending at it. Any numeric type; the gradient follows from the
-/// pads, slices and additions. `exclusive` shifts the result by one,
-/// `reverse` scans the reversed axis.
-LogicalResult importCumSum(NodeContext &nc) {
+/// CumSum (CumProd) as a scan of ⌈log2 n⌉ shifted additions
+/// (multiplications), Hillis–Steele: after the step combining x with x
+/// shifted by k, each element holds the sum (product) of the 2k elements
+/// ending at it. Any numeric type; exact at zeros; the gradient follows from
+/// the pads, slices and arithmetic. `exclusive` shifts the result by one
+/// (the identity in front), `reverse` scans the reversed axis.
+template <bool isProduct> LogicalResult importCumulative(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(axisValues, nc.constantInts(1, "axis"));
   if (axisValues.size() != 1)
     return nc.error("axis must hold one value, got " + shapeStr(axisValues));
   RankedTensorType in = nc.inputType(0);
+  if (in.getElementType().isInteger(1))
+    return nc.error("needs a numeric input, not booleans");
   TRY(axis, nc.normalizeAxis(axisValues[0], in.getRank()));
   TRY(exclusive, nc.intAttr("exclusive", 0));
   TRY(reverse, nc.intAttr("reverse", 0));
+  double identity = isProduct ? 1.0 : 0.0;
+  auto combine = [&](Value a, Value b) -> Value {
+    return isProduct ? nc.create<dopt::MulOp>(a, b) : nc.create<dopt::AddOp>(a, b);
+  };
   int64_t n = in.getDimSize(axis);
+  if (n == 0)
+    return setResult(nc, x);
   Value y = x;
-  if (n > 1) {
-    if (reverse)
-      y = reverseAlong(nc, y, axis);
-    for (int64_t k = 1; k < n; k *= 2)
-      y = nc.create<dopt::AddOp>(y, shiftAlong(nc, y, axis, k));
-    if (exclusive)
-      y = shiftAlong(nc, y, axis, 1);
-    if (reverse)
-      y = reverseAlong(nc, y, axis);
-  } else if (exclusive && n == 1) {
-    y = shiftAlong(nc, y, axis, 1);
+  if (reverse)
+    y = reverseAlong(nc, y, axis);
+  for (int64_t k = 1; k < n; k *= 2)
+    y = combine(y, shiftAlong(nc, y, axis, k, identity));
+  if (exclusive)
+    y = shiftAlong(nc, y, axis, 1, identity);
+  if (reverse)
+    y = reverseAlong(nc, y, axis);
+  return setResult(nc, y);
+}
+
+/// ReverseSequence: along `time_axis`, the first sequence_lens[b] elements
+/// of each batch entry b reversed, the rest kept. A GatherElements at
+/// index len − 1 − t where t < len, t elsewhere (lengths are a run-time
+/// input; above the axis's extent they count as the whole axis).
+LogicalResult importReverseSequence(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(lens, nc.requiredInput(1));
+  RankedTensorType in = nc.inputType(0);
+  int64_t rank = in.getRank();
+  if (rank < 2)
+    return nc.error("input must have rank >= 2, got rank " +
+                    std::to_string(rank));
+  TRY(timeAttr, nc.intAttr("time_axis", 0));
+  TRY(batchAttr, nc.intAttr("batch_axis", 1));
+  TRY(timeAxis, nc.normalizeAxis(timeAttr, rank, "time_axis"));
+  TRY(batchAxis, nc.normalizeAxis(batchAttr, rank, "batch_axis"));
+  if (timeAxis == batchAxis)
+    return nc.error("time_axis and batch_axis must differ, both are " +
+                    std::to_string(timeAxis));
+  RankedTensorType lt = nc.inputType(1);
+  int64_t batch = in.getDimSize(batchAxis), steps = in.getDimSize(timeAxis);
+  if (lt.getRank() != 1 || lt.getDimSize(0) != batch)
+    return nc.error("sequence_lens must have shape [" + std::to_string(batch) +
+                    "] (the batch axis's extent), got " +
+                    shapeStr(lt.getShape()));
+  OpBuilder &b = nc.builder();
+  if (!lt.getElementType().isInteger(64))
+    lens = nc.create<dopt::CastOp>(lens, TypeAttr::get(b.getI64Type()));
+  SmallVector<int64_t> lensShape(rank, 1), iotaShape(rank, 1), iota;
+  lensShape[batchAxis] = batch;
+  iotaShape[timeAxis] = steps;
+  for (int64_t t = 0; t < steps; ++t)
+    iota.push_back(t);
+  Value t = nc.constantI64(iota, iotaShape);
+  Value len = nc.create<dopt::MinOp>(reshape(nc, lens, lensShape),
+                                     nc.constantI64({steps}, {}));
+  Value reversed = nc.create<dopt::SubOp>(
+      nc.create<dopt::SubOp>(len, nc.constantI64({1}, {})), t);
+  Value index = nc.create<dopt::WhereOp>(nc.create<dopt::LessOp>(t, len),
+                                         reversed, t);
+  index = nc.create<dopt::ExpandOp>(index, b.getDenseI64ArrayAttr(in.getShape()));
+  return setResult(nc, nc.create<dopt::GatherElementsOp>(
+                           x, index, b.getI64IntegerAttr(timeAxis)));
+}
+
+/// CenterCropPad: each axis of `axes` cropped or padded (with zeros) to the
+/// size `shape` names, centred (an odd difference puts the extra element at
+/// the end).
+LogicalResult importCenterCropPad(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(sizes, nc.constantInts(1, "shape"));
+  RankedTensorType in = nc.inputType(0);
+  int64_t rank = in.getRank();
+  TRY(axesAttr, nc.intsAttr("axes"));
+  SmallVector<int64_t> axes;
+  if (axesAttr)
+    axes = *axesAttr;
+  else
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (sizes.size() != axes.size())
+    return nc.error("shape has " + std::to_string(sizes.size()) +
+                    " entries, one per axis needs " +
+                    std::to_string(axes.size()));
+  SmallVector<int64_t> starts(rank, 0), ends(in.getShape()), steps(rank, 1);
+  SmallVector<int64_t> pads(2 * rank, 0);
+  llvm::SmallDenseSet<int64_t> seen;
+  for (auto [a, size] : llvm::zip(axes, sizes)) {
+    TRY(axis, nc.normalizeAxis(a, rank));
+    if (!seen.insert(axis).second)
+      return nc.error("axes contain a duplicate");
+    if (size < 0)
+      return nc.error("shape must be non-negative, got " + shapeStr(sizes));
+    int64_t dim = in.getDimSize(axis);
+    if (size < dim) {
+      starts[axis] = (dim - size) / 2;
+      ends[axis] = starts[axis] + size;
+    } else {
+      pads[axis] = (size - dim) / 2;
+      pads[rank + axis] = size - dim - pads[axis];
+    }
   }
+  OpBuilder &b = nc.builder();
+  Value y = nc.create<dopt::SliceOp>(x, b.getDenseI64ArrayAttr(starts),
+                                     b.getDenseI64ArrayAttr(ends),
+                                     b.getDenseI64ArrayAttr(steps));
+  if (llvm::any_of(pads, [](int64_t p) { return p != 0; }))
+    y = nc.create<dopt::PadOp>(y, b.getDenseI64ArrayAttr(pads),
+                               b.getStringAttr("constant"),
+                               b.getF64FloatAttr(0.0));
   return setResult(nc, y);
 }
 
@@ -3408,11 +3619,136 @@ LogicalResult importGroupNorm(NodeContext &nc) {
   return setResult(nc, reshape(nc, y, in.getShape()));
 }
 
-/// Xor of booleans: a ≠ b.
-LogicalResult importXor(NodeContext &nc) {
+/// LpNormalization: x divided by its L1 or L2 norm along `axis`; a zero
+/// norm (a zero vector) gives zeros (ONNX's reference). The norm is
+/// replaced by 1 there before the division, so the gradient stays finite.
+LogicalResult importLpNormalization(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  TRY(axisAttr, nc.intAttr("axis", -1));
+  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  TRY(p, nc.intAttr("p", 2));
+  if (p != 1 && p != 2)
+    return nc.error("p must be 1 or 2, got " + std::to_string(p));
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs a floating-point input");
+  OpBuilder &b = nc.builder();
+  Value sum = nc.create<dopt::ReduceSumOp>(absPower(nc, x, p),
+                                           b.getDenseI64ArrayAttr({axis}),
+                                           b.getBoolAttr(true));
+  Value zero = constantScalar(nc, elt, 0.0);
+  Value safe = nc.create<dopt::WhereOp>(nc.create<dopt::EqualOp>(sum, zero),
+                                        constantScalar(nc, elt, 1.0), sum);
+  return setResult(nc, nc.create<dopt::DivOp>(x, rootOf(nc, safe, p)));
+}
+
+/// LRN: x / (bias + alpha/size · Σ x²)^beta, the sum over the `size`
+/// channels around each (⌊(size−1)/2⌋ before, ⌈(size−1)/2⌉ after, those
+/// past the edges left out): shifted slices of the squares, zero-padded
+/// along the channel axis.
+LogicalResult importLRN(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  if (in.getRank() < 3)
+    return nc.error("input must have rank >= 3 (N, C, spatial...), got rank " +
+                    std::to_string(in.getRank()));
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs a floating-point input");
+  TRY(size, nc.intAttr("size", 0));
+  if (size < 1)
+    return nc.error("size must be a positive integer, got " +
+                    std::to_string(size));
+  TRY(alpha, nc.floatAttr("alpha", 1e-4f));
+  TRY(beta, nc.floatAttr("beta", 0.75f));
+  TRY(bias, nc.floatAttr("bias", 1.0f));
+  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  int64_t channels = in.getDimSize(1), rank = in.getRank();
+  SmallVector<int64_t> pads(2 * rank, 0);
+  pads[1] = before;
+  pads[rank + 1] = after;
+  OpBuilder &b = nc.builder();
+  Value padded = nc.create<dopt::PadOp>(nc.create<dopt::MulOp>(x, x),
+                                        b.getDenseI64ArrayAttr(pads),
+                                        b.getStringAttr("constant"),
+                                        b.getF64FloatAttr(0.0));
+  Value sum;
+  for (int64_t k = 0; k < size; ++k) {
+    Value s = strided(nc, padded, {1}, {k}, {1}, {channels});
+    sum = sum ? nc.create<dopt::AddOp>(sum, s) : s;
+  }
+  Value base = nc.create<dopt::AddOp>(
+      constantScalar(nc, elt, bias),
+      nc.create<dopt::MulOp>(constantScalar(nc, elt, (double)alpha / size),
+                             sum));
+  return setResult(nc, nc.create<dopt::DivOp>(
+                           x, nc.create<dopt::PowOp>(
+                                  base, constantScalar(nc, elt, beta))));
+}
+
+/// SwiGLU: Swish_alpha(a) · b = a · sigmoid(alpha · a) · b; a and b of one
+/// shape (no broadcasting).
+LogicalResult importSwiGLU(NodeContext &nc) {
   TRY(a, nc.requiredInput(0));
-  TRY(b, nc.requiredInput(1));
-  return setResult(nc, nc.create<dopt::NotOp>(nc.create<dopt::EqualOp>(a, b)));
+  TRY(v, nc.requiredInput(1));
+  if (nc.inputType(0) != nc.inputType(1))
+    return nc.error("A and B must have the same shape and element type (no "
+                    "broadcasting), got " +
+                    shapeStr(nc.inputType(0).getShape()) + " and " +
+                    shapeStr(nc.inputType(1).getShape()));
+  TRY(alpha, nc.floatAttr("alpha", 1.0f));
+  Type elt = nc.inputType(0).getElementType();
+  Value gate = alpha == 1.0f
+                   ? a
+                   : nc.create<dopt::MulOp>(a, constantScalar(nc, elt, alpha));
+  Value swish = nc.create<dopt::MulOp>(a, nc.create<dopt::SigmoidOp>(gate));
+  return setResult(nc, nc.create<dopt::MulOp>(swish, v));
+}
+
+/// Whether inputs 0 .. n−1 are integers (booleans too, when `bools`);
+/// an error naming the first that is not otherwise.
+LogicalResult checkIntegerInputs(NodeContext &nc, int n, bool bools) {
+  for (int i = 0; i < n; ++i) {
+    RankedTensorType t = nc.inputType(i);
+    if (!t)
+      continue;
+    auto it = dyn_cast<IntegerType>(t.getElementType());
+    if (!it || (!bools && it.getWidth() == 1)) {
+      std::string type;
+      llvm::raw_string_ostream os(type);
+      os << t.getElementType();
+      return nc.error("needs integer inputs" +
+                      std::string(bools ? " (or booleans)" : "") +
+                      ", input " + std::to_string(i) + " is " + type);
+    }
+  }
+  return success();
+}
+
+/// BitwiseAnd / Or / Xor / Not: dopt.and, or, xor, not on integers.
+template <typename OpTy> LogicalResult importBitwise(NodeContext &nc) {
+  if (failed(checkIntegerInputs(nc, nc.numInputs(), true)))
+    return failure();
+  if constexpr (std::is_same_v<OpTy, dopt::NotOp>)
+    return importUnary<OpTy>(nc);
+  else
+    return importBinary<OpTy>(nc);
+}
+
+/// BitShift: a left or right shift (dopt.shift_left / shift_right).
+LogicalResult importBitShift(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(y, nc.requiredInput(1));
+  if (failed(checkIntegerInputs(nc, 2, false)))
+    return failure();
+  TRY(direction, nc.stringAttr("direction", ""));
+  if (direction == "LEFT")
+    return setResult(nc, nc.create<dopt::ShiftLeftOp>(x, y));
+  if (direction == "RIGHT")
+    return setResult(nc, nc.create<dopt::ShiftRightOp>(x, y));
+  return nc.error("direction must be \"LEFT\" or \"RIGHT\", got \"" +
+                  direction + "\"");
 }
 
 /// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
@@ -3897,6 +4233,8 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Resize"] = importResize;
     t["ArgMax"] = importArgExtreme<true>;
     t["ArgMin"] = importArgExtreme<false>;
+    t["Hardmax"] = importHardmax;
+    t["ReduceProd"] = importReduceProd;
     t["ReduceMin"] = importComposedReduce<Composed::Min>;
     t["ReduceSumSquare"] = importComposedReduce<Composed::SumSquare>;
     t["ReduceL1"] = importComposedReduce<Composed::L1>;
@@ -3911,6 +4249,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["ConvTranspose"] = importConvTranspose;
     t["MaxPool"] = importMaxPool;
     t["AveragePool"] = importAveragePool;
+    t["LpPool"] = importLpPool;
     t["GlobalAveragePool"] = importUnary<dopt::GlobalAvgPoolOp>;
     t["GlobalMaxPool"] = importGlobalMaxPool;
     // Reductions (axes became an input in opset 13 for ReduceSum, 18 for
@@ -3939,12 +4278,23 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["SpaceToDepth"] = importDepthSpace<false>;
     t["OneHot"] = importOneHot;
     t["GroupNormalization"] = importGroupNorm;
-    t["Xor"] = importXor;
+    t["Xor"] = importBinary<dopt::XorOp>;
+    t["BitwiseAnd"] = importBitwise<dopt::AndOp>;
+    t["BitwiseOr"] = importBitwise<dopt::OrOp>;
+    t["BitwiseXor"] = importBitwise<dopt::XorOp>;
+    t["BitwiseNot"] = importBitwise<dopt::NotOp>;
+    t["BitShift"] = importBitShift;
+    t["LpNormalization"] = importLpNormalization;
+    t["LRN"] = importLRN;
+    t["SwiGLU"] = importSwiGLU;
     t["Shrink"] = importShrink;
     t["MeanVarianceNormalization"] = importMeanVarianceNorm;
     t["EyeLike"] = importEyeLike;
     t["Einsum"] = importEinsum;
-    t["CumSum"] = importCumSum;
+    t["CumSum"] = importCumulative<false>;
+    t["CumProd"] = importCumulative<true>;
+    t["ReverseSequence"] = importReverseSequence;
+    t["CenterCropPad"] = importCenterCropPad;
     t["ScatterND"] = importScatterND;
     t["GatherND"] = importGatherND;
     t["GatherElements"] = importGatherLike<dopt::GatherElementsOp>;

@@ -449,3 +449,27 @@ func.func @scatter_elements_parallel(%data: tensor<4x3xf32>, %idx: tensor<6x3xi6
   %0 = dopt.scatter_elements %data, %idx, %upd {axis = 0 : i64, reduction = "max"} : (tensor<4x3xf32>, tensor<6x3xi64>, tensor<6x3xf32>) -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
+
+// -----
+
+// Shifts: past the width (or negative, unsigned-compared past it) a left
+// shift and an unsigned right shift give 0, a signed right shift shifts by
+// width − 1 (the sign copied in); bitwise not is a xor with all ones.
+// CHECK-LABEL: func.func @shifts_and_not
+// CHECK: %[[W:.*]] = arith.constant 8 : i8
+// CHECK: %[[FAR:.*]] = arith.cmpi uge, %[[R:.*]], %[[W]] : i8
+// CHECK: %[[SHL:.*]] = arith.shli %[[L:.*]], %[[R]] : i8
+// CHECK: arith.select %[[FAR]], %{{.*}}, %[[SHL]] : i8
+// CHECK: %[[FAR2:.*]] = arith.cmpi uge, %[[R2:.*]], %{{.*}} : i8
+// CHECK: arith.shrui %{{.*}}, %[[R2]] : i8
+// CHECK: %[[FAR3:.*]] = arith.cmpi uge, %[[R3:.*]], %{{.*}} : i32
+// CHECK: %[[AMT:.*]] = arith.select %[[FAR3]], %c31_i32, %[[R3]] : i32
+// CHECK: arith.shrsi %{{.*}}, %[[AMT]] : i32
+// CHECK: arith.xori %{{.*}}, %c-1_i16 : i16
+func.func @shifts_and_not(%u: tensor<4xui8>, %s: tensor<4xi32>, %n: tensor<4xi16>) -> (tensor<4xui8>, tensor<4xui8>, tensor<4xi32>, tensor<4xi16>) {
+  %0 = dopt.shift_left %u, %u : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
+  %1 = dopt.shift_right %u, %u : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
+  %2 = dopt.shift_right %s, %s : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %3 = dopt.not %n : (tensor<4xi16>) -> tensor<4xi16>
+  return %0, %1, %2, %3 : tensor<4xui8>, tensor<4xui8>, tensor<4xi32>, tensor<4xi16>
+}

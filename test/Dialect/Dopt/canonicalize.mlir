@@ -328,6 +328,33 @@ func.func @logic() -> (tensor<2x2xi1>, tensor<2x2xi1>, tensor<2x2xi1>) {
   return %0, %1, %2 : tensor<2x2xi1>, tensor<2x2xi1>, tensor<2x2xi1>
 }
 
+// -----
+
+// Bitwise on integers: the bits of the values, unsigned ones too (0xF0 =
+// 240 as ui8); not of i8 is ~x, of i1 logical; xor and not of booleans
+// (both [false, true], one constant).
+// CHECK-LABEL: func.func @bitwise
+// CHECK-DAG: %[[AND:.*]] = dopt.constant {value = dense<[16, 0]> : tensor<2xui8>}
+// CHECK-DAG: %[[OR:.*]] = dopt.constant {value = dense<[255, 15]> : tensor<2xui8>}
+// CHECK-DAG: %[[XOR:.*]] = dopt.constant {value = dense<[239, 15]> : tensor<2xui8>}
+// CHECK-DAG: %[[NOT:.*]] = dopt.constant {value = dense<[-6, 0]> : tensor<2xi8>}
+// CHECK-DAG: %[[B:.*]] = dopt.constant {value = dense<[false, true]> : tensor<2xi1>}
+// CHECK: return %[[AND]], %[[OR]], %[[XOR]], %[[NOT]], %[[B]], %[[B]]
+func.func @bitwise() -> (tensor<2xui8>, tensor<2xui8>, tensor<2xui8>, tensor<2xi8>, tensor<2xi1>, tensor<2xi1>) {
+  %a = dopt.constant {value = dense<[240, 0]> : tensor<2xui8>} : () -> tensor<2xui8>
+  %b = dopt.constant {value = dense<[31, 15]> : tensor<2xui8>} : () -> tensor<2xui8>
+  %0 = dopt.and %a, %b : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xui8>
+  %1 = dopt.or %a, %b : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xui8>
+  %2 = dopt.xor %a, %b : (tensor<2xui8>, tensor<2xui8>) -> tensor<2xui8>
+  %c = dopt.constant {value = dense<[5, -1]> : tensor<2xi8>} : () -> tensor<2xi8>
+  %3 = dopt.not %c : (tensor<2xi8>) -> tensor<2xi8>
+  %t = dopt.constant {value = dense<[true, false]> : tensor<2xi1>} : () -> tensor<2xi1>
+  %u = dopt.constant {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %4 = dopt.xor %t, %u : (tensor<2xi1>, tensor<i1>) -> tensor<2xi1>
+  %5 = dopt.not %t : (tensor<2xi1>) -> tensor<2xi1>
+  return %0, %1, %2, %3, %4, %5 : tensor<2xui8>, tensor<2xui8>, tensor<2xui8>, tensor<2xi8>, tensor<2xi1>, tensor<2xi1>
+}
+
 //===----------------------------------------------------------------------===//
 // Unary, where, cast
 //===----------------------------------------------------------------------===//

@@ -50,7 +50,7 @@ func.func @unsupported_element_type(%a: tensor<4xi4>) -> tensor<4xi4> {
 // -----
 
 func.func @not_on_float(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error@+1 {{'dopt.not' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  // expected-error@+1 {{'dopt.not' op operand #0 must be statically shaped tensor of 1-bit signless integer or 8-bit signless integer or 16-bit signless integer or 32-bit signless integer or 64-bit signless integer or 8-bit unsigned integer or 16-bit unsigned integer or 32-bit unsigned integer or 64-bit unsigned integer values, but got 'tensor<4xf32>'}}
   %0 = dopt.not %a : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -267,9 +267,20 @@ DOPT_COMPARE_FOLD(LessOp, x < y)
 DOPT_COMPARE_FOLD(LessEqualOp, x <= y)
 DOPT_COMPARE_FOLD(GreaterOp, x > y)
 DOPT_COMPARE_FOLD(GreaterEqualOp, x >= y)
-DOPT_COMPARE_FOLD(AndOp, x && y)
-DOPT_COMPARE_FOLD(OrOp, x || y)
 #undef DOPT_COMPARE_FOLD
+// Bitwise on the values' two's-complement bits (booleans are 0 and 1;
+// makeConstant truncates to the type's width).
+#define DOPT_BITWISE_FOLD(OP, EXPR)                                            \
+  OpFoldResult OP::fold(FoldAdaptor a) {                                       \
+    return foldBinary(                                                         \
+        a.getLhs(), a.getRhs(), getType(),                                     \
+        [](int64_t x, int64_t y) -> OptI { return EXPR; },                     \
+        [](double, double) -> OptF { return std::nullopt; });                  \
+  }
+DOPT_BITWISE_FOLD(AndOp, x & y)
+DOPT_BITWISE_FOLD(OrOp, x | y)
+DOPT_BITWISE_FOLD(XorOp, x ^ y)
+#undef DOPT_BITWISE_FOLD
 
 OpFoldResult NegOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> t = readConstant(a.getInput());
@@ -307,8 +318,9 @@ OpFoldResult NotOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> t = readConstant(a.getInput());
   if (!t || t->isFloat)
     return {};
+  bool isBool = t->type.getElementType().isInteger(1);
   for (int64_t &v : t->ints)
-    v = v ? 0 : 1;
+    v = isBool ? (v ? 0 : 1) : ~v;
   return makeConstant(*t);
 }
 

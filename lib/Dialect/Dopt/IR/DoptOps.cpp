@@ -416,6 +416,9 @@ DOPT_BINARY(GreaterOp, true)
 DOPT_BINARY(GreaterEqualOp, true)
 DOPT_BINARY(AndOp, false)
 DOPT_BINARY(OrOp, false)
+DOPT_BINARY(XorOp, false)
+DOPT_BINARY(ShiftLeftOp, false)
+DOPT_BINARY(ShiftRightOp, false)
 #undef DOPT_BINARY
 
 LogicalResult PowOp::inferReturnTypes(MLIRContext *,

@@ -59,6 +59,10 @@ def Dopt_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
 def Dopt_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I16,
                                               I32, I64, UI8, UI16, UI32, UI64]>;
 def Dopt_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Dopt_IntegerTensor : StaticShapeTensorOf<[I1, I8, I16, I32, I64, UI8, UI16,
+                                              UI32, UI64]>;
+def Dopt_WideIntegerTensor : StaticShapeTensorOf<[I8, I16, I32, I64, UI8, UI16,
+                                                  UI32, UI64]>;
 def Dopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 
 //===----------------------------------------------------------------------===//
@@ -192,13 +196,38 @@ def Dopt_GreaterEqualOp : Dopt_BinaryOp<"greater_equal", Dopt_NumericTensor,
                                         Dopt_BoolTensor> {
   let summary = "elementwise >=, with broadcasting; result i1";
 }
-def Dopt_AndOp : Dopt_BinaryOp<"and", Dopt_BoolTensor, Dopt_BoolTensor,
+def Dopt_AndOp : Dopt_BinaryOp<"and", Dopt_IntegerTensor, Dopt_IntegerTensor,
                                [Commutative]> {
-  let summary = "elementwise logical and, with broadcasting";
+  let summary = "elementwise bitwise and (logical on i1), with broadcasting";
 }
-def Dopt_OrOp : Dopt_BinaryOp<"or", Dopt_BoolTensor, Dopt_BoolTensor,
+def Dopt_OrOp : Dopt_BinaryOp<"or", Dopt_IntegerTensor, Dopt_IntegerTensor,
                               [Commutative]> {
-  let summary = "elementwise logical or, with broadcasting";
+  let summary = "elementwise bitwise or (logical on i1), with broadcasting";
+}
+def Dopt_XorOp : Dopt_BinaryOp<"xor", Dopt_IntegerTensor, Dopt_IntegerTensor,
+                               [Commutative]> {
+  let summary = "elementwise bitwise exclusive or (logical on i1), with "
+                "broadcasting";
+}
+def Dopt_ShiftLeftOp : Dopt_Op<"shift_left"> {
+  let summary = "elementwise left shift of integers, with broadcasting";
+  let description = [{
+    `lhs << rhs`. A negative shift, or one by the type's width or more,
+    gives 0 (ONNX's BitShift since opset 28).
+  }];
+  let arguments = (ins Dopt_WideIntegerTensor:$lhs, Dopt_WideIntegerTensor:$rhs);
+  let results = (outs Dopt_WideIntegerTensor:$output);
+}
+def Dopt_ShiftRightOp : Dopt_Op<"shift_right"> {
+  let summary = "elementwise right shift of integers, with broadcasting";
+  let description = [{
+    `lhs >> rhs`: logical (zeros shifted in) for unsigned types, arithmetic
+    (the sign copied in) for signed ones. A negative shift, or one by the
+    type's width or more, leaves only the sign: 0, or -1 for a negative
+    signed `lhs` (ONNX's BitShift since opset 28).
+  }];
+  let arguments = (ins Dopt_WideIntegerTensor:$lhs, Dopt_WideIntegerTensor:$rhs);
+  let results = (outs Dopt_WideIntegerTensor:$output);
 }
 
 def Dopt_NegOp : Dopt_UnaryOp<"neg", Dopt_NumericTensor> {
@@ -208,8 +237,8 @@ def Dopt_NegOp : Dopt_UnaryOp<"neg", Dopt_NumericTensor> {
 def Dopt_AbsOp : Dopt_UnaryOp<"abs", Dopt_NumericTensor> {
   let summary = "elementwise absolute value";
 }
-def Dopt_NotOp : Dopt_UnaryOp<"not", Dopt_BoolTensor> {
-  let summary = "elementwise logical not";
+def Dopt_NotOp : Dopt_UnaryOp<"not", Dopt_IntegerTensor> {
+  let summary = "elementwise bitwise not (logical on i1)";
   let hasFolder = 1;
 }
 def Dopt_SqrtOp : Dopt_UnaryOp<"sqrt", Dopt_FloatTensor> {
