@@ -255,6 +255,16 @@ CASES = {
                         {"lens": np.array([3, 1, 4], np.int64)}, {"w": rand(3, 4, 2)}),
     "center_crop_pad": ([_const_ints("s", [3, 6]), node("CenterCropPad", ["w", "s"], axes=[1, 2])],
                         {}, {"w": rand(2, 5, 3)}, 18),
+    # RotaryEmbedding (opset 23): 3-D with num_heads, a partial rotary
+    # dimension, interleaved pairs, the cache rows taken at position_ids;
+    # the caches are weights too.
+    "rotary_embedding": ([node("RotaryEmbedding", ["w", "c", "s", "pos"], num_heads=2,
+                               rotary_embedding_dim=4, interleaved=1)],
+                         {"pos": np.array([[0, 3, 1], [2, 2, 0]], np.int64)},
+                         {"w": rand(2, 3, 12), "c": rand(4, 2), "s": rand(4, 2)}, 23),
+    "rotary_embedding_4d_halves": ([node("RotaryEmbedding", ["w", "c", "s"])], {},
+                                   {"w": rand(1, 2, 3, 4), "c": rand(1, 3, 2),
+                                    "s": rand(1, 3, 2)}, 23),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

@@ -2920,6 +2920,126 @@ LogicalResult importAttention(NodeContext &nc) {
   return failure(nc.hasFailed());
 }
 
+/// RotaryEmbedding (opset 23): the first rotary_embedding_dim features of
+/// each head rotated by the angles of its position, as pairs (x1, x2) →
+/// (cos·x1 − sin·x2, sin·x1 + cos·x2): the halves of those features, or
+/// their even and odd elements (`interleaved`). The input is [B, H, S, D],
+/// or [B, S, H·D] with num_heads; cos and sin are [B, S, r/2], or rows of a
+/// [positions, r/2] cache taken at position_ids [B, S] (a Gather).
+LogicalResult importRotaryEmbedding(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(cosCache, nc.requiredInput(1));
+  TRY(sinCache, nc.requiredInput(2));
+  Value positions = nc.input(3);
+  RankedTensorType in = nc.inputType(0);
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs a floating-point input");
+  TRY(interleaved, nc.intAttr("interleaved", 0));
+  TRY(numHeads, nc.intAttr("num_heads", 0));
+  TRY(rotaryAttr, nc.intAttr("rotary_embedding_dim", 0));
+  int64_t rank = in.getRank();
+  if (rank != 3 && rank != 4)
+    return nc.error("input must have rank 3 [batch, sequence, hidden] or 4 "
+                    "[batch, heads, sequence, head size], got rank " +
+                    std::to_string(rank));
+  int64_t batch = in.getDimSize(0);
+  int64_t seq = in.getDimSize(rank == 4 ? 2 : 1);
+  int64_t headSize;
+  Value v = x;
+  if (rank == 3) {
+    int64_t hidden = in.getDimSize(2);
+    if (numHeads <= 0 || hidden % numHeads != 0)
+      return nc.error("a 3-D input needs num_heads dividing its hidden size " +
+                      std::to_string(hidden) + ", got num_heads = " +
+                      std::to_string(numHeads));
+    headSize = hidden / numHeads;
+    v = reshape(nc, x, {batch, seq, numHeads, headSize});
+  } else {
+    headSize = in.getDimSize(3);
+  }
+  int64_t r = rotaryAttr == 0 ? headSize : rotaryAttr;
+  if (r <= 0 || r % 2 != 0 || r > headSize)
+    return nc.error("rotary_embedding_dim must be even and at most the head "
+                    "size " + std::to_string(headSize) + ", got " +
+                    std::to_string(r));
+  int64_t half = r / 2;
+  SmallVector<int64_t> angles{batch, seq, half};
+  OpBuilder &b = nc.builder();
+  auto anglesOf = [&](Value cache, int i, StringRef what) -> Value {
+    RankedTensorType t = nc.inputType(i);
+    if (t.getElementType() != elt) {
+      (void)nc.error(what + " must have the input's element type");
+      return {};
+    }
+    if (positions) {
+      if (t.getRank() != 2 || t.getDimSize(1) != half) {
+        (void)nc.error(what + " must be [positions, " + std::to_string(half) +
+                       "] with position_ids, got " + shapeStr(t.getShape()));
+        return {};
+      }
+      return nc.create<dopt::GatherOp>(cache, positions, b.getI64IntegerAttr(0));
+    }
+    if (t.getShape() != ArrayRef<int64_t>(angles)) {
+      (void)nc.error(what + " must be " + shapeStr(angles) +
+                     " without position_ids, got " + shapeStr(t.getShape()));
+      return {};
+    }
+    return cache;
+  };
+  if (positions) {
+    RankedTensorType pt = nc.inputType(3);
+    if (pt.getShape() != ArrayRef<int64_t>({batch, seq}))
+      return nc.error("position_ids must be [" + std::to_string(batch) + "," +
+                      std::to_string(seq) + "], got " +
+                      shapeStr(pt.getShape()));
+  }
+  Value cos = anglesOf(cosCache, 1, "cos_cache");
+  if (!cos)
+    return failure();
+  Value sin = anglesOf(sinCache, 2, "sin_cache");
+  if (!sin)
+    return failure();
+  // [B, 1, S, r/2] against [B, H, S, D]; [B, S, 1, r/2] against [B, S, H, D].
+  SmallVector<int64_t> view = rank == 4 ? SmallVector<int64_t>{batch, 1, seq, half}
+                                        : SmallVector<int64_t>{batch, seq, 1, half};
+  cos = reshape(nc, cos, view);
+  sin = reshape(nc, sin, view);
+  Value rotated = r == headSize ? v : strided(nc, v, {3}, {0}, {1}, {r});
+  Value x1 = interleaved ? strided(nc, rotated, {3}, {0}, {2}, {half})
+                         : strided(nc, rotated, {3}, {0}, {1}, {half});
+  Value x2 = interleaved ? strided(nc, rotated, {3}, {1}, {2}, {half})
+                         : strided(nc, rotated, {3}, {half}, {1}, {half});
+  Value re = nc.create<dopt::SubOp>(nc.create<dopt::MulOp>(cos, x1),
+                                    nc.create<dopt::MulOp>(sin, x2));
+  Value im = nc.create<dopt::AddOp>(nc.create<dopt::MulOp>(sin, x1),
+                                    nc.create<dopt::MulOp>(cos, x2));
+  auto shape4 = [&](int64_t last) {
+    SmallVector<int64_t> s(cast<RankedTensorType>(v.getType()).getShape());
+    s.back() = last;
+    return s;
+  };
+  Value y;
+  if (interleaved) {
+    SmallVector<int64_t> pairs = shape4(half);
+    pairs.push_back(1);
+    y = nc.create<dopt::ConcatOp>(
+        ValueRange{reshape(nc, re, pairs), reshape(nc, im, pairs)},
+        b.getI64IntegerAttr(4));
+    y = reshape(nc, y, shape4(r));
+  } else {
+    y = nc.create<dopt::ConcatOp>(ValueRange{re, im}, b.getI64IntegerAttr(3));
+  }
+  if (r < headSize)
+    y = nc.create<dopt::ConcatOp>(
+        ValueRange{y, strided(nc, v, {3}, {r}, {1}, {headSize - r})},
+        b.getI64IntegerAttr(3));
+  if (rank == 3)
+    y = reshape(nc, y, in.getShape());
+  return setResult(nc, y);
+}
+
+
 LogicalResult importExpand(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(shape, nc.constantInts(1, "shape"));
@@ -4301,6 +4421,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["ScatterElements"] = importScatterElements;
     t["TopK"] = importTopK;
     t["Attention"] = importAttention;
+    t["RotaryEmbedding"] = importRotaryEmbedding;
     t["RNN"] = importRecurrent<Recurrent::RNN>;
     t["GRU"] = importRecurrent<Recurrent::GRU>;
     t["LSTM"] = importRecurrent<Recurrent::LSTM>;
