@@ -3856,6 +3856,200 @@ template <typename OpTy> LogicalResult importBitwise(NodeContext &nc) {
     return importBinary<OpTy>(nc);
 }
 
+//===----------------------------------------------------------------------===//
+// Quantization (QuantizeLinear, DequantizeLinear)
+//===----------------------------------------------------------------------===//
+
+/// A quantization parameter (scale or zero point, input `i`) made to
+/// broadcast against `x`: a scalar (or one element) as is; per axis, a
+/// vector of x's extent along `axis`, viewed along it; blocked
+/// (`block` > 0), x's shape but ⌈n / block⌉ along `axis`, each entry
+/// repeated over its block (a Gather at i / block).
+Value quantParam(NodeContext &nc, int i, RankedTensorType x, int64_t axis,
+                 int64_t block, StringRef what) {
+  Value v = nc.input(i);
+  RankedTensorType t = nc.inputType(i);
+  if (t.getNumElements() == 1 && !block)
+    return t.getRank() == 0 ? v : reshape(nc, v, {});
+  FailureOr<int64_t> normalized = nc.normalizeAxis(axis, x.getRank());
+  if (failed(normalized))
+    return {};
+  axis = *normalized;
+  int64_t n = x.getDimSize(axis);
+  if (!block) {
+    if (t.getRank() != 1 || t.getDimSize(0) != n) {
+      (void)nc.error(what + " must be a scalar or hold " + std::to_string(n) +
+                     " values (the extent of axis " + std::to_string(axis) +
+                     "), got " + shapeStr(t.getShape()));
+      return {};
+    }
+    SmallVector<int64_t> view(x.getRank(), 1);
+    view[axis] = n;
+    return reshape(nc, v, view);
+  }
+  SmallVector<int64_t> want(x.getShape());
+  want[axis] = (n + block - 1) / block;
+  if (t.getShape() != ArrayRef<int64_t>(want)) {
+    (void)nc.error(what + " must be " + shapeStr(want) + " for blocks of " +
+                   std::to_string(block) + " along axis " +
+                   std::to_string(axis) + ", got " + shapeStr(t.getShape()));
+    return {};
+  }
+  SmallVector<int64_t> rows;
+  for (int64_t k = 0; k < n; ++k)
+    rows.push_back(k / block);
+  return nc.create<dopt::GatherOp>(v, nc.constantI64(rows, {n}),
+                                   nc.builder().getI64IntegerAttr(axis));
+}
+
+/// The axis (as given: it matters only for a parameter that is not a
+/// scalar) and block size of a quantization node.
+FailureOr<std::pair<int64_t, int64_t>> quantAxis(NodeContext &nc) {
+  TRY(axis, nc.intAttr("axis", 1));
+  TRY(block, nc.intAttr("block_size", 0));
+  if (block < 0) {
+    (void)nc.error("block_size must be non-negative, got " +
+                   std::to_string(block));
+    return failure();
+  }
+  return std::make_pair(axis, block);
+}
+
+/// Whether `t` is a quantized type distopt supports (8- and 16-bit
+/// integers; int32 too where `int32`, DequantizeLinear's biases); an error
+/// naming it otherwise.
+LogicalResult checkQuantType(NodeContext &nc, Type t, StringRef what,
+                             bool int32 = false) {
+  auto it = dyn_cast<IntegerType>(t);
+  if (it && (it.getWidth() == 8 || it.getWidth() == 16 ||
+             (int32 && it.getWidth() == 32 && !it.isUnsigned())))
+    return success();
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << t;
+  return nc.error(what + " type " + name + " is not supported (int8, uint8, " +
+                  "int16, uint16" + (int32 ? ", int32" : "") +
+                  " are; float8, int4 and the other narrow types are not)");
+}
+
+/// QuantizeLinear: saturate(round(x / scale) + zero_point) in the zero
+/// point's type (or output_dtype's, uint8 by default), halves to even,
+/// computed in f32 (f64 with precision = DOUBLE). Per tensor, per axis or
+/// blocked. Its result is an integer: no gradient flows through it (a
+/// straight-through estimator, as quantization-aware training uses, is not
+/// applied).
+LogicalResult importQuantizeLinear(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  (void)scale;
+  RankedTensorType in = nc.inputType(0);
+  if (!isa<FloatType>(in.getElementType()) ||
+      !isa<FloatType>(nc.inputType(1).getElementType()))
+    return nc.error("x and y_scale must be floating-point");
+  TRY(ab, quantAxis(nc));
+  auto [axis, block] = ab;
+  TRY(outputDtype, nc.intAttr("output_dtype", 0));
+  TRY(precision, nc.intAttr("precision", 0));
+  TRY(saturate, nc.intAttr("saturate", 1));
+  (void)saturate; // only float8 outputs depend on it
+  OpBuilder &b = nc.builder();
+  Type out = b.getIntegerType(8, /*isSigned=*/false);
+  if (outputDtype) {
+    out = convertDataType(nc.context(), (int32_t)outputDtype);
+    if (!out)
+      return nc.error("output_dtype " + dataTypeName((int32_t)outputDtype) +
+                      " is not supported (int8, uint8, int16, uint16 are)");
+  }
+  Value zp = nc.input(2);
+  if (zp) {
+    Type zt = nc.inputType(2).getElementType();
+    if (outputDtype && zt != out)
+      return nc.error("output_dtype " + dataTypeName((int32_t)outputDtype) +
+                      " differs from the zero point's type");
+    out = zt;
+  }
+  if (failed(checkQuantType(nc, out, "output")))
+    return failure();
+  Type ct = b.getF32Type();
+  if (precision) {
+    ct = convertDataType(nc.context(), (int32_t)precision);
+    if (!ct || !isa<FloatType>(ct))
+      return nc.error("precision " + dataTypeName((int32_t)precision) +
+                      " is not a floating-point type");
+    if (ct.getIntOrFloatBitWidth() < 32)
+      ct = b.getF32Type();
+  }
+  auto to = [&](Value v, Type t) -> Value {
+    if (!v || cast<RankedTensorType>(v.getType()).getElementType() == t)
+      return v;
+    return nc.create<dopt::CastOp>(v, TypeAttr::get(t));
+  };
+  Value s = quantParam(nc, 1, in, axis, block, "y_scale");
+  if (!s)
+    return failure();
+  Value q = nc.create<dopt::RoundOp>(nc.create<dopt::DivOp>(to(x, ct), to(s, ct)));
+  if (zp) {
+    Value z = quantParam(nc, 2, in, axis, block, "y_zero_point");
+    if (!z)
+      return failure();
+    q = nc.create<dopt::AddOp>(q, to(z, ct));
+  }
+  auto it = cast<IntegerType>(out);
+  unsigned w = it.getWidth();
+  double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
+  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1 : std::ldexp(1.0, w - 1) - 1;
+  q = nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(q, constantScalar(nc, ct, lo)),
+                             constantScalar(nc, ct, hi));
+  return setResult(nc, to(q, out));
+}
+
+/// DequantizeLinear: (x − zero_point) · scale, in f32, rounded to the
+/// scale's type (or output_dtype's). Per tensor, per axis or blocked; x of
+/// 8- or 16-bit integers, or int32 (a bias).
+LogicalResult importDequantizeLinear(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(scale, nc.requiredInput(1));
+  (void)scale;
+  RankedTensorType in = nc.inputType(0);
+  Type xt = in.getElementType();
+  if (failed(checkQuantType(nc, xt, "input", /*int32=*/true)))
+    return failure();
+  Type st = nc.inputType(1).getElementType();
+  if (!isa<FloatType>(st))
+    return nc.error("x_scale must be floating-point");
+  TRY(ab, quantAxis(nc));
+  auto [axis, block] = ab;
+  TRY(outputDtype, nc.intAttr("output_dtype", 0));
+  Type out = st;
+  if (outputDtype) {
+    out = convertDataType(nc.context(), (int32_t)outputDtype);
+    if (!out || !isa<FloatType>(out))
+      return nc.error("output_dtype " + dataTypeName((int32_t)outputDtype) +
+                      " is not a floating-point type");
+  }
+  Value zp = nc.input(2);
+  if (zp && nc.inputType(2).getElementType() != xt)
+    return nc.error("x_zero_point must have x's type");
+  OpBuilder &b = nc.builder();
+  Type f32 = b.getF32Type();
+  auto to = [&](Value v, Type t) -> Value {
+    if (!v || cast<RankedTensorType>(v.getType()).getElementType() == t)
+      return v;
+    return nc.create<dopt::CastOp>(v, TypeAttr::get(t));
+  };
+  Value d = to(x, f32);
+  if (zp) {
+    Value z = quantParam(nc, 2, in, axis, block, "x_zero_point");
+    if (!z)
+      return failure();
+    d = nc.create<dopt::SubOp>(d, to(z, f32));
+  }
+  Value s = quantParam(nc, 1, in, axis, block, "x_scale");
+  if (!s)
+    return failure();
+  return setResult(nc, to(nc.create<dopt::MulOp>(d, to(s, f32)), out));
+}
+
 /// BitShift: a left or right shift (dopt.shift_left / shift_right).
 LogicalResult importBitShift(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
@@ -4404,6 +4598,8 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["BitwiseXor"] = importBitwise<dopt::XorOp>;
     t["BitwiseNot"] = importBitwise<dopt::NotOp>;
     t["BitShift"] = importBitShift;
+    t["QuantizeLinear"] = importQuantizeLinear;
+    t["DequantizeLinear"] = importDequantizeLinear;
     t["LpNormalization"] = importLpNormalization;
     t["LRN"] = importLRN;
     t["SwiGLU"] = importSwiGLU;
