@@ -237,6 +237,35 @@ def bare_models():
     torch.manual_seed(7)
     yield ("gather_scatter_cross_entropy", GatherScatter(), torch.randn(4, 6, 8),
            torch.randint(0, 5, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")
+    # A flow warp, as optical-flow and spatial-transformer models do:
+    # F.grid_sample (GridSample) of features at a base grid moved by a
+    # predicted flow -- bilinear with reflection padding, and bicubic with
+    # border padding at points beyond the edges -- and torch.prod
+    # (ReduceProd).
+    class Warp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Conv2d(3, 4, 3, padding=1)
+            self.flow = nn.Conv2d(3, 2, 3, padding=1)
+            self.head = nn.Linear(4 * 6 * 6 + 4 * 5 * 5 + 2, 5)
+
+        def forward(self, x):
+            f = nn.functional
+            h = torch.tanh(self.features(x))                          # [N, 4, 8, 8]
+            ys, xs = torch.meshgrid(torch.linspace(-1, 1, 6), torch.linspace(-1, 1, 6),
+                                    indexing="ij")
+            base = torch.stack([xs, ys], -1)                          # [6, 6, 2]
+            flow = torch.tanh(self.flow(x))[:, :, :6, :6].permute(0, 2, 3, 1)
+            a = f.grid_sample(h, base + 0.3 * flow, mode="bilinear",
+                              padding_mode="reflection", align_corners=False)
+            b = f.grid_sample(h, base[:5, :5] * 1.2 + 0.2 * flow[:, :5, :5], mode="bicubic",
+                              padding_mode="border", align_corners=True)
+            p = torch.prod(torch.sigmoid(h).flatten(2)[:, :2, :6] + 0.5, dim=-1)
+            return self.head(torch.cat([a.flatten(1), b.flatten(1), p], 1))
+
+    torch.manual_seed(9)
+    yield ("grid_sample_cross_entropy", Warp(), torch.randn(4, 3, 8, 8),
+           torch.randint(0, 5, (4,)), nn.functional.cross_entropy, "cross-entropy:logits")
     # torchvision's ResNet-18 (batch norm in training form; 64x64 so that its
     # last stage's statistics cover 32 values, not a handful), small images:
     # residual blocks, where a convolution's input is also summed into by

@@ -265,6 +265,15 @@ CASES = {
     "rotary_embedding_4d_halves": ([node("RotaryEmbedding", ["w", "c", "s"])], {},
                                    {"w": rand(1, 2, 3, 4), "c": rand(1, 3, 2),
                                     "s": rand(1, 3, 2)}, 23),
+    # GridSample: the input's gradient (a scatter-add of the taps) and the
+    # grid's (through the interpolation weights, the reflection's folds).
+    "grid_sample_linear_zeros": ([node("GridSample", ["w", "v"])], {},
+                                 {"w": rand(1, 2, 4, 5),
+                                  "v": np.tanh(rand(1, 3, 3, 2)) * 1.3}, 20),
+    "grid_sample_cubic_reflection": ([node("GridSample", ["w", "v"], mode="cubic",
+                                           padding_mode="reflection", align_corners=1)], {},
+                                     {"w": rand(1, 1, 5, 4),
+                                      "v": np.tanh(rand(1, 4, 3, 2)) * 1.6}, 20),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }
@@ -399,7 +408,7 @@ TORCH_MODELS = ["mlp_cross_entropy", "mlp_mse", "attention_block", "tanh_classif
                 "lm_cross_entropy", "regression_mse", "mobilenet_blocks", "upsampler_mse",
                 "conv1d_cross_entropy", "conv3d_cross_entropy", "unet_mse",
                 "resnet18_cross_entropy", "gather_scatter_cross_entropy",
-                "recurrent_cross_entropy"]
+                "recurrent_cross_entropy", "grid_sample_cross_entropy"]
 
 
 @pytest.mark.parametrize("name", TORCH_MODELS)

@@ -3857,6 +3857,212 @@ template <typename OpTy> LogicalResult importBitwise(NodeContext &nc) {
 }
 
 //===----------------------------------------------------------------------===//
+// GridSample
+//===----------------------------------------------------------------------===//
+
+/// GridSample (2-D since opset 16, N-D since 20): each output position
+/// samples the input at the grid's normalised coordinates (x for the last
+/// spatial axis, then y, z), by nearest, linear or cubic (Keys, a = −0.75)
+/// interpolation; taps outside read zeros, the border, or the reflection.
+/// As ONNX's reference: coordinates outside the border range are clamped
+/// (border; not for cubic, as PyTorch and ONNX Runtime) or reflected
+/// (reflection) before the taps are taken, and each tap is resolved again. Written as one GatherElements per combination of
+/// taps over the flattened spatial axes (1, 2^r or 4^r of them), weighted
+/// and summed: the gradient reaches the input (a scatter-add) and the grid
+/// (through the weights), as PyTorch's grid_sample's does.
+LogicalResult importGridSample(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(grid, nc.requiredInput(1));
+  RankedTensorType in = nc.inputType(0), gt = nc.inputType(1);
+  int64_t rank = in.getRank(), r = rank - 2;
+  if (rank < 3)
+    return nc.error("X must have rank >= 3 (N, C, spatial...), got rank " +
+                    std::to_string(rank));
+  if (nc.opset() < 20 && r != 2)
+    return nc.error("GridSample before opset 20 takes 4-D inputs, got rank " +
+                    std::to_string(rank));
+  if (gt.getRank() != rank || gt.getDimSize(0) != in.getDimSize(0) ||
+      gt.getDimSize(rank - 1) != r)
+    return nc.error("grid must be [" + std::to_string(in.getDimSize(0)) +
+                    ", spatial..., " + std::to_string(r) + "] for X " +
+                    shapeStr(in.getShape()) + ", got " +
+                    shapeStr(gt.getShape()));
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt) || !isa<FloatType>(gt.getElementType()))
+    return nc.error("X and grid must be floating-point");
+  bool old = nc.opset() < 20;
+  TRY(modeAttr, nc.stringAttr("mode", old ? "bilinear" : "linear"));
+  TRY(padding, nc.stringAttr("padding_mode", "zeros"));
+  TRY(alignAttr, nc.intAttr("align_corners", 0));
+  bool align = alignAttr != 0;
+  std::string mode = modeAttr;
+  if (old && mode == "bilinear")
+    mode = "linear";
+  else if (old && mode == "bicubic")
+    mode = "cubic";
+  else if (old ? mode != "nearest"
+               : mode != "linear" && mode != "nearest" && mode != "cubic")
+    return nc.error("mode '" + modeAttr + "' is not one of " +
+                    (old ? "bilinear, nearest, bicubic" : "linear, nearest, cubic"));
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return nc.error("padding_mode '" + padding +
+                    "' is not one of zeros, border, reflection");
+  OpBuilder &b = nc.builder();
+  Type ct = elt.isF64() || gt.getElementType().isF64() ? Type(b.getF64Type())
+                                                       : Type(b.getF32Type());
+  auto c = [&](double v) { return constantScalar(nc, ct, v); };
+  auto add = [&](Value a, Value v) { return nc.create<dopt::AddOp>(a, v); };
+  auto sub = [&](Value a, Value v) { return nc.create<dopt::SubOp>(a, v); };
+  auto mul = [&](Value a, Value v) { return nc.create<dopt::MulOp>(a, v); };
+  auto floorOf = [&](Value v) { return nc.create<dopt::FloorOp>(v); };
+  auto where = [&](Value m, Value a, Value v) {
+    return nc.create<dopt::WhereOp>(m, a, v);
+  };
+  auto less = [&](Value a, double v) { return nc.create<dopt::LessOp>(a, c(v)); };
+  auto greater = [&](Value a, double v) {
+    return nc.create<dopt::GreaterOp>(a, c(v));
+  };
+  auto clampTo = [&](Value v, double lo, double hi) {
+    return nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(v, c(lo)), c(hi));
+  };
+  auto isEven = [&](Value n) {
+    return nc.create<dopt::EqualOp>(
+        sub(n, mul(c(2), floorOf(mul(n, c(0.5))))), c(0));
+  };
+  // Reflected into [lo, hi] by its near border, repeatedly (the identity
+  // inside).
+  auto reflect = [&](Value v, double lo, double hi) -> Value {
+    double span = hi - lo;
+    if (span <= 0)
+      return where(nc.create<dopt::OrOp>(less(v, lo), greater(v, hi)), c(lo), v);
+    Value dLo = sub(c(lo), v), dHi = sub(v, c(hi));
+    Value nLo = floorOf(mul(dLo, c(1 / span))), nHi = floorOf(mul(dHi, c(1 / span)));
+    Value rLo = sub(dLo, mul(nLo, c(span))), rHi = sub(dHi, mul(nHi, c(span)));
+    Value below = where(isEven(nLo), add(c(lo), rLo), sub(c(hi), rLo));
+    Value above = where(isEven(nHi), sub(c(hi), rHi), add(c(lo), rHi));
+    return where(less(v, lo), below, where(greater(v, hi), above, v));
+  };
+
+  int64_t n = in.getDimSize(0), channels = in.getDimSize(1), points = 1;
+  SmallVector<int64_t> outShape{n, channels}, dims(in.getShape().drop_front(2));
+  for (int64_t i = 1; i < rank - 1; ++i) {
+    points *= gt.getDimSize(i);
+    outShape.push_back(gt.getDimSize(i));
+  }
+  Value g = reshape(nc, nc.create<dopt::CastOp>(grid, TypeAttr::get(ct)),
+                    {n, points, r});
+  // Per spatial axis: the taps (position, weight; a null weight is 1).
+  struct Tap {
+    Value at, weight;
+  };
+  SmallVector<SmallVector<Tap>> taps(r);
+  SmallVector<double> lows(r), highs(r);
+  for (int64_t i = 0; i < r; ++i) {
+    double d = (double)dims[i];
+    Value u = reshape(nc, strided(nc, g, {2}, {r - 1 - i}, {1}, {1}), {n, points});
+    Value pos = align ? mul(add(u, c(1)), c((d - 1) / 2))
+                      : mul(sub(mul(add(u, c(1)), c(d)), c(1)), c(0.5));
+    if (mode == "nearest")
+      pos = nc.create<dopt::RoundOp>(pos);
+    lows[i] = align ? 0.0 : -0.5;
+    highs[i] = align ? d - 1 : d - 0.5;
+    // Cubic taps around a position beyond the border are each clamped, not
+    // the position (PyTorch and ONNX Runtime; ONNX's reference clamps the
+    // position, which moves the taps' weights).
+    if (padding == "border" && mode != "cubic")
+      pos = where(nc.create<dopt::OrOp>(less(pos, lows[i]), greater(pos, highs[i])),
+                  clampTo(pos, 0, d - 1), pos);
+    else if (padding == "reflection")
+      pos = reflect(pos, lows[i], highs[i]);
+    if (mode == "nearest") {
+      taps[i].push_back({pos, Value()});
+      continue;
+    }
+    Value p0 = floorOf(pos), f = sub(pos, p0);
+    if (mode == "linear") {
+      taps[i].push_back({p0, sub(c(1), f)});
+      taps[i].push_back({add(p0, c(1)), f});
+      continue;
+    }
+    const double A = -0.75;
+    // Keys' kernel at distance t: ((A+2)t − (A+3))t² + 1 within 1,
+    // ((At − 5A)t + 8A)t − 4A within 2.
+    auto near = [&](Value t) {
+      return add(mul(sub(mul(c(A + 2), t), c(A + 3)), mul(t, t)), c(1));
+    };
+    auto far = [&](Value t) {
+      return sub(mul(add(mul(sub(mul(c(A), t), c(5 * A)), t), c(8 * A)), t),
+                 c(4 * A));
+    };
+    taps[i].push_back({sub(p0, c(1)), far(add(f, c(1)))});
+    taps[i].push_back({p0, near(f)});
+    taps[i].push_back({add(p0, c(1)), near(sub(c(1), f))});
+    taps[i].push_back({add(p0, c(2)), far(sub(c(2), f))});
+  }
+  // Each tap's index along its axis, and whether it reads the input (zeros
+  // padding); NaN positions read index 0.
+  auto resolve = [&](Value t, int64_t i, Value &valid) -> Value {
+    double d = (double)dims[i];
+    t = where(nc.create<dopt::EqualOp>(t, t), t, c(-1));
+    if (padding == "zeros")
+      valid = nc.create<dopt::AndOp>(
+          nc.create<dopt::GreaterEqualOp>(t, c(0)),
+          nc.create<dopt::LessEqualOp>(t, c(d - 1)));
+    else if (padding == "reflection")
+      t = floorOf(reflect(t, lows[i], highs[i]));
+    return nc.create<dopt::CastOp>(clampTo(t, 0, d - 1),
+                                   TypeAttr::get(b.getI64Type()));
+  };
+  int64_t spatial = 1;
+  SmallVector<int64_t> strides(r);
+  for (int64_t i = r - 1; i >= 0; --i) {
+    strides[i] = spatial;
+    spatial *= dims[i];
+  }
+  Value flatX = reshape(nc, x, {n, channels, spatial});
+  Value acc;
+  SmallVector<size_t> which(r, 0);
+  while (true) {
+    Value index, weight, valid;
+    for (int64_t i = 0; i < r; ++i) {
+      const Tap &tap = taps[i][which[i]];
+      Value ok;
+      Value idx = resolve(tap.at, i, ok);
+      if (strides[i] != 1)
+        idx = nc.create<dopt::MulOp>(idx, nc.constantI64({strides[i]}, {}));
+      index = index ? nc.create<dopt::AddOp>(index, idx) : idx;
+      if (tap.weight)
+        weight = weight ? mul(weight, tap.weight) : tap.weight;
+      if (ok)
+        valid = valid ? nc.create<dopt::AndOp>(valid, ok) : ok;
+    }
+    Value gathered = nc.create<dopt::GatherElementsOp>(
+        flatX,
+        nc.create<dopt::ExpandOp>(reshape(nc, index, {n, 1, points}),
+                                  b.getDenseI64ArrayAttr({n, channels, points})),
+        b.getI64IntegerAttr(2));
+    if (elt != ct)
+      gathered = nc.create<dopt::CastOp>(gathered, TypeAttr::get(ct));
+    if (weight)
+      gathered = mul(gathered, reshape(nc, weight, {n, 1, points}));
+    if (valid)
+      gathered = where(reshape(nc, valid, {n, 1, points}), gathered, c(0));
+    acc = acc ? add(acc, gathered) : gathered;
+    if (nc.hasFailed())
+      return failure();
+    int64_t i = r;
+    while (i > 0 && ++which[i - 1] == taps[i - 1].size())
+      which[--i] = 0;
+    if (i == 0)
+      break;
+  }
+  Value y = reshape(nc, acc, outShape);
+  if (elt != ct)
+    y = nc.create<dopt::CastOp>(y, TypeAttr::get(elt));
+  return setResult(nc, y);
+}
+
+//===----------------------------------------------------------------------===//
 // Quantization (QuantizeLinear, DequantizeLinear)
 //===----------------------------------------------------------------------===//
 
@@ -4599,6 +4805,7 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["BitwiseNot"] = importBitwise<dopt::NotOp>;
     t["BitShift"] = importBitShift;
     t["QuantizeLinear"] = importQuantizeLinear;
+    t["GridSample"] = importGridSample;
     t["DequantizeLinear"] = importDequantizeLinear;
     t["LpNormalization"] = importLpNormalization;
     t["LRN"] = importLRN;
