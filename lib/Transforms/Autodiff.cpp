@@ -35,6 +35,18 @@ using autodiff::isFloatTensor;
 
 namespace {
 
+/// Whether `loss` depends on `w` at all (through any values, integers
+/// included), in program order `ops`.
+bool reachesThroughIntegers(ArrayRef<Operation *> ops, Value w, Value loss) {
+  llvm::DenseSet<Value> reached{w};
+  for (Operation *op : ops)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return reached.count(v); }))
+      for (Value r : op->getResults())
+        reached.insert(r);
+  return reached.count(loss);
+}
+
 struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
 
@@ -112,9 +124,20 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     for (auto [i, g] : llvm::zip(params, *grads)) {
       // A weight the loss does not depend on (a batch norm's running
       // statistics, an unused head) gets no gradient, as PyTorch leaves its
-      // .grad None: optimizers then leave it alone.
-      if (!g)
+      // .grad None: optimizers then leave it alone. One the loss depends on
+      // only through integers (a QuantizeLinear, a cast to an integer type)
+      // gets none either; that is said, since it is likely not meant.
+      if (!g) {
+        if (reachesThroughIntegers(ops, main.getArgument(i), lossValue)) {
+          auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
+          main.emitWarning("weight '")
+              << cast<StringAttr>(ref.get("name")).getValue()
+              << "' reaches the loss only through integer values (a "
+                 "QuantizeLinear, a cast to an integer type): it gets no "
+                 "gradient and is not trained";
+        }
         continue;
+      }
       auto type = cast<RankedTensorType>(main.getArgument(i).getType());
       results.push_back(g);
       resultTypes.push_back(type);

@@ -1,9 +1,11 @@
-"""QuantizeLinear and DequantizeLinear against ONNX Runtime: a model that
-ONNX Runtime's own quantizer (onnxruntime.quantization.quantize_static)
-turned into the QDQ format -- int8 weights per channel, uint8 activations
--- and the ops alone: halves rounding to even, saturation, 16-bit types,
-per-axis and blocked parameters (a block that does not divide the axis),
-float16 input. On the CPU and under cuda-emu (the GPU kernels)."""
+"""Quantized models and ops against ONNX Runtime. Models ONNX Runtime's own
+quantizer wrote: quantize_static's QDQ format (int8 weights per channel,
+uint8 activations) and QOperator format (QLinearConv), and
+quantize_dynamic's transformer (DynamicQuantizeLinear, MatMulInteger).
+QuantizeLinear and DequantizeLinear alone: halves rounding to even,
+saturation, 16-bit types, per-axis and blocked parameters (a block that
+does not divide the axis), float16 input. On the CPU and under cuda-emu
+(the GPU kernels)."""
 
 from __future__ import annotations
 
@@ -66,8 +68,11 @@ QUANTIZE = """
 import sys
 import numpy as np
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                      quantize_static)
+                                      quantize_dynamic, quantize_static)
 rng = np.random.default_rng(1)
+if sys.argv[3] == "dynamic":
+    quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8)
+    sys.exit(0)
 
 class Reader(CalibrationDataReader):
     def __init__(self):
@@ -77,19 +82,27 @@ class Reader(CalibrationDataReader):
     def get_next(self):
         return next(self.batches, None)
 
-quantize_static(sys.argv[1], sys.argv[2], Reader(), quant_format=QuantFormat.QDQ,
+quantize_static(sys.argv[1], sys.argv[2], Reader(),
+                quant_format=QuantFormat.QDQ if sys.argv[3] == "qdq" else QuantFormat.QOperator,
                 per_channel=True, weight_type=QuantType.QInt8,
                 activation_type=QuantType.QUInt8)
 """
 
 
+def quantize(model, tmp_path, kind):
+    """`model` quantized by ONNX Runtime's quantizer (`kind`: qdq, qoperator
+    or dynamic), in a process of its own: the quantizer imports a module
+    named float16, which python/testmodels (on this process's path)
+    shadows."""
+    float_path, q_path = tmp_path / "float.onnx", tmp_path / f"{kind}.onnx"
+    onnx.save(model, float_path)
+    cli.run(sys.executable, "-c", QUANTIZE, float_path, q_path, kind)
+    return q_path
+
+
 @pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
 def test_onnx_runtime_quantized_cnn(target, tmp_path):
-    float_path, q_path = tmp_path / "cnn.onnx", tmp_path / "cnn_qdq.onnx"
-    onnx.save(float_cnn(), float_path)
-    # In a process of its own: the quantizer imports a module named float16,
-    # which python/testmodels (on this process's path) shadows.
-    cli.run(sys.executable, "-c", QUANTIZE, float_path, q_path)
+    q_path = quantize(float_cnn(), tmp_path, "qdq")
     ops = {n.op_type for n in onnx.load(q_path).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
     x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
@@ -105,6 +118,64 @@ def test_onnx_runtime_quantized_cnn(target, tmp_path):
     err = np.abs(got - want)
     assert err.max() <= step * 1.01 + 1e-5, err.max()
     assert np.mean(err <= 1e-5) >= 0.9
+
+
+def conv_only(m: onnx.ModelProto) -> onnx.ModelProto:
+    """The CNN's convolutions alone (its pooling and Gemm would become
+    com.microsoft operators in the QOperator format)."""
+    g = m.graph
+    nodes = [n for n in g.node if n.op_type in ("Conv", "Relu")]
+    nodes[-1].output[0] = "y"
+    keep = {i for n in nodes for i in n.input}
+    out = helper.make_graph(nodes, "convs", list(g.input),
+                            [helper.make_tensor_value_info("y", TP.FLOAT, [2, 16, 6, 6])],
+                            [i for i in g.initializer if i.name in keep])
+    q = helper.make_model(out, opset_imports=[helper.make_opsetid("", 17)])
+    q.ir_version = 9
+    return q
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_onnx_runtime_qoperator_convolutions(target, tmp_path):
+    """QLinearConv (ReLU folded in, per-channel int8 weights, int32 bias)
+    between a QuantizeLinear and a DequantizeLinear: ONNX Runtime's integer
+    kernels against distopt's exact float accumulation, requantized as
+    ONNX's reference does (a rounding may differ by one step)."""
+    q_path = quantize(conv_only(float_cnn()), tmp_path, "qoperator")
+    ops = {n.op_type for n in onnx.load(q_path).graph.node}
+    assert "QLinearConv" in ops and "Conv" not in ops
+    x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    want = ort.InferenceSession(str(q_path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = run_distopt(q_path, {"x": x}, tmp_path, target)
+    m = onnx.load(q_path)
+    scales = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    dq = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and "y" in n.output][0]
+    step = float(np.max(scales[dq.input[1]]))
+    err = np.abs(got - want)
+    assert err.max() <= step * 1.01, err.max()
+    assert np.mean(err <= 1e-6) >= 0.99
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_onnx_runtime_dynamic_quantized_transformer(target, tmp_path):
+    """quantize_dynamic's transformer encoder: each MatMul with a weight
+    becomes DynamicQuantizeLinear of the activations (their range found at
+    run time), MatMulInteger with the int8 weight (exact int32 sums), and
+    the scales' product."""
+    import gen_models
+    q_path = quantize(gen_models.build_transformer_encoder(), tmp_path, "dynamic")
+    ops = {n.op_type for n in onnx.load(q_path).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    x = RNG.standard_normal((2, 5, 32)).astype(np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(str(q_path), so, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    out = onnx.load(q_path).graph.output[0].name
+    cli.compile_and_run(q_path, {"x": x}, tmp_path, "--target", target, "--dim", "batch=2",
+                        "--dim", "seq=5")
+    got = np.load(tmp_path / "out" / f"{out}.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def qmodel(nodes, inputs, out_type, out_shape, opset=21):

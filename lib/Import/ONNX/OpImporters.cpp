@@ -872,10 +872,20 @@ struct ConvNode {
   int64_t group;
 };
 
-FailureOr<ConvNode> convNode(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
-  TRY(w, nc.requiredInput(1));
-  RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
+/// The node's convolution attributes, for its inputs 0 and 1 or, where
+/// given, `x` and `w` standing for them (an integer convolution's operands
+/// less their zero points).
+FailureOr<ConvNode> convNode(NodeContext &nc, Value x = {}, Value w = {}) {
+  if (!x) {
+    TRY(x0, nc.requiredInput(0));
+    x = x0;
+  }
+  if (!w) {
+    TRY(w0, nc.requiredInput(1));
+    w = w0;
+  }
+  auto in = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
   TRY(axes, spatialAxes(nc, in));
   if (wt.getRank() != in.getRank()) {
     (void)nc.error("weight must be " + std::to_string(in.getRank()) +
@@ -1165,22 +1175,34 @@ Value conv3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
   return y;
 }
 
-LogicalResult importConv(NodeContext &nc) {
-  TRY(conv, convNode(nc));
-  auto [x, w, n, inSpatial, kernel, strides, dilations, group] = conv;
+/// The node's convolution of `x` and `w` (null: its inputs 0 and 1) plus
+/// `bias`: dopt.conv for 1-D (lifted to 2-D) and 2-D windows, 2-D ones over
+/// depth slices for 3-D.
+FailureOr<Value> convolution(NodeContext &nc, Value x, Value w, Value bias) {
+  TRY(conv, convNode(nc, x, w));
+  auto [cx, cw, n, inSpatial, kernel, strides, dilations, group] = conv;
   TRY(pads, resolvePads(nc, inSpatial, kernel, strides, dilations));
-  if (n == 3)
-    return setWindowOutput(nc,
-                           conv3dByDepth(nc, x, w, nc.input(2), strides, pads,
-                                         dilations, group),
-                           false);
-  OpBuilder &b = nc.builder();
-  Value y = nc.create<dopt::ConvOp>(
-      x, w, nc.input(2), b.getDenseI64ArrayAttr(liftSizes(strides, 1)),
-      b.getDenseI64ArrayAttr(liftPads(pads)),
-      b.getDenseI64ArrayAttr(liftSizes(dilations, 1)),
-      b.getI64IntegerAttr(group));
-  return setWindowOutput(nc, y, n == 1);
+  Value y;
+  if (n == 3) {
+    y = conv3dByDepth(nc, cx, cw, bias, strides, pads, dilations, group);
+  } else {
+    OpBuilder &b = nc.builder();
+    y = nc.create<dopt::ConvOp>(
+        cx, cw, bias, b.getDenseI64ArrayAttr(liftSizes(strides, 1)),
+        b.getDenseI64ArrayAttr(liftPads(pads)),
+        b.getDenseI64ArrayAttr(liftSizes(dilations, 1)),
+        b.getI64IntegerAttr(group));
+    if (n == 1)
+      y = heightOne(nc, y, false);
+  }
+  if (!y)
+    return failure();
+  return y;
+}
+
+LogicalResult importConv(NodeContext &nc) {
+  TRY(y, convolution(nc, {}, {}, nc.input(2)));
+  return setResult(nc, y);
 }
 
 /// Max or average pooling over any number of spatial axes, and with any
@@ -4256,6 +4278,223 @@ LogicalResult importDequantizeLinear(NodeContext &nc) {
   return setResult(nc, to(nc.create<dopt::MulOp>(d, to(s, f32)), out));
 }
 
+/// The integer operand `v` less its zero point (input `zpIndex`, absent:
+/// 0; a scalar, or a vector along `axis` of `v`), as `ft`.
+Value lessZeroPoint(NodeContext &nc, Value v, int zpIndex, int64_t axis,
+                    Type ft, StringRef what) {
+  Value f = nc.create<dopt::CastOp>(v, TypeAttr::get(ft));
+  if (!nc.input(zpIndex))
+    return f;
+  RankedTensorType vt = cast<RankedTensorType>(v.getType());
+  if (nc.inputType(zpIndex).getElementType() != vt.getElementType()) {
+    (void)nc.error(what + " must have its operand's type");
+    return {};
+  }
+  Value z = quantParam(nc, zpIndex, vt, axis, 0, what);
+  if (!z)
+    return {};
+  return nc.create<dopt::SubOp>(f, nc.create<dopt::CastOp>(z, TypeAttr::get(ft)));
+}
+
+/// The float type in which products of `k` terms of the integer types `a`
+/// and `b` (less their zero points) sum exactly: f32 while every partial
+/// sum stays below 2^24, f64 beyond.
+Type exactAccumulator(OpBuilder &b, int64_t k, Type a, Type bt) {
+  double range = std::ldexp(1.0, a.getIntOrFloatBitWidth()) *
+                 std::ldexp(1.0, bt.getIntOrFloatBitWidth());
+  return (double)k * range <= std::ldexp(1.0, 24) ? Type(b.getF32Type())
+                                                  : Type(b.getF64Type());
+}
+
+/// round-half-even(acc · multiplier + zero point), saturated to `out`
+/// (QLinearMatMul's and QLinearConv's requantization, as ONNX's reference:
+/// the multiplier x_scale · w_scale / y_scale rounded to f32 first).
+Value requantize(NodeContext &nc, Value acc, Value multiplier, int zpIndex,
+                 Type out) {
+  Type ft = cast<RankedTensorType>(acc.getType()).getElementType();
+  Value y = nc.create<dopt::MulOp>(
+      acc, nc.create<dopt::CastOp>(multiplier, TypeAttr::get(ft)));
+  if (nc.input(zpIndex))
+    y = nc.create<dopt::AddOp>(
+        y, nc.create<dopt::CastOp>(reshape(nc, nc.input(zpIndex), {}),
+                                   TypeAttr::get(ft)));
+  auto it = cast<IntegerType>(out);
+  unsigned w = it.getWidth();
+  double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
+  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1
+                              : std::ldexp(1.0, w - 1) - 1;
+  y = nc.create<dopt::MinOp>(
+      nc.create<dopt::MaxOp>(nc.create<dopt::RoundOp>(y),
+                             constantScalar(nc, ft, lo)),
+      constantScalar(nc, ft, hi));
+  return nc.create<dopt::CastOp>(y, TypeAttr::get(out));
+}
+
+/// Checks that inputs `is` are 8- or 16-bit integers and `scales` float
+/// scalars or vectors of one type; an error naming the first that is not.
+LogicalResult checkQLinearInputs(NodeContext &nc, ArrayRef<int> is,
+                                 ArrayRef<int> scales) {
+  for (int i : is) {
+    RankedTensorType t = nc.inputType(i);
+    if (t && failed(checkQuantType(nc, t.getElementType(),
+                                   "input " + std::to_string(i))))
+      return failure();
+  }
+  for (int i : scales) {
+    RankedTensorType t = nc.inputType(i);
+    if (t && (!isa<FloatType>(t.getElementType()) || t.getRank() > 1 ||
+              t.getElementType() != nc.inputType(scales[0]).getElementType()))
+      return nc.error("scale (input " + std::to_string(i) +
+                      ") must be a floating-point scalar or vector, of the "
+                      "other scales' type");
+  }
+  return success();
+}
+
+/// MatMulInteger: (A − a_zero_point) · (B − b_zero_point) in int32, the
+/// zero points scalars or per row of A / per column of B. The product is
+/// computed in floating point where every sum is exact (exactAccumulator).
+/// QLinearMatMul (`requantized`): that product times
+/// a_scale · b_scale / y_scale, plus y_zero_point, rounded and saturated.
+template <bool requantized> LogicalResult importIntegerMatMul(NodeContext &nc) {
+  int bi = requantized ? 3 : 1;
+  TRY(a, nc.requiredInput(0));
+  TRY(bv, nc.requiredInput(bi));
+  if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
+                         : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
+    return failure();
+  RankedTensorType at = nc.inputType(0), bt = nc.inputType(bi);
+  if (at.getRank() < 1 || bt.getRank() < 1)
+    return nc.error("A and B must have rank >= 1");
+  int64_t k = at.getDimSize(at.getRank() - 1);
+  OpBuilder &b = nc.builder();
+  Type ft = exactAccumulator(b, k, at.getElementType(), bt.getElementType());
+  Value a0 = lessZeroPoint(nc, a, 2, std::max<int64_t>(0, at.getRank() - 2), ft,
+                           "a_zero_point");
+  if (!a0)
+    return failure();
+  Value b0 = lessZeroPoint(nc, bv, requantized ? 5 : 3, bt.getRank() - 1, ft,
+                           "b_zero_point");
+  if (!b0)
+    return failure();
+  Value acc = nc.create<dopt::MatMulOp>(a0, b0);
+  if (!requantized)
+    return setResult(nc, nc.create<dopt::CastOp>(acc, TypeAttr::get(b.getI32Type())));
+  Value as = quantParam(nc, 1, at, std::max<int64_t>(0, at.getRank() - 2), 0, "a_scale");
+  Value bs = quantParam(nc, 4, bt, bt.getRank() - 1, 0, "b_scale");
+  Value ys = nc.input(6);
+  if (!as || !bs || !ys)
+    return failure();
+  if (nc.inputType(6).getNumElements() != 1)
+    return nc.error("y_scale must be a scalar");
+  Value multiplier = nc.create<dopt::DivOp>(nc.create<dopt::MulOp>(as, bs),
+                                            reshape(nc, ys, {}));
+  Type out = nc.input(7) ? nc.inputType(7).getElementType() : at.getElementType();
+  if (nc.input(7) && nc.inputType(7).getNumElements() != 1)
+    return nc.error("y_zero_point must be a scalar");
+  return setResult(nc, requantize(nc, acc, multiplier, 7, out));
+}
+
+/// ConvInteger: the convolution of x − x_zero_point (a scalar) and
+/// w − w_zero_point (a scalar or one per output channel) in int32, padding
+/// with the zero point; computed as exactAccumulator says. QLinearConv
+/// (`requantized`): that plus the int32 bias, times
+/// x_scale · w_scale / y_scale (w_scale per output channel or not), plus
+/// y_zero_point, rounded and saturated.
+template <bool requantized> LogicalResult importIntegerConv(NodeContext &nc) {
+  int wi = requantized ? 3 : 1;
+  TRY(x, nc.requiredInput(0));
+  TRY(w, nc.requiredInput(wi));
+  if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
+                         : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
+    return failure();
+  RankedTensorType xt = nc.inputType(0), wt = nc.inputType(wi);
+  if (wt.getRank() < 3)
+    return nc.error("w must have rank >= 3, got rank " +
+                    std::to_string(wt.getRank()));
+  int64_t k = 1;
+  for (int64_t d : wt.getShape().drop_front(1))
+    k *= d;
+  OpBuilder &b = nc.builder();
+  Type ft = exactAccumulator(b, k, xt.getElementType(), wt.getElementType());
+  int xzp = 2, wzp = requantized ? 5 : 3;
+  if (nc.input(xzp) && nc.inputType(xzp).getNumElements() != 1)
+    return nc.error("x_zero_point must be a scalar");
+  Value x0 = lessZeroPoint(nc, x, xzp, 0, ft, "x_zero_point");
+  Value w0 = x0 ? lessZeroPoint(nc, w, wzp, 0, ft, "w_zero_point") : Value();
+  if (!w0)
+    return failure();
+  Value bias;
+  if (requantized && nc.input(8)) {
+    RankedTensorType bt = nc.inputType(8);
+    if (!bt.getElementType().isInteger(32) || bt.getRank() != 1 ||
+        bt.getDimSize(0) != wt.getDimSize(0))
+      return nc.error("B must be an int32 vector of the " +
+                      std::to_string(wt.getDimSize(0)) + " output channels");
+    bias = nc.create<dopt::CastOp>(nc.input(8), TypeAttr::get(ft));
+  }
+  TRY(acc, convolution(nc, x0, w0, bias));
+  if (!requantized)
+    return setResult(nc, nc.create<dopt::CastOp>(acc, TypeAttr::get(b.getI32Type())));
+  auto yt = cast<RankedTensorType>(acc.getType());
+  Value ws = quantParam(nc, 4, yt, 1, 0, "w_scale");
+  if (!ws)
+    return failure();
+  if (nc.inputType(1).getNumElements() != 1 || nc.inputType(6).getNumElements() != 1)
+    return nc.error("x_scale and y_scale must be scalars");
+  Value multiplier = nc.create<dopt::DivOp>(
+      nc.create<dopt::MulOp>(reshape(nc, nc.input(1), {}), ws),
+      reshape(nc, nc.input(6), {}));
+  Type out = nc.input(7) ? nc.inputType(7).getElementType() : xt.getElementType();
+  if (nc.input(7) && nc.inputType(7).getNumElements() != 1)
+    return nc.error("y_zero_point must be a scalar");
+  return setResult(nc, requantize(nc, acc, multiplier, 7, out));
+}
+
+/// DynamicQuantizeLinear: x (f32) to uint8 with the scale and zero point of
+/// its range widened to hold 0, as ONNX's reference (a scale of 1 when the
+/// range is empty); three outputs.
+LogicalResult importDynamicQuantizeLinear(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  RankedTensorType in = nc.inputType(0);
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs a floating-point input");
+  OpBuilder &b = nc.builder();
+  Type f32 = b.getF32Type();
+  Value xf = elt == f32 ? x : nc.create<dopt::CastOp>(x, TypeAttr::get(f32));
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    all.push_back(d);
+  auto c = [&](double v) { return constantScalar(nc, f32, v); };
+  Value hi = nc.create<dopt::MaxOp>(
+      nc.create<dopt::ReduceMaxOp>(xf, b.getDenseI64ArrayAttr(all),
+                                   b.getBoolAttr(false)),
+      c(0));
+  Value lo = nc.create<dopt::MinOp>(reduceMinimum(nc, xf, all, false), c(0));
+  Value range = nc.create<dopt::SubOp>(hi, lo);
+  Value scale = nc.create<dopt::DivOp>(
+      nc.create<dopt::WhereOp>(nc.create<dopt::EqualOp>(hi, lo), c(1), range),
+      c(255));
+  Value zp = nc.create<dopt::RoundOp>(nc.create<dopt::MinOp>(
+      nc.create<dopt::MaxOp>(
+          nc.create<dopt::NegOp>(nc.create<dopt::DivOp>(lo, scale)), c(0)),
+      c(255)));
+  Value y = nc.create<dopt::MinOp>(
+      nc.create<dopt::MaxOp>(
+          nc.create<dopt::AddOp>(
+              nc.create<dopt::RoundOp>(nc.create<dopt::DivOp>(xf, scale)), zp),
+          c(0)),
+      c(255));
+  Type u8 = b.getIntegerType(8, /*isSigned=*/false);
+  if (nc.hasFailed())
+    return failure();
+  nc.setOutput(0, nc.create<dopt::CastOp>(y, TypeAttr::get(u8)));
+  nc.setOutput(1, elt == f32 ? scale : nc.create<dopt::CastOp>(scale, TypeAttr::get(elt)));
+  nc.setOutput(2, nc.create<dopt::CastOp>(zp, TypeAttr::get(u8)));
+  return success();
+}
+
 /// BitShift: a left or right shift (dopt.shift_left / shift_right).
 LogicalResult importBitShift(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
@@ -4806,6 +5045,11 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["BitShift"] = importBitShift;
     t["QuantizeLinear"] = importQuantizeLinear;
     t["GridSample"] = importGridSample;
+    t["DynamicQuantizeLinear"] = importDynamicQuantizeLinear;
+    t["MatMulInteger"] = importIntegerMatMul<false>;
+    t["QLinearMatMul"] = importIntegerMatMul<true>;
+    t["ConvInteger"] = importIntegerConv<false>;
+    t["QLinearConv"] = importIntegerConv<true>;
     t["DequantizeLinear"] = importDequantizeLinear;
     t["LpNormalization"] = importLpNormalization;
     t["LRN"] = importLRN;
