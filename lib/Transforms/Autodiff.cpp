@@ -121,6 +121,12 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<DictionaryAttr> resultAttrs;
     for (unsigned i = 0; i < main.getNumResults(); ++i)
       resultAttrs.push_back(main.getResultAttrDict(i));
+    // A weight's name (its position where it has none: hand-written IR).
+    auto weightName = [&](unsigned i) -> std::string {
+      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
+      StringAttr name = ref ? ref.getAs<StringAttr>("name") : StringAttr();
+      return name ? name.getValue().str() : "#" + std::to_string(i);
+    };
     for (auto [i, g] : llvm::zip(params, *grads)) {
       // A weight the loss does not depend on (a batch norm's running
       // statistics, an unused head) gets no gradient, as PyTorch leaves its
@@ -129,24 +135,20 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
       // gets none either; that is said, since it is likely not meant.
       if (!g) {
         if (reachesThroughIntegers(ops, main.getArgument(i), lossValue)) {
-          auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
           main.emitWarning("weight '")
-              << cast<StringAttr>(ref.get("name")).getValue()
-              << "' reaches the loss only through integer values (a "
-                 "QuantizeLinear, a cast to an integer type): it gets no "
-                 "gradient and is not trained";
+              << weightName(i) << "' reaches the loss only through integer or boolean values "
+                 "(a QuantizeLinear, a comparison, a cast to an integer "
+                 "type): it gets no gradient and is not trained";
         }
         continue;
       }
       auto type = cast<RankedTensorType>(main.getArgument(i).getType());
       results.push_back(g);
       resultTypes.push_back(type);
-      auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight");
-      std::string name =
-          "grad:" + cast<StringAttr>(ref.get("name")).getValue().str();
+      std::string name = weightName(i);
       resultAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("dopt.name", b.getStringAttr(name)),
-           b.getNamedAttr("dopt.grad_of", ref.get("name"))}));
+          {b.getNamedAttr("dopt.name", b.getStringAttr("grad:" + name)),
+           b.getNamedAttr("dopt.grad_of", b.getStringAttr(name))}));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();

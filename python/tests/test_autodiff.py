@@ -274,6 +274,19 @@ CASES = {
                                            padding_mode="reflection", align_corners=1)], {},
                                      {"w": rand(1, 1, 5, 4),
                                       "v": np.tanh(rand(1, 4, 3, 2)) * 1.6}, 20),
+    # A spatial transformer's grid (AffineGrid's theta through GridSample),
+    # F.fold (Col2Im), a KV cache's update (TensorScatter: the cache's
+    # overwritten rows get nothing).
+    "affine_grid_sample": ([_const_ints("size", [2, 1, 4, 3]),
+                            helper.make_node("AffineGrid", ["t", "size"], ["g"]),
+                            node("GridSample", ["x", "g"])],
+                           {"x": rand(2, 1, 5, 4)}, {"t": rand(2, 2, 3) * 0.4}, 20),
+    "col2im": ([_const_ints("image", [4, 5]), _const_ints("block", [2, 2]),
+                node("Col2Im", ["w", "image", "block"], strides=[1, 2], pads=[0, 1, 1, 0])],
+               {}, {"w": rand(1, 8, 12)}, 18),
+    "tensor_scatter": ([node("TensorScatter", ["w", "u", "pos"], axis=1)],
+                       {"pos": np.array([1, 4], np.int64)},
+                       {"w": rand(2, 6, 3), "u": rand(2, 2, 3)}, 24),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f32> {dopt.name = "loss"}, tensor<4xf32> {dopt.grad_of = "v", dopt.name = "grad:v"})
 module {
-  // expected-warning@+1 {{weight 'q' reaches the loss only through integer values (a QuantizeLinear, a cast to an integer type): it gets no gradient and is not trained}}
+  // expected-warning@+1 {{weight 'q' reaches the loss only through integer or boolean values (a QuantizeLinear, a comparison, a cast to an integer type): it gets no gradient and is not trained}}
   func.func @main(%q: tensor<4xf32> {dopt.weight = {name = "q"}},
                   %unused: tensor<4xf32> {dopt.weight = {name = "unused"}},
                   %v: tensor<4xf32> {dopt.weight = {name = "v"}}) -> (tensor<f32> {dopt.name = "loss"}) {

@@ -654,13 +654,17 @@ struct BinaryPattern : DoptPattern<OpTy> {
         return success();
       }
     }
-    // x / c for a constant c (GELU's x / sqrt(2), attention's scaling):
-    // x * (1/c), within an ulp of the quotient, instead of a division per
-    // element.
+    // x / c for a constant power of two c (an average's 1/4, attention's
+    // 1/8): x * (1/c), exactly the quotient, instead of a division per
+    // element. Other constants keep the division: x * (1/c) may differ by
+    // an ulp, which moves a quantizer's rounding (DynamicQuantizeLinear's
+    // range / 255) off ONNX Runtime's.
     if constexpr (kind == BinKind::Div) {
       std::optional<double> c = splatFloatConstant(op.getRhs());
+      int exponent = 0;
       if (c && isa<FloatType>(elt) && elt == rhsElt && *c != 0.0 &&
-          std::isfinite(*c) && std::isfinite(1.0 / *c)) {
+          std::isfinite(*c) && std::isfinite(1.0 / *c) &&
+          std::fabs(std::frexp(*c, &exponent)) == 0.5) {
         double inv = 1.0 / *c;
         Value r = elementwise(
             rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),

@@ -78,6 +78,30 @@ LogicalResult setResult(NodeContext &nc, Value y) {
   return success();
 }
 
+/// How MLIR prints `t` ("f32", "ui8", "tensor<2x3xf32>"), for messages.
+std::string typeStr(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// `v` converted to element type `t` (`v` itself when it has it).
+Value castTo(NodeContext &nc, Value v, Type t) {
+  if (!v || cast<RankedTensorType>(v.getType()).getElementType() == t)
+    return v;
+  return nc.create<dopt::CastOp>(v, TypeAttr::get(t));
+}
+
+/// 0, 1, ..., n − 1 (i64) along `axis` of a rank-`rank` shape, 1 elsewhere.
+Value iotaAlong(NodeContext &nc, int64_t n, int64_t rank, int64_t axis) {
+  SmallVector<int64_t> shape(rank, 1), values;
+  shape[axis] = n;
+  for (int64_t i = 0; i < n; ++i)
+    values.push_back(i);
+  return nc.constantI64(values, shape);
+}
+
 /// (x - mean) / sqrt(var + eps), the statistics over `axes` of x (kept as
 /// size-1 axes): what InstanceNormalization and GroupNormalization share
 /// (batch norm's training form keeps its mean and variance for the running
@@ -1264,11 +1288,8 @@ Value poolBySlices(NodeContext &nc, Value x, bool isMax,
   if (isMax || !acc || !divide)
     return acc;
   if (!isa<FloatType>(elt)) {
-    std::string type;
-    llvm::raw_string_ostream os(type);
-    os << in;
     (void)nc.error("average pooling needs a floating-point input, got " +
-                   type);
+                   typeStr(in));
     return {};
   }
   // The divisors: a constant of the output's spatial shape.
@@ -1504,25 +1525,27 @@ Value reduceMinimum(NodeContext &nc, Value x, ArrayRef<int64_t> axes,
 /// The position of the maximum (`isMax`) or minimum along `axis`, as
 /// int64: the positions holding the extreme value (an Equal with it, kept
 /// as a size-1 axis), the lowest of them (or the highest, `last`) found by
-/// a reduction of their indices (the others replaced by n, or −1).
+/// a reduction of their indices (the others replaced by n, or −1). NaNs are
+/// passed over, as ONNX Runtime does (NumPy's argmax would pick the first).
 Value argExtreme(NodeContext &nc, Value x, int64_t axis, bool isMax, bool last,
                  bool keepdims) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t rank = type.getRank();
   OpBuilder &b = nc.builder();
   int64_t n = type.getDimSize(axis);
+  // NaNs do not count (as in ONNX Runtime): the other end of the order.
+  if (isa<FloatType>(type.getElementType()))
+    x = nc.create<dopt::WhereOp>(
+        nc.create<dopt::EqualOp>(x, x), x,
+        constantScalar(nc, type.getElementType(),
+                       isMax ? -INFINITY : INFINITY));
   Value extreme =
       isMax ? nc.create<dopt::ReduceMaxOp>(x, b.getDenseI64ArrayAttr({axis}),
                                            b.getBoolAttr(true))
             : reduceMinimum(nc, x, {axis}, true);
   Value at = nc.create<dopt::EqualOp>(x, extreme);
-  SmallVector<int64_t> iotaShape(rank, 1), iota;
-  iotaShape[axis] = n;
-  for (int64_t i = 0; i < n; ++i)
-    iota.push_back(i);
   Value indices = nc.create<dopt::WhereOp>(
-      at, nc.constantI64(iota, iotaShape),
-      nc.constantI64({last ? -1 : n}, {}));
+      at, iotaAlong(nc, n, rank, axis), nc.constantI64({last ? -1 : n}, {}));
   return last ? nc.create<dopt::ReduceMaxOp>(indices,
                                              b.getDenseI64ArrayAttr({axis}),
                                              b.getBoolAttr(keepdims))
@@ -1554,12 +1577,9 @@ LogicalResult importHardmax(NodeContext &nc) {
   int64_t n = type.getDimSize(axis);
   if (n == 0)
     return setResult(nc, x);
-  SmallVector<int64_t> iotaShape(type.getRank(), 1), iota;
-  iotaShape[axis] = n;
-  for (int64_t i = 0; i < n; ++i)
-    iota.push_back(i);
   Value first = argExtreme(nc, x, axis, true, false, true);
-  Value hot = nc.create<dopt::EqualOp>(nc.constantI64(iota, iotaShape), first);
+  Value hot = nc.create<dopt::EqualOp>(iotaAlong(nc, n, type.getRank(), axis),
+                                       first);
   return setResult(nc, nc.create<dopt::CastOp>(
                            hot, TypeAttr::get(type.getElementType())));
 }
@@ -3443,14 +3463,13 @@ LogicalResult importReverseSequence(NodeContext &nc) {
                     "] (the batch axis's extent), got " +
                     shapeStr(lt.getShape()));
   OpBuilder &b = nc.builder();
-  if (!lt.getElementType().isInteger(64))
-    lens = nc.create<dopt::CastOp>(lens, TypeAttr::get(b.getI64Type()));
-  SmallVector<int64_t> lensShape(rank, 1), iotaShape(rank, 1), iota;
+  if (!isa<IntegerType>(lt.getElementType()) || lt.getElementType().isInteger(1))
+    return nc.error("sequence_lens must be integers, got " +
+                    typeStr(lt.getElementType()));
+  lens = castTo(nc, lens, b.getI64Type());
+  SmallVector<int64_t> lensShape(rank, 1);
   lensShape[batchAxis] = batch;
-  iotaShape[timeAxis] = steps;
-  for (int64_t t = 0; t < steps; ++t)
-    iota.push_back(t);
-  Value t = nc.constantI64(iota, iotaShape);
+  Value t = iotaAlong(nc, steps, rank, timeAxis);
   Value len = nc.create<dopt::MinOp>(reshape(nc, lens, lensShape),
                                      nc.constantI64({steps}, {}));
   Value reversed = nc.create<dopt::SubOp>(
@@ -3488,8 +3507,9 @@ LogicalResult importCenterCropPad(NodeContext &nc) {
     TRY(axis, nc.normalizeAxis(a, rank));
     if (!seen.insert(axis).second)
       return nc.error("axes contain a duplicate");
-    if (size < 0)
-      return nc.error("shape must be non-negative, got " + shapeStr(sizes));
+    if (size <= 0)
+      return nc.error("shape must be positive (distopt has no empty tensors "
+                      "here), got " + shapeStr(sizes));
     int64_t dim = in.getDimSize(axis);
     if (size < dim) {
       starts[axis] = (dim - size) / 2;
@@ -3688,17 +3708,14 @@ LogicalResult importOneHot(NodeContext &nc) {
   idx = nc.create<dopt::WhereOp>(
       nc.create<dopt::LessOp>(idx, constantScalar(nc, i64, 0)),
       nc.create<dopt::AddOp>(idx, d), idx);
-  SmallVector<int64_t> withAxis(it.getShape()), iotaShape(rank, 1), iota;
+  SmallVector<int64_t> withAxis(it.getShape());
   withAxis.insert(withAxis.begin() + axis, 1);
   SmallVector<int64_t> outShape(withAxis);
   outShape[axis] = depth;
   if (!fitsInMemory(outShape, 8))
     return nc.error("depth " + std::to_string(depth) + " makes the output too large");
-  iotaShape[axis] = depth;
-  for (int64_t i = 0; i < depth; ++i)
-    iota.push_back(i);
   Value hot = nc.create<dopt::EqualOp>(reshape(nc, idx, withAxis),
-                                       nc.constantI64(iota, iotaShape));
+                                       iotaAlong(nc, depth, rank, axis));
   Value flat = reshape(nc, values, {2});
   Value off = reshape(nc, strided(nc, flat, {0}, {0}, {1}, {1}), {});
   Value on = reshape(nc, strided(nc, flat, {0}, {1}, {1}, {1}), {});
@@ -3737,14 +3754,9 @@ LogicalResult importGroupNorm(NodeContext &nc) {
   if (in.getNumElements() == 0)
     return setResult(nc, x);
   OpBuilder &b = nc.builder();
-  auto to = [&](Value v, Type u) {
-    return cast<RankedTensorType>(v.getType()).getElementType() == u
-               ? v
-               : nc.create<dopt::CastOp>(v, TypeAttr::get(u));
-  };
   Value grouped =
-      reshape(nc, to(x, stash), {n, groups, in.getNumElements() / (n * groups)});
-  Value normalized = to(standardize(nc, grouped, {2}, eps), t);
+      reshape(nc, castTo(nc, x, stash), {n, groups, in.getNumElements() / (n * groups)});
+  Value normalized = castTo(nc, standardize(nc, grouped, {2}, eps), t);
   // Per channel: [C, 1, ...] against x's shape; per group: [G, 1, ...]
   // against [N, G, C/G, ...].
   SmallVector<int64_t> view(in.getShape()), param = {per};
@@ -3756,8 +3768,8 @@ LogicalResult importGroupNorm(NodeContext &nc) {
     param.push_back(1);
   Value y = nc.create<dopt::AddOp>(
       nc.create<dopt::MulOp>(reshape(nc, normalized, view),
-                             reshape(nc, to(scale, t), param)),
-      reshape(nc, to(bias, t), param));
+                             reshape(nc, castTo(nc, scale, t), param)),
+      reshape(nc, castTo(nc, bias, t), param));
   return setResult(nc, reshape(nc, y, in.getShape()));
 }
 
@@ -3856,14 +3868,11 @@ LogicalResult checkIntegerInputs(NodeContext &nc, int n, bool bools) {
     if (!t)
       continue;
     auto it = dyn_cast<IntegerType>(t.getElementType());
-    if (!it || (!bools && it.getWidth() == 1)) {
-      std::string type;
-      llvm::raw_string_ostream os(type);
-      os << t.getElementType();
+    if (!it || (!bools && it.getWidth() == 1))
       return nc.error("needs integer inputs" +
                       std::string(bools ? " (or booleans)" : "") +
-                      ", input " + std::to_string(i) + " is " + type);
-    }
+                      ", input " + std::to_string(i) + " is " +
+                      typeStr(t.getElementType()));
   }
   return success();
 }
@@ -4084,6 +4093,225 @@ LogicalResult importGridSample(NodeContext &nc) {
   return setResult(nc, y);
 }
 
+/// AffineGrid (opset 20): the sampling grid of affine maps theta (N×2×3, or
+/// N×3×4 in 3-D) over an output of `size` (constant: N, C, H, W or N, C,
+/// D, H, W): each position's normalised coordinates (x along W first, then
+/// y, z; pixel centres, or corners with align_corners), homogeneous, times
+/// thetaᵀ -- a constant matrix's product with theta, so the gradient
+/// reaches theta (a spatial transformer's localisation net).
+LogicalResult importAffineGrid(NodeContext &nc) {
+  TRY(theta, nc.requiredInput(0));
+  TRY(size, nc.constantInts(1, "size"));
+  TRY(align, nc.intAttr("align_corners", 0));
+  RankedTensorType tt = nc.inputType(0);
+  Type elt = tt.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("theta must be floating-point");
+  if (size.size() != 4 && size.size() != 5)
+    return nc.error("size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) "
+                    "values, got " + shapeStr(size));
+  int64_t r = (int64_t)size.size() - 2;
+  if (tt.getRank() != 3 || tt.getDimSize(0) != size[0] ||
+      tt.getDimSize(1) != r || tt.getDimSize(2) != r + 1)
+    return nc.error("theta must be [" + std::to_string(size[0]) + "," +
+                    std::to_string(r) + "," + std::to_string(r + 1) +
+                    "] for size " + shapeStr(size) + ", got " +
+                    shapeStr(tt.getShape()));
+  SmallVector<int64_t> dims(size.begin() + 2, size.end());
+  int64_t points = 1;
+  for (int64_t d : dims) {
+    if (d <= 0)
+      return nc.error("size must be positive, got " + shapeStr(size));
+    points *= d;
+  }
+  auto coordinate = [&](int64_t i, int64_t n) {
+    if (align)
+      return n == 1 ? -1.0 : -1.0 + 2.0 * (double)i / (double)(n - 1);
+    return -1.0 + (2.0 * (double)i + 1.0) / (double)n;
+  };
+  // The homogeneous coordinates, one row per channel (x, y[, z], 1), one
+  // column per position in row-major order: (r + 1) × points.
+  SmallVector<double> base((r + 1) * points);
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int64_t a = r - 1; a >= 0; --a) {
+      int64_t i = rest % dims[a];
+      rest /= dims[a];
+      // Spatial axis a (0 = D or H) is coordinate r − 1 − a (x is W's).
+      base[(r - 1 - a) * points + p] = coordinate(i, dims[a]);
+    }
+    base[r * points + p] = 1.0;
+  }
+  Value grid = nc.create<dopt::MatMulOp>(
+      theta, floatConstant(nc, elt, {r + 1, points}, base));   // N × r × P
+  OpBuilder &b = nc.builder();
+  grid = nc.create<dopt::TransposeOp>(grid, b.getDenseI64ArrayAttr({0, 2, 1}));
+  SmallVector<int64_t> shape{size[0]};
+  shape.append(dims.begin(), dims.end());
+  shape.push_back(r);
+  return setResult(nc, reshape(nc, grid, shape));
+}
+
+/// Col2Im (opset 18): the columns of sliding blocks summed back into an
+/// image (im2col's adjoint; torch's F.fold). Per tap of the block: its row
+/// of each channel's columns viewed as the grid of block positions, spread
+/// out by the strides (zeros between), shifted by the tap's dilated offset
+/// into the padded image; the taps summed and the pads cropped. Slices,
+/// pads and reshapes, so the gradient (im2col) and every target follow.
+LogicalResult importCol2Im(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(image, nc.constantInts(1, "image_shape"));
+  TRY(block, nc.constantInts(2, "block_shape"));
+  RankedTensorType in = nc.inputType(0);
+  size_t r = image.size();
+  if (in.getRank() != 3)
+    return nc.error("input must be [N, C·prod(block_shape), L], got " +
+                    shapeStr(in.getShape()));
+  if (r == 0 || block.size() != r)
+    return nc.error("image_shape and block_shape must have one entry per "
+                    "spatial axis, got " + shapeStr(image) + " and " +
+                    shapeStr(block));
+  TRY(strides, windowAttr(nc, "strides", r));
+  TRY(dilations, windowAttr(nc, "dilations", r));
+  TRY(padsAttr, nc.intsAttr("pads"));
+  SmallVector<int64_t> pads(2 * r, 0);
+  if (padsAttr) {
+    if (padsAttr->size() != 2 * r)
+      return nc.error("pads must have " + std::to_string(2 * r) +
+                      " entries, got " + shapeStr(*padsAttr));
+    pads = *padsAttr;
+  }
+  int64_t taps = 1, positions = 1;
+  SmallVector<int64_t> grid, padded;
+  for (size_t i = 0; i < r; ++i) {
+    if (image[i] <= 0 || block[i] <= 0 || pads[i] < 0 || pads[r + i] < 0)
+      return nc.error("image_shape and block_shape must be positive and pads "
+                      "non-negative");
+    padded.push_back(image[i] + pads[i] + pads[r + i]);
+    int64_t span = dilations[i] * (block[i] - 1) + 1;
+    if (span > padded[i])
+      return nc.error("block " + shapeStr(block) + " does not fit the padded "
+                      "image along axis " + std::to_string(i));
+    grid.push_back((padded[i] - span) / strides[i] + 1);
+    taps *= block[i];
+    positions *= grid[i];
+  }
+  int64_t n = in.getDimSize(0);
+  if (in.getDimSize(1) % taps != 0 || in.getDimSize(2) != positions)
+    return nc.error("input " + shapeStr(in.getShape()) + " must be [N, C·" +
+                    std::to_string(taps) + ", " + std::to_string(positions) +
+                    "] for blocks " + shapeStr(block) + " over image " +
+                    shapeStr(image));
+  int64_t channels = in.getDimSize(1) / taps;
+  OpBuilder &b = nc.builder();
+  Value cols = reshape(nc, x, {n, channels, taps, positions});
+  SmallVector<int64_t> gridShape{n, channels};
+  gridShape.append(grid.begin(), grid.end());
+  Value acc;
+  SmallVector<int64_t> tap(r, 0);
+  for (int64_t k = 0; k < taps; ++k) {
+    Value v = reshape(nc, strided(nc, cols, {2}, {k}, {1}, {1}), gridShape);
+    for (size_t i = 0; i < r && v; ++i) {
+      int64_t axis = 2 + i;
+      auto shape = [&]() {
+        return SmallVector<int64_t>(
+            cast<RankedTensorType>(v.getType()).getShape());
+      };
+      if (strides[i] > 1) {
+        // Each element followed by stride − 1 zeros, the last ones dropped.
+        SmallVector<int64_t> s = shape();
+        s.insert(s.begin() + axis + 1, 1);
+        v = reshape(nc, v, s);
+        SmallVector<int64_t> p(2 * s.size(), 0);
+        p[s.size() + axis + 1] = strides[i] - 1;
+        v = nc.create<dopt::PadOp>(v, b.getDenseI64ArrayAttr(p),
+                                   b.getStringAttr("constant"),
+                                   b.getF64FloatAttr(0.0));
+        SmallVector<int64_t> merged = shape();
+        merged[axis] *= merged[axis + 1];
+        merged.erase(merged.begin() + axis + 1);
+        v = strided(nc, reshape(nc, v, merged), {axis}, {0}, {1},
+                    {(grid[i] - 1) * strides[i] + 1});
+      }
+      int64_t before = tap[i] * dilations[i];
+      int64_t after = padded[i] - before - shape()[axis];
+      SmallVector<int64_t> p(2 * (r + 2), 0);
+      p[axis] = before;
+      p[r + 2 + axis] = after;
+      v = nc.create<dopt::PadOp>(v, b.getDenseI64ArrayAttr(p),
+                                 b.getStringAttr("constant"),
+                                 b.getF64FloatAttr(0.0));
+    }
+    acc = acc ? nc.create<dopt::AddOp>(acc, v) : v;
+    for (size_t i = r; i-- > 0;) {
+      if (++tap[i] < block[i])
+        break;
+      tap[i] = 0;
+    }
+  }
+  SmallVector<int64_t> axes, starts;
+  for (size_t i = 0; i < r; ++i) {
+    axes.push_back(2 + i);
+    starts.push_back(pads[i]);
+  }
+  SmallVector<int64_t> ones(r, 1);
+  return setResult(nc, strided(nc, acc, axes, starts, ones, image));
+}
+
+/// TensorScatter (opset 24, a KV cache's update): `update` written into
+/// `past_cache` along `axis` from each batch entry's write index on
+/// (circular: modulo the axis's extent). A ScatterElements at write index
+/// + position; the indices come at run time.
+LogicalResult importTensorScatter(NodeContext &nc) {
+  TRY(cache, nc.requiredInput(0));
+  TRY(update, nc.requiredInput(1));
+  RankedTensorType ct = nc.inputType(0), ut = nc.inputType(1);
+  int64_t rank = ct.getRank();
+  TRY(axisAttr, nc.intAttr("axis", -2));
+  TRY(axis, nc.normalizeAxis(axisAttr, rank));
+  TRY(mode, nc.stringAttr("mode", "linear"));
+  if (mode != "linear" && mode != "circular")
+    return nc.error("mode '" + mode + "' is not one of linear, circular");
+  if (axis == 0)
+    return nc.error("axis must not be the batch axis 0");
+  if (ut.getRank() != rank || ct.getElementType() != ut.getElementType())
+    return nc.error("update must have past_cache's rank and element type");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d == axis ? ut.getDimSize(d) > ct.getDimSize(d)
+                  : ut.getDimSize(d) != ct.getDimSize(d))
+      return nc.error("update " + shapeStr(ut.getShape()) +
+                      " does not fit past_cache " + shapeStr(ct.getShape()) +
+                      " (the same extents except along axis " +
+                      std::to_string(axis) + ", there at most the cache's)");
+  int64_t batch = ct.getDimSize(0), length = ut.getDimSize(axis);
+  int64_t capacity = ct.getDimSize(axis);
+  OpBuilder &b = nc.builder();
+  Value index = iotaAlong(nc, length, rank, axis);
+  if (Value starts = nc.input(2)) {
+    RankedTensorType st = nc.inputType(2);
+    if (st.getRank() != 1 || st.getDimSize(0) != batch ||
+        !isa<IntegerType>(st.getElementType()))
+      return nc.error("write_indices must be an integer vector of the " +
+                      std::to_string(batch) + " batch entries, got " +
+                      shapeStr(st.getShape()));
+    SmallVector<int64_t> view(rank, 1);
+    view[0] = batch;
+    if (!st.getElementType().isInteger(64))
+      starts = nc.create<dopt::CastOp>(starts, TypeAttr::get(b.getI64Type()));
+    index = nc.create<dopt::AddOp>(reshape(nc, starts, view), index);
+  }
+  if (mode == "circular") {
+    // Non-negative write indices: the remainder of a truncating division.
+    Value m = nc.constantI64({capacity}, {});
+    index = nc.create<dopt::SubOp>(
+        index, nc.create<dopt::MulOp>(nc.create<dopt::DivOp>(index, m), m));
+  }
+  index = nc.create<dopt::ExpandOp>(index, b.getDenseI64ArrayAttr(ut.getShape()));
+  return setResult(nc, nc.create<dopt::ScatterElementsOp>(
+                           cache, index, update, b.getI64IntegerAttr(axis),
+                           b.getStringAttr("none")));
+}
+
 //===----------------------------------------------------------------------===//
 // Quantization (QuantizeLinear, DequantizeLinear)
 //===----------------------------------------------------------------------===//
@@ -4152,17 +4380,32 @@ LogicalResult checkQuantType(NodeContext &nc, Type t, StringRef what,
   if (it && (it.getWidth() == 8 || it.getWidth() == 16 ||
              (int32 && it.getWidth() == 32 && !it.isUnsigned())))
     return success();
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  os << t;
-  return nc.error(what + " type " + name + " is not supported (int8, uint8, " +
+  return nc.error(what + " type " + typeStr(t) + " is not supported (int8, uint8, " +
                   "int16, uint16" + (int32 ? ", int32" : "") +
                   " are; float8, int4 and the other narrow types are not)");
 }
 
+/// round-half-even(q) saturated to the integer type `out` and converted to
+/// it; NaN gives the type's lowest value, as in ONNX Runtime (a float to
+/// integer conversion of NaN or of a value out of range is undefined).
+Value saturateTo(NodeContext &nc, Value q, IntegerType out) {
+  Type ft = cast<RankedTensorType>(q.getType()).getElementType();
+  unsigned w = out.getWidth();
+  double lo = out.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
+  double hi = out.isUnsigned() ? std::ldexp(1.0, w) - 1
+                               : std::ldexp(1.0, w - 1) - 1;
+  Value low = constantScalar(nc, ft, lo);
+  q = nc.create<dopt::WhereOp>(nc.create<dopt::EqualOp>(q, q),
+                               nc.create<dopt::RoundOp>(q), low);
+  q = nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(q, low),
+                             constantScalar(nc, ft, hi));
+  return castTo(nc, q, out);
+}
+
 /// QuantizeLinear: saturate(round(x / scale) + zero_point) in the zero
 /// point's type (or output_dtype's, uint8 by default), halves to even,
-/// computed in f32 (f64 with precision = DOUBLE). Per tensor, per axis or
+/// computed in f32 at least (f64 with precision = DOUBLE; a 16-bit
+/// precision is widened). Per tensor, per axis or
 /// blocked. Its result is an integer: no gradient flows through it (a
 /// straight-through estimator, as quantization-aware training uses, is not
 /// applied).
@@ -4207,28 +4450,23 @@ LogicalResult importQuantizeLinear(NodeContext &nc) {
     if (ct.getIntOrFloatBitWidth() < 32)
       ct = b.getF32Type();
   }
-  auto to = [&](Value v, Type t) -> Value {
-    if (!v || cast<RankedTensorType>(v.getType()).getElementType() == t)
-      return v;
-    return nc.create<dopt::CastOp>(v, TypeAttr::get(t));
-  };
   Value s = quantParam(nc, 1, in, axis, block, "y_scale");
   if (!s)
     return failure();
-  Value q = nc.create<dopt::RoundOp>(nc.create<dopt::DivOp>(to(x, ct), to(s, ct)));
+  // Rounded before the zero point is added (halves go to even before).
+  Value q = nc.create<dopt::RoundOp>(
+      nc.create<dopt::DivOp>(castTo(nc, x, ct), castTo(nc, s, ct)));
   if (zp) {
+    if (nc.inputType(2).getShape() != nc.inputType(1).getShape())
+      return nc.error("y_zero_point must have y_scale's shape " +
+                      shapeStr(nc.inputType(1).getShape()) + ", got " +
+                      shapeStr(nc.inputType(2).getShape()));
     Value z = quantParam(nc, 2, in, axis, block, "y_zero_point");
     if (!z)
       return failure();
-    q = nc.create<dopt::AddOp>(q, to(z, ct));
+    q = nc.create<dopt::AddOp>(q, castTo(nc, z, ct));
   }
-  auto it = cast<IntegerType>(out);
-  unsigned w = it.getWidth();
-  double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
-  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1 : std::ldexp(1.0, w - 1) - 1;
-  q = nc.create<dopt::MinOp>(nc.create<dopt::MaxOp>(q, constantScalar(nc, ct, lo)),
-                             constantScalar(nc, ct, hi));
-  return setResult(nc, to(q, out));
+  return setResult(nc, saturateTo(nc, q, cast<IntegerType>(out)));
 }
 
 /// DequantizeLinear: (x − zero_point) · scale, in f32, rounded to the
@@ -4260,22 +4498,17 @@ LogicalResult importDequantizeLinear(NodeContext &nc) {
     return nc.error("x_zero_point must have x's type");
   OpBuilder &b = nc.builder();
   Type f32 = b.getF32Type();
-  auto to = [&](Value v, Type t) -> Value {
-    if (!v || cast<RankedTensorType>(v.getType()).getElementType() == t)
-      return v;
-    return nc.create<dopt::CastOp>(v, TypeAttr::get(t));
-  };
-  Value d = to(x, f32);
+  Value d = castTo(nc, x, f32);
   if (zp) {
     Value z = quantParam(nc, 2, in, axis, block, "x_zero_point");
     if (!z)
       return failure();
-    d = nc.create<dopt::SubOp>(d, to(z, f32));
+    d = nc.create<dopt::SubOp>(d, castTo(nc, z, f32));
   }
   Value s = quantParam(nc, 1, in, axis, block, "x_scale");
   if (!s)
     return failure();
-  return setResult(nc, to(nc.create<dopt::MulOp>(d, to(s, f32)), out));
+  return setResult(nc, castTo(nc, nc.create<dopt::MulOp>(d, castTo(nc, s, f32)), out));
 }
 
 /// The integer operand `v` less its zero point (input `zpIndex`, absent:
@@ -4306,28 +4539,42 @@ Type exactAccumulator(OpBuilder &b, int64_t k, Type a, Type bt) {
                                                   : Type(b.getF64Type());
 }
 
-/// round-half-even(acc · multiplier + zero point), saturated to `out`
-/// (QLinearMatMul's and QLinearConv's requantization, as ONNX's reference:
-/// the multiplier x_scale · w_scale / y_scale rounded to f32 first).
-Value requantize(NodeContext &nc, Value acc, Value multiplier, int zpIndex,
-                 Type out) {
-  Type ft = cast<RankedTensorType>(acc.getType()).getElementType();
-  Value y = nc.create<dopt::MulOp>(
-      acc, nc.create<dopt::CastOp>(multiplier, TypeAttr::get(ft)));
+/// round-half-even(acc · multiplier + y_zero_point (input `zpIndex`, a
+/// scalar)), saturated to `out` (QLinearMatMul's and QLinearConv's
+/// requantization, as ONNX Runtime and ONNX's reference: the multiplier
+/// x_scale · w_scale / y_scale computed in the scales' type first, the
+/// product in f32). y_scale is input
+/// `scaleIndex`; `scale` the product of the other two, broadcasting
+/// against `acc`.
+FailureOr<Value> requantize(NodeContext &nc, Value acc, Value scale,
+                            int scaleIndex, int zpIndex, Type out) {
+  if (nc.inputType(scaleIndex).getNumElements() != 1) {
+    (void)nc.error("y_scale must be a scalar");
+    return failure();
+  }
+  if (nc.input(zpIndex) && nc.inputType(zpIndex).getNumElements() != 1) {
+    (void)nc.error("y_zero_point must be a scalar");
+    return failure();
+  }
+  // In f32, as ONNX Runtime: the exact integer sum rounded to f32 (as its
+  // int32 → float conversion), times the multiplier.
+  Type ft = nc.builder().getF32Type();
+  Value multiplier =
+      nc.create<dopt::DivOp>(scale, reshape(nc, nc.input(scaleIndex), {}));
+  Value y = nc.create<dopt::MulOp>(castTo(nc, acc, ft),
+                                   castTo(nc, multiplier, ft));
   if (nc.input(zpIndex))
     y = nc.create<dopt::AddOp>(
-        y, nc.create<dopt::CastOp>(reshape(nc, nc.input(zpIndex), {}),
-                                   TypeAttr::get(ft)));
-  auto it = cast<IntegerType>(out);
-  unsigned w = it.getWidth();
-  double lo = it.isUnsigned() ? 0.0 : -std::ldexp(1.0, w - 1);
-  double hi = it.isUnsigned() ? std::ldexp(1.0, w) - 1
-                              : std::ldexp(1.0, w - 1) - 1;
-  y = nc.create<dopt::MinOp>(
-      nc.create<dopt::MaxOp>(nc.create<dopt::RoundOp>(y),
-                             constantScalar(nc, ft, lo)),
-      constantScalar(nc, ft, hi));
-  return nc.create<dopt::CastOp>(y, TypeAttr::get(out));
+        y, castTo(nc, reshape(nc, nc.input(zpIndex), {}), ft));
+  return saturateTo(nc, y, cast<IntegerType>(out));
+}
+
+/// An exact integer sum held in a float type, as int32: through i64, so a
+/// sum past int32 wraps as ONNX Runtime's does (a direct conversion would
+/// be undefined).
+Value exactToInt32(NodeContext &nc, Value acc) {
+  OpBuilder &b = nc.builder();
+  return castTo(nc, castTo(nc, acc, b.getI64Type()), b.getI32Type());
 }
 
 /// Checks that inputs `is` are 8- or 16-bit integers and `scales` float
@@ -4360,6 +4607,10 @@ template <bool requantized> LogicalResult importIntegerMatMul(NodeContext &nc) {
   int bi = requantized ? 3 : 1;
   TRY(a, nc.requiredInput(0));
   TRY(bv, nc.requiredInput(bi));
+  if (requantized)
+    for (int i : {1, 4, 6})
+      if (failed(nc.requiredInput(i)))
+        return failure();
   if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
                          : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
     return failure();
@@ -4369,8 +4620,8 @@ template <bool requantized> LogicalResult importIntegerMatMul(NodeContext &nc) {
   int64_t k = at.getDimSize(at.getRank() - 1);
   OpBuilder &b = nc.builder();
   Type ft = exactAccumulator(b, k, at.getElementType(), bt.getElementType());
-  Value a0 = lessZeroPoint(nc, a, 2, std::max<int64_t>(0, at.getRank() - 2), ft,
-                           "a_zero_point");
+  int64_t rows = std::max<int64_t>(0, at.getRank() - 2);
+  Value a0 = lessZeroPoint(nc, a, 2, rows, ft, "a_zero_point");
   if (!a0)
     return failure();
   Value b0 = lessZeroPoint(nc, bv, requantized ? 5 : 3, bt.getRank() - 1, ft,
@@ -4379,20 +4630,14 @@ template <bool requantized> LogicalResult importIntegerMatMul(NodeContext &nc) {
     return failure();
   Value acc = nc.create<dopt::MatMulOp>(a0, b0);
   if (!requantized)
-    return setResult(nc, nc.create<dopt::CastOp>(acc, TypeAttr::get(b.getI32Type())));
-  Value as = quantParam(nc, 1, at, std::max<int64_t>(0, at.getRank() - 2), 0, "a_scale");
+    return setResult(nc, exactToInt32(nc, acc));
+  Value as = quantParam(nc, 1, at, rows, 0, "a_scale");
   Value bs = quantParam(nc, 4, bt, bt.getRank() - 1, 0, "b_scale");
-  Value ys = nc.input(6);
-  if (!as || !bs || !ys)
+  if (!as || !bs)
     return failure();
-  if (nc.inputType(6).getNumElements() != 1)
-    return nc.error("y_scale must be a scalar");
-  Value multiplier = nc.create<dopt::DivOp>(nc.create<dopt::MulOp>(as, bs),
-                                            reshape(nc, ys, {}));
   Type out = nc.input(7) ? nc.inputType(7).getElementType() : at.getElementType();
-  if (nc.input(7) && nc.inputType(7).getNumElements() != 1)
-    return nc.error("y_zero_point must be a scalar");
-  return setResult(nc, requantize(nc, acc, multiplier, 7, out));
+  TRY(y, requantize(nc, acc, nc.create<dopt::MulOp>(as, bs), 6, 7, out));
+  return setResult(nc, y);
 }
 
 /// ConvInteger: the convolution of x − x_zero_point (a scalar) and
@@ -4405,6 +4650,10 @@ template <bool requantized> LogicalResult importIntegerConv(NodeContext &nc) {
   int wi = requantized ? 3 : 1;
   TRY(x, nc.requiredInput(0));
   TRY(w, nc.requiredInput(wi));
+  if (requantized)
+    for (int i : {1, 4, 6})
+      if (failed(nc.requiredInput(i)))
+        return failure();
   if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
                          : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
     return failure();
@@ -4424,36 +4673,39 @@ template <bool requantized> LogicalResult importIntegerConv(NodeContext &nc) {
   Value w0 = x0 ? lessZeroPoint(nc, w, wzp, 0, ft, "w_zero_point") : Value();
   if (!w0)
     return failure();
-  Value bias;
-  if (requantized && nc.input(8)) {
+  TRY(acc, convolution(nc, x0, w0, {}));
+  if (!requantized)
+    return setResult(nc, exactToInt32(nc, acc));
+  if (Value bias = nc.input(8)) {
+    // Added in f64, where any int32 bias plus the exact sum stays exact
+    // (the int32 sum ONNX Runtime converts to f32).
     RankedTensorType bt = nc.inputType(8);
     if (!bt.getElementType().isInteger(32) || bt.getRank() != 1 ||
         bt.getDimSize(0) != wt.getDimSize(0))
       return nc.error("B must be an int32 vector of the " +
                       std::to_string(wt.getDimSize(0)) + " output channels");
-    bias = nc.create<dopt::CastOp>(nc.input(8), TypeAttr::get(ft));
+    SmallVector<int64_t> view(cast<RankedTensorType>(acc.getType()).getRank(), 1);
+    view[1] = wt.getDimSize(0);
+    acc = nc.create<dopt::AddOp>(castTo(nc, acc, b.getF64Type()),
+                                 castTo(nc, reshape(nc, bias, view), b.getF64Type()));
   }
-  TRY(acc, convolution(nc, x0, w0, bias));
-  if (!requantized)
-    return setResult(nc, nc.create<dopt::CastOp>(acc, TypeAttr::get(b.getI32Type())));
   auto yt = cast<RankedTensorType>(acc.getType());
   Value ws = quantParam(nc, 4, yt, 1, 0, "w_scale");
   if (!ws)
     return failure();
-  if (nc.inputType(1).getNumElements() != 1 || nc.inputType(6).getNumElements() != 1)
-    return nc.error("x_scale and y_scale must be scalars");
-  Value multiplier = nc.create<dopt::DivOp>(
-      nc.create<dopt::MulOp>(reshape(nc, nc.input(1), {}), ws),
-      reshape(nc, nc.input(6), {}));
+  if (nc.inputType(1).getNumElements() != 1)
+    return nc.error("x_scale must be a scalar");
   Type out = nc.input(7) ? nc.inputType(7).getElementType() : xt.getElementType();
-  if (nc.input(7) && nc.inputType(7).getNumElements() != 1)
-    return nc.error("y_zero_point must be a scalar");
-  return setResult(nc, requantize(nc, acc, multiplier, 7, out));
+  TRY(y, requantize(nc, acc,
+                    nc.create<dopt::MulOp>(reshape(nc, nc.input(1), {}), ws), 6,
+                    7, out));
+  return setResult(nc, y);
 }
 
 /// DynamicQuantizeLinear: x (f32) to uint8 with the scale and zero point of
-/// its range widened to hold 0, as ONNX's reference (a scale of 1 when the
-/// range is empty); three outputs.
+/// its range widened to hold 0; three outputs. As ONNX Runtime: NaNs do not
+/// count in the range (and quantize to 0), and an empty range (x all 0)
+/// has scale 1 (ONNX's reference: 1/255).
 LogicalResult importDynamicQuantizeLinear(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   RankedTensorType in = nc.inputType(0);
@@ -4462,36 +4714,36 @@ LogicalResult importDynamicQuantizeLinear(NodeContext &nc) {
     return nc.error("needs a floating-point input");
   OpBuilder &b = nc.builder();
   Type f32 = b.getF32Type();
-  Value xf = elt == f32 ? x : nc.create<dopt::CastOp>(x, TypeAttr::get(f32));
+  Value xf = castTo(nc, x, f32);
   SmallVector<int64_t> all;
   for (int64_t d = 0; d < in.getRank(); ++d)
     all.push_back(d);
   auto c = [&](double v) { return constantScalar(nc, f32, v); };
+  // NaN as 0: the range holds 0 anyway.
+  Value counted = nc.create<dopt::WhereOp>(nc.create<dopt::EqualOp>(xf, xf), xf, c(0));
   Value hi = nc.create<dopt::MaxOp>(
-      nc.create<dopt::ReduceMaxOp>(xf, b.getDenseI64ArrayAttr(all),
+      nc.create<dopt::ReduceMaxOp>(counted, b.getDenseI64ArrayAttr(all),
                                    b.getBoolAttr(false)),
       c(0));
-  Value lo = nc.create<dopt::MinOp>(reduceMinimum(nc, xf, all, false), c(0));
-  Value range = nc.create<dopt::SubOp>(hi, lo);
-  Value scale = nc.create<dopt::DivOp>(
-      nc.create<dopt::WhereOp>(nc.create<dopt::EqualOp>(hi, lo), c(1), range),
-      c(255));
+  Value lo = nc.create<dopt::MinOp>(reduceMinimum(nc, counted, all, false), c(0));
+  Value scale = nc.create<dopt::WhereOp>(
+      nc.create<dopt::EqualOp>(hi, lo), c(1),
+      nc.create<dopt::DivOp>(nc.create<dopt::SubOp>(hi, lo), c(255)));
   Value zp = nc.create<dopt::RoundOp>(nc.create<dopt::MinOp>(
       nc.create<dopt::MaxOp>(
           nc.create<dopt::NegOp>(nc.create<dopt::DivOp>(lo, scale)), c(0)),
       c(255)));
-  Value y = nc.create<dopt::MinOp>(
-      nc.create<dopt::MaxOp>(
-          nc.create<dopt::AddOp>(
-              nc.create<dopt::RoundOp>(nc.create<dopt::DivOp>(xf, scale)), zp),
-          c(0)),
-      c(255));
-  Type u8 = b.getIntegerType(8, /*isSigned=*/false);
+  auto u8 = cast<IntegerType>(b.getIntegerType(8, /*isSigned=*/false));
+  Value y = saturateTo(
+      nc,
+      nc.create<dopt::AddOp>(
+          nc.create<dopt::RoundOp>(nc.create<dopt::DivOp>(xf, scale)), zp),
+      u8);
   if (nc.hasFailed())
     return failure();
-  nc.setOutput(0, nc.create<dopt::CastOp>(y, TypeAttr::get(u8)));
-  nc.setOutput(1, elt == f32 ? scale : nc.create<dopt::CastOp>(scale, TypeAttr::get(elt)));
-  nc.setOutput(2, nc.create<dopt::CastOp>(zp, TypeAttr::get(u8)));
+  nc.setOutput(0, y);
+  nc.setOutput(1, castTo(nc, scale, elt));
+  nc.setOutput(2, castTo(nc, zp, u8));
   return success();
 }
 
@@ -5045,6 +5297,9 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["BitShift"] = importBitShift;
     t["QuantizeLinear"] = importQuantizeLinear;
     t["GridSample"] = importGridSample;
+    t["AffineGrid"] = importAffineGrid;
+    t["Col2Im"] = importCol2Im;
+    t["TensorScatter"] = importTensorScatter;
     t["DynamicQuantizeLinear"] = importDynamicQuantizeLinear;
     t["MatMulInteger"] = importIntegerMatMul<false>;
     t["QLinearMatMul"] = importIntegerMatMul<true>;

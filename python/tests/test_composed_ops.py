@@ -1,0 +1,162 @@
+"""The ops the importer writes with others (2026-11-27) against ONNX Runtime
+on inputs the ONNX node tests leave out: NaN, zeros in products, integer
+types, other axes, run-time lengths and write positions, the edges of the
+integer quantized ops (NaN, int32 overflow, a large bias). Each case is one
+small model compiled for the CPU (the kernels are the ones the node tests
+and cuda-emu suites run)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import cli
+from cli import DISTOPT
+
+pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
+RNG = np.random.default_rng(17)
+
+
+def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=False):
+    """Compiles the graph of `nodes` (inputs `feeds`, constant `inits`),
+    runs it, and compares each output with ONNX Runtime's."""
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for k, v in feeds.items()],
+        [helper.make_tensor_value_info(o, TP.UNDEFINED, None) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    m = onnx.shape_inference.infer_shapes(m)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    cli.compile_and_run(path, feeds, tmp_path)
+    for name, w in zip(outputs, want):
+        got = np.load(tmp_path / "out" / f"{name}.npy")
+        assert got.dtype == w.dtype and got.shape == w.shape, name
+        if exact or not np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_array_equal(got, w, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_hardmax_and_argmax_pass_over_nan(tmp_path):
+    """A NaN inside a row is passed over (ONNX Runtime's result; with a NaN
+    first, its result depends on its loop and is left out)."""
+    x = np.array([[1, np.nan, 3, 2], [-1, np.nan, -1, np.nan], [5, 5, 0, 1]], np.float32)
+    check([helper.make_node("Hardmax", ["x"], ["y"], axis=1),
+           helper.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=0),
+           helper.make_node("ArgMin", ["x"], ["j"], axis=1, keepdims=0)],
+          {"x": x}, tmp_path, outputs=("y", "i", "j"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+def test_products_with_zeros(dtype, tmp_path):
+    x = RNG.integers(-3, 4, (3, 5, 4)).astype(dtype)
+    x[1, 2, 3] = 0
+    axes = numpy_helper.from_array(np.array([1], np.int64), "ax")
+    check([helper.make_node("Constant", [], ["ax"], value=axes),
+           helper.make_node("ReduceProd", ["x", "ax"], ["y"], keepdims=0),
+           helper.make_node("CumSum", ["x", "ax"], ["s"], reverse=1),
+           helper.make_node("ReduceProd", ["x"], ["all"])],
+          {"x": x}, tmp_path, opset=18, outputs=("y", "s", "all"))
+
+
+def test_lp_pool_ceil_mode_and_dilations(tmp_path):
+    x = RNG.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    check([helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 2],
+                            pads=[1, 0, 1, 1], p=3, ceil_mode=1),
+           helper.make_node("LpPool", ["x"], ["z"], kernel_shape=[2, 2], dilations=[2, 1],
+                            pads=[1, 0, 1, 1])],
+          {"x": x}, tmp_path, opset=22, outputs=("y", "z"))
+
+
+def test_reverse_sequence_run_time_lengths(tmp_path):
+    x = RNG.standard_normal((5, 3, 2)).astype(np.float32)
+    check([helper.make_node("ReverseSequence", ["x", "n"], ["y"], time_axis=0, batch_axis=1)],
+          {"x": x, "n": np.array([5, 1, 3], np.int64)}, tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter_kv_cache(mode, tmp_path):
+    cache = RNG.standard_normal((2, 3, 8, 4)).astype(np.float32)
+    update = RNG.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    starts = np.array([5, 1] if mode == "linear" else [6, 7], np.int64)
+    check([helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], mode=mode)],
+          {"c": cache, "u": update, "w": starts}, tmp_path, opset=24)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_into_grid_sample(align, tmp_path):
+    theta = RNG.standard_normal((2, 2, 3)).astype(np.float32) * 0.5
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    size = numpy_helper.from_array(np.array([2, 3, 4, 7], np.int64), "size")
+    check([helper.make_node("Constant", [], ["size"], value=size),
+           helper.make_node("AffineGrid", ["t", "size"], ["g"], align_corners=align),
+           helper.make_node("GridSample", ["x", "g"], ["y"], align_corners=align)],
+          {"t": theta, "x": x}, tmp_path, opset=20, outputs=("g", "y"))
+
+
+def test_affine_grid_3d(tmp_path):
+    theta = RNG.standard_normal((1, 3, 4)).astype(np.float32)
+    size = numpy_helper.from_array(np.array([1, 1, 2, 3, 4], np.int64), "size")
+    check([helper.make_node("Constant", [], ["size"], value=size),
+           helper.make_node("AffineGrid", ["t", "size"], ["y"])],
+          {"t": theta}, tmp_path, opset=20)
+
+
+def test_col2im_strides_dilations_pads(tmp_path):
+    # Blocks 2x3 with dilations (2, 1), strides (1, 2), pads over a 5x6 image.
+    image = numpy_helper.from_array(np.array([5, 6], np.int64), "image")
+    block = numpy_helper.from_array(np.array([2, 3], np.int64), "block")
+    hp, wp = 5 + 1 + 0, 6 + 1 + 1
+    oh, ow = (hp - (2 * 1 + 1)) // 1 + 1, (wp - 3) // 2 + 1
+    x = RNG.standard_normal((2, 2 * 6, oh * ow)).astype(np.float32)
+    check([helper.make_node("Constant", [], ["image"], value=image),
+           helper.make_node("Constant", [], ["block"], value=block),
+           helper.make_node("Col2Im", ["x", "image", "block"], ["y"], dilations=[2, 1],
+                            strides=[1, 2], pads=[1, 1, 0, 1])],
+          {"x": x}, tmp_path, opset=18)
+
+
+def test_quantize_nan_saturates_low(tmp_path):
+    x = np.array([np.nan, 1.0, -np.inf, np.inf], np.float32)
+    check([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
+           helper.make_node("QuantizeLinear", ["x", "s", "w"], ["v"])],
+          {"x": x}, tmp_path, inits=[("s", np.float32(0.5)), ("z", np.int8(3)),
+                                     ("w", np.int16(-4))], outputs=("y", "v"))
+
+
+@pytest.mark.parametrize("x", [np.zeros(4, np.float32),
+                               np.array([np.nan, 2.0, -1.0, np.nan], np.float32),
+                               np.array([0.5, 2.0, 7.25, 3.0], np.float32)])
+def test_dynamic_quantize_as_onnx_runtime(x, tmp_path):
+    check([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])],
+          {"x": x}, tmp_path, outputs=("y", "s", "z"), exact=True)
+
+
+def test_matmul_integer_wraps_past_int32(tmp_path):
+    # 40000 products of 255 · 255 pass 2^31: summed exactly (f64), wrapped.
+    a = np.full((1, 40000), 255, np.uint8)
+    b = np.full((40000, 2), 255, np.uint8)
+    b[:5, 1] = 0
+    check([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], {"a": a, "b": b}, tmp_path)
+
+
+@pytest.mark.parametrize("bias,taps", [(16973785, 38), (16973787, 35)])
+def test_qlinear_conv_large_bias_stays_exact(bias, taps, tmp_path):
+    """A bias past 2^24 plus the taps' sum, requantized: exact in f64."""
+    x = np.full((1, taps, 1, 1), 11, np.uint8)
+    check([helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"],
+                            ["y"])],
+          {"x": x}, tmp_path, opset=13,
+          inits=[("xs", np.float32(1.0)), ("xz", np.uint8(10)),
+                 ("w", np.ones((1, taps, 1, 1), np.int8)), ("ws", np.float32(2.0 ** -17)),
+                 ("wz", np.int8(0)), ("ys", np.float32(1.0)), ("yz", np.uint8(0)),
+                 ("B", np.array([bias], np.int32))])
