@@ -116,11 +116,12 @@ RESUMED = {"train_sgd_nesterov", "train_gpt_adamw_dp2_zero1"}
 # (3-D ones as 2-D convolutions per depth tap and strided slices), Resize
 # (products with interpolation matrices), an
 # embedding and its head; torch.gather, scatter_add and topk (the scatter's
-# parallel form), and a 2-layer bidirectional LSTM with a GRU, unrolled.
+# parallel form), a 2-layer bidirectional LSTM with a GRU, unrolled; and a
+# flow warp (F.grid_sample bilinear and bicubic, torch.prod).
 GRADIENTS = ["mobilenet_blocks", "upsampler_mse", "conv1d_cross_entropy",
              "conv3d_cross_entropy", "unet_mse", "lm_cross_entropy",
              "resnet18_cross_entropy", "gather_scatter_cross_entropy",
-             "recurrent_cross_entropy"]
+             "recurrent_cross_entropy", "grid_sample_cross_entropy"]
 # A model whose weights exceed this many bytes does not travel with them
 # (ResNet-18 in float64: 89 MB, and as much again of reference gradients,
 # against the 64 MiB a device run carries): its float tensors go as

@@ -287,6 +287,9 @@ CASES = {
     "tensor_scatter": ([node("TensorScatter", ["w", "u", "pos"], axis=1)],
                        {"pos": np.array([1, 4], np.int64)},
                        {"w": rand(2, 6, 3), "u": rand(2, 2, 3)}, 24),
+    # DFT (products with constant cos and sin matrices): a complex
+    # inverse transform along axis 1.
+    "dft_inverse": ([node("DFT", ["w"], axis=1, inverse=1)], {}, {"w": rand(2, 6, 3, 2)}, 17),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"
 RNG = np.random.default_rng(17)
 
 
-def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=False):
+def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=False, tol=1e-5):
     """Compiles the graph of `nodes` (inputs `feeds`, constant `inits`),
     runs it, and compares each output with ONNX Runtime's."""
     g = helper.make_graph(
@@ -43,7 +43,8 @@ def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=Fals
         if exact or not np.issubdtype(w.dtype, np.floating):
             np.testing.assert_array_equal(got, w, err_msg=name)
         else:
-            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(got, w, rtol=tol, atol=tol * float(np.abs(w).max()),
+                                       err_msg=name)
 
 
 def test_hardmax_and_argmax_pass_over_nan(tmp_path):
@@ -160,3 +161,67 @@ def test_qlinear_conv_large_bias_stays_exact(bias, taps, tmp_path):
                  ("w", np.ones((1, taps, 1, 1), np.int8)), ("ws", np.float32(2.0 ** -17)),
                  ("wz", np.int8(0)), ("ys", np.float32(1.0)), ("yz", np.uint8(0)),
                  ("B", np.array([bias], np.int32))])
+
+
+def dft_model(x_shape, attrs, inputs=("x",), opset=20, axis=None, length=None):
+    nodes, names = [], ["x", "", ""]
+    if length is not None:
+        nodes.append(helper.make_node("Constant", [], ["n"],
+                                      value=numpy_helper.from_array(np.array(length, np.int64))))
+        names[1] = "n"
+    if axis is not None:
+        nodes.append(helper.make_node("Constant", [], ["a"],
+                                      value=numpy_helper.from_array(np.array(axis, np.int64))))
+        names[2] = "a"
+    nodes.append(helper.make_node("DFT", names, ["y"], **attrs))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def as_complex(y):
+    return y[..., 0] + 1j * y[..., 1] if y.shape[-1] == 2 else y[..., 0]
+
+
+@pytest.mark.parametrize("case", ["forward_real", "inverse_complex", "rfft_padded",
+                                  "rfft_cut", "irfft_odd"])
+def test_dft_matches_numpy(case, tmp_path):
+    """DFT against numpy.fft: real and complex inputs, inverse, one-sided
+    with dft_length padding or cutting the signal, the inverse one-sided
+    transform (irfft) of odd length."""
+    real = RNG.standard_normal((2, 12, 3, 1)).astype(np.float32)
+    cplx = RNG.standard_normal((2, 12, 3, 2)).astype(np.float32)
+    spec = {
+        "forward_real": (real, {}, 1, None, lambda z: np.fft.fft(z, axis=1)),
+        "inverse_complex": (cplx, {"inverse": 1}, 2, None, lambda z: np.fft.ifft(z, axis=2)),
+        "rfft_padded": (real, {"onesided": 1}, 1, 16, lambda z: np.fft.rfft(z, n=16, axis=1)),
+        "rfft_cut": (real, {"onesided": 1}, -3, 10, lambda z: np.fft.rfft(z, n=10, axis=1)),
+        "irfft_odd": (cplx[:, :7], {"inverse": 1, "onesided": 1}, 1, 9,
+                      lambda z: np.fft.irfft(z, n=9, axis=1)),
+    }[case]
+    x, attrs, axis, length, fn = spec
+    m = dft_model(list(x.shape), attrs, axis=axis, length=length)
+    path = tmp_path / "dft.onnx"
+    onnx.save(m, path)
+    cli.compile_and_run(path, {"x": x}, tmp_path)
+    got = as_complex(np.load(tmp_path / "out" / "y.npy").astype(np.float64))
+    want = fn(as_complex(x.astype(np.float64)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("window", [True, False])
+def test_stft_matches_onnx_runtime(window, tmp_path):
+    signal = RNG.standard_normal((2, 200, 1)).astype(np.float32)
+    step = numpy_helper.from_array(np.array(24, np.int64), "step")
+    nodes = [helper.make_node("Constant", [], ["step"], value=step)]
+    if window:
+        hann = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(64) / 64)).astype(np.float32)
+        nodes += [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(hann)),
+                  helper.make_node("STFT", ["s", "step", "w"], ["y"], onesided=1)]
+    else:
+        nodes += [helper.make_node("Constant", [], ["len"],
+                                   value=numpy_helper.from_array(np.array(50, np.int64))),
+                  helper.make_node("STFT", ["s", "step", "", "len"], ["y"], onesided=0)]
+    check(nodes, {"s": signal}, tmp_path, opset=17, tol=1e-4)
