@@ -64,3 +64,33 @@ def test_emulated_gpu_and_float16(mode, tmp_path):
     check(x, grid, tmp_path, "cuda-emu", mode=mode, padding_mode="border")
     check(x.astype(np.float16), grid.astype(np.float16), tmp_path, tol=4e-3, mode=mode,
           padding_mode="zeros", align_corners=1)
+
+
+@pytest.mark.parametrize("mode,padding", [("linear", "border"), ("cubic", "reflection"),
+                                          ("nearest", "zeros")])
+def test_nan_grid_positions_give_zero(mode, padding, tmp_path):
+    """A NaN grid coordinate samples nothing: 0, as PyTorch's grid_sample
+    (ONNX Runtime's result there is undefined); the other positions are
+    ONNX Runtime's."""
+    x = RNG.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    grid = (RNG.random((1, 3, 4, 2)) * 2.4 - 1.2).astype(np.float32)
+    grid[0, 1, 2, 0] = np.nan
+    grid[0, 2, 0, 1] = np.nan
+    m = helper.make_model(
+        helper.make_graph([helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode,
+                                            padding_mode=padding)], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, list(x.shape)),
+                           helper.make_tensor_value_info("g", TP.FLOAT, list(grid.shape))],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 9
+    path = tmp_path / "gs.onnx"
+    onnx.save(m, path)
+    clean = np.nan_to_num(grid)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "g": clean})[0]
+    cli.compile_and_run(path, {"x": x, "g": grid}, tmp_path)
+    got = np.load(tmp_path / "out" / "y.npy")
+    nan = np.isnan(grid).any(-1)[0]
+    assert (got[0][:, nan] == 0).all()
+    np.testing.assert_allclose(got[0][:, ~nan], want[0][:, ~nan], rtol=1e-5, atol=1e-5)

@@ -4031,16 +4031,21 @@ LogicalResult importGridSample(NodeContext &nc) {
     taps[i].push_back({add(p0, c(2)), far(sub(c(2), f))});
   }
   // Each tap's index along its axis, and whether it reads the input (zeros
-  // padding); NaN positions read index 0.
+  // padding; not at a NaN position, which gives 0 as in PyTorch).
   auto resolve = [&](Value t, int64_t i, Value &valid) -> Value {
     double d = (double)dims[i];
-    t = where(nc.create<dopt::EqualOp>(t, t), t, c(-1));
-    if (padding == "zeros")
+    Value known = nc.create<dopt::EqualOp>(t, t);
+    t = where(known, t, c(-1));
+    if (padding == "zeros") {
       valid = nc.create<dopt::AndOp>(
           nc.create<dopt::GreaterEqualOp>(t, c(0)),
           nc.create<dopt::LessEqualOp>(t, c(d - 1)));
-    else if (padding == "reflection")
-      t = floorOf(reflect(t, lows[i], highs[i]));
+    } else {
+      // A NaN position reads nothing (PyTorch's 0), its NaN weights too.
+      valid = known;
+      if (padding == "reflection")
+        t = floorOf(reflect(t, lows[i], highs[i]));
+    }
     return nc.create<dopt::CastOp>(clampTo(t, 0, d - 1),
                                    TypeAttr::get(b.getI64Type()));
   };
