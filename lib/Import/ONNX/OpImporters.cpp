@@ -4287,15 +4287,11 @@ Value fourier(NodeContext &nc, Value x, int64_t axis, int64_t n, bool inverse,
     if (d != axis)
       perm.push_back(d);
   perm.push_back(axis);
+  SmallVector<int64_t> partShape(t.getShape().drop_back());
+  partShape[axis] = rows;
   auto part = [&](int64_t k) -> Value {
-    SmallVector<int64_t> shape(t.getShape());
-    shape.pop_back();
-    Value v = reshape(nc, strided(nc, x, {last, axis}, {k, 0}, {1, 1}, {1, rows}),
-                      [&] {
-                        SmallVector<int64_t> s(shape);
-                        s[axis] = rows;
-                        return s;
-                      }());
+    Value v = reshape(
+        nc, strided(nc, x, {last, axis}, {k, 0}, {1, 1}, {1, rows}), partShape);
     return nc.create<dopt::TransposeOp>(v, b.getDenseI64ArrayAttr(perm));
   };
   // In f64: each output sums `rows` products, and an f32 sum's rounding
@@ -4609,8 +4605,8 @@ Value saturateTo(NodeContext &nc, Value q, IntegerType out) {
 /// applied).
 LogicalResult importQuantizeLinear(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
-  TRY(scale, nc.requiredInput(1));
-  (void)scale;
+  if (failed(nc.requiredInput(1)))
+    return failure();
   RankedTensorType in = nc.inputType(0);
   if (!isa<FloatType>(in.getElementType()) ||
       !isa<FloatType>(nc.inputType(1).getElementType()))
@@ -4672,8 +4668,8 @@ LogicalResult importQuantizeLinear(NodeContext &nc) {
 /// 8- or 16-bit integers, or int32 (a bias).
 LogicalResult importDequantizeLinear(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
-  TRY(scale, nc.requiredInput(1));
-  (void)scale;
+  if (failed(nc.requiredInput(1)))
+    return failure();
   RankedTensorType in = nc.inputType(0);
   Type xt = in.getElementType();
   if (failed(checkQuantType(nc, xt, "input", /*int32=*/true)))
@@ -4775,8 +4771,9 @@ Value exactToInt32(NodeContext &nc, Value acc) {
   return castTo(nc, castTo(nc, acc, b.getI64Type()), b.getI32Type());
 }
 
-/// Checks that inputs `is` are 8- or 16-bit integers and `scales` float
-/// scalars or vectors of one type; an error naming the first that is not.
+/// Checks that inputs `is` are 8- or 16-bit integers and `scales` present,
+/// float scalars or vectors of one type; an error naming the first that is
+/// not.
 LogicalResult checkQLinearInputs(NodeContext &nc, ArrayRef<int> is,
                                  ArrayRef<int> scales) {
   for (int i : is) {
@@ -4786,6 +4783,8 @@ LogicalResult checkQLinearInputs(NodeContext &nc, ArrayRef<int> is,
       return failure();
   }
   for (int i : scales) {
+    if (failed(nc.requiredInput(i)))
+      return failure();
     RankedTensorType t = nc.inputType(i);
     if (t && (!isa<FloatType>(t.getElementType()) || t.getRank() > 1 ||
               t.getElementType() != nc.inputType(scales[0]).getElementType()))
@@ -4805,10 +4804,6 @@ template <bool requantized> LogicalResult importIntegerMatMul(NodeContext &nc) {
   int bi = requantized ? 3 : 1;
   TRY(a, nc.requiredInput(0));
   TRY(bv, nc.requiredInput(bi));
-  if (requantized)
-    for (int i : {1, 4, 6})
-      if (failed(nc.requiredInput(i)))
-        return failure();
   if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
                          : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
     return failure();
@@ -4848,10 +4843,6 @@ template <bool requantized> LogicalResult importIntegerConv(NodeContext &nc) {
   int wi = requantized ? 3 : 1;
   TRY(x, nc.requiredInput(0));
   TRY(w, nc.requiredInput(wi));
-  if (requantized)
-    for (int i : {1, 4, 6})
-      if (failed(nc.requiredInput(i)))
-        return failure();
   if (failed(requantized ? checkQLinearInputs(nc, {0, 2, 3, 5, 7}, {1, 4, 6})
                          : checkQLinearInputs(nc, {0, 1, 2, 3}, {})))
     return failure();
