@@ -454,7 +454,89 @@ struct Problem {
         largest = std::max(largest, std::fabs(c));
     const double scale = largest > 0 ? 1e3 / largest : 1.0;
 
+    // The model is built in compressed-column form and loaded at once:
+    // CBC's Cbc_addCol/Cbc_addRow copy the whole matrix on every call,
+    // which made a wide segment's ILP (an unrolled recurrent network's,
+    // thousands of rows) quadratic to build.
+    // x columns: one per (node, strategy) of multi-strategy nodes.
+    SmallVector<double> columnCost;
+    SmallVector<std::pair<int, double>> entries; // (row, coefficient)
+    SmallVector<int> entryColumn;
+    SmallVector<double> rowBound;
+    auto addColumn = [&](double cost) {
+      columnCost.push_back(cost);
+      return static_cast<int>(columnCost.size()) - 1;
+    };
+    // Σ coef·column = rhs over the given (column, coef) terms.
+    auto addRow = [&](llvm::ArrayRef<std::pair<int, double>> terms, double rhs) {
+      int row = static_cast<int>(rowBound.size());
+      rowBound.push_back(rhs);
+      for (auto [column, coef] : terms) {
+        entries.push_back({row, coef});
+        entryColumn.push_back(column);
+      }
+    };
+    SmallVector<int> xcol(offset.back(), -1);
+    for (unsigned v = 0; v < nodes.size(); ++v) {
+      if (nodes[v].strategies.size() == 1) {
+        constant += unary[offset[v]];
+        continue;
+      }
+      SmallVector<std::pair<int, double>> terms;
+      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
+        xcol[offset[v] + s] = addColumn(scale * unary[offset[v] + s]);
+        terms.push_back({xcol[offset[v] + s], 1.0});
+      }
+      addRow(terms, 1.0); // one strategy per node
+    }
+    const int xColumns = static_cast<int>(columnCost.size());
+    if (xColumns == 0) // nothing to decide (CBC does not prove an empty model)
+      return choice;
+    for (auto [ei, e] : llvm::enumerate(pairEdges)) {
+      unsigned np = nodes[e->producer].strategies.size();
+      unsigned nc = nodes[e->consumer].strategies.size();
+      int first = static_cast<int>(columnCost.size());
+      for (unsigned a = 0; a < np; ++a)
+        for (unsigned b = 0; b < nc; ++b)
+          addColumn(scale * pairCost[ei][a * nc + b]);
+      // Marginals: Σ_b y[a][b] = x_p[a] and Σ_a y[a][b] = x_c[b].
+      auto marginal = [&](unsigned count, auto pairColumn, int xColumn) {
+        SmallVector<std::pair<int, double>> terms;
+        for (unsigned j = 0; j < count; ++j)
+          terms.push_back({pairColumn(j), 1.0});
+        terms.push_back({xColumn, -1.0});
+        addRow(terms, 0.0);
+      };
+      for (unsigned a = 0; a < np; ++a)
+        marginal(nc, [&](unsigned b) { return first + a * nc + b; },
+                 xcol[offset[e->producer] + a]);
+      for (unsigned b = 0; b < nc; ++b)
+        marginal(np, [&](unsigned a) { return first + a * nc + b; },
+                 xcol[offset[e->consumer] + b]);
+    }
+    // Rows' entries regrouped by column (a counting sort).
+    const int cols = static_cast<int>(columnCost.size());
+    std::vector<CoinBigIndex> start(cols + 1, 0);
+    for (int c : entryColumn)
+      ++start[c + 1];
+    for (int c = 0; c < cols; ++c)
+      start[c + 1] += start[c];
+    std::vector<int> index(entries.size());
+    std::vector<double> value(entries.size());
+    std::vector<CoinBigIndex> next(start.begin(), start.end() - 1);
+    for (auto [i, entry] : llvm::enumerate(entries)) {
+      CoinBigIndex at = next[entryColumn[i]]++;
+      index[at] = entry.first;
+      value[at] = entry.second;
+    }
+    std::vector<double> lower(cols, 0.0), upper(cols, 1.0);
     Cbc_Model *model = Cbc_newModel();
+    Cbc_loadProblem(model, cols, static_cast<int>(rowBound.size()),
+                    start.data(), index.data(), value.data(), lower.data(),
+                    upper.data(), columnCost.data(), rowBound.data(),
+                    rowBound.data());
+    for (int c = 0; c < xColumns; ++c)
+      Cbc_setInteger(model, c);
     Cbc_setLogLevel(model, 0);
     Cbc_setAllowableGap(model, 0.0);
     Cbc_setAllowableFractionGap(model, 0.0);
@@ -464,61 +546,6 @@ struct Problem {
     Cbc_setParameter(model, "preprocess", "off");
     Cbc_setParameter(model, "cuts", "off");
     Cbc_setParameter(model, "heuristicsOnOff", "off");
-    // x columns: one per (node, strategy) of multi-strategy nodes.
-    SmallVector<int> xcol(offset.back(), -1);
-    int cols = 0;
-    for (unsigned v = 0; v < nodes.size(); ++v) {
-      if (nodes[v].strategies.size() == 1) {
-        constant += unary[offset[v]];
-        continue;
-      }
-      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
-        Cbc_addCol(model, "", 0.0, 1.0, scale * unary[offset[v] + s], 1, 0,
-                   nullptr,
-                   nullptr);
-        xcol[offset[v] + s] = cols++;
-      }
-      SmallVector<int> idx;
-      SmallVector<double> one;
-      for (unsigned s = 0; s < nodes[v].strategies.size(); ++s) {
-        idx.push_back(xcol[offset[v] + s]);
-        one.push_back(1.0);
-      }
-      Cbc_addRow(model, "", idx.size(), idx.data(), one.data(), 'E', 1.0);
-    }
-    if (cols == 0) { // nothing to decide (CBC does not prove an empty model)
-      Cbc_deleteModel(model);
-      return choice;
-    }
-    for (auto [ei, e] : llvm::enumerate(pairEdges)) {
-      unsigned np = nodes[e->producer].strategies.size();
-      unsigned nc = nodes[e->consumer].strategies.size();
-      int first = cols;
-      for (unsigned a = 0; a < np; ++a)
-        for (unsigned b = 0; b < nc; ++b) {
-          Cbc_addCol(model, "", 0.0, 1.0, scale * pairCost[ei][a * nc + b], 0,
-                     0, nullptr, nullptr);
-          ++cols;
-        }
-      // Marginals: Σ_b y[a][b] = x_p[a] and Σ_a y[a][b] = x_c[b].
-      auto marginal = [&](unsigned count, auto pairColumn, int xColumn) {
-        SmallVector<int> idx;
-        SmallVector<double> coef;
-        for (unsigned j = 0; j < count; ++j) {
-          idx.push_back(pairColumn(j));
-          coef.push_back(1.0);
-        }
-        idx.push_back(xColumn);
-        coef.push_back(-1.0);
-        Cbc_addRow(model, "", idx.size(), idx.data(), coef.data(), 'E', 0.0);
-      };
-      for (unsigned a = 0; a < np; ++a)
-        marginal(nc, [&](unsigned b) { return first + a * nc + b; },
-                 xcol[offset[e->producer] + a]);
-      for (unsigned b = 0; b < nc; ++b)
-        marginal(np, [&](unsigned a) { return first + a * nc + b; },
-                 xcol[offset[e->consumer] + b]);
-    }
     Cbc_solve(model);
     if (!Cbc_isProvenOptimal(model)) {
       Cbc_deleteModel(model);
