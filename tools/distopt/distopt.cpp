@@ -239,6 +239,13 @@ int main(int argc, char **argv) {
     os << "distopt " << DISTOPT_VERSION << " (LLVM/MLIR " << LLVM_VERSION_STRING
        << ")\n";
   });
+  // `distopt --help` lists the subcommands. The LLVM and MLIR libraries
+  // register their own options at the top level (hundreds of target
+  // backends' flags): they still work, but only --help-hidden lists them.
+  for (auto &entry : cl::getRegisteredOptions(cl::SubCommand::getTopLevel()))
+    if (entry.first != "version" &&
+        !entry.second->Subs.contains(&cl::SubCommand::getAll()))
+      entry.second->setHiddenFlag(cl::Hidden);
   cl::ParseCommandLineOptions(
       argc, argv,
       "distopt: compile ONNX models for distributed training and inference\n");
