@@ -183,6 +183,8 @@ std::optional<double> elementwiseFlopsPerElement(mlir::Operation *op) {
       .Case<dopt::DropoutOp>([](auto) { return 15.0; })
       // 1 / (1 + exp(-x)): neg, exp, add, reciprocal.
       .Case<dopt::SigmoidOp>([](auto) { return 4.0; })
+      // The bits read as another type: no arithmetic, a copy's bytes.
+      .Case<dopt::BitcastOp>([](auto) { return 0.0; })
       .Case<dopt::GeluOp>([](dopt::GeluOp g) {
         // none: 0.5·x·(1 + erf(x/√2)): mul, erf, add, mul, mul = 5.
         // tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))):

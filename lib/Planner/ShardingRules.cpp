@@ -538,7 +538,7 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
             dopt::AtanOp, dopt::SinhOp, dopt::CoshOp, dopt::AsinhOp,
             dopt::AcoshOp, dopt::AtanhOp, dopt::ReluOp,
             dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
-            dopt::ExpandOp, dopt::DropoutOp>(
+            dopt::BitcastOp, dopt::ExpandOp, dopt::DropoutOp>(
           [](mlir::Operation *o) { return elementwiseRule(o); })
       .Case<dopt::SoftmaxOp>(
           [](dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); })

@@ -743,7 +743,9 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
     // Piecewise constant: no gradient (PyTorch's is zero).
-    for (StringRef name : {"dopt.floor", "dopt.ceil", "dopt.round"})
+    // The bits read as another type (ONNX's BitCast): no derivative.
+    for (StringRef name :
+         {"dopt.floor", "dopt.ceil", "dopt.round", "dopt.bitcast"})
       t[name] = unary([](B &, Value, Value, Value) { return Value(); });
     t["dopt.sin"] = unary([](B &b, Value x, Value, Value g) {
       return mul(b, g, dopt::CosOp::create(b, x));

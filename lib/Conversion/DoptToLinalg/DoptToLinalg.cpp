@@ -822,6 +822,38 @@ struct CastPattern : DoptPattern<dopt::CastOp> {
   }
 };
 
+/// The same bits read as another type of their width: arith.bitcast
+/// (signless; ui32 and i32 are one type here). A boolean is a byte 0 or 1
+/// in memory: from it, that byte; to it, whether the byte is not 0.
+struct BitcastPattern : DoptPattern<dopt::BitcastOp> {
+  using DoptPattern::DoptPattern;
+  LogicalResult
+  matchAndRewrite(dopt::BitcastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType rt = resultType(op);
+    Type from = origElt(op.getInput()), to = op.getTo();
+    Type toS = signlessElement(to);
+    Value r = elementwise(
+        rewriter, op.getLoc(), rt.getShape(), rt.getElementType(),
+        {adaptor.getInput()}, [&](OpBuilder &b, Location loc, ValueRange a) {
+          Value x = a[0];
+          if (from.isInteger(1))
+            return Value(arith::ExtUIOp::create(b, loc, toS, x));
+          if (to.isInteger(1)) {
+            Value zero = arith::ConstantOp::create(
+                b, loc, b.getIntegerAttr(x.getType(), 0));
+            return Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                               x, zero));
+          }
+          if (x.getType() == toS)
+            return x;
+          return Value(arith::BitcastOp::create(b, loc, toS, x));
+        });
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+
 struct ExpandPattern : DoptPattern<dopt::ExpandOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
@@ -2717,7 +2749,7 @@ struct ConvertDoptToLinalgPass
         UnaryPattern<dopt::AtanhOp, UnKind::Atanh>,
         UnaryPattern<dopt::ReluOp, UnKind::Relu>,
         UnaryPattern<dopt::LeakyReluOp, UnKind::LeakyRelu>,
-        UnaryPattern<dopt::GeluOp, UnKind::GeluErf>, WherePattern, CastPattern,
+        UnaryPattern<dopt::GeluOp, UnKind::GeluErf>, WherePattern, CastPattern, BitcastPattern,
         ExpandPattern, ConstantPattern, ShapePattern, WeightPattern,
         SoftmaxPattern<dopt::SoftmaxOp, false>,
         SoftmaxPattern<dopt::LogSoftmaxOp, true>, LayerNormPattern,

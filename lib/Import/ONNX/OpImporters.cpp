@@ -499,6 +499,19 @@ LogicalResult importCast(NodeContext &nc) {
   return success();
 }
 
+/// BitCast (opset 26): the bits read as `to`, a type of the same width.
+LogicalResult importBitCast(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  const onnx::AttributeProto *to = nc.attr("to");
+  if (!to)
+    return nc.error("missing attribute 'to'");
+  Type elt = convertDataType(nc.context(), to->i());
+  if (!elt)
+    return nc.error("bitcast to " + dataTypeName(to->i()) +
+                    " is not supported");
+  return setResult(nc, nc.create<dopt::BitcastOp>(x, TypeAttr::get(elt)));
+}
+
 //===----------------------------------------------------------------------===//
 // Softmax, normalisation
 //===----------------------------------------------------------------------===//
@@ -3082,6 +3095,260 @@ LogicalResult importRotaryEmbedding(NodeContext &nc) {
 }
 
 
+/// The compute type of an op whose definition computes in float32 whatever
+/// its inputs (16-bit floats widened); f64 stays f64.
+Type widened(NodeContext &nc, Type elt) {
+  return elt.getIntOrFloatBitWidth() < 32 ? Type(nc.builder().getF32Type())
+                                          : elt;
+}
+
+/// CausalConvWithState (opset 27; Mamba's and Gated DeltaNet's short
+/// convolution): a depthwise convolution over [past_state (zeros when
+/// absent), input] along the length, kernel k: output[b, c, t] =
+/// Σ_j w[c, 0, j]·padded[b, c, t + j] (+ bias), then SiLU if asked;
+/// present_state is the padded sequence's last k − 1 positions. The k taps
+/// are k strided products: k is small (3 or 4), and the gradient is that of
+/// slices and products. 16-bit inputs are summed in f32 and rounded to
+/// their type, as the definition's reference does.
+LogicalResult importCausalConvWithState(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(w, nc.requiredInput(1));
+  Value bias = nc.input(2), past = nc.input(3);
+  TRY(activation, nc.stringAttr("activation", "none"));
+  if (activation != "none" && activation != "silu" && activation != "swish")
+    return nc.error("activation must be none, silu or swish, got '" +
+                    activation + "'");
+  RankedTensorType in = nc.inputType(0), wt = nc.inputType(1);
+  Type elt = in.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs a floating-point input, got " + typeStr(elt));
+  if (in.getRank() != 3)
+    return nc.error("input must be [batch, channels, length], got " +
+                    shapeStr(in.getShape()));
+  int64_t batch = in.getDimSize(0), channels = in.getDimSize(1),
+          length = in.getDimSize(2);
+  if (wt.getElementType() != elt || wt.getRank() != 3 ||
+      wt.getDimSize(0) != channels || wt.getDimSize(1) != 1)
+    return nc.error("weight must be [" + std::to_string(channels) +
+                    ", 1, k] of the input's type, got " +
+                    shapeStr(wt.getShape()) + " " +
+                    typeStr(wt.getElementType()));
+  int64_t k = wt.getDimSize(2);
+  if (k < 1)
+    return nc.error("the kernel must have at least one tap");
+  if (bias) {
+    RankedTensorType bt = nc.inputType(2);
+    if (bt.getElementType() != elt || bt.getShape() != ArrayRef<int64_t>{channels})
+      return nc.error("bias must be [" + std::to_string(channels) +
+                      "] of the input's type, got " + shapeStr(bt.getShape()));
+  }
+  SmallVector<int64_t> stateShape{batch, channels, k - 1};
+  if (past) {
+    RankedTensorType pt = nc.inputType(3);
+    if (pt.getElementType() != elt || pt.getShape() != ArrayRef<int64_t>(stateShape))
+      return nc.error("past_state must be " + shapeStr(stateShape) +
+                      " of the input's type, got " + shapeStr(pt.getShape()));
+  }
+  if (k == 1 && nc.outputUsed(1))
+    return nc.error("a kernel of one tap leaves present_state empty (distopt "
+                    "has no empty tensors)");
+  OpBuilder &b = nc.builder();
+  Value padded = x;
+  if (k > 1)
+    padded = past ? nc.create<dopt::ConcatOp>(ValueRange{past, x},
+                                              b.getI64IntegerAttr(2))
+                  : padSpatial(nc, x, {k - 1}, {0}, 0.0);
+  Type ct = widened(nc, elt);
+  Value xs = castTo(nc, padded, ct), ws = castTo(nc, w, ct);
+  Value y;
+  for (int64_t j = 0; j < k; ++j) {
+    Value tap = reshape(nc, strided(nc, ws, {2}, {j}, {1}, {1}), {1, channels, 1});
+    Value term = nc.create<dopt::MulOp>(tap, strided(nc, xs, {2}, {j}, {1}, {length}));
+    y = y ? nc.create<dopt::AddOp>(y, term) : term;
+  }
+  if (bias)
+    y = nc.create<dopt::AddOp>(y, reshape(nc, castTo(nc, bias, ct), {1, channels, 1}));
+  y = castTo(nc, y, elt);
+  if (activation != "none") {
+    Value yw = castTo(nc, y, ct);
+    y = castTo(nc, nc.create<dopt::MulOp>(yw, nc.create<dopt::SigmoidOp>(yw)),
+               elt);
+  }
+  if (!y)
+    return failure();
+  nc.setOutput(0, y);
+  if (nc.outputUsed(1)) {
+    Value state = strided(nc, padded, {2}, {length}, {1}, {k - 1});
+    if (!state)
+      return failure();
+    nc.setOutput(1, state);
+  }
+  return success();
+}
+
+/// LinearAttention (opset 27): the recurrent state S [B, H_kv, d_k, d_v] of
+/// linear attention, updated token by token and read by the queries:
+///   linear       S ← S + k ⊗ v
+///   gated        S ← exp(g)·S + k ⊗ v
+///   delta        S ← S + k ⊗ β(v − Sᵀk)
+///   gated_delta  S ← exp(g)·S, then as delta
+///   o = scale · qᵀS (query head h reads KV head h / (H_q / H_kv)).
+/// The recurrence is unrolled over the sequence: a prefill of T tokens is T
+/// steps of products and updates (the definition's own sequential
+/// semantics; a chunk-parallel form would need fewer, larger ops). Computed
+/// in f32 for 16-bit inputs, as the definition's reference does;
+/// present_state takes past_state's type (the query's without one).
+LogicalResult importLinearAttention(NodeContext &nc) {
+  TRY(query, nc.requiredInput(0));
+  TRY(key, nc.requiredInput(1));
+  TRY(value, nc.requiredInput(2));
+  Value past = nc.input(3), decay = nc.input(4), beta = nc.input(5);
+  if (!nc.hasAttr("q_num_heads") || !nc.hasAttr("kv_num_heads"))
+    return nc.error("q_num_heads and kv_num_heads are required");
+  TRY(qHeads, nc.intAttr("q_num_heads", 0));
+  TRY(kvHeads, nc.intAttr("kv_num_heads", 0));
+  TRY(scaleAttr, nc.floatAttr("scale", 0.0f));
+  TRY(rule, nc.stringAttr("update_rule", "gated_delta"));
+  if (rule != "linear" && rule != "gated" && rule != "delta" &&
+      rule != "gated_delta")
+    return nc.error("update_rule must be linear, gated, delta or "
+                    "gated_delta, got '" + rule + "'");
+  if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads != 0)
+    return nc.error("q_num_heads (" + std::to_string(qHeads) +
+                    ") must be a positive multiple of kv_num_heads (" +
+                    std::to_string(kvHeads) + ")");
+  bool gated = rule == "gated" || rule == "gated_delta";
+  bool delta = rule == "delta" || rule == "gated_delta";
+  if (gated != static_cast<bool>(decay))
+    return nc.error("update_rule '" + rule + "' " +
+                    (gated ? "requires" : "takes no") + " decay input");
+  if (delta != static_cast<bool>(beta))
+    return nc.error("update_rule '" + rule + "' " +
+                    (delta ? "requires" : "takes no") + " beta input");
+  RankedTensorType qt = nc.inputType(0), kt = nc.inputType(1),
+                   vt = nc.inputType(2);
+  Type elt = qt.getElementType();
+  if (!isa<FloatType>(elt))
+    return nc.error("needs floating-point inputs, got " + typeStr(elt));
+  for (auto [t, name] : {std::pair{qt, "query"}, {kt, "key"}, {vt, "value"}})
+    if (t.getRank() != 3 || t.getElementType() != elt)
+      return nc.error(std::string(name) + " must be [batch, sequence, heads * "
+                      "size] of the query's type, got " +
+                      shapeStr(t.getShape()) + " " +
+                      typeStr(t.getElementType()));
+  int64_t batch = qt.getDimSize(0), steps = qt.getDimSize(1);
+  for (RankedTensorType t : {kt, vt})
+    if (t.getDimSize(0) != batch || t.getDimSize(1) != steps)
+      return nc.error("query, key and value must share batch and sequence, "
+                      "got " + shapeStr(qt.getShape()) + ", " +
+                      shapeStr(kt.getShape()) + " and " +
+                      shapeStr(vt.getShape()));
+  if (qt.getDimSize(2) % qHeads != 0)
+    return nc.error("the query's last dimension " +
+                    std::to_string(qt.getDimSize(2)) +
+                    " is not a multiple of q_num_heads " +
+                    std::to_string(qHeads));
+  int64_t dk = qt.getDimSize(2) / qHeads;
+  if (kt.getDimSize(2) != kvHeads * dk)
+    return nc.error("key's last dimension must be kv_num_heads * d_k = " +
+                    std::to_string(kvHeads * dk) + ", got " +
+                    std::to_string(kt.getDimSize(2)));
+  if (vt.getDimSize(2) % kvHeads != 0)
+    return nc.error("value's last dimension " +
+                    std::to_string(vt.getDimSize(2)) +
+                    " is not a multiple of kv_num_heads " +
+                    std::to_string(kvHeads));
+  int64_t dv = vt.getDimSize(2) / kvHeads, group = qHeads / kvHeads;
+  SmallVector<int64_t> stateShape{batch, kvHeads, dk, dv};
+  Type stateElt = elt;
+  if (past) {
+    RankedTensorType pt = nc.inputType(3);
+    stateElt = pt.getElementType();
+    if (!isa<FloatType>(stateElt) || pt.getShape() != ArrayRef<int64_t>(stateShape))
+      return nc.error("past_state must be " + shapeStr(stateShape) +
+                      " of a floating-point type, got " +
+                      shapeStr(pt.getShape()) + " " + typeStr(stateElt));
+  }
+  bool perKey = false;
+  if (decay) {
+    RankedTensorType dt = nc.inputType(4);
+    int64_t last = dt.getRank() == 3 ? dt.getDimSize(2) : -1;
+    perKey = last == kvHeads * dk;
+    if (dt.getElementType() != elt || dt.getRank() != 3 ||
+        dt.getDimSize(0) != batch || dt.getDimSize(1) != steps ||
+        (last != kvHeads && !perKey))
+      return nc.error("decay must be [" + std::to_string(batch) + ", " +
+                      std::to_string(steps) + ", kv_num_heads or kv_num_heads "
+                      "* d_k] of the query's type, got " +
+                      shapeStr(dt.getShape()));
+  }
+  int64_t betaHeads = 1;
+  if (beta) {
+    RankedTensorType bt = nc.inputType(5);
+    betaHeads = bt.getRank() == 3 ? bt.getDimSize(2) : -1;
+    if (bt.getElementType() != elt || bt.getRank() != 3 ||
+        bt.getDimSize(0) != batch || bt.getDimSize(1) != steps ||
+        (betaHeads != kvHeads && betaHeads != 1))
+      return nc.error("beta must be [" + std::to_string(batch) + ", " +
+                      std::to_string(steps) + ", kv_num_heads or 1] of the "
+                      "query's type, got " + shapeStr(bt.getShape()));
+  }
+  Type ct = widened(nc, elt);
+  double scale = scaleAttr == 0.0f ? 1.0 / std::sqrt(double(dk)) : scaleAttr;
+  OpBuilder &b = nc.builder();
+  // Token t of x [B, T, ...]: its row, reshaped.
+  auto token = [&](Value x, int64_t t, ArrayRef<int64_t> shape) {
+    return reshape(nc, strided(nc, x, {1}, {t}, {1}, {1}), shape);
+  };
+  Value q = castTo(nc, query, ct), k = castTo(nc, key, ct),
+        v = castTo(nc, value, ct);
+  Value g = decay ? nc.create<dopt::ExpOp>(castTo(nc, decay, ct)) : Value();
+  Value be = beta ? castTo(nc, beta, ct) : Value();
+  Value s = past ? castTo(nc, past, ct) : Value(); // null: zeros
+  Value scaleV = constantScalar(nc, ct, scale);
+  SmallVector<Value> outputs;
+  for (int64_t t = 0; t < steps; ++t) {
+    Value kT = token(k, t, {batch, kvHeads, dk, 1});
+    Value vT = token(v, t, {batch, kvHeads, 1, dv});
+    if (gated && s)
+      s = nc.create<dopt::MulOp>(
+          s, token(g, t, perKey ? SmallVector<int64_t>{batch, kvHeads, dk, 1}
+                                : SmallVector<int64_t>{batch, kvHeads, 1, 1}));
+    if (delta) {
+      // v ← β(v − Sᵀk): [B, H, 1, d_k] · [B, H, d_k, d_v].
+      Value corrected = vT;
+      if (s)
+        corrected = nc.create<dopt::SubOp>(
+            vT, nc.create<dopt::MatMulOp>(
+                    token(k, t, {batch, kvHeads, 1, dk}), s));
+      vT = nc.create<dopt::MulOp>(token(be, t, {batch, betaHeads, 1, 1}),
+                                  corrected);
+    }
+    Value outer = nc.create<dopt::MulOp>(kT, vT);
+    s = s ? nc.create<dopt::AddOp>(s, outer) : outer;
+    // [B, H_kv, G, d_k] · [B, H_kv, d_k, d_v]: query head h = kv·G + g.
+    Value o = nc.create<dopt::MatMulOp>(token(q, t, {batch, kvHeads, group, dk}), s);
+    outputs.push_back(reshape(nc, nc.create<dopt::MulOp>(o, scaleV),
+                              {batch, 1, qHeads * dv}));
+    if (nc.hasFailed())
+      return failure();
+  }
+  Value out = outputs.size() == 1
+                  ? outputs.front()
+                  : nc.create<dopt::ConcatOp>(outputs, b.getI64IntegerAttr(1));
+  out = castTo(nc, out, elt);
+  if (!out)
+    return failure();
+  nc.setOutput(0, out);
+  if (nc.outputUsed(1)) {
+    Value state = castTo(nc, s, stateElt);
+    if (!state)
+      return failure();
+    nc.setOutput(1, state);
+  }
+  return success();
+}
+
 LogicalResult importExpand(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   TRY(shape, nc.constantInts(1, "shape"));
@@ -4452,6 +4719,117 @@ LogicalResult importSTFT(NodeContext &nc) {
   return setResult(nc, fourier(nc, cut, 2, frameLength, false, onesided != 0));
 }
 
+/// A constant of element type `elt` and shape `shape` holding `values`:
+/// rounded to a float type, truncated toward zero to an integer type (as
+/// NumPy's astype, which the ops' definitions use).
+Value numericConstant(NodeContext &nc, Type elt, ArrayRef<int64_t> shape,
+                      ArrayRef<double> values) {
+  if (isa<FloatType>(elt))
+    return floatConstant(nc, elt, shape, values);
+  auto it = cast<IntegerType>(elt);
+  SmallVector<APInt> v;
+  for (double d : values)
+    v.push_back(APInt(it.getWidth(), (uint64_t)(int64_t)std::trunc(d),
+                      /*isSigned=*/true, /*implicitTrunc=*/true));
+  return dopt::ConstantOp::create(
+      nc.builder(), nc.loc(),
+      DenseElementsAttr::get(RankedTensorType::get(shape, elt), v));
+}
+
+/// The element type of `output_datatype` (default FLOAT): a number.
+FailureOr<Type> outputDatatype(NodeContext &nc) {
+  TRY(code, nc.intAttr("output_datatype", onnx::TensorProto::FLOAT));
+  Type elt = convertDataType(nc.context(), static_cast<int32_t>(code));
+  if (!elt || elt.isInteger(1))
+    return nc.error("output_datatype " +
+                    dataTypeName(static_cast<int32_t>(code)) +
+                    " is not a supported numeric type");
+  return elt;
+}
+
+enum class Window { Hann, Hamming, Blackman };
+
+/// HannWindow, HammingWindow, BlackmanWindow (opset 17): the window of the
+/// constant `size`, periodic (over size) or symmetric (over size − 1), as
+/// a constant.
+template <Window kind> LogicalResult importWindow(NodeContext &nc) {
+  TRY(size, nc.constantInts(0, "size"));
+  TRY(elt, outputDatatype(nc));
+  TRY(periodic, nc.intAttr("periodic", 1));
+  if (size.size() != 1 || size[0] < 1)
+    return nc.error("size must be one positive value (distopt has no empty "
+                    "tensors)");
+  int64_t n = size[0];
+  double span = static_cast<double>(periodic ? n : n - 1);
+  SmallVector<double> w;
+  for (int64_t i = 0; i < n; ++i) {
+    // A symmetric window of one sample is 1 (PyTorch's; the formula's 0/0).
+    double x = span == 0 ? 0 : 2 * M_PI * static_cast<double>(i) / span;
+    switch (kind) {
+    case Window::Hann:
+      w.push_back(0.5 - 0.5 * std::cos(x));
+      break;
+    case Window::Hamming:
+      w.push_back(25.0 / 46.0 - 21.0 / 46.0 * std::cos(x));
+      break;
+    case Window::Blackman:
+      w.push_back(0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x));
+      break;
+    }
+  }
+  return setResult(nc, numericConstant(nc, elt, {n}, w));
+}
+
+/// MelWeightMatrix (opset 17): the [dft_length / 2 + 1, num_mel_bins]
+/// triangular filters from linear frequency bins to mel bins, as a constant
+/// (the operator's definition: num_mel_bins + 2 edges evenly spaced in mel
+/// over [lower, upper] by (mel range) / (num_mel_bins + 2), each floored to
+/// a bin of the (dft_length + 1)-point scale).
+LogicalResult importMelWeightMatrix(NodeContext &nc) {
+  TRY(melBins, nc.constantInts(0, "num_mel_bins"));
+  TRY(dftLength, nc.constantInts(1, "dft_length"));
+  TRY(sampleRate, nc.constantInts(2, "sample_rate"));
+  TRY(lower, nc.constantScalar(3, "lower_edge_hertz"));
+  TRY(upper, nc.constantScalar(4, "upper_edge_hertz"));
+  TRY(elt, outputDatatype(nc));
+  if (melBins.size() != 1 || dftLength.size() != 1 || sampleRate.size() != 1)
+    return nc.error("num_mel_bins, dft_length and sample_rate must be scalars");
+  int64_t m = melBins[0], n = dftLength[0], rate = sampleRate[0];
+  if (m < 1 || n < 1 || rate < 1)
+    return nc.error("num_mel_bins, dft_length and sample_rate must be "
+                    "positive, got " + std::to_string(m) + ", " +
+                    std::to_string(n) + " and " + std::to_string(rate));
+  if (!(lower >= 0) || !(upper > lower) || upper > rate / 2.0)
+    return nc.error("the edges must satisfy 0 <= lower_edge_hertz < "
+                    "upper_edge_hertz <= sample_rate / 2, got " +
+                    std::to_string(lower) + " and " + std::to_string(upper));
+  int64_t bins = n / 2 + 1;
+  auto toMel = [](double hz) { return 2595.0 * std::log10(1 + hz / 700.0); };
+  double low = toMel(lower), step = (toMel(upper) - low) / double(m + 2);
+  SmallVector<int64_t> edge;
+  for (int64_t i = 0; i < m + 2; ++i) {
+    double hz = 700.0 * std::expm1((low + double(i) * step) / 2595.0 *
+                                   std::log(10.0));
+    edge.push_back(static_cast<int64_t>(std::floor(double(n + 1) * hz /
+                                                   double(rate))));
+  }
+  SmallVector<double> w(bins * m, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t left = edge[i], center = edge[i + 1], right = edge[i + 2];
+    auto at = [&](int64_t j) -> double & { return w[j * m + i]; };
+    if (center == left) {
+      if (center < bins)
+        at(center) = 1;
+    } else {
+      for (int64_t j = left; j <= center && j < bins; ++j)
+        at(j) = double(j - left) / double(center - left);
+    }
+    for (int64_t j = center; j < right && j < bins; ++j)
+      at(j) = double(right - j) / double(right - center);
+  }
+  return setResult(nc, numericConstant(nc, elt, {bins, m}, w));
+}
+
 /// TensorScatter (opset 24, a KV cache's update): `update` written into
 /// `past_cache` along `axis` from each batch entry's write index on
 /// (circular: modulo the axis's extent). A ScatterElements at write index
@@ -5490,6 +5868,13 @@ const llvm::StringMap<OpImporterFn> &onnximport::opImporters() {
     t["Col2Im"] = importCol2Im;
     t["DFT"] = importDFT;
     t["STFT"] = importSTFT;
+    t["HannWindow"] = importWindow<Window::Hann>;
+    t["HammingWindow"] = importWindow<Window::Hamming>;
+    t["BlackmanWindow"] = importWindow<Window::Blackman>;
+    t["MelWeightMatrix"] = importMelWeightMatrix;
+    t["BitCast"] = importBitCast;
+    t["CausalConvWithState"] = importCausalConvWithState;
+    t["LinearAttention"] = importLinearAttention;
     t["TensorScatter"] = importTensorScatter;
     t["DynamicQuantizeLinear"] = importDynamicQuantizeLinear;
     t["MatMulInteger"] = importIntegerMatMul<false>;

@@ -355,6 +355,23 @@ OpFoldResult WhereOp::fold(FoldAdaptor a) {
   return makeConstant(out);
 }
 
+OpFoldResult BitcastOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getType())
+    return getInput();
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(a.getInput());
+  if (!dense)
+    return {};
+  Type from = dense.getElementType(), to = getType().getElementType();
+  if (!from.isInteger(1) && !to.isInteger(1))
+    return dense.bitcast(to);
+  // A boolean's byte is 0 or 1; a byte other than 0 reads as true.
+  std::optional<HostTensor> t = readConstant(dense);
+  if (!t)
+    return {};
+  t->type = getType();
+  return makeConstant(*t);
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor a) {
   if (getInput().getType() == getType())
     return getInput();

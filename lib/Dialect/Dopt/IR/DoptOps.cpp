@@ -551,6 +551,33 @@ LogicalResult CastOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// Bits per element as stored: a boolean is one byte.
+static unsigned storedBits(Type t) {
+  return t.isInteger(1) ? 8 : t.getIntOrFloatBitWidth();
+}
+
+LogicalResult BitcastOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(BitcastOp);
+  RankedTensorType in = tensorType(adaptor.getInput());
+  if (!in || !adaptor.getToAttr())
+    return fail("needs a ranked tensor operand and a 'to' type");
+  Type to = adaptor.getTo();
+  if (!isDoptElementType(to))
+    return fail("cannot reinterpret as " + typeStr(to) +
+                ": not a dopt element type");
+  Type from = in.getElementType();
+  if (storedBits(from) != storedBits(to))
+    return fail("reinterprets " + typeStr(from) + " (" +
+                std::to_string(storedBits(from)) + " bits) as " + typeStr(to) +
+                " (" + std::to_string(storedBits(to)) +
+                " bits): the widths must be equal");
+  out.push_back(in.clone(to));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation
 //===----------------------------------------------------------------------===//

@@ -378,6 +378,22 @@ def Dopt_CastOp : Dopt_Op<"cast"> {
   let hasFolder = 1;
 }
 
+def Dopt_BitcastOp : Dopt_Op<"bitcast"> {
+  let summary = "elementwise reinterpretation of the bits as another type";
+  let description = [{
+    Each element's bits read as `to`, a type of the same width (ONNX's
+    BitCast; booleans are one byte, 0 or 1: a byte other than 0 reads as
+    true). No value conversion, and no gradient.
+
+    ```mlir
+    %y = dopt.bitcast %x {to = i32} : (tensor<3xf32>) -> tensor<3xi32>
+    ```
+  }];
+  let arguments = (ins Dopt_Tensor:$input, TypeAttr:$to);
+  let results = (outs Dopt_Tensor:$output);
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation and activations over an axis
 //===----------------------------------------------------------------------===//
