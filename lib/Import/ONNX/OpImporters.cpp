@@ -509,6 +509,13 @@ LogicalResult importBitCast(NodeContext &nc) {
   if (!elt)
     return nc.error("bitcast to " + dataTypeName(to->i()) +
                     " is not supported");
+  Type from = nc.inputType(0).getElementType();
+  auto bits = [](Type t) { return t.isInteger(1) ? 8 : t.getIntOrFloatBitWidth(); };
+  if (bits(from) != bits(elt))
+    return nc.error("reinterprets " + typeStr(from) + " (" +
+                    std::to_string(bits(from)) + " bits) as " +
+                    dataTypeName(to->i()) + " (" + std::to_string(bits(elt)) +
+                    " bits): the widths must be equal");
   return setResult(nc, nc.create<dopt::BitcastOp>(x, TypeAttr::get(elt)));
 }
 

@@ -473,3 +473,21 @@ func.func @shifts_and_not(%u: tensor<4xui8>, %s: tensor<4xi32>, %n: tensor<4xi16
   %3 = dopt.not %n : (tensor<4xi16>) -> tensor<4xi16>
   return %0, %1, %2, %3 : tensor<4xui8>, tensor<4xui8>, tensor<4xi32>, tensor<4xi16>
 }
+
+// -----
+
+// Bitcast: arith.bitcast between signless types of one width (ui32 and i32
+// are the same storage: no op); from a boolean its byte, to a boolean
+// whether the byte is not 0.
+// CHECK-LABEL: func.func @bitcasts
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK-NOT: arith.bitcast
+// CHECK: arith.extui %{{.*}} : i1 to i8
+// CHECK: arith.cmpi ne, %{{.*}}, %{{.*}} : i8
+func.func @bitcasts(%f: tensor<4xf32>, %u: tensor<4xui32>, %b: tensor<4xi1>, %c: tensor<4xui8>) -> (tensor<4xi32>, tensor<4xi32>, tensor<4xui8>, tensor<4xi1>) {
+  %0 = dopt.bitcast %f {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+  %1 = dopt.bitcast %u {to = i32} : (tensor<4xui32>) -> tensor<4xi32>
+  %2 = dopt.bitcast %b {to = ui8} : (tensor<4xi1>) -> tensor<4xui8>
+  %3 = dopt.bitcast %c {to = i1} : (tensor<4xui8>) -> tensor<4xi1>
+  return %0, %1, %2, %3 : tensor<4xi32>, tensor<4xi32>, tensor<4xui8>, tensor<4xi1>
+}

@@ -355,6 +355,30 @@ func.func @bitwise() -> (tensor<2xui8>, tensor<2xui8>, tensor<2xui8>, tensor<2xi
   return %0, %1, %2, %3, %4, %5 : tensor<2xui8>, tensor<2xui8>, tensor<2xui8>, tensor<2xi8>, tensor<2xi1>, tensor<2xi1>
 }
 
+// -----
+
+// Bitcast folds to the same bits (1.0f is 0x3F800000; -2 as ui8 is 254); a
+// boolean's byte is 0 or 1, and a byte other than 0 reads as true. A
+// bitcast to its own type is its input.
+// CHECK-LABEL: func.func @bitcast
+// CHECK-DAG: %[[F:.*]] = dopt.constant {value = dense<[1065353216, 0]> : tensor<2xi32>}
+// CHECK-DAG: %[[U:.*]] = dopt.constant {value = dense<[254, 3]> : tensor<2xui8>}
+// CHECK-DAG: %[[B:.*]] = dopt.constant {value = dense<[1, 0]> : tensor<2xui8>}
+// CHECK-DAG: %[[T:.*]] = dopt.constant {value = dense<[true, false, true]> : tensor<3xi1>}
+// CHECK: return %[[F]], %[[U]], %[[B]], %[[T]], %arg0
+func.func @bitcast(%arg0: tensor<2xf32>) -> (tensor<2xi32>, tensor<2xui8>, tensor<2xui8>, tensor<3xi1>, tensor<2xf32>) {
+  %f = dopt.constant {value = dense<[1.0, 0.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %0 = dopt.bitcast %f {to = i32} : (tensor<2xf32>) -> tensor<2xi32>
+  %i = dopt.constant {value = dense<[-2, 3]> : tensor<2xi8>} : () -> tensor<2xi8>
+  %1 = dopt.bitcast %i {to = ui8} : (tensor<2xi8>) -> tensor<2xui8>
+  %t = dopt.constant {value = dense<[true, false]> : tensor<2xi1>} : () -> tensor<2xi1>
+  %2 = dopt.bitcast %t {to = ui8} : (tensor<2xi1>) -> tensor<2xui8>
+  %u = dopt.constant {value = dense<[7, 0, 1]> : tensor<3xui8>} : () -> tensor<3xui8>
+  %3 = dopt.bitcast %u {to = i1} : (tensor<3xui8>) -> tensor<3xi1>
+  %4 = dopt.bitcast %arg0 {to = f32} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0, %1, %2, %3, %4 : tensor<2xi32>, tensor<2xui8>, tensor<2xui8>, tensor<3xi1>, tensor<2xf32>
+}
+
 //===----------------------------------------------------------------------===//
 // Unary, where, cast
 //===----------------------------------------------------------------------===//

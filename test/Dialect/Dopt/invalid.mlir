@@ -134,6 +134,15 @@ func.func @wrong_result_shape(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<
 
 // -----
 
+func.func @bitcast_width(%a: tensor<2xf32>) -> tensor<2xf64> {
+  // expected-error@+2 {{'dopt.bitcast' op reinterprets f32 (32 bits) as f64 (64 bits): the widths must be equal}}
+  // expected-error@+1 {{'dopt.bitcast' op failed to infer returned types}}
+  %0 = dopt.bitcast %a {to = f64} : (tensor<2xf32>) -> tensor<2xf64>
+  return %0 : tensor<2xf64>
+}
+
+// -----
+
 func.func @wrong_result_element_type(%a: tensor<2x3xf32>) -> tensor<2x3xf16> {
   // expected-error@+2 {{'dopt.cast' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf16>'}}
   // expected-error@+1 {{'dopt.cast' op failed to infer returned types}}
