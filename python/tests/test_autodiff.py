@@ -290,6 +290,33 @@ CASES = {
     # DFT (products with constant cos and sin matrices): a complex
     # inverse transform along axis 1.
     "dft_inverse": ([node("DFT", ["w"], axis=1, inverse=1)], {}, {"w": rand(2, 6, 3, 2)}, 17),
+    # CausalConvWithState (opset 27): the taps' products; a carried state
+    # (past_state a weight too) and present_state read by the loss.
+    # (Both outputs named: ONNX 1.23's shape inference of these ops fails
+    # on a node without present_state.)
+    "causal_conv_with_state": ([helper.make_node("CausalConvWithState", ["w", "k", "b", "p"],
+                                                 ["y", "unused"], activation="silu")], {},
+                               {"w": rand(2, 3, 5), "k": rand(3, 1, 3), "b": rand(3),
+                                "p": rand(2, 3, 2)}, 27),
+    "causal_conv_present_state": ([helper.make_node("CausalConvWithState", ["w", "k"],
+                                                    ["o", "s"]),
+                                   node("Concat", ["o", "s"], axis=2)], {},
+                                  {"w": rand(2, 3, 2), "k": rand(3, 1, 4)}, 27),
+    # LinearAttention (opset 27), unrolled: grouped queries, the decay, the
+    # update rate, the carried state (all weights), read through the output
+    # and through present_state.
+    "linear_attention_gated_delta": ([helper.make_node(
+        "LinearAttention", ["q", "k", "v", "s", "g", "b"], ["y", "unused"], q_num_heads=4,
+        kv_num_heads=2)], {},
+                                     {"q": rand(2, 3, 8), "k": rand(2, 3, 4) * 0.5,
+                                      "v": rand(2, 3, 6), "s": rand(2, 2, 2, 3),
+                                      "g": -np.abs(rand(2, 3, 4)) * 0.3,
+                                      "b": 1 / (1 + np.exp(-rand(2, 3, 2)))}, 27),
+    "linear_attention_present_state": ([helper.make_node(
+        "LinearAttention", ["q", "k", "v", "", "", "b"], ["o", "y"], q_num_heads=2,
+        kv_num_heads=2, update_rule="delta")], {"q": rand(1, 3, 4)},
+        {"k": rand(1, 3, 4) * 0.5, "v": rand(1, 3, 2),
+         "b": 1 / (1 + np.exp(-rand(1, 3, 1)))}, 27),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

@@ -225,3 +225,129 @@ def test_stft_matches_onnx_runtime(window, tmp_path):
                                    value=numpy_helper.from_array(np.array(50, np.int64))),
                   helper.make_node("STFT", ["s", "step", "", "len"], ["y"], onesided=0)]
     check(nodes, {"s": signal}, tmp_path, opset=17, tol=1e-4)
+
+
+def model_of(nodes, feeds, opset, outputs, inits=()):
+    g = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for k, v in feeds.items()],
+        [helper.make_tensor_value_info(o, TP.UNDEFINED, None) for o in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def check_reference(nodes, feeds, tmp_path, opset, outputs=("y",), tol=1e-5, flags=(),
+                    exact=False):
+    """As `check`, against ONNX's reference evaluator: for what ONNX Runtime
+    1.32 does not have (the opset-27 ops, BitCast of booleans)."""
+    from onnx.reference import ReferenceEvaluator
+    m = model_of(nodes, feeds, opset, outputs)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    want = ReferenceEvaluator(m).run(None, feeds)
+    cli.compile_and_run(path, feeds, tmp_path, *flags)
+    for name, w in zip(outputs, want):
+        got = np.load(tmp_path / "out" / f"{name}.npy")
+        assert got.dtype == w.dtype and got.shape == w.shape, name
+        if exact:
+            np.testing.assert_array_equal(got, w, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, w, rtol=tol, atol=tol * float(np.abs(w).max()),
+                                       err_msg=name)
+
+
+@pytest.mark.parametrize("dtype,to", [
+    (np.float16, TP.INT16), (np.uint64, TP.DOUBLE), (np.int32, TP.UINT32),
+    (np.bool_, TP.INT8), (np.uint8, TP.BOOL)])
+def test_bitcast_as_onnx_runtime(dtype, to, tmp_path):
+    """The bits unchanged: NaN payloads, the sign bit, -0, the top bit of an
+    unsigned value; a boolean's byte (ONNX Runtime has no BitCast of
+    booleans: those against ONNX's reference, NumPy's view)."""
+    if dtype == np.float16:
+        x = np.array([[1.0, -0.0, np.inf], [np.nan, -2.5, 65504]], np.float16)
+    elif dtype == np.bool_:
+        x = np.array([[True, False, True], [False, False, True]])
+    elif dtype == np.uint8:
+        x = np.array([[0, 1, 0], [1, 1, 0]], np.uint8)
+    else:
+        x = RNG.integers(0, np.iinfo(dtype).max, (2, 3), dtype=dtype, endpoint=True)
+    node = helper.make_node("BitCast", ["x"], ["y"], to=to)
+    if x.dtype == np.bool_ or to == TP.BOOL:
+        check_reference([node], {"x": x}, tmp_path, opset=26, exact=True)
+    else:
+        check([node], {"x": x}, tmp_path, opset=26, exact=True)
+
+
+@pytest.mark.parametrize("periodic,dtype", [(1, TP.DOUBLE), (0, TP.FLOAT16), (1, TP.INT32)])
+def test_windows_as_onnx_runtime(periodic, dtype, tmp_path):
+    n = numpy_helper.from_array(np.array(10, np.int64), "n")
+    check([helper.make_node("Constant", [], ["n"], value=n),
+           helper.make_node("HannWindow", ["n"], ["y"], periodic=periodic, output_datatype=dtype),
+           helper.make_node("HammingWindow", ["n"], ["h"], periodic=periodic,
+                            output_datatype=dtype),
+           helper.make_node("BlackmanWindow", ["n"], ["b"], periodic=periodic,
+                            output_datatype=dtype)],
+          {}, tmp_path, opset=17, outputs=("y", "h", "b"), tol=1e-3 if dtype == TP.FLOAT16 else 1e-6)
+
+
+@pytest.mark.parametrize("bins,dft,rate,lo,hi", [
+    (8, 64, 16000, 0.0, 8000.0), (20, 512, 22050, 30.0, 7600.0), (3, 16, 8000, 100.0, 1000.0)])
+def test_mel_weight_matrix_as_onnx_runtime(bins, dft, rate, lo, hi, tmp_path):
+    consts = [("m", np.array(bins, np.int64)), ("d", np.array(dft, np.int64)),
+              ("r", np.array(rate, np.int64)), ("lo", np.array(lo, np.float32)),
+              ("hi", np.array(hi, np.float32))]
+    check([helper.make_node("Constant", [], [k], value=numpy_helper.from_array(v, k))
+           for k, v in consts] +
+          [helper.make_node("MelWeightMatrix", [k for k, _ in consts], ["y"])],
+          {}, tmp_path, opset=17, exact=True)
+
+
+@pytest.mark.parametrize("k,past,act,dtype", [(4, True, "silu", np.float64), (2, False, "none", np.float32),
+                                              (6, True, "none", np.float32)])
+def test_causal_conv_with_state_as_reference(k, past, act, dtype, tmp_path):
+    """Other kernels, f64, and a state carried: present_state is the last
+    k - 1 positions of [past, input]."""
+    feeds = {"x": RNG.standard_normal((3, 5, 7)).astype(dtype),
+             "w": RNG.standard_normal((5, 1, k)).astype(dtype),
+             "b": RNG.standard_normal(5).astype(dtype)}
+    if past:
+        feeds["p"] = RNG.standard_normal((3, 5, k - 1)).astype(dtype)
+    check_reference([helper.make_node("CausalConvWithState", ["x", "w", "b", "p" if past else ""],
+                                      ["y", "s"], activation=act)],
+                    feeds, tmp_path, opset=27, outputs=("y", "s"))
+
+
+@pytest.mark.parametrize("rule,heads,decay,beta,past,target", [
+    ("gated_delta", (6, 2), "head", "one", True, "cpu"),
+    ("delta", (4, 4), None, "heads", False, "cpu"),
+    ("gated", (4, 1), "key", None, True, "cpu"),
+    ("linear", (2, 2), None, None, True, "cpu"),
+    ("gated_delta", (4, 2), "key", "heads", True, "cuda-emu")])
+def test_linear_attention_as_reference(rule, heads, decay, beta, past, target, tmp_path):
+    """Seven tokens (a prefill), grouped queries, per-head decay, beta per
+    head or shared, a carried state; and under cuda-emu (its batched
+    products are GPU kernels)."""
+    hq, hkv = heads
+    b, t, dk, dv = 2, 7, 4, 3
+    feeds = {"q": RNG.standard_normal((b, t, hq * dk)).astype(np.float32),
+             "k": (RNG.standard_normal((b, t, hkv * dk)) / 2).astype(np.float32),
+             "v": RNG.standard_normal((b, t, hkv * dv)).astype(np.float32)}
+    names = ["q", "k", "v", "", "", ""]
+    if past:
+        feeds["s"] = RNG.standard_normal((b, hkv, dk, dv)).astype(np.float32)
+        names[3] = "s"
+    if decay:
+        feeds["g"] = -RNG.random((b, t, hkv * dk if decay == "key" else hkv)).astype(np.float32)
+        names[4] = "g"
+    if beta:
+        feeds["be"] = RNG.random((b, t, hkv if beta == "heads" else 1)).astype(np.float32)
+        names[5] = "be"
+    while names[-1] == "":
+        names.pop()
+    flags = ("--target", target) if target != "cpu" else ()
+    check_reference([helper.make_node("LinearAttention", names, ["y", "state"], update_rule=rule,
+                                      q_num_heads=hq, kv_num_heads=hkv)],
+                    feeds, tmp_path, opset=27, outputs=("y", "state"), tol=1e-4, flags=flags)

@@ -4768,19 +4768,29 @@ template <Window kind> LogicalResult importWindow(NodeContext &nc) {
                     "tensors)");
   int64_t n = size[0];
   double span = static_cast<double>(periodic ? n : n - 1);
+  // The definitions' formulas in their order of operations, in f64: an
+  // integer output_datatype truncates, where the last ulp decides.
   SmallVector<double> w;
   for (int64_t i = 0; i < n; ++i) {
+    double k = static_cast<double>(i);
     // A symmetric window of one sample is 1 (PyTorch's; the formula's 0/0).
-    double x = span == 0 ? 0 : 2 * M_PI * static_cast<double>(i) / span;
+    if (span == 0) {
+      w.push_back(1.0);
+      continue;
+    }
     switch (kind) {
-    case Window::Hann:
-      w.push_back(0.5 - 0.5 * std::cos(x));
+    case Window::Hann: {
+      double s = std::sin(k * M_PI / span);
+      w.push_back(s * s);
       break;
+    }
     case Window::Hamming:
-      w.push_back(25.0 / 46.0 - 21.0 / 46.0 * std::cos(x));
+      w.push_back(25.0 / 46.0 -
+                  std::cos(k * M_PI * 2 / span) * (1 - 25.0 / 46.0));
       break;
     case Window::Blackman:
-      w.push_back(0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x));
+      w.push_back(std::cos(k * (M_PI * 2) / span) * -0.5 +
+                  std::cos(k * (M_PI * 4) / span) * 0.08 + 0.42);
       break;
     }
   }
