@@ -317,6 +317,8 @@ CASES = {
         kv_num_heads=2, update_rule="delta")], {"q": rand(1, 3, 4)},
         {"k": rand(1, 3, 4) * 0.5, "v": rand(1, 3, 2),
          "b": 1 / (1 + np.exp(-rand(1, 3, 1)))}, 27),
+    "pad_wrap": ([_const_ints("p", [0, 3, 2, 1]), node("Pad", ["w", "p"], mode="wrap")], {},
+                 {"w": rand(3, 2)}, 19),
     "cast_roundtrip": ([helper.make_node("Cast", ["w"], ["d"], to=TensorProto.DOUBLE),
                         node("Cast", ["d"], to=TensorProto.FLOAT)], {}, {"w": rand(4)}),
 }

@@ -351,3 +351,15 @@ def test_linear_attention_as_reference(rule, heads, decay, beta, past, target, t
     check_reference([helper.make_node("LinearAttention", names, ["y", "state"], update_rule=rule,
                                       q_num_heads=hq, kv_num_heads=hkv)],
                     feeds, tmp_path, opset=27, outputs=("y", "state"), tol=1e-4, flags=flags)
+
+
+def test_pad_wrap_as_onnx_runtime(tmp_path):
+    """Circular padding (opset 19): pads beyond the extent wrap again, on
+    the axes given (one negative)."""
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    pads = numpy_helper.from_array(np.array([4, 1, 0, 5], np.int64), "p")
+    axes = numpy_helper.from_array(np.array([1, -1], np.int64), "a")
+    check([helper.make_node("Constant", [], ["p"], value=pads),
+           helper.make_node("Constant", [], ["a"], value=axes),
+           helper.make_node("Pad", ["x", "p", "", "a"], ["y"], mode="wrap")],
+          {"x": x}, tmp_path, opset=21, exact=True)

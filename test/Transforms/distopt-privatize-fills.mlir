@@ -56,3 +56,33 @@ func.func @slices_share(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %s: tensor<2
   %x = linalg.matmul ins(%a, %b : tensor<4x16xf32>, tensor<16x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %w, %x : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+
+// A tensor.empty CSE made the init of several elementwise ops: each op
+// after the first gets its own (an empty's contents are undefined, so
+// sharing it meant nothing but work for the bufferization analysis).
+// CHECK-LABEL: func.func @shared_empty
+// CHECK: %[[E0:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK-NEXT: %[[X:.*]] = linalg.generic {{.*}} outs(%[[E0]] : tensor<8xf32>)
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<8xf32>
+// CHECK-NEXT: linalg.generic {{.*}} ins(%[[X]] : tensor<8xf32>) outs(%[[E1]] : tensor<8xf32>)
+// BUF-LABEL: func.func @shared_empty
+// BUF-NOT: memref.copy
+// BUF: return
+#id = affine_map<(d0) -> (d0)>
+func.func @shared_empty(%a: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %e = tensor.empty() : tensor<8xf32>
+  %x = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    %n = arith.negf %i : f32
+    linalg.yield %n : f32
+  } -> tensor<8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    %m = arith.mulf %i, %i : f32
+    linalg.yield %m : f32
+  } -> tensor<8xf32>
+  return %x, %y : tensor<8xf32>, tensor<8xf32>
+}

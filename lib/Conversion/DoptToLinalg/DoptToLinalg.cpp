@@ -2075,32 +2075,62 @@ struct TransposePattern : DoptPattern<dopt::TransposeOp> {
   }
 };
 
+/// The most inputs one chain of tensor.insert_slice takes. One-shot
+/// bufferization's conflict analysis of a chain into one buffer is about
+/// cubic in its length (every insert against every other use of the
+/// buffer, each along the use-def chain): a 256-way concat took 100 s to
+/// bufferize. Longer concats are concatenated in groups first (each group
+/// its own buffer, copied once into the result).
+constexpr size_t kConcatChain = 32;
+
+/// `inputs` concatenated along `axis` into a new tensor of element type
+/// `elt`: a chain of tensor.insert_slice into a tensor.empty, grouped as
+/// kConcatChain says.
+Value concatenate(OpBuilder &b, Location loc, ValueRange inputs, int64_t axis,
+                  Type elt) {
+  SmallVector<Value> parts(inputs);
+  if (parts.size() > kConcatChain) {
+    SmallVector<Value> groups;
+    for (size_t i = 0; i < parts.size(); i += kConcatChain) {
+      ValueRange group = ValueRange(parts).slice(
+          i, std::min(kConcatChain, parts.size() - i));
+      groups.push_back(group.size() == 1
+                           ? group.front()
+                           : concatenate(b, loc, group, axis, elt));
+    }
+    return concatenate(b, loc, groups, axis, elt);
+  }
+  SmallVector<int64_t> shape(tensorTypeOf(parts.front()).getShape());
+  shape[axis] = 0;
+  for (Value in : parts)
+    shape[axis] += tensorTypeOf(in).getDimSize(axis);
+  Value acc = emptyTensor(b, loc, shape, elt);
+  int64_t offset = 0;
+  for (Value in : parts) {
+    auto t = tensorTypeOf(in);
+    if (t.getNumElements() == 0)
+      continue; // nothing to insert (and its offset may be out of bounds)
+    SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0));
+    offsets[axis] = b.getIndexAttr(offset);
+    SmallVector<OpFoldResult> sizes, strides(shape.size(), b.getIndexAttr(1));
+    for (int64_t d : t.getShape())
+      sizes.push_back(b.getIndexAttr(d));
+    acc = tensor::InsertSliceOp::create(b, loc, in, acc, offsets, sizes,
+                                        strides);
+    offset += t.getDimSize(axis);
+  }
+  return acc;
+}
+
 struct ConcatPattern : DoptPattern<dopt::ConcatOp> {
   using DoptPattern::DoptPattern;
   LogicalResult
   matchAndRewrite(dopt::ConcatOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
     RankedTensorType rt = resultType(op);
-    int64_t axis = op.getAxis();
-    Value acc =
-        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
-    int64_t offset = 0;
-    for (Value in : adaptor.getInputs()) {
-      auto t = tensorTypeOf(in);
-      if (t.getNumElements() == 0)
-        continue; // nothing to insert (and its offset may be out of bounds)
-      SmallVector<OpFoldResult> offsets(rt.getRank(), rewriter.getIndexAttr(0));
-      offsets[axis] = rewriter.getIndexAttr(offset);
-      SmallVector<OpFoldResult> sizes, strides(rt.getRank(),
-                                               rewriter.getIndexAttr(1));
-      for (int64_t d : t.getShape())
-        sizes.push_back(rewriter.getIndexAttr(d));
-      acc = tensor::InsertSliceOp::create(rewriter, loc, in, acc, offsets,
-                                          sizes, strides);
-      offset += t.getDimSize(axis);
-    }
-    rewriter.replaceOp(op, acc);
+    rewriter.replaceOp(op, concatenate(rewriter, op.getLoc(),
+                                       adaptor.getInputs(), op.getAxis(),
+                                       rt.getElementType()));
     return success();
   }
 };

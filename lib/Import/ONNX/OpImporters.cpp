@@ -3374,8 +3374,13 @@ LogicalResult importPad(NodeContext &nc) {
   RankedTensorType in = nc.inputType(0);
   int64_t rank = in.getRank();
   TRY(mode, nc.stringAttr("mode", "constant"));
-  if (mode == "wrap")
-    return nc.error("mode 'wrap' is not supported");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" &&
+      mode != "wrap")
+    return nc.error("mode must be constant, reflect, edge or wrap, got '" +
+                    mode + "'");
+  if (mode == "wrap" && nc.opset() < 19)
+    return nc.error("mode 'wrap' came with opset 19; the model's is " +
+                    std::to_string(nc.opset()));
   TRY(given, nc.constantInts(1, "pads"));
   SmallVector<int64_t> axes;
   if (nc.input(3)) {
@@ -3398,12 +3403,30 @@ LogicalResult importPad(NodeContext &nc) {
     if (p < 0)
       return nc.error("negative pads (cropping) are not supported: " +
                       shapeStr(pads));
+  OpBuilder &b = nc.builder();
+  if (mode == "wrap") {
+    // Circular padding: per padded axis one Gather of the positions
+    // (j − before) mod n, which wraps as often as the pads ask.
+    Value y = x;
+    for (int64_t axis = 0; axis < rank; ++axis) {
+      int64_t before = pads[axis], after = pads[axis + rank],
+              n = in.getDimSize(axis);
+      if (before == 0 && after == 0)
+        continue;
+      SmallVector<int64_t> positions;
+      for (int64_t j = 0; j < n + before + after; ++j)
+        positions.push_back(((j - before) % n + n) % n);
+      y = nc.create<dopt::GatherOp>(
+          y, nc.constantI64(positions, {n + before + after}),
+          b.getI64IntegerAttr(axis));
+    }
+    return setResult(nc, y);
+  }
   double value = 0.0;
   if (nc.input(2)) {
     TRY(v, nc.constantScalar(2, "constant_value"));
     value = v;
   }
-  OpBuilder &b = nc.builder();
   nc.setOutput(0, nc.create<dopt::PadOp>(x, b.getDenseI64ArrayAttr(pads),
                                          b.getStringAttr(mode),
                                          b.getF64FloatAttr(value)));

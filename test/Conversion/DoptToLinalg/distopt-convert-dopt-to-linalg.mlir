@@ -491,3 +491,21 @@ func.func @bitcasts(%f: tensor<4xf32>, %u: tensor<4xui32>, %b: tensor<4xi1>, %c:
   %3 = dopt.bitcast %c {to = i1} : (tensor<4xui8>) -> tensor<4xi1>
   return %0, %1, %2, %3 : tensor<4xi32>, tensor<4xi32>, tensor<4xui8>, tensor<4xi1>
 }
+
+// -----
+
+// A concat of more than 32 inputs is concatenated in groups of 32 first:
+// one-shot bufferization's analysis of one insert_slice chain grows about
+// cubically with its length (a 256-way concat took 100 s).
+// CHECK-LABEL: func.func @long_concat
+// CHECK: tensor.empty() : tensor<32x2xf32>
+// CHECK-COUNT-32: tensor.insert_slice %{{.*}} into %{{.*}} : tensor<1x2xf32> into tensor<32x2xf32>
+// CHECK: tensor.empty() : tensor<2x2xf32>
+// CHECK-COUNT-2: tensor.insert_slice %{{.*}} into %{{.*}} : tensor<1x2xf32> into tensor<2x2xf32>
+// CHECK: tensor.empty() : tensor<34x2xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0] [32, 2] [1, 1] : tensor<32x2xf32> into tensor<34x2xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[32, 0] [2, 2] [1, 1] : tensor<2x2xf32> into tensor<34x2xf32>
+func.func @long_concat(%a0: tensor<1x2xf32>, %a1: tensor<1x2xf32>, %a2: tensor<1x2xf32>, %a3: tensor<1x2xf32>, %a4: tensor<1x2xf32>, %a5: tensor<1x2xf32>, %a6: tensor<1x2xf32>, %a7: tensor<1x2xf32>, %a8: tensor<1x2xf32>, %a9: tensor<1x2xf32>, %a10: tensor<1x2xf32>, %a11: tensor<1x2xf32>, %a12: tensor<1x2xf32>, %a13: tensor<1x2xf32>, %a14: tensor<1x2xf32>, %a15: tensor<1x2xf32>, %a16: tensor<1x2xf32>, %a17: tensor<1x2xf32>, %a18: tensor<1x2xf32>, %a19: tensor<1x2xf32>, %a20: tensor<1x2xf32>, %a21: tensor<1x2xf32>, %a22: tensor<1x2xf32>, %a23: tensor<1x2xf32>, %a24: tensor<1x2xf32>, %a25: tensor<1x2xf32>, %a26: tensor<1x2xf32>, %a27: tensor<1x2xf32>, %a28: tensor<1x2xf32>, %a29: tensor<1x2xf32>, %a30: tensor<1x2xf32>, %a31: tensor<1x2xf32>, %a32: tensor<1x2xf32>, %a33: tensor<1x2xf32>) -> tensor<34x2xf32> {
+  %0 = dopt.concat %a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7, %a8, %a9, %a10, %a11, %a12, %a13, %a14, %a15, %a16, %a17, %a18, %a19, %a20, %a21, %a22, %a23, %a24, %a25, %a26, %a27, %a28, %a29, %a30, %a31, %a32, %a33 {axis = 0 : i64} : (tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) -> tensor<34x2xf32>
+  return %0 : tensor<34x2xf32>
+}
