@@ -21,9 +21,7 @@ pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"
 RNG = np.random.default_rng(17)
 
 
-def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=False, tol=1e-5):
-    """Compiles the graph of `nodes` (inputs `feeds`, constant `inits`),
-    runs it, and compares each output with ONNX Runtime's."""
+def model_of(nodes, feeds, opset, outputs, inits=()):
     g = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
@@ -32,11 +30,12 @@ def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=Fals
         [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 10
-    m = onnx.shape_inference.infer_shapes(m)
-    path = tmp_path / "m.onnx"
-    onnx.save(m, path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
-    cli.compile_and_run(path, feeds, tmp_path)
+    return m
+
+
+def compare(outputs, want, tmp_path, exact, tol):
+    """The run's outputs (tmp_path/out) against `want`: exactly for integers
+    (or when `exact`), else within tol of the largest magnitude."""
     for name, w in zip(outputs, want):
         got = np.load(tmp_path / "out" / f"{name}.npy")
         assert got.dtype == w.dtype and got.shape == w.shape, name
@@ -45,6 +44,17 @@ def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=Fals
         else:
             np.testing.assert_allclose(got, w, rtol=tol, atol=tol * float(np.abs(w).max()),
                                        err_msg=name)
+
+
+def check(nodes, feeds, tmp_path, opset=21, inits=(), outputs=("y",), exact=False, tol=1e-5):
+    """Compiles the graph of `nodes` (inputs `feeds`, constant `inits`),
+    runs it, and compares each output with ONNX Runtime's."""
+    m = onnx.shape_inference.infer_shapes(model_of(nodes, feeds, opset, outputs, inits))
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    cli.compile_and_run(path, feeds, tmp_path)
+    compare(outputs, want, tmp_path, exact, tol)
 
 
 def test_hardmax_and_argmax_pass_over_nan(tmp_path):
@@ -227,18 +237,6 @@ def test_stft_matches_onnx_runtime(window, tmp_path):
     check(nodes, {"s": signal}, tmp_path, opset=17, tol=1e-4)
 
 
-def model_of(nodes, feeds, opset, outputs, inits=()):
-    g = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-         for k, v in feeds.items()],
-        [helper.make_tensor_value_info(o, TP.UNDEFINED, None) for o in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m
-
-
 def check_reference(nodes, feeds, tmp_path, opset, outputs=("y",), tol=1e-5, flags=(),
                     exact=False):
     """As `check`, against ONNX's reference evaluator: for what ONNX Runtime
@@ -249,14 +247,7 @@ def check_reference(nodes, feeds, tmp_path, opset, outputs=("y",), tol=1e-5, fla
     onnx.save(m, path)
     want = ReferenceEvaluator(m).run(None, feeds)
     cli.compile_and_run(path, feeds, tmp_path, *flags)
-    for name, w in zip(outputs, want):
-        got = np.load(tmp_path / "out" / f"{name}.npy")
-        assert got.dtype == w.dtype and got.shape == w.shape, name
-        if exact:
-            np.testing.assert_array_equal(got, w, err_msg=name)
-        else:
-            np.testing.assert_allclose(got, w, rtol=tol, atol=tol * float(np.abs(w).max()),
-                                       err_msg=name)
+    compare(outputs, want, tmp_path, exact, tol)
 
 
 @pytest.mark.parametrize("dtype,to", [

@@ -3102,6 +3102,18 @@ LogicalResult importRotaryEmbedding(NodeContext &nc) {
 }
 
 
+/// Defines output `i` when something reads it, built by `make` only then
+/// (a null value: an op failed to build, and said so).
+template <typename Fn> LogicalResult setIfUsed(NodeContext &nc, int i, Fn make) {
+  if (!nc.outputUsed(i))
+    return success();
+  Value v = make();
+  if (!v)
+    return failure();
+  nc.setOutput(i, v);
+  return success();
+}
+
 /// The compute type of an op whose definition computes in float32 whatever
 /// its inputs (16-bit floats widened); f64 stays f64.
 Type widened(NodeContext &nc, Type elt) {
@@ -3184,13 +3196,9 @@ LogicalResult importCausalConvWithState(NodeContext &nc) {
   if (!y)
     return failure();
   nc.setOutput(0, y);
-  if (nc.outputUsed(1)) {
-    Value state = strided(nc, padded, {2}, {length}, {1}, {k - 1});
-    if (!state)
-      return failure();
-    nc.setOutput(1, state);
-  }
-  return success();
+  return setIfUsed(nc, 1, [&] {
+    return strided(nc, padded, {2}, {length}, {1}, {k - 1});
+  });
 }
 
 /// LinearAttention (opset 27): the recurrent state S [B, H_kv, d_k, d_v] of
@@ -3347,13 +3355,7 @@ LogicalResult importLinearAttention(NodeContext &nc) {
   if (!out)
     return failure();
   nc.setOutput(0, out);
-  if (nc.outputUsed(1)) {
-    Value state = castTo(nc, s, stateElt);
-    if (!state)
-      return failure();
-    nc.setOutput(1, state);
-  }
-  return success();
+  return setIfUsed(nc, 1, [&] { return castTo(nc, s, stateElt); });
 }
 
 LogicalResult importExpand(NodeContext &nc) {
