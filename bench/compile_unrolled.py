@@ -135,20 +135,14 @@ torch.onnx.export(DeltaRule(), (x, x, x, gate, gate), sys.argv[1],
 """
 
 
-def torch_delta_rule(path: Path, steps: int):
-    proc = subprocess.run(["/usr/bin/python3", "-c", DELTA_EXPORT, str(path), str(steps)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    return [path]
-
-
-def lstm_model(path: Path, steps: int):
-    proc = subprocess.run(["/usr/bin/python3", "-c", LSTM_EXPORT, str(path), str(steps)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    return [path]
+def torch_export(script: str):
+    """A case whose model `script` exports under Debian's python3-torch
+    (arguments: the path, the steps); skipped (None) where it cannot."""
+    def make(path: Path, steps: int):
+        proc = subprocess.run(["/usr/bin/python3", "-c", script, str(path), str(steps)],
+                              capture_output=True, text=True)
+        return [path] if proc.returncode == 0 else None
+    return make
 
 
 def recurrent_training(path: Path, _steps: int):
@@ -164,9 +158,10 @@ def recurrent_training(path: Path, _steps: int):
 
 CASES = [("concat-256", concat_model, 256), ("linear-attention-64", linear_attention_model, 64),
          ("linear-attention-256", linear_attention_model, 256),
-         ("torch-delta-rule-64", torch_delta_rule, 64),
-         ("torch-delta-rule-256", torch_delta_rule, 256), ("lstm-64", lstm_model, 64),
-         ("lstm-256", lstm_model, 256), ("recurrent-dp2tp2", recurrent_training, 0)]
+         ("torch-delta-rule-64", torch_export(DELTA_EXPORT), 64),
+         ("torch-delta-rule-256", torch_export(DELTA_EXPORT), 256),
+         ("lstm-64", torch_export(LSTM_EXPORT), 64),
+         ("lstm-256", torch_export(LSTM_EXPORT), 256), ("recurrent-dp2tp2", recurrent_training, 0)]
 
 
 def main():

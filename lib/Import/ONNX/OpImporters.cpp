@@ -487,14 +487,22 @@ LogicalResult importWhere(NodeContext &nc) {
   return success();
 }
 
-LogicalResult importCast(NodeContext &nc) {
-  TRY(x, nc.requiredInput(0));
+/// The element type of the `to` attribute of a Cast or BitCast (`what`
+/// names the conversion in the error).
+FailureOr<Type> toAttrType(NodeContext &nc, StringRef what) {
   const onnx::AttributeProto *to = nc.attr("to");
   if (!to)
     return nc.error("missing attribute 'to'");
   Type elt = convertDataType(nc.context(), to->i());
   if (!elt)
-    return nc.error("cast to " + dataTypeName(to->i()) + " is not supported");
+    return nc.error(what + " to " + dataTypeName(to->i()) +
+                    " is not supported");
+  return elt;
+}
+
+LogicalResult importCast(NodeContext &nc) {
+  TRY(x, nc.requiredInput(0));
+  TRY(elt, toAttrType(nc, "cast"));
   nc.setOutput(0, nc.create<dopt::CastOp>(x, TypeAttr::get(elt)));
   return success();
 }
@@ -502,20 +510,14 @@ LogicalResult importCast(NodeContext &nc) {
 /// BitCast (opset 26): the bits read as `to`, a type of the same width.
 LogicalResult importBitCast(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
-  const onnx::AttributeProto *to = nc.attr("to");
-  if (!to)
-    return nc.error("missing attribute 'to'");
-  Type elt = convertDataType(nc.context(), to->i());
-  if (!elt)
-    return nc.error("bitcast to " + dataTypeName(to->i()) +
-                    " is not supported");
+  TRY(elt, toAttrType(nc, "bitcast"));
   Type from = nc.inputType(0).getElementType();
   auto bits = [](Type t) { return t.isInteger(1) ? 8 : t.getIntOrFloatBitWidth(); };
   if (bits(from) != bits(elt))
     return nc.error("reinterprets " + typeStr(from) + " (" +
                     std::to_string(bits(from)) + " bits) as " +
-                    dataTypeName(to->i()) + " (" + std::to_string(bits(elt)) +
-                    " bits): the widths must be equal");
+                    dataTypeName(nc.attr("to")->i()) + " (" +
+                    std::to_string(bits(elt)) + " bits): the widths must be equal");
   return setResult(nc, nc.create<dopt::BitcastOp>(x, TypeAttr::get(elt)));
 }
 
