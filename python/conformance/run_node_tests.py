@@ -274,10 +274,18 @@ def run_packed_case(case_dir: Path) -> tuple[str, str]:
 def run_packed(pack: Path, jobs: int) -> int:
     """Runs the bundles --pack wrote (on a machine without the compiler)."""
     cases = sorted(p for p in pack.iterdir() if p.is_dir() and p.name != "lib")
+    results = {}
+    # Each result is printed as it comes (a run cut short by a time limit
+    # still says what passed), then the failures again, sorted, above the count.
     with futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = dict(zip((c.name for c in cases), pool.map(run_packed_case, cases)))
+        running = {pool.submit(run_packed_case, c): c.name for c in cases}
+        for done in futures.as_completed(running):
+            status, why = results[running[done]] = done.result()
+            print(f"{status} {running[done]}" + (f": {why}" if why else ""), flush=True)
+    print()
     for name, (status, why) in sorted(results.items()):
-        print(f"{status} {name}" + (f": {why}" if why else ""))
+        if status != "PASS":
+            print(f"{status} {name}: {why}")
     passed = sum(s == "PASS" for s, _ in results.values())
     print(f"\n{passed} passed, {len(results) - passed} failed (packed bundles)")
     return 0 if passed == len(results) else 1
