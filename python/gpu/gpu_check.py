@@ -329,6 +329,19 @@ def run_gradients(kit: Path, item: dict, env: dict, bundle: Path | None = None) 
     return row
 
 
+def reference_outputs(kit: Path, key: str, onnx_path: Path, feeds: dict) -> dict:
+    """Runs ONNX_PATH under ONNX Runtime (CPU) on the inputs FEEDS names in
+    KIT; saves each output as KIT/<key>.ref.<n>.npy and returns name -> file."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, {k: np.load(kit / f) for k, f in feeds.items()})
+    refs = {}
+    for n, (meta, value) in enumerate(zip(sess.get_outputs(), outs)):
+        refs[meta.name] = f"{key}.ref.{n}.npy"
+        np.save(kit / refs[meta.name], value)
+    return refs
+
+
 def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
     kit.mkdir(parents=True, exist_ok=True)
     models = kit / "models"
@@ -364,8 +377,15 @@ def prepare(kit: Path, distopt: Path, torch_models: Path | None = None) -> int:
             path = kit / f"{key}.in.{name}.npy"
             np.save(path, value)
             feeds[name] = path.name
-        plan.append({"key": key, "model": str(onnx_path), "kind": kind,
-                     "ranks": ranks, "inputs": feeds})
+        item = {"key": key, "model": str(onnx_path), "kind": kind, "ranks": ranks,
+                "inputs": feeds}
+        if kind != "zoo":
+            # ONNX Runtime's outputs, computed here: a GPU machine's ONNX
+            # Runtime may be older than the onnx package that wrote the model
+            # (an H100's 2026-11-27 read IR version 13, not 14). The zoo's
+            # weights are drawn again there, so its references are made there.
+            item["refs"] = reference_outputs(kit, key, onnx_path, feeds)
+        plan.append(item)
 
     for name, args in EXAMPLES.items():
         compile_one(name, models / f"{name}.onnx", args, None)
@@ -470,12 +490,15 @@ def run_kit(kit: Path) -> int:
             continue
         key, ranks = item["key"], item["ranks"]
         feeds = {k: str(kit / v) for k, v in item["inputs"].items()}
-        arrays = {k: np.load(v) for k, v in feeds.items()}
         try:
-            sess = ort.InferenceSession(item["model"],
-                                        providers=["CPUExecutionProvider"])
-            names = [o.name for o in sess.get_outputs()]
-            refs = dict(zip(names, sess.run(None, arrays)))
+            if "refs" in item:
+                refs = {k: np.load(kit / f) for k, f in item["refs"].items()}
+            else:
+                sess = ort.InferenceSession(item["model"],
+                                            providers=["CPUExecutionProvider"])
+                names = [o.name for o in sess.get_outputs()]
+                refs = dict(zip(names, sess.run(
+                    None, {k: np.load(v) for k, v in feeds.items()})))
         except Exception as e:  # noqa: BLE001 - reported in the table
             print(json.dumps({"model": key, "ok": False, "error": f"ONNX Runtime: {e}"}))
             failed += 1
