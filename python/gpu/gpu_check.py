@@ -6,10 +6,11 @@ what a device run may carry), so:
 
   prepare KIT   (here, where distopt is built) compiles the bundled example
                 models and the model zoo with `--target cuda`, and writes
-                their inputs and a plan of what to run into KIT;
+                their inputs, ONNX Runtime's outputs for the models whose
+                weights travel, and a plan of what to run into KIT;
   run KIT       (on the GPU machine; needs numpy, onnx and onnxruntime)
                 rebuilds the zoo's weights from their statistics (same seed,
-                same bytes), computes ONNX Runtime (CPU) references, runs
+                same bytes), computes the zoo's ONNX Runtime (CPU) references, runs
                 every bundle on the GPU (one process; and the multi-rank
                 bundles under mpirun, the ranks sharing the GPU through the
                 staged collectives), compares, times the bundles against
