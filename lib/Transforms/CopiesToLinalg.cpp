@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/IR/Builders.h"
 
@@ -20,6 +21,8 @@ using namespace mlir;
 namespace {
 struct CopiesToLinalgPass
     : distopt::impl::CopiesToLinalgPassBase<CopiesToLinalgPass> {
+  using CopiesToLinalgPassBase::CopiesToLinalgPassBase;
+
   /// Whether `a` and `b` are the same view: one value, or identical view
   /// ops (same op, operands and attributes) of the same views.
   static bool sameView(Value a, Value b) {
@@ -41,6 +44,17 @@ struct CopiesToLinalgPass
     return true;
   }
 
+  /// A buffer memref.copy lowers to one memcpy for (contiguous, of a
+  /// static shape, whole bytes per element) of at most memcpy-max-bytes.
+  bool isSmallContiguous(MemRefType t) const {
+    Type e = t.getElementType();
+    if (!e.isIntOrFloat() || e.getIntOrFloatBitWidth() % 8 != 0 ||
+        !memref::isStaticShapeAndContiguousRowMajor(t))
+      return false;
+    return t.getNumElements() * (e.getIntOrFloatBitWidth() / 8) <=
+           memcpyMaxBytes;
+  }
+
   void runOnOperation() override {
     SmallVector<memref::CopyOp> copies;
     getOperation().walk([&](memref::CopyOp copy) { copies.push_back(copy); });
@@ -59,6 +73,9 @@ struct CopiesToLinalgPass
       if (!src || !dst || !src.hasStaticShape() ||
           src.getShape() != dst.getShape() ||
           src.getElementType() != dst.getElementType() || src.getRank() == 0)
+        continue;
+      if (memcpyMaxBytes > 0 && isSmallContiguous(src) &&
+          isSmallContiguous(dst))
         continue;
       OpBuilder b(copy);
       Value source = copy.getSource(), target = copy.getTarget();

@@ -1,4 +1,5 @@
 // RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-copies-to-linalg))' | FileCheck %s
+// RUN: distopt-opt %s --pass-pipeline='builtin.module(func.func(distopt-copies-to-linalg{memcpy-max-bytes=288}))' | FileCheck %s --check-prefix=MEMCPY
 
 // A copy into the interior of a padded buffer (strided view) becomes a
 // linalg.copy; copies between differently shaped or dynamic memrefs, and
@@ -44,5 +45,31 @@ func.func @self_copy(%buf: memref<2x8xf32>) {
 // CHECK: linalg.copy ins(%[[S]] : memref<72xf32>) outs(%[[T]] : memref<72xf32>)
 func.func @contiguous(%w: memref<4x2x3x3xf32>, %out: memref<4x2x3x3xf32>) {
   memref.copy %w, %out : memref<4x2x3x3xf32> to memref<4x2x3x3xf32>
+  return
+}
+
+// With memcpy-max-bytes (the CPU target's), contiguous copies up to that
+// size stay memref.copy (one memcpy each), also into a contiguous slice at
+// an offset; larger ones, strided ones and those of sub-byte elements
+// become loops.
+// MEMCPY-LABEL: func.func @contiguous
+// MEMCPY-NEXT: memref.copy %arg0, %arg1 : memref<4x2x3x3xf32> to memref<4x2x3x3xf32>
+// MEMCPY-NEXT: return
+// MEMCPY-LABEL: func.func @memcpy_sizes
+// MEMCPY: memref.copy %arg0, %{{.*}} : memref<1x4x8xf32> to memref<1x4x8xf32, strided<[32, 8, 1], offset: 64>>
+// MEMCPY: linalg.copy ins(%{{.*}} : memref<73xf32>) outs(%{{.*}} : memref<73xf32>)
+// MEMCPY: linalg.copy ins(%arg0 : memref<1x4x8xf32>) outs(%{{.*}} : memref<1x4x8xf32, strided<[64, 16, 1]>>)
+// MEMCPY: linalg.copy ins(%arg5 : memref<16xi1>) outs(%arg6 : memref<16xi1>)
+// MEMCPY-NOT: memref.copy
+func.func @memcpy_sizes(%x: memref<1x4x8xf32>, %steps: memref<4x4x8xf32>,
+                        %big: memref<73xf32>, %big2: memref<73xf32>,
+                        %wide: memref<4x4x16xf32>, %b: memref<16xi1>,
+                        %b2: memref<16xi1>) {
+  %step = memref.subview %steps[2, 0, 0] [1, 4, 8] [1, 1, 1] : memref<4x4x8xf32> to memref<1x4x8xf32, strided<[32, 8, 1], offset: 64>>
+  memref.copy %x, %step : memref<1x4x8xf32> to memref<1x4x8xf32, strided<[32, 8, 1], offset: 64>>
+  memref.copy %big, %big2 : memref<73xf32> to memref<73xf32>
+  %half = memref.subview %wide[0, 0, 0] [1, 4, 8] [1, 1, 1] : memref<4x4x16xf32> to memref<1x4x8xf32, strided<[64, 16, 1]>>
+  memref.copy %x, %half : memref<1x4x8xf32> to memref<1x4x8xf32, strided<[64, 16, 1]>>
+  memref.copy %b, %b2 : memref<16xi1> to memref<16xi1>
   return
 }

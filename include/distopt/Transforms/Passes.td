@@ -267,7 +267,20 @@ def CopiesToLinalgPass : Pass<"distopt-copies-to-linalg", "mlir::func::FuncOp"> 
     // becomes
     linalg.copy ins(%x : memref<8x3x32x32xf32>) outs(%interior : memref<8x3x32x32xf32, strided<...>>)
     ```
+
+    With `memcpy-max-bytes` N > 0 (the CPU target's), a copy between two
+    contiguous buffers (identity layout, or a static offset into one) of at
+    most N bytes stays a `memref.copy`, which finalize-memref-to-llvm lowers
+    to one `llvm.intr.memcpy`: a small copy runs on one thread anyway, and as
+    a loop LLVM would vectorise and unroll it into a run of loads and stores
+    (an unrolled recurrence has thousands, and LLVM's scheduler is
+    superlinear in them). The GPU targets keep every copy a loop (0).
   }];
+  let options = [
+    Option<"memcpyMaxBytes", "memcpy-max-bytes", "int64_t", /*default=*/"0",
+           "Leave contiguous copies of at most this many bytes as memref.copy "
+           "(a memcpy); 0: every copy becomes a linalg.copy">
+  ];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 

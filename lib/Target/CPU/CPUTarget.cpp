@@ -145,7 +145,7 @@ LogicalResult cpu::addEntryPoint(ModuleOp module, ArrayRef<MemRefType> argTypes,
 
 LogicalResult cpu::lowerToLoops(ModuleOp module,
                                 SmallVectorImpl<MemRefType> &argTypes,
-                                bool gemmEpilogues) {
+                                bool gemmEpilogues, int64_t memcpyMaxBytes) {
   // Inputs and weights belong to the runtime (weights are mapped read-only):
   // bufferization must never write into them.
   if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main")) {
@@ -181,7 +181,9 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           "distopt-linalg-to-blas{epilogues=" +
               std::string(gemmEpilogues ? "true" : "false") +
               "},"
-          "func.func(distopt-copies-to-linalg,convert-linalg-to-parallel-loops,"
+          "func.func(distopt-copies-to-linalg{memcpy-max-bytes=" +
+              std::to_string(memcpyMaxBytes) +
+              "},convert-linalg-to-parallel-loops,"
           "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-buffers),"
           "ownership-based-buffer-deallocation,"
           "canonicalize,buffer-deallocation-simplification,"

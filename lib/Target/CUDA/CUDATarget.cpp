@@ -172,7 +172,8 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
     bufferKinds.push_back(
         main.getArgAttr(i, "dopt.weight") && !updatesWeights ? 1 : 0);
   bufferKinds.insert(bufferKinds.end(), main.getNumResults(), 2);
-  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true)))
+  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true,
+                                 /*memcpyMaxBytes=*/0)))
     return failure();
   if (argTypes.size() != bufferKinds.size())
     return module.emitError("internal error: dopt_main has ")
@@ -193,7 +194,8 @@ LogicalResult cuda::lowerForEmulation(ModuleOp module, bool emitGPU,
                                       bool forward,
                                       std::optional<int64_t> outlineMinOps) {
   SmallVector<MemRefType> argTypes;
-  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true)))
+  if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true,
+                                 /*memcpyMaxBytes=*/0)))
     return failure();
   if (failed(cpu::runPipeline(module, "func.func(distopt-map-loops-to-gpu)")))
     return failure();

@@ -58,16 +58,25 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline)
 mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
                                   bool libraryConvolutions = false);
 
+/// Contiguous copies of at most this many bytes stay memcpys on CPUs
+/// (distopt-copies-to-linalg's memcpy-max-bytes): an f32 copy that small
+/// is under distopt-parallelize-loops' 32768 iterations, so as a loop it
+/// would run on one thread too.
+inline constexpr int64_t kCpuMemcpyMaxBytes = 128 * 1024;
+
 /// linalg on tensors -> loops on buffers: bufferization (results become
 /// out-parameters), GEMMs as runtime calls, linalg as `scf.parallel` nests,
 /// row-local fusion and the static memory plan. The stage every target
 /// shares; `argTypes` receives dopt_main's buffer types (the entry's
 /// buffers). With `gemmEpilogues` (the CUDA targets), a GEMM's bias,
 /// residual and activation step joins its call (cuBLASLt's epilogues).
+/// Contiguous copies of at most `memcpyMaxBytes` stay memref.copy (memcpy;
+/// 0 for the GPU targets, whose copies are kernels).
 mlir::LogicalResult
 lowerToLoops(mlir::ModuleOp module,
              llvm::SmallVectorImpl<mlir::MemRefType> &argTypes,
-             bool gemmEpilogues = false);
+             bool gemmEpilogues = false,
+             int64_t memcpyMaxBytes = kCpuMemcpyMaxBytes);
 
 /// linalg on tensors -> LLVM dialect, plus the `dopt_entry` wrapper.
 /// `outlineMinOps`: distopt-outline-loop-nests' min-ops (unset: its
