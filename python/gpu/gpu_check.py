@@ -442,7 +442,10 @@ def bundle_command(bundle: Path, feeds, ranks, *extra):
 
 
 def time_bundle(bundle: Path, feeds, ranks, env, repeat=50):
-    r = run(bundle_command(bundle, feeds, ranks, "--repeat", repeat), env=env, timeout=120)
+    # The outputs go beside the bundle (by default they would land in the
+    # working directory: the repository's root under scripts/gpu-check).
+    r = run(bundle_command(bundle, feeds, ranks, "--repeat", repeat, "--output-dir",
+                           bundle.with_suffix(".timed")), env=env, timeout=120)
     text = r.stderr + r.stdout
     for line in text.splitlines():
         if "median" in line:
