@@ -44,8 +44,9 @@ struct CopiesToLinalgPass
     return true;
   }
 
-  /// A buffer memref.copy lowers to one memcpy for (contiguous, of a
-  /// static shape, whole bytes per element) of at most memcpy-max-bytes.
+  /// Whether `t` is a buffer a memref.copy moves with one memcpy
+  /// (contiguous, static shape, whole bytes per element) of at most
+  /// memcpy-max-bytes.
   bool isSmallContiguous(MemRefType t) const {
     Type e = t.getElementType();
     if (!e.isIntOrFloat() || e.getIntOrFloatBitWidth() % 8 != 0 ||

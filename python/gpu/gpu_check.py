@@ -330,16 +330,21 @@ def run_gradients(kit: Path, item: dict, env: dict, bundle: Path | None = None) 
     return row
 
 
-def reference_outputs(kit: Path, key: str, onnx_path: Path, feeds: dict) -> dict:
-    """Runs ONNX_PATH under ONNX Runtime (CPU) on the inputs FEEDS names in
-    KIT; saves each output as KIT/<key>.ref.<n>.npy and returns name -> file."""
+def ort_outputs(onnx_path, arrays: dict) -> dict:
+    """ONNX Runtime's (CPU) outputs of the model on `arrays`, by name."""
     import onnxruntime as ort
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    outs = sess.run(None, {k: np.load(kit / f) for k, f in feeds.items()})
+    return dict(zip((o.name for o in sess.get_outputs()), sess.run(None, arrays)))
+
+
+def reference_outputs(kit: Path, key: str, onnx_path: Path, feeds: dict) -> dict:
+    """ONNX Runtime's outputs of ONNX_PATH on the inputs FEEDS names in KIT,
+    saved as KIT/<key>.ref.<n>.npy; returns name -> file."""
     refs = {}
-    for n, (meta, value) in enumerate(zip(sess.get_outputs(), outs)):
-        refs[meta.name] = f"{key}.ref.{n}.npy"
-        np.save(kit / refs[meta.name], value)
+    outs = ort_outputs(onnx_path, {k: np.load(kit / f) for k, f in feeds.items()})
+    for n, (name, value) in enumerate(outs.items()):
+        refs[name] = f"{key}.ref.{n}.npy"
+        np.save(kit / refs[name], value)
     return refs
 
 
@@ -458,7 +463,6 @@ def mpirun(n):
 
 
 def run_kit(kit: Path) -> int:
-    import onnxruntime as ort
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = f"{kit / 'lib'}:" + env.get("LD_LIBRARY_PATH", "")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -498,11 +502,7 @@ def run_kit(kit: Path) -> int:
             if "refs" in item:
                 refs = {k: np.load(kit / f) for k, f in item["refs"].items()}
             else:
-                sess = ort.InferenceSession(item["model"],
-                                            providers=["CPUExecutionProvider"])
-                names = [o.name for o in sess.get_outputs()]
-                refs = dict(zip(names, sess.run(
-                    None, {k: np.load(v) for k, v in feeds.items()})))
+                refs = ort_outputs(item["model"], {k: np.load(v) for k, v in feeds.items()})
         except Exception as e:  # noqa: BLE001 - reported in the table
             print(json.dumps({"model": key, "ok": False, "error": f"ONNX Runtime: {e}"}))
             failed += 1
