@@ -1,7 +1,7 @@
 //===- PlanToIR.cpp - write a plan onto the dopt IR -----------------------===//
 
+#include "distopt/Dialect/Dopt/IR/GridAxes.h"
 #include "distopt/Planner/PlanToIR.h"
-#include "distopt/Transforms/GridAxes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"

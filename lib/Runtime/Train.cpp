@@ -24,7 +24,7 @@
 // RANK kill itself (SIGKILL) or stop responding at the start of step STEP.
 //
 // A bundle compiled with `distopt compile --loss ... --optimizer ...` runs
-// one training step per call of its entry (lib/Transforms/Optimizer.cpp).
+// one training step per call of its entry (lib/Training/Optimizer.cpp).
 // Its manifest names the roles by convention: inputs `opt.<hyper>` are the
 // hyperparameters, `opt.<state>:<weight>` the optimizer state (zeros at the
 // start; the output of the same name replaces it after each step), the

@@ -243,7 +243,7 @@ def test_two_dimensional_resharding_across_processes(models, tmp_path):
     """Reshardings on a 2-D grid (data x tensor) with several steps, from a
     hand-written plan: [[1],[2]] -> replicated, -> [[2],[1]], -> [[1,2]] ->
     replicated, run on 4 processes against numpy."""
-    ir_src = (ROOT / "test" / "Transforms" / "Partition" / "reshard-2d.mlir").read_text()
+    ir_src = (ROOT / "test" / "Distributed" / "Partition" / "reshard-2d.mlir").read_text()
     body = ir_src[ir_src.index("module {"):ir_src.index("// CHECK")]
     source = models / "mlp.onnx"  # any model: this program has no weights
     ir = body.replace("module {", f'module attributes {{dopt.source = "{source}"}} {{', 1)

@@ -5,9 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "distopt/Codegen/Passes.h"
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
-#include "distopt/Transforms/Passes.h"
+#include "distopt/Dialect/Dopt/Transforms/Passes.h"
+#include "distopt/Distributed/Passes.h"
+#include "distopt/Training/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -19,7 +22,10 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   distopt::registerDistoptConversionPasses();
-  distopt::registerDistoptTransformsPasses();
+  distopt::registerDistoptDoptTransformsPasses();
+  distopt::registerDistoptDistributedPasses();
+  distopt::registerDistoptTrainingPasses();
+  distopt::registerDistoptCodegenPasses();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);

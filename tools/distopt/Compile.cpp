@@ -29,7 +29,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
-#include "distopt/Transforms/Passes.h"
 #include "distopt/Transforms/ServerUpdate.h"
 #include "distopt/Runtime/ServerPlacement.h"
 #include "llvm/ADT/StringSet.h"

@@ -14,7 +14,7 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/PlanReport.h"
 #include "distopt/Planner/PlanToIR.h"
-#include "distopt/Transforms/Passes.h"
+#include "distopt/Distributed/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 

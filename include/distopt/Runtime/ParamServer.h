@@ -11,7 +11,7 @@
 //     asynchronous (--sync-warmup S), and bounded staleness (--max-staleness
 //     s: stale synchronous parallel, Ho et al. 2013 -- a worker s steps ahead
 //     of the slowest waits for its reply); delay compensation (DC-ASGD) is
-//     part of the update program (lib/Transforms/ServerUpdate.cpp);
+//     part of the update program (lib/Training/ServerUpdate.cpp);
 //   - backup workers (synchronous mode): a step applies the first N
 //     gradients to arrive of its N + b workers; the late ones are dropped.
 //

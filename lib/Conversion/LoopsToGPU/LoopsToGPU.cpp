@@ -24,7 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Conversion/Passes.h"
-#include "distopt/Transforms/Accumulators.h"
+#include "distopt/Codegen/Accumulators.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

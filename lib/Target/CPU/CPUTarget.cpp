@@ -2,9 +2,9 @@
 
 #include "distopt/Target/CPU/CPUTarget.h"
 
+#include "distopt/Codegen/Passes.h"
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
-#include "distopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -57,7 +57,7 @@ static void registerPassesOnce() {
   static bool done = [] {
     registerAllPasses();
     registerDistoptConversionPasses();
-    registerDistoptTransformsPasses();
+    registerDistoptCodegenPasses();
     return true;
   }();
   (void)done;

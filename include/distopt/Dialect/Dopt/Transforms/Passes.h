@@ -1,0 +1,18 @@
+//===- Passes.h - distopt dopt program preparation passes -------------------*- C++ -*-===//
+#ifndef DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_H
+#define DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace distopt {
+
+#define GEN_PASS_DECL
+#include "distopt/Dialect/Dopt/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "distopt/Dialect/Dopt/Transforms/Passes.h.inc"
+
+} // namespace distopt
+
+#endif // DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_H

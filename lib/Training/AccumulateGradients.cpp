@@ -1,0 +1,242 @@
+//===- AccumulateGradients.cpp - K micro-batches per training step --------===//
+//
+// distopt-accumulate-gradients: after distopt-autodiff on a program whose
+// @main returns (loss, counted, grad:<w>...) for one micro-batch (counted:
+// what its loss's mean divides by, distopt-append-loss counted=true), the
+// step becomes K micro-batches: its data inputs (every input that is not a
+// weight or the random key; samples along dimension 0) hold K times the
+// samples, and the micro-batch program runs on each slice in turn -- its
+// forward and backward complete before the next starts, so only one
+// micro-batch's activations are alive -- and the gradients are summed.
+// Exactly as one batch of K times the samples: each micro-batch weighs by
+// its count over the total (sum_k counted_k grad_k / sum_k counted_k), the
+// loss likewise. distopt-sync-gradients, run after, communicates the sums
+// once per step. A dropout's positions continue across the micro-batches
+// (micro-batch k stacked after the k - 1 before it along dimension 0).
+// Weights the forward pass updates (batch norm's running statistics, ops
+// marked dopt.updates_weight) are updated once per micro-batch, in order:
+// micro-batch k reads what k - 1 wrote, as K forward calls in PyTorch do,
+// and only the last update stays marked. A statistic over the batch is then
+// each micro-batch's own: the driver allows that only where the user asked
+// for it (distopt compile --microbatch-statistics).
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Training/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Training/Autodiff.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_ACCUMULATEGRADIENTSPASS
+#include "distopt/Training/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+
+namespace {
+
+struct AccumulateGradientsPass
+    : public distopt::impl::AccumulateGradientsPassBase<
+          AccumulateGradientsPass> {
+  using AccumulateGradientsPassBase::AccumulateGradientsPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (steps <= 1)
+      return;
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal() || !main.getBody().hasOneBlock()) {
+      module.emitError("distopt-accumulate-gradients needs a single-block @main");
+      return signalPassFailure();
+    }
+    int64_t k = steps;
+    Block &body = main.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    int countedAt = -1;
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      if (auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name"))
+        if (n.getValue() == "counted")
+          countedAt = static_cast<int>(i);
+    if (countedAt < 0) {
+      main.emitError("distopt-accumulate-gradients: @main returns no "
+                     "'counted' (append the loss with counted=true)");
+      return signalPassFailure();
+    }
+    // The data inputs, K times the samples.
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    SmallVector<unsigned> dataArgs;
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      if (main.getArgAttr(i, "dopt.weight") || main.getArgAttr(i, "dopt.rng_key"))
+        continue;
+      auto t = cast<RankedTensorType>(main.getArgument(i).getType());
+      if (t.getRank() == 0) {
+        main.emitError("distopt-accumulate-gradients: data input ")
+            << i << " has no samples dimension";
+        return signalPassFailure();
+      }
+      int64_t d = 0;
+      if (auto bd = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
+        d = bd.getInt();
+      if (d < 0 || d >= t.getRank()) {
+        main.emitError("distopt-accumulate-gradients: data input ")
+            << i << " has its batch in dimension " << d << ", outside its "
+            << t.getRank() << " dimensions";
+        return signalPassFailure();
+      }
+      argBatchDims[i] = d;
+      dataArgs.push_back(i);
+    }
+    // Each dropout continues its mask along its batch dimension; one whose
+    // batch is not a block of a dimension cannot.
+    if (failed(autodiff::checkMicrobatchDropouts(
+            main, "--accumulate " + std::to_string(k))))
+      return signalPassFailure();
+    // The micro-batch program: the old body, moved into a block of its own
+    // that is cloned once per micro-batch.
+    OpBuilder mod = OpBuilder::atBlockEnd(module.getBody());
+    auto holder = func::FuncOp::create(mod, main.getLoc(), "dopt_microbatch",
+                                       main.getFunctionType());
+    Block *micro = holder.addEntryBlock();
+    IRMapping toMicro;
+    for (auto [o, n] : llvm::zip(body.getArguments(), micro->getArguments()))
+      toMicro.map(o, n);
+    {
+      OpBuilder mb = OpBuilder::atBlockEnd(micro);
+      for (Operation &op : body)
+        mb.clone(op, toMicro);
+    }
+    // Empty the body, widen the data arguments.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      op.erase();
+    for (unsigned i : dataArgs) {
+      BlockArgument a = main.getArgument(i);
+      auto t = cast<RankedTensorType>(a.getType());
+      int64_t d = batchDimOf(i);
+      SmallVector<int64_t> shape(t.getShape());
+      shape[d] *= k;
+      a.setType(RankedTensorType::get(shape, t.getElementType()));
+      if (auto g = main.getArgAttrOfType<TypeAttr>(i, "dopt.global_type")) {
+        auto gt = cast<RankedTensorType>(g.getValue());
+        SmallVector<int64_t> gs(gt.getShape());
+        gs[d] *= k;
+        main.setArgAttr(i, "dopt.global_type",
+                        TypeAttr::get(RankedTensorType::get(gs, gt.getElementType())));
+      }
+    }
+    // The weights the forward pass updates, by argument.
+    SmallVector<Operation *> microOps;
+    for (Operation &op : micro->without_terminator())
+      microOps.push_back(&op);
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs =
+        autodiff::forwardUpdatedWeights(main, microOps);
+    llvm::DenseMap<StringAttr, Value> lastUpdate;
+    b.setInsertionPointToEnd(&body);
+    Location loc = main.getLoc();
+    auto microRet = cast<func::ReturnOp>(micro->getTerminator());
+    unsigned results = microRet.getNumOperands();
+    SmallVector<Value> sums(results), counts;
+    Value total;
+    for (int64_t m = 0; m < k; ++m) {
+      IRMapping map;
+      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+        Value arg = main.getArgument(i);
+        if (!llvm::is_contained(dataArgs, i)) {
+          auto updated = updatedArgs.find(i);
+          if (m > 0 && updated != updatedArgs.end() &&
+              lastUpdate.count(updated->second))
+            arg = lastUpdate[updated->second];
+          map.map(micro->getArgument(i), arg);
+          continue;
+        }
+        auto t = cast<RankedTensorType>(arg.getType());
+        int64_t d = batchDimOf(i);
+        int64_t rows = t.getDimSize(d) / k;
+        SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
+            stride(t.getRank(), 1);
+        starts[d] = m * rows;
+        ends[d] = (m + 1) * rows;
+        map.map(micro->getArgument(i),
+                dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
+                                      b.getDenseI64ArrayAttr(ends),
+                                      b.getDenseI64ArrayAttr(stride)));
+      }
+      for (Operation &op : micro->without_terminator()) {
+        Operation *copy = b.clone(op, map);
+        if (isa<dopt::DropoutOp>(copy))
+          autodiff::placeDropoutMicrobatch(b, copy, m, k);
+        copy->walk([&](Operation *c) {
+          auto n = c->getAttrOfType<StringAttr>("dopt.updates_weight");
+          if (!n || c->getNumResults() != 1)
+            return;
+          lastUpdate[n] = c->getResult(0);
+          if (m + 1 < k)
+            c->removeAttr("dopt.updates_weight");
+        });
+      }
+      SmallVector<Value> outs;
+      for (Value v : microRet.getOperands())
+        outs.push_back(map.lookup(v));
+      Value c = outs[countedAt];
+      counts.push_back(c);
+      Value alive = dopt::GreaterOp::create(
+          b, loc, c,
+          dopt::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(cast<RankedTensorType>(c.getType()),
+                                     b.getF32FloatAttr(0.0))));
+      total = total ? Value(dopt::AddOp::create(b, loc, total, c)) : c;
+      // Weighted by the micro-batch's count (divided by the total below).
+      for (unsigned r = 0; r < results; ++r) {
+        if (static_cast<int>(r) == countedAt)
+          continue;
+        Value w = c;
+        Type elt = cast<RankedTensorType>(outs[r].getType()).getElementType();
+        if (elt != b.getF32Type())
+          w = dopt::CastOp::create(b, loc, w, TypeAttr::get(elt));
+        // A micro-batch without counted labels adds nothing (its mean, 0/0,
+        // and the gradients of it are NaN).
+        Value part = dopt::WhereOp::create(
+            b, loc, alive, dopt::MulOp::create(b, loc, outs[r], w),
+            dopt::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                                       b.getZeroAttr(elt))));
+        sums[r] = sums[r] ? Value(dopt::AddOp::create(b, loc, sums[r], part)) : part;
+      }
+    }
+    SmallVector<Value> finals;
+    for (unsigned r = 0; r < results; ++r) {
+      if (static_cast<int>(r) == countedAt) {
+        finals.push_back(total);
+        continue;
+      }
+      Value t = total;
+      Type elt = cast<RankedTensorType>(sums[r].getType()).getElementType();
+      if (elt != b.getF32Type())
+        t = dopt::CastOp::create(b, loc, t, TypeAttr::get(elt));
+      finals.push_back(dopt::DivOp::create(b, loc, sums[r], t));
+    }
+    func::ReturnOp::create(b, loc, finals);
+    holder.erase();
+    // The step's collectives are the plan's K times over
+    // (planner::checkBackwardCollectives).
+    module->setAttr("dopt.accumulate", b.getI64IntegerAttr(k));
+    main.setType(FunctionType::get(ctx, body.getArgumentTypes(),
+                                   ValueRange(finals).getTypes()));
+  }
+
+  /// Data inputs: the dimension holding the samples (`dopt.batch_dim`).
+  llvm::DenseMap<unsigned, int64_t> argBatchDims;
+  int64_t batchDimOf(unsigned arg) const { return argBatchDims.lookup(arg); }
+};
+
+} // namespace

@@ -1,0 +1,546 @@
+//===- PipelineTraining.cpp - one pipeline stage's training step ----------===//
+//
+// See Passes.td (PipelineTrainingPass). @main is stage k's forward over one
+// micro-batch (distopt-outline-stages, then distopt-outline-weights); it
+// becomes stage k's whole training step over the M micro-batches of a
+// replica's batch, in the order the schedule gives (GPipe: every forward,
+// then every backward; 1F1B: S - 1 - k warm-up forwards, then one forward
+// and one backward in turn, then the remaining backwards), with the
+// activations and their adjoints passed to and from the neighbouring
+// stages by shard.send / shard.recv on the stage axis. Backward uses
+// autodiff::differentiate on the micro-batch's forward ops: the values it
+// reads are the forward's (stashed: kept alive until that backward), or
+// recomputed in the backward from the stashed stage inputs (recompute
+// full: every forward op again; selective: all but the matmuls and
+// convolutions, whose results are kept).
+//
+//===----------------------------------------------------------------------===//
+
+#include "distopt/Training/Passes.h"
+
+#include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Dialect/Dopt/IR/GridAxes.h"
+#include "distopt/Distributed/TensorVarying.h"
+#include "distopt/Training/Autodiff.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Regex.h"
+
+namespace distopt {
+#define GEN_PASS_DEF_PIPELINETRAININGPASS
+#include "distopt/Training/Passes.h.inc"
+} // namespace distopt
+
+using namespace mlir;
+using namespace distopt;
+using autodiff::isFloatTensor;
+
+namespace {
+
+/// The events of stage `k` of `stages` over `m` micro-batches: (backward?,
+/// micro-batch) in the order the stage runs them.
+SmallVector<std::pair<bool, int64_t>> scheduleOf(StringRef schedule,
+                                                 int64_t k, int64_t stages,
+                                                 int64_t m) {
+  SmallVector<std::pair<bool, int64_t>> events;
+  if (schedule == "gpipe") {
+    for (int64_t i = 0; i < m; ++i)
+      events.push_back({false, i});
+    for (int64_t i = 0; i < m; ++i)
+      events.push_back({true, i});
+    return events;
+  }
+  // 1F1B (PipeDream-Flush): warm-up forwards, steady one-forward-one-
+  // backward, then the drain of backwards.
+  int64_t warm = std::min(stages - 1 - k, m);
+  for (int64_t i = 0; i < warm; ++i)
+    events.push_back({false, i});
+  for (int64_t i = 0; i < m - warm; ++i) {
+    events.push_back({false, warm + i});
+    events.push_back({true, i});
+  }
+  for (int64_t i = m - warm; i < m; ++i)
+    events.push_back({true, i});
+  return events;
+}
+
+struct PipelineTrainingPass
+    : distopt::impl::PipelineTrainingPassBase<PipelineTrainingPass> {
+  using PipelineTrainingPassBase::PipelineTrainingPassBase;
+
+  ModuleOp module;
+  func::FuncOp stageFn; ///< the forward of one micro-batch
+  func::FuncOp step;    ///< the training step being built
+  int64_t stages = 1, microbatches = 1;
+  bool last = false;
+  FlatSymbolRefAttr gridRef;
+  DenseI16ArrayAttr stageAxis;
+
+  /// Marks the start or end of a micro-batch's forward or backward for the
+  /// timeline (dort_trace_pipeline(kind, micro-batch): 0/1 forward
+  /// start/end, 2/3 backward start/end).
+  void mark(OpBuilder &b, Location loc, int64_t kind, int64_t m) {
+    auto i64 = b.getI64Type();
+    auto fn = module.lookupSymbol<func::FuncOp>("dort_trace_pipeline");
+    if (!fn) {
+      OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+      fn = func::FuncOp::create(mb, loc, "dort_trace_pipeline",
+                                mb.getFunctionType({i64, i64}, {}));
+      fn.setPrivate();
+    }
+    Value k = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(kind));
+    Value mv = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(m));
+    func::CallOp::create(b, loc, fn, ValueRange{k, mv});
+  }
+
+  /// A message to or from stage `peer` (0-d tensors travel as [1]).
+  void send(OpBuilder &b, Location loc, Value v, int64_t peer) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() == 0)
+      v = dopt::ReshapeOp::create(b, loc, v, b.getDenseI64ArrayAttr({1}));
+    shard::SendOp::create(b, loc, v.getType(), gridRef, stageAxis, v,
+                          b.getDenseI64ArrayAttr({peer}), ValueRange{});
+  }
+  Value recv(OpBuilder &b, Location loc, RankedTensorType t, int64_t peer,
+             bool varying) {
+    auto wire = t.getRank() == 0
+                    ? RankedTensorType::get({1}, t.getElementType())
+                    : t;
+    Value buffer = tensor::EmptyOp::create(b, loc, wire.getShape(),
+                                           wire.getElementType());
+    auto r = shard::RecvOp::create(b, loc, wire, gridRef, stageAxis, buffer,
+                                   b.getDenseI64ArrayAttr({peer}),
+                                   ValueRange{});
+    if (varying)
+      r->setAttr("dopt.tensor_varying", b.getUnitAttr());
+    Value v = r.getResult();
+    if (t.getRank() == 0)
+      v = dopt::ReshapeOp::create(b, loc, v, b.getDenseI64ArrayAttr({}));
+    return v;
+  }
+
+  void runOnOperation() override {
+    module = getOperation();
+    stageFn = module.lookupSymbol<func::FuncOp>("main");
+    auto pipeline = module->getAttrOfType<DictionaryAttr>("dopt.pipeline");
+    if (!stageFn || !stageFn.getBody().hasOneBlock() || !pipeline) {
+      module.emitError("distopt-pipeline-training needs a pipeline stage's "
+                       "single-block @main (dopt.pipeline)");
+      return signalPassFailure();
+    }
+    stages = pipeline.getAs<IntegerAttr>("stages").getInt();
+    microbatches = pipeline.getAs<IntegerAttr>("microbatches").getInt();
+    if (stage < 0 || stage >= stages) {
+      stageFn.emitError("stage ") << stage.getValue() << " of " << stages;
+      return signalPassFailure();
+    }
+    if (schedule != "gpipe" && schedule != "1f1b") {
+      stageFn.emitError("unknown pipeline schedule '")
+          << schedule.getValue() << "' (expected gpipe or 1f1b)";
+      return signalPassFailure();
+    }
+    if (recompute != "off" && recompute != "selective" && recompute != "full") {
+      stageFn.emitError("unknown recomputation '")
+          << recompute.getValue() << "' (expected off, selective or full)";
+      return signalPassFailure();
+    }
+    llvm::Regex frozen(freezeWeights.getValue());
+    std::string regexError;
+    if (!freezeWeights.empty() && !frozen.isValid(regexError)) {
+      stageFn.emitError("--freeze-weights: invalid regular expression: ")
+          << regexError;
+      return signalPassFailure();
+    }
+    // Each dropout continues its mask along its batch dimension; one whose
+    // batch is not a block of a dimension cannot.
+    if (microbatches > 1 &&
+        failed(autodiff::checkMicrobatchDropouts(
+            stageFn, "a pipeline of " + std::to_string(microbatches) +
+                         " micro-batches")))
+      return signalPassFailure();
+    last = stage == stages - 1;
+    MLIRContext *ctx = module.getContext();
+    gridRef = FlatSymbolRefAttr::get(ctx, grid::kName);
+    stageAxis = DenseI16ArrayAttr::get(ctx, {grid::kStageAxis});
+    Block &body = stageFn.getBody().front();
+    auto fret = cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator())
+      forwardOps.push_back(&op);
+
+    // What the stage's arguments and results carry.
+    SmallVector<unsigned> dataArgs, activationArgs, weightArgs, keyArgs;
+    for (unsigned i = 0; i < stageFn.getNumArguments(); ++i) {
+      if (stageFn.getArgAttr(i, "dopt.weight"))
+        weightArgs.push_back(i);
+      else if (stageFn.getArgAttr(i, "dopt.rng_key"))
+        keyArgs.push_back(i);
+      else if (stageFn.getArgAttr(i, "dopt.activation"))
+        activationArgs.push_back(i);
+      else
+        dataArgs.push_back(i);
+    }
+    SmallVector<unsigned> leaving;
+    int lossAt = -1, countedAt = -1;
+    for (unsigned i = 0; i < stageFn.getNumResults(); ++i) {
+      if (stageFn.getResultAttr(i, "dopt.activation")) {
+        leaving.push_back(i);
+        continue;
+      }
+      auto name = stageFn.getResultAttrOfType<StringAttr>(i, "dopt.name");
+      if (name && name.getValue() == "loss")
+        lossAt = i;
+      else if (name && name.getValue() == "counted")
+        countedAt = i;
+    }
+    if (last && (lossAt < 0 || countedAt < 0)) {
+      stageFn.emitError("the last pipeline stage returns no 'loss' and "
+                        "'counted' (append the loss with counted=true before "
+                        "outlining the stages)");
+      return signalPassFailure();
+    }
+    // Activations travel in the order of their ids on both sides.
+    auto byId = [&](bool args) {
+      return [this, args](unsigned a, unsigned b) {
+        auto id = [&](unsigned i) {
+          return (args ? stageFn.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")
+                       : stageFn.getResultAttrOfType<IntegerAttr>(i, "dopt.activation"))
+              .getInt();
+        };
+        return id(a) < id(b);
+      };
+    };
+    llvm::sort(activationArgs, byId(true));
+    llvm::sort(leaving, byId(false));
+
+    // The step: data inputs hold the replica's M micro-batches along their
+    // batch dimension; the weights as before.
+    OpBuilder mb(ctx);
+    mb.setInsertionPoint(stageFn);
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    SmallVector<int64_t> batchDims;
+    for (unsigned i : dataArgs) {
+      auto t = cast<RankedTensorType>(stageFn.getArgument(i).getType());
+      auto bd = stageFn.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim");
+      if (!bd || bd.getInt() < 0 || bd.getInt() >= t.getRank()) {
+        stageFn.emitError("model input ")
+            << i << " of a pipelined training step has no batch dimension "
+                    "to take micro-batches from";
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> shape(t.getShape());
+      shape[bd.getInt()] *= microbatches;
+      argTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+      argAttrs.push_back(stageFn.getArgAttrDict(i));
+      batchDims.push_back(bd.getInt());
+    }
+    for (unsigned i : keyArgs) {
+      argTypes.push_back(stageFn.getArgument(i).getType());
+      argAttrs.push_back(stageFn.getArgAttrDict(i));
+    }
+    for (unsigned i : weightArgs) {
+      argTypes.push_back(stageFn.getArgument(i).getType());
+      argAttrs.push_back(stageFn.getArgAttrDict(i));
+    }
+    step = func::FuncOp::create(mb, stageFn.getLoc(), "dopt_pipeline_step",
+                                mb.getFunctionType(argTypes, {}));
+    Block *entry = step.addEntryBlock();
+    for (auto [i, attrs] : llvm::enumerate(argAttrs))
+      step.setArgAttrs(i, attrs);
+    SmallVector<Value> stepData, stepWeights;
+    for (unsigned i = 0; i < dataArgs.size(); ++i)
+      stepData.push_back(entry->getArgument(i));
+    for (unsigned i = 0; i < weightArgs.size(); ++i)
+      stepWeights.push_back(
+          entry->getArgument(dataArgs.size() + keyArgs.size() + i));
+    // The trained weights (float, not frozen).
+    SmallVector<unsigned> params; // indices into weightArgs
+    for (auto [j, i] : llvm::enumerate(weightArgs)) {
+      if (!autodiff::isTrainedWeight(stageFn, i,
+                                     freezeWeights.empty() ? nullptr : &frozen))
+        continue;
+      params.push_back(j);
+    }
+
+    OpBuilder b = OpBuilder::atBlockEnd(entry);
+    Location loc = stageFn.getLoc();
+    auto f32 = b.getF32Type();
+    auto scalar = RankedTensorType::get({}, f32);
+    auto constant = [&](RankedTensorType t, double v) -> Value {
+      return dopt::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), v)));
+    };
+    // Micro-batch m of a data input, sliced once (the last stage's label
+    // counts read it before the forward does).
+    llvm::DenseMap<std::pair<unsigned, int64_t>, Value> slices;
+    auto sliceOf = [&](unsigned j, int64_t m) -> Value {
+      Value &slice = slices[{j, m}];
+      if (slice)
+        return slice;
+      Value arg = stepData[j];
+      auto t = cast<RankedTensorType>(arg.getType());
+      int64_t d = batchDims[j], rows = t.getDimSize(d) / microbatches;
+      SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
+          strides(t.getRank(), 1);
+      starts[d] = m * rows;
+      ends[d] = (m + 1) * rows;
+      slice = dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
+                                    b.getDenseI64ArrayAttr(ends),
+                                    b.getDenseI64ArrayAttr(strides));
+      return slice;
+    };
+    // The inputs of micro-batch m: data slices and, past the first stage,
+    // the received activations.
+    SmallVector<IRMapping> inputs(microbatches);
+    SmallVector<SmallVector<Operation *>> received(microbatches);
+    // Weights the forward pass updates (batch norm's running statistics,
+    // ops marked dopt.updates_weight): micro-batch m reads what m - 1
+    // wrote (the forwards run in micro-batch order in either schedule),
+    // as M forward calls in PyTorch do, and only the last forward's update
+    // stays marked. (The planner cuts a batch with such statistics into
+    // micro-batches only under --microbatch-statistics.)
+    llvm::DenseMap<unsigned, StringAttr> updatedArgs =
+        autodiff::forwardUpdatedWeights(stageFn, forwardOps);
+    llvm::DenseMap<StringAttr, std::pair<int64_t, Value>> lastUpdate;
+    auto mapInputs = [&](IRMapping &map, int64_t m) {
+      for (auto [j, i] : llvm::enumerate(dataArgs))
+        map.map(stageFn.getArgument(i), sliceOf(j, m));
+      for (auto [j, i] : llvm::enumerate(keyArgs))
+        map.map(stageFn.getArgument(i), entry->getArgument(dataArgs.size() + j));
+      for (auto [j, i] : llvm::enumerate(weightArgs)) {
+        Value w = stepWeights[j];
+        auto updated = updatedArgs.find(i);
+        if (m > 0 && updated != updatedArgs.end()) {
+          auto prev = lastUpdate.find(updated->second);
+          if (prev != lastUpdate.end() && prev->second.first == m - 1)
+            w = prev->second.second;
+        }
+        map.map(stageFn.getArgument(i), w);
+      }
+    };
+    // Clones a forward op for micro-batch m: a dropout draws the mask of
+    // its rows of the whole batch (micro-batch m of the replica's block,
+    // stacked along dimension 0 as in one process), so masks do not depend
+    // on the plan.
+    auto cloneFor = [&](Operation *op, IRMapping &map, int64_t m) {
+      Operation *copy = b.clone(*op, map);
+      if (isa<dopt::DropoutOp>(copy))
+        autodiff::placeDropoutMicrobatch(b, copy, m, microbatches);
+      return copy;
+    };
+
+    // The last stage weighs micro-batch m by its counted labels over all of
+    // them (exactly the loss of the whole batch): the counts come from the
+    // labels alone, so they are known before the first backward.
+    SmallVector<Value> counts;
+    Value total;
+    if (last) {
+      Value counted = fret.getOperand(countedAt);
+      llvm::SetVector<Operation *> slice;
+      SmallVector<Value> work{counted};
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        if (auto arg = dyn_cast<BlockArgument>(v)) {
+          if (!llvm::is_contained(dataArgs, arg.getArgNumber())) {
+            stageFn.emitError("the loss's count depends on more than the "
+                              "labels (internal error)");
+            return signalPassFailure();
+          }
+          continue;
+        }
+        Operation *def = v.getDefiningOp();
+        if (slice.insert(def))
+          for (Value o : def->getOperands())
+            work.push_back(o);
+      }
+      for (int64_t m = 0; m < microbatches; ++m) {
+        IRMapping map;
+        mapInputs(map, m);
+        for (Operation *op : forwardOps)
+          if (slice.contains(op))
+            b.clone(*op, map);
+        Value c = map.lookup(counted);
+        counts.push_back(c);
+        total = total ? Value(dopt::AddOp::create(b, loc, total, c)) : c;
+      }
+    }
+
+    // Whether micro-batch m counts any label.
+    auto alive = [&](int64_t m) -> Value {
+      return dopt::GreaterOp::create(b, loc, counts[m], constant(scalar, 0.0));
+    };
+    SmallVector<IRMapping> forward(microbatches);
+    SmallVector<SmallVector<Operation *>> forwardClones(microbatches);
+    SmallVector<Value> gradSums(params.size());
+    Value lossSum;
+    for (auto [isBackward, m] :
+         scheduleOf(schedule, stage, stages, microbatches)) {
+      if (!isBackward) {
+        // Forward of micro-batch m: receive, compute, send on.
+        mark(b, loc, 0, m);
+        IRMapping &map = inputs[m];
+        mapInputs(map, m);
+        for (unsigned i : activationArgs) {
+          Value a = stageFn.getArgument(i);
+          Value r = recv(b, loc, cast<RankedTensorType>(a.getType()), stage - 1,
+                         static_cast<bool>(stageFn.getArgAttr(i, "dopt.tensor_varying")));
+          received[m].push_back(r.getDefiningOp());
+          map.map(a, r);
+        }
+        forward[m] = map;
+        for (Operation *op : forwardOps) {
+          Operation *copy = cloneFor(op, forward[m], m);
+          forwardClones[m].push_back(copy);
+          if (auto n = copy->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+            lastUpdate[n] = {m, copy->getResult(0)};
+            if (m + 1 < microbatches)
+              copy->removeAttr("dopt.updates_weight");
+          }
+        }
+        for (unsigned i : leaving)
+          send(b, loc, forward[m].lookup(fret.getOperand(i)), stage + 1);
+        if (last) {
+          // A micro-batch without counted labels adds nothing (its mean is
+          // 0/0).
+          Value part = dopt::WhereOp::create(
+              b, loc, alive(m),
+              dopt::MulOp::create(b, loc,
+                                  forward[m].lookup(fret.getOperand(lossAt)),
+                                  counts[m]),
+              constant(scalar, 0.0));
+          lossSum = lossSum ? Value(dopt::AddOp::create(b, loc, lossSum, part))
+                            : part;
+        }
+        mark(b, loc, 1, m);
+        continue;
+      }
+      // Backward of micro-batch m: the forward's values, or recomputed ones.
+      mark(b, loc, 2, m);
+      IRMapping map = inputs[m];
+      SmallVector<Operation *> ops;
+      // A kept op reads the forward's values; the recomputed twins of those
+      // get the adjoints.
+      llvm::DenseMap<Value, Value> aliases;
+      for (auto [op, kept] : llvm::zip(forwardOps, forwardClones[m])) {
+        bool keep = recompute == "off" ||
+                    (recompute == "selective" &&
+                     isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+                         dopt::ConvTransposeOp>(op)) ||
+                    isa<dopt::ConstantOp, dopt::WeightOp>(op);
+        if (keep) {
+          for (auto [o, n] : llvm::zip(op->getResults(), kept->getResults()))
+            map.map(o, n);
+          ops.push_back(kept);
+        } else {
+          Operation *again = cloneFor(op, map, m);
+          again->setAttr("dopt.recomputed", b.getUnitAttr());
+          // The forward's update is the one; a recomputed twin updates
+          // nothing.
+          again->removeAttr("dopt.updates_weight");
+          ops.push_back(again);
+          for (auto [o, n] : llvm::zip(kept->getResults(), again->getResults()))
+            aliases[o] = n;
+        }
+      }
+      SmallVector<std::pair<Value, Value>> seeds;
+      if (last) {
+        Value w = dopt::DivOp::create(b, loc, counts[m], total);
+        Value l = map.lookup(fret.getOperand(lossAt));
+        auto lt = cast<RankedTensorType>(l.getType());
+        if (lt.getElementType() != f32)
+          w = dopt::CastOp::create(b, loc, w, TypeAttr::get(lt.getElementType()));
+        seeds.push_back({l, w});
+      }
+      for (unsigned i : leaving) {
+        Value v = map.lookup(fret.getOperand(i));
+        if (!isFloatTensor(v))
+          continue;
+        seeds.push_back(
+            {v, recv(b, loc, cast<RankedTensorType>(v.getType()), stage + 1,
+                     static_cast<bool>(stageFn.getResultAttr(i, "dopt.tensor_varying")))});
+      }
+      SmallVector<Value> wrt;
+      for (unsigned j : params)
+        wrt.push_back(stepWeights[j]);
+      SmallVector<Value> entering;
+      for (unsigned i : activationArgs) {
+        Value a = map.lookup(stageFn.getArgument(i));
+        if (isFloatTensor(a)) {
+          entering.push_back(a);
+          wrt.push_back(a);
+        }
+      }
+      SmallVector<Operation *> scope(received[m]);
+      scope.append(ops);
+      llvm::DenseSet<Value> varying = grid::tensorVarying(step, scope);
+      FailureOr<SmallVector<Value>> grads =
+          autodiff::differentiate(b, ops, seeds, wrt, varying, &aliases);
+      if (failed(grads))
+        return signalPassFailure();
+      // On the last stage a micro-batch without counted labels contributes
+      // nothing: its mean's backward divides 0 by 0.
+      auto masked = [&](Value g) -> Value {
+        if (!last)
+          return g;
+        auto t = cast<RankedTensorType>(g.getType());
+        return dopt::WhereOp::create(
+            b, loc, alive(m), g,
+            constant(RankedTensorType::get({}, t.getElementType()), 0.0));
+      };
+      for (auto [j, raw] : llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
+        if (!raw)
+          continue;
+        Value g = masked(raw);
+        gradSums[j] = gradSums[j] ? Value(dopt::AddOp::create(b, loc, gradSums[j], g))
+                                  : g;
+      }
+      // The entering activations' adjoints go back to the stage before
+      // (zeros where the loss does not depend on one: it waits for them).
+      for (auto [a, g] : llvm::zip(entering,
+                                   ArrayRef<Value>(*grads).drop_front(params.size())))
+        send(b, loc,
+             g ? masked(g) : constant(cast<RankedTensorType>(a.getType()), 0.0),
+             stage - 1);
+      mark(b, loc, 3, m);
+    }
+
+    // The loss of the whole batch, on every stage (the others add zeros).
+    Value loss = last ? Value(dopt::DivOp::create(b, loc, lossSum, total))
+                      : constant(scalar, 0.0);
+    if (cast<RankedTensorType>(loss.getType()).getElementType() != f32)
+      loss = dopt::CastOp::create(b, loc, loss, TypeAttr::get(f32));
+    loss = shard::AllReduceOp::create(
+               b, loc, scalar, gridRef, stageAxis, loss,
+               shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum))
+               .getResult();
+    SmallVector<Value> results{loss};
+    SmallVector<DictionaryAttr> resultAttrs{
+        b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr("loss"))})};
+    for (auto [j, g] : llvm::zip(params, gradSums)) {
+      if (!g)
+        continue; // not reached by the loss: no gradient (as PyTorch's None)
+      auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(weightArgs[j], "dopt.weight");
+      auto name = cast<StringAttr>(ref.get("name"));
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("dopt.name", b.getStringAttr("grad:" + name.getValue().str())),
+           b.getNamedAttr("dopt.grad_of", name)}));
+    }
+    func::ReturnOp::create(b, loc, results);
+    step.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    step.setAllResultAttrs(resultAttrs);
+    stageFn.erase();
+    step.setName("main");
+  }
+};
+
+} // namespace
