@@ -82,8 +82,31 @@ StringRef distopt::planner::optimizerName(Optimizer opt) {
     return "momentum";
   case Optimizer::Adam:
     return "adam";
+  case Optimizer::AdamW:
+    return "adamw";
   }
   return "sgd";
+}
+
+static constexpr Optimizer kOptimizers[] = {Optimizer::SGD, Optimizer::Momentum,
+                                            Optimizer::Adam, Optimizer::AdamW};
+
+std::optional<Optimizer> distopt::planner::parseOptimizer(StringRef name) {
+  for (Optimizer opt : kOptimizers)
+    if (optimizerName(opt) == name)
+      return opt;
+  return std::nullopt;
+}
+
+std::string distopt::planner::optimizerChoices(StringRef sep, StringRef last) {
+  std::string out;
+  size_t n = std::size(kOptimizers);
+  for (size_t i = 0; i < n; ++i) {
+    if (i)
+      out += (i + 1 == n && !last.empty() ? last : sep).str();
+    out += optimizerName(kOptimizers[i]).str();
+  }
+  return out;
 }
 
 StringRef distopt::planner::pipelineScheduleName(PipelineSchedule s) {
@@ -815,6 +838,7 @@ double distopt::planner::optimizerStateBytesPerParam(Optimizer opt,
   case Optimizer::Momentum:
     return 4 + master;
   case Optimizer::Adam:
+  case Optimizer::AdamW:
     return 8 + master;
   }
   return 0;

@@ -1,52 +1,21 @@
 //===- Compile.cpp - `distopt compile` ------------------------------------===//
 //
-// Imports the model, lowers it for the CPU, and writes the bundle:
-//
-//   model.dx/model          executable (generated object + runtime)
-//   model.dx/manifest.json  inputs, outputs, weights (name, dtype, shape, file)
-//   model.dx/weights.bin    weights embedded in the ONNX file, 64-byte aligned
-//
-// External-data weights are not copied: the manifest points at the model's
-// external-data file (absolute path), which the runtime maps.
+// The flags of `distopt compile` into driver::CompileOptions; the pipeline
+// is lib/Driver (driver::compile).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Tool.h"
 
-#include "distopt/Dialect/Dopt/IR/DoptOps.h"
-#include "distopt/Planner/CostModel.h"
-#include "distopt/Planner/PlanGraph.h"
-#include "distopt/Planner/PlanToIR.h"
-#include "distopt/Target/CPU/CPUTarget.h"
-#include "distopt/Target/CUDA/CUDATarget.h"
+#include "distopt/Driver/Driver.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
-#include "distopt/Transforms/ServerUpdate.h"
-#include "distopt/Runtime/ServerPlacement.h"
-#include "llvm/ADT/StringSet.h"
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/Module.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
-
-#include <fstream>
-#include <map>
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace distopt;
 using llvm::WithColor;
+
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> compileTarget(
@@ -63,12 +32,6 @@ static cl::opt<int64_t> outlineOps(
              "split into functions of about 250 before LLVM (default 8000: "
              "large training steps; 0 splits every function)"),
     cl::value_desc("N"), cl::Hidden, cl::sub(tool::compileCommand()));
-/// --outline-ops, where given.
-static std::optional<int64_t> outlineMinOps() {
-  if (!outlineOps.getNumOccurrences())
-    return std::nullopt;
-  return outlineOps.getValue();
-}
 static cl::opt<unsigned> codegenThreads(
     "codegen-threads",
     cl::desc("Threads for machine code generation: a large program's "
@@ -133,9 +96,10 @@ static cl::opt<std::string> compileLabels(
 static cl::opt<std::string> compileOptimizer(
     "optimizer",
     cl::desc("Compile one training step: the loss's gradients (as "
-             "--gradients) applied by sgd, adam or adamw; state and "
+             "--gradients) applied by sgd, momentum (the same: SGD whose "
+             "momentum is the run-time --momentum), adam or adamw; state and "
              "hyperparameters are inputs, the updates outputs"),
-    cl::value_desc("sgd|adam|adamw"), cl::sub(tool::compileCommand()));
+    cl::value_desc("sgd|momentum|adam|adamw"), cl::sub(tool::compileCommand()));
 static cl::opt<bool> compileNesterov(
     "nesterov", cl::desc("With --optimizer sgd: Nesterov momentum"),
     cl::sub(tool::compileCommand()));
@@ -157,1035 +121,97 @@ static cl::opt<std::string> freezeWeights(
              "expression get no gradient"),
     cl::value_desc("REGEX"), cl::sub(tool::compileCommand()));
 
-namespace {
-
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "float32";
-  if (t.isF64())
-    return "float64";
-  if (t.isF16())
-    return "float16";
-  if (t.isBF16())
-    return "bfloat16";
-  if (t.isInteger(1))
-    return "bool";
-  if (t.isUnsignedInteger())
-    return "uint" + std::to_string(t.getIntOrFloatBitWidth());
-  if (auto it = dyn_cast<IntegerType>(t))
-    return "int" + std::to_string(it.getWidth());
-  return "unknown";
-}
-
-int64_t elementBytes(Type t) {
-  return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
-}
-
-llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
-  llvm::json::Array a;
-  for (int64_t d : shape)
-    a.push_back(d);
-  return a;
-}
-
-llvm::json::Object tensorJson(StringRef name, RankedTensorType t) {
-  return llvm::json::Object{{"name", name.str()},
-                            {"dtype", dtypeName(t.getElementType())},
-                            {"shape", shapeJson(t.getShape())}};
-}
-
-/// Where the runtime finds libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR,
-/// else the build tree this driver was built in, else <bindir>/../lib.
-/// A pipeline activation passed between stages: its id, dtype and shape.
-llvm::json::Object activationJson(int64_t id, RankedTensorType t) {
-  llvm::json::Object a = tensorJson("activation", t);
-  a.erase("name");
-  a["activation"] = id;
-  return a;
-}
-
-std::string runtimeLibDir() {
-  if (std::optional<std::string> env =
-          llvm::sys::Process::GetEnv("DISTOPT_RUNTIME_LIB_DIR"))
-    return *env;
-#ifdef DISTOPT_RUNTIME_LIB_DIR
-  if (llvm::sys::fs::exists(DISTOPT_RUNTIME_LIB_DIR))
-    return DISTOPT_RUNTIME_LIB_DIR;
-#endif
-  std::string exe = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
-  SmallString<256> dir(llvm::sys::path::parent_path(exe));
-  llvm::sys::path::append(dir, "..", "lib");
-  return std::string(dir);
-}
-
-template <typename Fn> LogicalResult printTo(StringRef output, Fn print) {
-  std::string error;
-  auto out = openOutputFile(output.empty() ? "-" : output, &error);
-  if (!out) {
-    WithColor::error() << error << "\n";
-    return failure();
-  }
-  print(out->os());
-  out->keep();
-  return success();
-}
-
-} // namespace
-
-namespace {
-
-/// A weight in the bundle (by name; stages share the same entries).
-struct WeightEntry {
-  llvm::json::Object json;
-  RankedTensorType fileType; ///< the whole weight (what files hold)
-  bool embedded = false;
-  int64_t offset = 0;
-};
-
-/// How a stage program's buffers map onto the bundle: inputs and outputs
-/// as manifest entries, weights by name.
-struct StageBuffers {
-  llvm::json::Array inputs, outputs;
-  std::vector<std::string> weights;
-};
-
-} // namespace
 
 int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
-  bool toCUDA = compileTarget == "cuda";
-  bool emulateCUDA = compileTarget == "cuda-emu";
-  if (runtimeLink != "static" && runtimeLink != "shared") {
-    WithColor::error() << "--runtime-link must be static or shared, got '"
-                       << runtimeLink << "'\n";
-    return 1;
-  }
-  if (!toCUDA && !emulateCUDA && compileTarget != "cpu") {
-    WithColor::error() << "--target must be cpu, cuda or cuda-emu, got '"
-                       << compileTarget << "'\n";
-    return 1;
-  }
-  cuda::CUDAOptions cudaOptions;
-  if (toCUDA) {
-    cudaOptions.toolkit =
-        cudaToolkit.empty() ? cuda::defaultToolkit() : cudaToolkit.getValue();
-    if (!cudaArchs.empty())
-      cudaOptions.archs.assign(cudaArchs.begin(), cudaArchs.end());
-    std::string problem = cuda::checkOptions(cudaOptions);
-    if (problem.empty() && emit.empty() && !cuda::runtimeAvailable())
-      problem = "this distopt was built without its CUDA runtime (no CUDA "
-                "toolkit at build time): it can print --emit=gpu|ptx but not "
-                "link a CUDA bundle";
-    if (!problem.empty()) {
-      WithColor::error() << problem << "\n";
-      return 1;
-    }
-  } else if (cudaToolkit.getNumOccurrences() || !cudaArchs.empty()) {
-    WithColor::error() << "--cuda-arch and --cuda-toolkit apply to "
-                          "--target cuda\n";
-    return 1;
-  }
-  if (compileNesterov && compileOptimizer != "sgd") {
-    WithColor::error() << "--nesterov applies to --optimizer sgd\n";
-    return 1;
-  }
-  if (!compileGradients && compileOptimizer.empty() &&
-      freezeWeights.getNumOccurrences()) {
-    WithColor::error() << "--freeze-weights applies to --gradients\n";
-    return 1;
-  }
-  GradientSyncFlags gradientSync;
-  {
-    std::string problem;
-    if (!gradientSyncFlags(gradientSync, problem)) {
-      WithColor::error() << problem << "\n";
-      return 1;
-    }
-    if (gradientSync.zero == 1 && compileOptimizer.empty()) {
-      WithColor::error() << "--zero 1 shards the optimizer state: it applies "
-                            "to --optimizer\n";
-      return 1;
-    }
-    if (gradientSync.given && !compileGradients && compileOptimizer.empty()) {
-      WithColor::error() << "--bucket-mb, --grad-dtype and --zero apply to "
-                            "--gradients and --optimizer\n";
-      return 1;
-    }
-  }
-  if (compileTrain && (compileOptimizer.empty() || compileLoss.empty())) {
-    WithColor::error() << "--train compiles a training step: it needs --loss "
-                          "KIND[:OUTPUT] and --optimizer sgd|adam|adamw\n";
-    return 1;
-  }
-  if (accumulateSteps.getNumOccurrences() &&
-      (accumulateSteps < 1 || compileOptimizer.empty() || compileLoss.empty())) {
-    WithColor::error() << (accumulateSteps < 1
-                               ? "--accumulate must be at least 1"
-                               : "--accumulate applies to a training step "
-                                 "(--loss and --optimizer)")
-                       << "\n";
-    return 1;
-  }
-  if (tool::microbatchStatisticsFlag() && accumulateSteps <= 1 &&
-      !tool::clusterGiven()) {
-    WithColor::error() << "--microbatch-statistics applies to --accumulate "
-                          "with K of 2 or more, or to --microbatches\n";
-    return 1;
-  }
-  if (compileLabels.getNumOccurrences() && compileLoss.empty()) {
-    WithColor::error() << "--labels applies to --loss\n";
-    return 1;
-  }
-  if (outlineOps.getNumOccurrences() && outlineOps < 0) {
-    WithColor::error() << "--outline-ops must be at least 0, got "
-                       << outlineOps << "\n";
-    return 1;
-  }
-  if (emulateThreads.getNumOccurrences() &&
-      (!emulateCUDA ||
-       (emulateThreads != "reverse" && emulateThreads != "forward"))) {
-    WithColor::error() << (emulateCUDA
-                               ? "--emulate-threads must be reverse or forward, got '" +
-                                     emulateThreads + "'"
-                               : std::string("--emulate-threads applies to "
-                                             "--target cuda-emu"))
-                       << "\n";
-    return 1;
-  }
-  bool gpuEmit = emit == "gpu" || emit == "ptx";
-  if (!emit.empty() && emit != "graph" && emit != "linalg" && emit != "llvm" &&
-      !gpuEmit) {
+  driver::CompileOptions options;
+  options.input = input.str();
+  options.output = output.str();
+  options.printGeneric = printGeneric;
+  options.cpu = cpuName.str();
+  if (emit.empty())
+    options.emit = driver::Emit::Bundle;
+  else if (emit == "graph")
+    options.emit = driver::Emit::Graph;
+  else if (emit == "linalg")
+    options.emit = driver::Emit::Linalg;
+  else if (emit == "llvm")
+    options.emit = driver::Emit::LLVM;
+  else if (emit == "gpu")
+    options.emit = driver::Emit::GPU;
+  else if (emit == "ptx")
+    options.emit = driver::Emit::PTX;
+  else {
     WithColor::error() << "--emit must be graph, linalg, llvm, gpu or ptx, "
                           "got '"
                        << emit << "'\n";
     return 1;
   }
-  if (gpuEmit && !toCUDA && !(emulateCUDA && emit == "gpu")) {
-    WithColor::error() << "--emit=" << emit << " needs --target cuda"
-                       << (emit == "gpu" ? " or cuda-emu" : "") << "\n";
+  if (runtimeLink != "static" && runtimeLink != "shared") {
+    WithColor::error() << "--runtime-link must be static or shared, got '"
+                       << runtimeLink << "'\n";
     return 1;
   }
-  // The input: an ONNX model, or a planned dopt IR (`distopt plan
-  // --emit=ir`, possibly edited by hand), whose weights come from the ONNX
-  // model it names in `dopt.source`.
-  std::string modelPath = input.str();
-  OwningOpRef<ModuleOp> module, evalModule, serverModule;
-  // Parameter servers (--sync ps|async): the step is split into the
-  // workers' program (its loss and gradients) and the servers' update.
-  ServerPlan servers;
-  // A training step on a pipelined plan: one step program per stage.
-  bool pipelinedStep = false;
-  std::vector<int64_t> grid;
-  if (input.ends_with(".mlir")) {
-    if (clusterGiven()) {
-      WithColor::error() << "a planned IR carries its plan: --cluster and "
-                            "the degrees apply to ONNX models\n";
-      return 1;
-    }
-    context.loadDialect<shard::ShardDialect>();
-    module = parseSourceFile<ModuleOp>(input, &context);
-    if (!module)
-      return 1;
-    auto source = (*module)->getAttrOfType<StringAttr>("dopt.source");
-    if (!source) {
-      WithColor::error() << input
-                         << ": no dopt.source attribute naming the ONNX "
-                            "model (its weights)\n";
-      return 1;
-    }
-    modelPath = source.getValue().str();
-    // The planner's reading of where the batch lies (annotateBatchDims) is
-    // made on the ONNX model, before the plan's annotations.
-    if (!compileOptimizer.empty())
-      if (auto main = module->lookupSymbol<func::FuncOp>("main"))
-        for (unsigned i = 0; i < main.getNumArguments(); ++i)
-          if (planner::argumentBatchDim(main, i) > 0) {
-            WithColor::error()
-                << input << ": input " << i << " carries its batch in "
-                << "dimension " << planner::argumentBatchDim(main, i)
-                << "; a training step of such a model compiles from the "
-                   "ONNX model, not from a planned IR, yet\n";
-            return 1;
-          }
-    if (auto g = module->lookupSymbol<shard::GridOp>("dopt_grid")) {
-      PassManager pm(&context);
-      pm.addPass(createPartitionPass());
-      if (failed(pm.run(*module)))
-        return 1;
-      grid.assign(g.getShape().begin(), g.getShape().end());
-    }
-  } else {
-    ONNXImportOptions options;
-    if (!importOptionsFromFlags(options))
-      return 1;
-    module = importONNXFile(context, input, options);
-    if (!module)
-      return 1;
-    // A training step's `train` reads samples along the batch dimension of
-    // each data input (the manifest's batch_dim); --accumulate cuts the
-    // batch into micro-batches there, each of which must compute what its
-    // samples would in the whole batch.
-    if (!compileOptimizer.empty()) {
-      std::string error;
-      if (!tool::annotateBatchDims(*module, error)) {
-        WithColor::error() << "cannot compile a training step: " << error
-                           << "\n";
-        return 1;
-      }
-      // A model without a symbolic batch: `train` takes dimension 0 of its
-      // inputs for the samples. Where an op mixes along that dimension (the
-      // attention of a sequence-first model exported with fixed shapes
-      // does), the samples are probably elsewhere: say so.
-      // (The graph is read once for both questions.)
-      bool noSymbol = !(*module)->hasAttr("dopt.batch_symbol");
-      std::optional<tool::MicrobatchObstacle> obstacle =
-          noSymbol || accumulateSteps > 1 ? tool::microbatchObstacle(*module)
-                                          : std::nullopt;
-      if (noSymbol && obstacle &&
-          obstacle->kind == tool::MicrobatchObstacle::Mixes)
-        WithColor::warning()
-            << "the model has no symbolic batch dimension, so a training "
-            << "step takes dimension 0 of its inputs for the samples, but "
-            << obstacle->why << ": if its samples lie along another dimension "
-            << "(a sequence-first model: [seq, batch, ...]), export it "
-            << "with that dimension symbolic (torch.onnx.export's "
-            << "dynamic_axes) and compile with --dim\n";
-      if (obstacle && accumulateSteps > 1) {
-        std::string k = std::to_string(accumulateSteps);
-        if (obstacle->kind == tool::MicrobatchObstacle::Mixes) {
-          WithColor::error()
-              << "--accumulate " << k << " cuts the batch into "
-              << "micro-batches, but " << obstacle->why
-              << ", so the samples of a batch cannot be split\n";
-          return 1;
-        } else if (!tool::microbatchStatisticsFlag()) {
-          WithColor::error()
-              << "--accumulate " << k << " cuts the batch into micro-batches, "
-              << "but " << obstacle->why << " (a statistic of a micro-batch "
-              << "is not the batch's): add --microbatch-statistics to "
-              << "normalise each micro-batch by its own statistics and update "
-              << "the running ones once per micro-batch, as PyTorch's "
-              << "gradient accumulation does, or compile without "
-              << "--accumulate\n";
-          return 1;
-        }
-      }
-    }
-    // --cluster: plan, then rewrite into the program of one rank.
-    bool training =
-        compileGradients || !compileLoss.empty() || !compileOptimizer.empty();
-    if (!partitionForCluster(context, *module, grid, training, nullptr,
-                             &servers, compileLoss))
-      return 1;
-    if (servers.servers > 0) {
-      std::string problem;
-      if (compileOptimizer.empty() || compileLoss.empty())
-        problem = "parameter servers apply gradients with an optimizer: "
-                  "--sync " + planner::gradientSyncName(servers.sync).str() +
-                  " needs --loss and --optimizer";
-      else if (accumulateSteps > 1)
-        problem = "--accumulate does not combine with parameter servers "
-                  "(a worker pushes each batch's gradient)";
-      else if (gradientSync.given)
-        problem = "--bucket-mb, --grad-dtype and --zero shape the "
-                  "all-reduce; parameter servers take whole fp32 gradients";
-      if (!problem.empty()) {
-        WithColor::error() << problem << "\n";
-        return 1;
-      }
-    }
-    pipelinedStep = training && grid.size() == 3 && grid[0] > 1;
-    if (pipelinedStep) {
-      std::string problem;
-      if (compileOptimizer.empty() || compileLoss.empty())
-        problem = "a pipelined plan trains whole steps: --pp needs --loss "
-                  "and --optimizer (not --gradients alone)";
-      else if (accumulateSteps > 1)
-        problem = "--accumulate does not combine with --pp: a pipelined "
-                  "step already runs its batch as micro-batches "
-                  "(--microbatches)";
-      if (!problem.empty()) {
-        WithColor::error() << problem << "\n";
-        return 1;
-      }
-    }
-    // The loss after partitioning: a data-parallel replica's loss sums
-    // over its samples and all-reduces the sums (distopt-append-loss). A
-    // pipelined step counts each micro-batch's labels (its weight in the
-    // whole batch's loss), then outlines its stages.
-    if (!compileLoss.empty()) {
-      auto [kind, out] = StringRef(compileLoss).split(':');
-      AppendLossPassOptions lo;
-      lo.kind = kind.str();
-      lo.output = out.empty() ? "0" : out.str();
-      lo.labels = compileLabels;
-      lo.counted = accumulateSteps > 1 || pipelinedStep || servers.servers > 0;
-      // A worker pushes the gradient of its own samples' loss.
-      lo.local = servers.servers > 0;
-      PassManager pm(&context);
-      pm.addPass(createAppendLossPass(lo));
-      if (pipelinedStep)
-        pm.addPass(createOutlineStagesPass());
-      if (failed(pm.run(*module)))
-        return 1;
-    }
-    // A training step's bundle also holds its evaluation program: the
-    // model with training-mode ops in their evaluation form (dropout off,
-    // batch norm on running statistics), partitioned as the step is, and
-    // its loss (with accuracy counts for class labels), for
-    // `train --eval-data` and `eval`.
-    // A pipelined step's is the whole model in one process (rank 0 gathers
-    // the stages' weights, and their tensor-parallel blocks, to run it).
-    if (!compileOptimizer.empty() && !compileLoss.empty()) {
-      ONNXImportOptions evalOptions;
-      if (!importOptionsFromFlags(evalOptions))
-        return 1;
-      evalOptions.evalForm = true;
-      evalModule = importONNXFile(context, input, evalOptions);
-      if (!evalModule)
-        return 1;
-      std::string error; // the step's annotation succeeded on this model
-      if (!tool::annotateBatchDims(*evalModule, error)) {
-        WithColor::error() << "cannot compile the evaluation program: "
-                           << error << "\n";
-        return 1;
-      }
-      // Parameter servers: server 0 evaluates the whole batch in one
-      // process (it gathers the shards), so the program is not split.
-      std::vector<int64_t> evalGrid;
-      if (!grid.empty() && servers.servers == 0 && !pipelinedStep &&
-          !partitionForCluster(context, *evalModule, evalGrid, true, &grid,
-                               nullptr, compileLoss))
-        return 1;
-      auto [kind, out] = StringRef(compileLoss).split(':');
-      AppendLossPassOptions lo;
-      lo.kind = kind.str();
-      lo.output = out.empty() ? "0" : out.str();
-      lo.labels = compileLabels;
-      lo.accuracy = kind == "cross-entropy" || kind == "nll";
-      PassManager pm(&context);
-      pm.addPass(createAppendLossPass(lo));
-      if (failed(pm.run(*evalModule)))
-        return 1;
-    }
-  }
-  // The servers' ranks come first, then the workers' grid.
-  int64_t ranks = 1;
-  for (int64_t g : grid)
-    ranks *= g;
-  ranks += servers.servers;
-  OpPrintingFlags flags;
-  if (printGeneric)
-    flags.printGenericOpForm();
-  if (emit == "graph")
-    return failed(printTo(output, [&](llvm::raw_ostream &os) {
-             module->print(os, flags);
-             os << "\n";
-           }));
-
-  // The programs to compile: @main, or one per pipeline stage.
-  auto pipeline = (*module)->getAttrOfType<DictionaryAttr>("dopt.pipeline");
-  int64_t stages = pipeline ? pipeline.getAs<IntegerAttr>("stages").getInt() : 1;
-  int64_t microbatches =
-      pipeline ? pipeline.getAs<IntegerAttr>("microbatches").getInt() : 1;
-  SmallVector<std::string> programNames;
-  if (pipeline)
-    for (int64_t k = 0; k < stages; ++k)
-      programNames.push_back("dopt_stage_" + std::to_string(k));
-  else
-    programNames.push_back("main");
-  if (evalModule)
-    programNames.push_back("eval");
-  if (servers.servers > 0)
-    programNames.push_back("ps_update");
-  // Parameter servers: the trained weights (the worker's gradients, in
-  // their order), their placement on the servers, and the update
-  // program's buffers.
-  std::vector<std::string> trainedWeights;
-  std::vector<int64_t> trainedSizes;
-  ps::Placement placement;
-  llvm::json::Array serverInputs, serverOutputs;
-
-  SmallString<256> modelDir(modelPath);
-  llvm::sys::path::remove_filename(modelDir);
-  if (modelDir.empty())
-    modelDir = ".";
-  llvm::sys::fs::make_absolute(modelDir);
-
-  // A partitioned program's tensors are blocks of whole tensors: the
-  // manifest says how to cut them (split axes over the grid, whole shape).
-  auto distribute = [&](llvm::json::Object &t, Attribute splitAxes,
-                        Attribute globalType, Attribute blockParts) {
-    auto axes = dyn_cast_or_null<ArrayAttr>(splitAxes);
-    auto global = dyn_cast_or_null<TypeAttr>(globalType);
-    if (!axes || !global)
-      return;
-    llvm::json::Array dims;
-    for (Attribute a : axes) {
-      llvm::json::Array list;
-      for (Attribute x : cast<ArrayAttr>(a))
-        list.push_back(cast<IntegerAttr>(x).getInt());
-      dims.push_back(std::move(list));
-    }
-    t["split_axes"] = std::move(dims);
-    t["global_shape"] =
-        shapeJson(cast<RankedTensorType>(global.getValue()).getShape());
-    if (auto parts = dyn_cast_or_null<IntegerAttr>(blockParts))
-      t["block_parts"] = parts.getInt();
-  };
-  // Model inputs/outputs of a pipeline run micro-batches: the manifest
-  // holds the per-replica tensor (micro-batch x count along the batch dim).
-  auto perReplica = [&](RankedTensorType t, Attribute batchDim) {
-    auto b = dyn_cast_or_null<IntegerAttr>(batchDim);
-    if (!pipeline || !b || pipelinedStep)
-      return t;
-    SmallVector<int64_t> shape(t.getShape());
-    shape[b.getInt()] *= microbatches;
-    return RankedTensorType::get(shape, t.getElementType());
-  };
-
-  std::map<int64_t, llvm::json::Object> modelInputs, modelOutputs;
-  llvm::StringMap<int64_t> stepInputIndex, stepOutputIndex;
-  // The evaluation program's own inputs and outputs (its weights are the
-  // step's, by name).
-  std::map<int64_t, llvm::json::Object> evalInputs, evalOutputs;
-  StageBuffers evalBuffers;
-  llvm::StringSet<> evalOutputNames;
-  llvm::StringMap<WeightEntry> weightTable;
-  std::vector<std::string> weightOrder;
-  int64_t weightsBinSize = 0;
-  std::vector<StageBuffers> stageBuffers;
-  double stepFlops = 0;
-  std::vector<std::unique_ptr<llvm::LLVMContext>> llvmContexts;
-  std::vector<std::unique_ptr<llvm::Module>> llvmModules;
-  std::string printed;
-  llvm::raw_string_ostream printedOS(printed);
-  cpu::CPUOptions cpuOptions;
-  cpuOptions.cpu = cpuName.str();
-  cpuOptions.codegenThreads = codegenThreads;
-  cpuOptions.codegenSplitMin = codegenSplitMin;
-  llvm::StringSet<> outerOutputNames;
-
-  for (auto [k, programName] : llvm::enumerate(programNames)) {
-    bool isEval = programName == "eval";
-    bool isServer = programName == "ps_update";
-    if (isServer) {
-      placement = ps::placeOnServers(trainedSizes, servers.servers);
-      serverModule = buildServerUpdate(
-          context, std::max<int64_t>(1, placement.shardLength()),
-          servers.servers,
-          servers.sync == planner::GradientSync::ParameterServer);
-    }
-    // Each stage is compiled as a module of its own, its function as @main.
-    OwningOpRef<ModuleOp> program =
-        isServer ? std::move(serverModule)
-        : isEval ? std::move(evalModule)
-        : pipeline ? OwningOpRef<ModuleOp>(cast<ModuleOp>((*module)->clone()))
-                   : std::move(module);
-    if (pipeline && !isEval) {
-      SmallVector<func::FuncOp> others;
-      for (auto f : program->getOps<func::FuncOp>())
-        if (f.getName() != programName)
-          others.push_back(f);
-      for (auto f : others)
-        f.erase();
-      program->lookupSymbol<func::FuncOp>(programName).setName("main");
-    }
-    {
-      PassManager pm(&context);
-      pm.addPass(createOutlineWeightsPass());
-      bool worker = servers.servers > 0 && !isServer;
-      if (isServer) {
-        OptimizerPassOptions opt;
-        opt.kind = compileOptimizer;
-        opt.nesterov = compileNesterov;
-        pm.addPass(createOptimizerPass(opt));
-      } else if (pipelinedStep && !isEval) {
-        // The stage's forward becomes its step over the micro-batches, in
-        // the plan's schedule, recomputing as the plan says.
-        PipelineTrainingPassOptions pt;
-        pt.stage = static_cast<int64_t>(k);
-        pt.freezeWeights = freezeWeights;
-        if (auto plan = (*program)->getAttrOfType<DictionaryAttr>("dopt.plan")) {
-          if (auto s = plan.getAs<StringAttr>("schedule"))
-            pt.schedule = s.getValue().str();
-          if (auto r = plan.getAs<StringAttr>("recompute"))
-            pt.recompute = r.getValue().str();
-        }
-        pm.addPass(createPipelineTrainingPass(pt));
-      } else if (!isEval && (compileGradients || !compileOptimizer.empty())) {
-        AutodiffPassOptions ad;
-        ad.freezeWeights = freezeWeights;
-        pm.addPass(createAutodiffPass(ad));
-      }
-      if (!isEval && accumulateSteps > 1) {
-        AccumulateGradientsPassOptions acc;
-        acc.steps = accumulateSteps;
-        pm.addPass(createAccumulateGradientsPass(acc));
-      }
-      if (!isEval && !isServer && !worker &&
-          (compileGradients || !compileOptimizer.empty())) {
-        SyncGradientsPassOptions sync;
-        sync.bucketBytes = std::max<int64_t>(
-            1, static_cast<int64_t>(gradientSync.bucketBytes));
-        sync.gradDtype = gradientSync.dtype == "fp16"   ? "f16"
-                         : gradientSync.dtype == "bf16" ? "bf16"
-                                                        : "f32";
-        // The plan's ZeRO stage (forced by --zero, or the planner's).
-        // Gradients alone (--gradients) are whole: no optimizer state to
-        // shard.
-        if (auto plan = (*program)->getAttrOfType<DictionaryAttr>("dopt.plan"))
-          if (auto z = plan.getAs<IntegerAttr>("zero_stage"))
-            if (!compileOptimizer.empty())
-              sync.zeroStage = static_cast<int>(z.getInt());
-        pm.addPass(createSyncGradientsPass(sync));
-      }
-      if (!isEval && !isServer && !worker && !compileOptimizer.empty()) {
-        OptimizerPassOptions opt;
-        opt.kind = compileOptimizer;
-        opt.nesterov = compileNesterov;
-        pm.addPass(createOptimizerPass(opt));
-      }
-      if (failed(pm.run(*program)))
-        return 1;
-      // The backward collectives are among those the plan priced.
-      if (!isEval && !isServer)
-        if (llvm::Error e = planner::checkBackwardCollectives(*program)) {
-          WithColor::error() << toString(std::move(e)) << "\n";
-          return 1;
-        }
-    }
-    auto main = program->lookupSymbol<func::FuncOp>("main");
-    if (isServer) {
-      // Its buffers: inputs, then the shard (its weight), then outputs.
-      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-        auto type = cast<RankedTensorType>(main.getArgument(i).getType());
-        if (main.getArgAttr(i, "dopt.weight"))
-          continue;
-        auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-        serverInputs.push_back(tensorJson(name.getValue(), type));
-      }
-      for (unsigned i = 0; i < main.getNumResults(); ++i) {
-        auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
-        auto name = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-        serverOutputs.push_back(tensorJson(name.getValue(), type));
-      }
-    } else if (servers.servers > 0 && !isEval) {
-      // The worker's gradients name the trained weights.
-      for (unsigned i = 0; i < main.getNumResults(); ++i)
-        if (auto of = main.getResultAttrOfType<StringAttr>(i, "dopt.grad_of")) {
-          auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
-          if (!type.getElementType().isF32()) {
-            WithColor::error()
-                << "parameter servers hold f32 weights; weight '"
-                << of.getValue() << "' is " << type.getElementType() << "\n";
-            return 1;
-          }
-          trainedWeights.push_back(of.getValue().str());
-          trainedSizes.push_back(type.getNumElements());
-        }
-      for (unsigned i = 0; i < main.getNumResults(); ++i)
-        if (auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name"))
-          if (n.getValue().starts_with("update:")) {
-            WithColor::error()
-                << "parameter servers keep only gradient-trained weights; '"
-                << n.getValue().drop_front(7)
-                << "' is updated by the model itself (batch norm's running "
-                   "statistics in training form): train it with --sync "
-                   "allreduce\n";
-            return 1;
-          }
-    }
-    // The FLOPs one rank's training step performs (forward, backward,
-    // update), by the cost model's count: the train loop reports the
-    // achieved FLOP/s.
-    if (!isEval && !isServer && !compileOptimizer.empty())
-      for (auto &[op, cost] : planner::estimateCosts(main))
-        stepFlops += cost.flops / (pipelinedStep ? stages : 1);
-    // The bundle's buffers (the server's are its own, above).
-    if (!isServer) {
-      StageBuffers buffers;
-      unsigned nextInput = 0;
-      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-        auto type = cast<RankedTensorType>(main.getArgument(i).getType());
-        if (auto ref = main.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight")) {
-          std::string name = cast<StringAttr>(ref.get("name")).getValue().str();
-          buffers.weights.push_back(name);
-          if (weightTable.count(name))
-            continue;
-          WeightEntry w;
-          w.json = tensorJson(name, type);
-          distribute(w.json, ref.get("split_axes"), ref.get("global_type"),
-                     ref.get("block_parts"));
-          w.fileType = type;
-          if (auto global = ref.getAs<TypeAttr>("global_type"))
-            w.fileType = cast<RankedTensorType>(global.getValue());
-          int64_t bytes = w.fileType.getNumElements() *
-                          elementBytes(w.fileType.getElementType());
-          if (auto loc = ref.getAs<StringAttr>("location")) {
-            SmallString<256> path(modelDir);
-            llvm::sys::path::append(path, loc.getValue());
-            llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-            w.json["file"] = std::string(path);
-            w.json["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
-            w.json["length"] = ref.getAs<IntegerAttr>("length").getInt();
-          } else {
-            weightsBinSize = llvm::alignTo(weightsBinSize, 64);
-            w.embedded = true;
-            w.offset = weightsBinSize;
-            w.json["file"] = "weights.bin";
-            w.json["offset"] = weightsBinSize;
-            w.json["length"] = bytes;
-            weightsBinSize += bytes;
-          }
-          weightTable[name] = std::move(w);
-          weightOrder.push_back(name);
-          continue;
-        }
-        if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-          buffers.inputs.push_back(activationJson(act.getInt(), type));
-          continue;
-        }
-        int64_t index = nextInput++;
-        if (auto mi = main.getArgAttrOfType<IntegerAttr>(i, "dopt.model_input"))
-          index = mi.getInt();
-        // A pipelined step's stages take different inputs (their weights'
-        // optimizer state): the manifest lists them all, by name.
-        if (pipelinedStep && !isEval)
-          index = stepInputIndex
-                      .try_emplace(main.getArgAttrOfType<StringAttr>(i, "dopt.name")
-                                       .getValue(),
-                                   stepInputIndex.size())
-                      .first->second;
-        buffers.inputs.push_back(llvm::json::Object{{"input", index}});
-        auto &inputSpecs = isEval ? evalInputs : modelInputs;
-        if (inputSpecs.count(index))
-          continue;
-        auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-        llvm::json::Object in = tensorJson(
-            name ? name.getValue() : "",
-            perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
-        distribute(in, main.getArgAttr(i, "dopt.split_axes"),
-                   main.getArgAttr(i, "dopt.global_type"), nullptr);
-        // Where the samples are: a pipeline's micro-batches slice there, a
-        // training step's loader places the samples it reads there.
-        if (pipeline || !compileOptimizer.empty())
-          if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-            in["batch_dim"] = b.getInt();
-        if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
-          in["classes"] = c.getInt();
-        inputSpecs[index] = std::move(in);
-      }
-      unsigned nextOutput = 0;
-      for (unsigned i = 0; i < main.getNumResults(); ++i) {
-        auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
-        if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-          buffers.outputs.push_back(activationJson(act.getInt(), type));
-          continue;
-        }
-        int64_t index = nextOutput++;
-        if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
-          index = mo.getInt();
-        if (pipelinedStep && !isEval) {
-          auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-          auto [it, fresh] =
-              stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
-          index = it->second;
-          buffers.outputs.push_back(llvm::json::Object{{"output", index}});
-          if (!fresh)
-            continue; // loss and grad_norm: every stage's
-          llvm::json::Object out = tensorJson(n.getValue(), type);
-          distribute(out, main.getResultAttr(i, "dopt.split_axes"),
-                     main.getResultAttr(i, "dopt.global_type"), nullptr);
-          modelOutputs[index] = std::move(out);
-          continue;
-        }
-        buffers.outputs.push_back(llvm::json::Object{{"output", index}});
-        auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-        std::string name =
-            attr ? attr.getValue().str() : "output" + std::to_string(index);
-        // A graph may list one output twice; the bundle's outputs need
-        // distinct names (and files).
-        llvm::StringSet<> &outputNames =
-            isEval ? evalOutputNames : outerOutputNames;
-        if (!outputNames.insert(name).second) {
-          std::string unique = name + "_" + std::to_string(index);
-          WithColor::warning() << "graph output '" << name
-                               << "' is listed more than once; output " << index
-                               << " is written as '" << unique << "'\n";
-          name = unique;
-          outputNames.insert(name);
-        }
-        llvm::json::Object out = tensorJson(
-            name, perReplica(type, main.getResultAttr(i, "dopt.batch_dim")));
-        distribute(out, main.getResultAttr(i, "dopt.split_axes"),
-                   main.getResultAttr(i, "dopt.global_type"), nullptr);
-        if (pipeline)
-          if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-            out["batch_dim"] = b.getInt();
-        (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
-      }
-      if (isEval)
-        evalBuffers = std::move(buffers);
-      else
-        stageBuffers.push_back(std::move(buffers));
-    }
-
-    // Convolutions: cuDNN on the GPU (the CPU runtime's twin under
-    // cuda-emu); im2col + GEMM on CPUs and where cuDNN is absent.
-    if (failed(cpu::lowerToLinalg(
-            *program, emulateCUDA || (toCUDA && cuda::cudnnConvolutions()))))
-      return 1;
-    if (emit == "linalg") {
-      program->print(printedOS, flags);
-      printedOS << "\n";
-      continue;
-    }
-    if (toCUDA) {
-      SmallVector<MemRefType> argTypes;
-      std::vector<int8_t> kinds;
-      if (failed(cuda::lowerToGPU(*program, argTypes, kinds)))
-        return 1;
-      if (emit == "gpu") {
-        program->print(printedOS, flags);
-        printedOS << "\n";
-        continue;
-      }
-      std::string ptx;
-      if (failed(cuda::compileKernels(*program, cudaOptions, &ptx)))
-        return 1;
-      if (emit == "ptx") {
-        printedOS << ptx;
-        continue;
-      }
-      if (failed(cuda::lowerHostToLLVM(*program, argTypes, kinds)))
-        return 1;
-    } else if (emulateCUDA) {
-      if (failed(cuda::lowerForEmulation(*program, emit == "gpu",
-                                         emulateThreads == "forward",
-                                         outlineMinOps())))
-        return 1;
-      if (emit == "gpu") {
-        program->print(printedOS, flags);
-        printedOS << "\n";
-        continue;
-      }
-    } else if (failed(cpu::lowerToLLVMDialect(*program, outlineMinOps()))) {
-      return 1;
-    }
-    if (pipeline || isEval || isServer) {
-      // Stage k's symbols: dopt_main_k, dopt_entry_k; the evaluation
-      // program's dopt_eval_main, dopt_eval_entry, the parameter server's
-      // dopt_ps_main, dopt_ps_entry (one executable).
-      for (StringRef base : {"dopt_main", "dopt_entry"}) {
-        std::string renamed =
-            isEval     ? ("dopt_eval_" + base.drop_front(5)).str()
-            : isServer ? ("dopt_ps_" + base.drop_front(5)).str()
-                       : (base + "_" + Twine(k)).str();
-        if (failed(SymbolTable::replaceAllSymbolUses(
-                StringAttr::get(&context, base),
-                StringAttr::get(&context, renamed), *program)))
-          return 1;
-        if (Operation *sym = SymbolTable::lookupSymbolIn(*program, base))
-          SymbolTable::setSymbolName(sym, renamed);
-      }
-    }
-    llvmContexts.push_back(std::make_unique<llvm::LLVMContext>());
-    std::unique_ptr<llvm::Module> llvmModule =
-        cpu::translateToLLVMIR(*program, *llvmContexts.back(), cpuOptions);
-    if (!llvmModule)
-      return 1;
-    if (emit == "llvm") {
-      llvmModule->print(printedOS, nullptr);
-      continue;
-    }
-    llvmModules.push_back(std::move(llvmModule));
-  }
-  if (emit == "linalg" || emit == "llvm" || gpuEmit)
-    return failed(printTo(output, [&](llvm::raw_ostream &os) { os << printed; }));
-
-  // Write the bundle into a temporary directory, then move it into place.
-  SmallString<256> bundle(output);
-  if (bundle.empty()) {
-    bundle = llvm::sys::path::stem(input);
-    bundle += ".dx";
-  }
-  std::string exeName = llvm::sys::path::stem(bundle).str();
-  SmallString<256> tmp(bundle);
-  tmp += ".tmp-" + std::to_string(llvm::sys::Process::getProcessId());
-  llvm::sys::fs::remove_directories(tmp);
-  if (std::error_code ec = llvm::sys::fs::create_directories(tmp)) {
-    WithColor::error() << "cannot create '" << tmp << "': " << ec.message()
-                       << "\n";
+  options.runtimeLink = runtimeLink == "shared" ? driver::RuntimeLink::Shared
+                                                : driver::RuntimeLink::Static;
+  if (compileTarget == "cpu")
+    options.target = driver::Target::CPU;
+  else if (compileTarget == "cuda")
+    options.target = driver::Target::CUDA;
+  else if (compileTarget == "cuda-emu")
+    options.target = driver::Target::CUDAEmulation;
+  else {
+    WithColor::error() << "--target must be cpu, cuda or cuda-emu, got '"
+                       << compileTarget << "'\n";
     return 1;
   }
-  auto fail = [&](const Twine &msg) {
-    WithColor::error() << msg << "\n";
-    llvm::sys::fs::remove_directories(tmp);
-    return 1;
-  };
-  auto pathIn = [&](StringRef file) {
-    SmallString<256> p(tmp);
-    llvm::sys::path::append(p, file);
-    return std::string(p);
-  };
-
-  bool anyEmbedded = llvm::any_of(weightOrder, [&](const std::string &n) {
-    return weightTable[n].embedded;
-  });
-  if (anyEmbedded) {
-    std::string error;
-    std::unique_ptr<ONNXWeightReader> reader =
-        ONNXWeightReader::open(modelPath, error);
-    if (!reader)
-      return fail(error);
-    std::ofstream bin(pathIn("weights.bin"), std::ios::binary);
-    int64_t written = 0;
-    std::vector<char> bytes;
-    for (const std::string &name : weightOrder) {
-      const WeightEntry &w = weightTable[name];
-      if (!w.embedded)
-        continue;
-      if (!reader->readEmbedded(name, w.fileType.getNumElements(),
-                                elementBytes(w.fileType.getElementType()),
-                                bytes, error))
-        return fail(modelPath + ": " + error);
-      std::vector<char> pad(w.offset - written, 0);
-      bin.write(pad.data(), pad.size());
-      bin.write(bytes.data(), bytes.size());
-      written = w.offset + bytes.size();
+  if (emulateThreads.getNumOccurrences()) {
+    if (emulateThreads == "forward")
+      options.emulateThreads = driver::EmulatedThreads::Forward;
+    else if (emulateThreads == "reverse" ||
+             options.target != driver::Target::CUDAEmulation)
+      options.emulateThreads = driver::EmulatedThreads::Reverse;
+    else {
+      WithColor::error() << "--emulate-threads must be reverse or forward, "
+                            "got '"
+                         << emulateThreads << "'\n";
+      return 1;
     }
-    if (!bin)
-      return fail("cannot write " + pathIn("weights.bin"));
   }
+  options.cudaToolkit = cudaToolkit;
+  options.cudaArchs.assign(cudaArchs.begin(), cudaArchs.end());
+  if (outlineOps.getNumOccurrences())
+    options.outlineOps = outlineOps.getValue();
+  options.codegenThreads = codegenThreads;
+  options.codegenSplitMin = codegenSplitMin;
 
-  llvm::json::Array inputs, weights, outputs;
-  for (auto &[index, in] : modelInputs)
-    inputs.push_back(std::move(in));
-  for (auto &[index, out] : modelOutputs)
-    outputs.push_back(std::move(out));
-  llvm::StringMap<int64_t> weightIndex;
-  for (const std::string &name : weightOrder) {
-    weightIndex[name] = static_cast<int64_t>(weights.size());
-    weights.push_back(std::move(weightTable[name].json));
-  }
-  SmallString<256> sourcePath(modelPath);
-  llvm::sys::fs::make_absolute(sourcePath);
-  llvm::json::Object manifest{
-      {"format", 1},
-      {"model", llvm::sys::path::stem(input)},
-      {"source", sourcePath},
-      {"ranks", ranks},
-      {"inputs", std::move(inputs)},
-      {"outputs", std::move(outputs)},
-      {"weights", std::move(weights)}};
-  if (toCUDA)
-    manifest["target"] = "cuda";
-  if (emulateCUDA)
-    manifest["codegen"] = "cuda-emu"; // a CPU bundle running GPU kernels
-  if (stepFlops > 0)
-    manifest["step_flops"] = stepFlops;
-  if (!compileOptimizer.empty())
-    manifest["accumulate"] = accumulateSteps.getValue();
-  if (!grid.empty()) {
-    llvm::json::Array g;
-    for (int64_t n : grid)
-      g.push_back(n);
-    manifest["grid"] = std::move(g);
-  }
-  if (pipeline) {
-    llvm::json::Array stageList;
-    for (StageBuffers &b : stageBuffers) {
-      llvm::json::Array ws;
-      for (const std::string &name : b.weights)
-        ws.push_back(weightIndex[name]);
-      stageList.push_back(llvm::json::Object{{"inputs", std::move(b.inputs)},
-                                             {"weights", std::move(ws)},
-                                             {"outputs", std::move(b.outputs)}});
+  options.gradients = compileGradients;
+  options.loss = compileLoss;
+  if (compileLabels.getNumOccurrences())
+    options.labels = compileLabels.getValue();
+  if (!compileOptimizer.empty()) {
+    options.optimizer = planner::parseOptimizer(compileOptimizer);
+    if (!options.optimizer) {
+      WithColor::error() << "--optimizer must be "
+                         << planner::optimizerChoices(", ", " or ")
+                         << ", got '" << compileOptimizer << "'\n";
+      return 1;
     }
-    manifest["pipeline"] = llvm::json::Object{
-        {"microbatches", microbatches}, {"stages", std::move(stageList)}};
   }
-  if (servers.servers > 0) {
-    // Parameter servers: ranks [0, servers) hold the trained weights'
-    // pieces and run the update program; the workers follow.
-    llvm::json::Array pieces;
-    for (const ps::Piece &piece : placement.pieces)
-      pieces.push_back(llvm::json::Object{
-          {"weight", weightIndex[trainedWeights[piece.tensor]]},
-          {"offset", piece.offset},
-          {"length", piece.length},
-          {"server", piece.server},
-          {"shard_offset", piece.shardOffset}});
-    manifest["parameter_servers"] = llvm::json::Object{
-        {"sync", planner::gradientSyncName(servers.sync)},
-        {"servers", servers.servers},
-        {"workers", servers.workers},
-        {"backup_workers", servers.backupWorkers},
-        {"shard_length", std::max<int64_t>(1, placement.shardLength())},
-        {"pieces", std::move(pieces)},
-        {"update", llvm::json::Object{{"inputs", std::move(serverInputs)},
-                                      {"outputs", std::move(serverOutputs)}}}};
-  }
-  if (!evalInputs.empty() || !evalOutputs.empty()) {
-    // The evaluation program: its own inputs and outputs, the step's
-    // weights by index.
-    llvm::json::Array ins, outs, ws;
-    for (auto &[index, in] : evalInputs)
-      ins.push_back(std::move(in));
-    for (auto &[index, out] : evalOutputs)
-      outs.push_back(std::move(out));
-    for (const std::string &name : evalBuffers.weights)
-      ws.push_back(weightIndex[name]);
-    manifest["eval"] = llvm::json::Object{{"inputs", std::move(ins)},
-                                          {"weights", std::move(ws)},
-                                          {"outputs", std::move(outs)}};
-  }
-  if (failed(printTo(pathIn("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
-           << "\n";
-      })))
-    return fail("cannot write the manifest");
+  options.nesterov = compileNesterov;
+  options.train = compileTrain;
+  if (accumulateSteps.getNumOccurrences())
+    options.accumulate = accumulateSteps.getValue();
+  if (freezeWeights.getNumOccurrences())
+    options.freezeWeights = freezeWeights.getValue();
 
-  std::vector<std::string> objects;
-  for (auto [k, llvmModule] : llvm::enumerate(llvmModules)) {
-    std::string object = pathIn(exeName + "." + std::to_string(k) + ".o");
-    FailureOr<std::vector<std::string>> parts = cpu::emitObjectFiles(
-        *llvmModule, object, "dopt.m" + std::to_string(k), cpuOptions);
-    if (failed(parts))
-      return fail("cannot emit " + object);
-    llvm::append_range(objects, *parts);
-  }
-  if (pipeline) {
-    // The stage table the runtime's main() dispatches on.
-    std::string table = pathIn("stages.c");
-    if (failed(printTo(table, [&](llvm::raw_ostream &os) {
-          os << "#include <stdint.h>\n";
-          for (int64_t k = 0; k < stages; ++k)
-            os << "int32_t dopt_entry_" << k << "(void **);\n";
-          os << "int32_t (*const dopt_stage_entries[])(void **) = {";
-          for (int64_t k = 0; k < stages; ++k)
-            os << (k ? ", " : "") << "dopt_entry_" << k;
-          os << "};\nconst int32_t dopt_num_stages = " << stages << ";\n";
-        })))
-      return fail("cannot write " + table);
-    objects.push_back(table);
-  }
   std::string error;
-  std::vector<std::string> targetLibs;
-  if (toCUDA)
-    targetLibs = cuda::linkLibraries();
-  std::string shared;
-  if (runtimeLink == "shared")
-    shared = toCUDA ? "distopt_runtime_cuda_shared" : "distopt_runtime_shared";
-  if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
-                                 error, targetLibs, shared)))
-    return fail(error);
-  for (const std::string &o : objects)
-    llvm::sys::fs::remove(o);
-
-  llvm::sys::fs::remove_directories(bundle);
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, bundle))
-    return fail("cannot move the bundle to '" + bundle + "': " + ec.message());
-  return 0;
+  if (!distributionFromFlags(options.distribution, error)) {
+    WithColor::error() << error << "\n";
+    return 1;
+  }
+  // Planned IR (.mlir) carries its imports; ONNX models read the flags.
+  if (!input.ends_with(".mlir") && !importOptionsFromFlags(options.import))
+    return 1;
+  return failed(driver::compile(context, options, llvm::outs())) ? 1 : 0;
 }

@@ -12,9 +12,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Driver/Driver.h"
 #include "distopt/Import/ONNX/Importer.h"
 #include "distopt/Runtime/Tensor.h"
-#include "distopt/Target/CPU/CPUTarget.h"
 
 #include "Tool.h"
 
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   distopt::registerONNXImportDialects(registry);
   if (compileCmd)
-    distopt::cpu::registerCPUTargetDialects(registry);
+    distopt::driver::registerCompileDialects(registry);
   MLIRContext context(registry);
   // Errors name the ONNX node and say what is wrong; a dump of the IR the
   // failing pass was looking at helps compiler developers (distopt-opt),

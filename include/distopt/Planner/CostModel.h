@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace mlir {
@@ -261,12 +262,18 @@ double pointToPointTime(const Cluster &cluster, int64_t src, int64_t dst,
 // Memory
 //===----------------------------------------------------------------------===//
 
-enum class Optimizer { SGD, Momentum, Adam };
+/// The optimizers distopt trains with: one list, the names `distopt plan
+/// --optimizer` and `distopt compile --optimizer` take.
+enum class Optimizer { SGD, Momentum, Adam, AdamW };
 llvm::StringRef optimizerName(Optimizer opt);
+std::optional<Optimizer> parseOptimizer(llvm::StringRef name);
+/// The names of the list joined by `sep`, the last two by `last` (default
+/// `sep`): "sgd, momentum, adam or adamw", "sgd|momentum|adam|adamw".
+std::string optimizerChoices(llvm::StringRef sep, llvm::StringRef last = "");
 
 /// Bytes per parameter of the optimizer's state (ZeRO paper, §3.1, K):
-///  * Adam: fp32 momentum + variance (8); in 16-bit mixed precision also
-///    the fp32 master weights: 12.
+///  * Adam and AdamW: fp32 momentum + variance (8); in 16-bit mixed
+///    precision also the fp32 master weights: 12.
 ///  * Momentum: 4 (+4 master copy in 16-bit) ; SGD: 0 (+4 master copy).
 double optimizerStateBytesPerParam(Optimizer opt, DType precision);
 

@@ -1,0 +1,134 @@
+//===- Driver.h - the compile pipeline as a library -------------*- C++ -*-===//
+//
+// import -> plan -> partition -> training passes -> lower -> bundle, as
+// functions of typed options (Options.h). `distopt compile` and `distopt
+// plan` (tools/distopt) parse flags into these options and call them; so
+// can anything else that compiles models (a Python API, a service).
+//
+// Errors go to the context's diagnostic handler (those of passes, with the
+// ONNX node's location) or to llvm::errs() as `error: ...` lines (those of
+// the options and files); a failed call has printed why.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_DRIVER_DRIVER_H
+#define DISTOPT_DRIVER_DRIVER_H
+
+#include "distopt/Driver/Options.h"
+#include "distopt/Planner/PlanGraph.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace distopt::driver {
+
+//===----------------------------------------------------------------------===//
+// Where the batch is (Batch.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The batch of a model: the size of the batch dimension
+/// (planner::argumentBatchDim) of the first input that has one and is
+/// symbolic (`symbolic` = true), else dimension 0 of the first input;
+/// nullopt for a scalar first input.
+std::optional<int64_t> batchOf(mlir::func::FuncOp func, bool &symbolic);
+
+/// What stops a model's batch from being cut into micro-batches that each
+/// compute what the whole batch would (--accumulate): an op that mixes the
+/// samples, or a statistic over the batch (batch norm in training form),
+/// which a micro-batch computes over its own samples only. `why` names the
+/// op.
+struct MicrobatchObstacle {
+  enum Kind { Mixes, Statistic } kind;
+  std::string why;
+};
+/// nullopt: nothing (or a graph the planner cannot read).
+std::optional<MicrobatchObstacle> microbatchObstacle(mlir::ModuleOp module);
+
+/// Before a training step is built from the imported `main`: where each
+/// data input, each output and each dropout's input hold the batch, as the
+/// planner's graph sees it (`dopt.batch_dim` on main's arguments and results,
+/// for the manifest, the loss's labels and the runtime's loader, which
+/// place samples along it; on `dopt.dropout` ops, for micro-batches, which
+/// continue the mask's positions along it: -1 where the batch is not one
+/// block of that dimension). False with `error` where the inputs carry the
+/// batch past dimension 0 and an output's batch cannot be found.
+bool annotateBatchDims(mlir::ModuleOp module, std::string &error);
+
+/// The output (by name, or position; default the first) a --loss of a kind
+/// that takes its last axis as classes (cross-entropy, nll) reads, or -1.
+int64_t classLossOutputOf(mlir::func::FuncOp func, llvm::StringRef loss);
+
+//===----------------------------------------------------------------------===//
+// Planning and partitioning (Distribution.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The planner's options for `distribution` in `options.mode` (set it
+/// first): forced degrees, gradient synchronisation, pipeline schedule and
+/// recomputation, parameter servers, the efficiency profile. An error says
+/// which flag is wrong (flags are named as on the command line).
+llvm::Error applyDistribution(const DistributionOptions &distribution,
+                              planner::PlanOptions &options);
+
+/// The values of --zero and --bucket-mb (also checked without a cluster).
+llvm::Error checkGradientSync(const DistributionOptions &distribution);
+
+/// What partitioning for a cluster decided.
+struct Partitioned {
+  /// The device grid (stages x data x tensor); empty without a cluster.
+  std::vector<int64_t> grid;
+  /// Parameter servers of a --sync ps|async plan (the grid is then the
+  /// workers' data-parallel grid).
+  planner::GradientSync sync = planner::GradientSync::AllReduce;
+  int64_t servers = 0, workers = 0, backupWorkers = 0;
+  /// The plan in one line (`plan dp 2 x tp 1 x pp 1 = 2 ranks on ...`);
+  /// empty without a cluster.
+  std::string summary;
+};
+
+/// What a partitioned program is for.
+struct PartitionRequest {
+  /// Plans a training step (`module` ends in what --loss will read).
+  bool training = false;
+  /// --loss KIND[:OUTPUT]: under cross-entropy or NLL the planner may leave
+  /// that output split along its classes (a vocabulary-parallel loss).
+  std::string loss;
+  /// The optimizer whose state the memory plan holds.
+  planner::Optimizer optimizer = planner::Optimizer::Adam;
+  /// Partition with exactly this grid (stages x data x tensor): the
+  /// evaluation program of a training step takes the step's plan.
+  const std::vector<int64_t> *sameAs = nullptr;
+};
+
+/// Plans `module` (imported at its real batch) for `distribution`'s cluster
+/// and rewrites it into the program of one rank (distopt-partition). Does
+/// nothing (an empty grid) without a cluster. Prints its errors.
+mlir::FailureOr<Partitioned>
+partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
+                    const DistributionOptions &distribution,
+                    const PartitionRequest &request);
+
+//===----------------------------------------------------------------------===//
+// Compiling (Compile.cpp, Bundle.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Registers what `compile` needs in `registry` (the importer's and the
+/// targets' dialects and interfaces).
+void registerCompileDialects(mlir::DialectRegistry &registry);
+
+/// `distopt compile`: import (or read a planned IR), plan and partition,
+/// build the training step, lower, and write the bundle `options.output`
+/// (or print IR at `options.emit`). The plan's one-line summary goes to
+/// `log` where there is one. Prints its errors.
+mlir::LogicalResult compile(mlir::MLIRContext &context,
+                            const CompileOptions &options,
+                            llvm::raw_ostream &log);
+
+} // namespace distopt::driver
+
+#endif // DISTOPT_DRIVER_DRIVER_H
