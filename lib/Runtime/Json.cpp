@@ -166,6 +166,20 @@ void serializeValue(const JsonValue &v, std::string &out) {
 }
 } // namespace
 
+std::string jsonQuote(std::string_view s) {
+  std::string out;
+  serializeString(std::string(s), out);
+  return out;
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
 std::string JsonValue::serialize() const {
   std::string out;
   serializeValue(*this, out);

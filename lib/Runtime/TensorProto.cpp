@@ -11,6 +11,7 @@
 #include "distopt/Runtime/Tensor.h"
 
 #include "FileUtil.h"
+#include "Protobuf.h"
 
 #include <cstring>
 
@@ -18,7 +19,11 @@ namespace distopt::runtime {
 
 namespace {
 
-enum WireType { Varint = 0, Fixed64 = 1, LengthDelimited = 2, Fixed32 = 5 };
+using pb::WireType;
+using pb::Varint;
+using pb::Fixed64;
+using pb::LengthDelimited;
+using pb::Fixed32;
 
 class WireReader {
 public:
@@ -477,35 +482,46 @@ bool readTensorProto(const std::string &path, Tensor &out, std::string &error,
 }
 
 namespace {
-void putVarint(std::string &s, uint64_t v) {
-  while (v >= 0x80) {
-    s += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  s += static_cast<char>(v);
+/// dims (field 1), data_type (2) and name (8, when not empty).
+std::string tensorProtoHeader(DType dtype, const std::vector<int64_t> &shape,
+                              const std::string &name) {
+  std::string s;
+  for (int64_t d : shape)
+    pb::putVarintField(s, 1, static_cast<uint64_t>(d));
+  pb::putVarintField(s, 2, static_cast<uint64_t>(onnxDataType(dtype)));
+  if (!name.empty())
+    pb::putBytesField(s, 8, name);
+  return s;
 }
 } // namespace
 
 std::string encodeTensorProto(DType dtype, const std::vector<int64_t> &shape,
                               const void *data, const std::string &name) {
-  std::string s;
-  for (int64_t d : shape) {
-    putVarint(s, (1 << 3) | Varint);
-    putVarint(s, static_cast<uint64_t>(d));
-  }
-  putVarint(s, (2 << 3) | Varint);
-  putVarint(s, static_cast<uint64_t>(onnxDataType(dtype)));
-  if (!name.empty()) {
-    putVarint(s, (8 << 3) | LengthDelimited);
-    putVarint(s, name.size());
-    s += name;
-  }
+  std::string s = tensorProtoHeader(dtype, shape, name);
   int64_t n = 0;
   checkedNumElements(shape, dtypeSize(dtype), n);
   size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
-  putVarint(s, (9 << 3) | LengthDelimited);
-  putVarint(s, bytes);
-  s.append(static_cast<const char *>(data), bytes);
+  pb::putBytesField(s, 9,
+                    std::string_view(static_cast<const char *>(data), bytes));
+  return s;
+}
+
+std::string encodeExternalTensorProto(DType dtype,
+                                      const std::vector<int64_t> &shape,
+                                      const std::string &name,
+                                      const std::string &location,
+                                      int64_t offset, int64_t length) {
+  std::string s = tensorProtoHeader(dtype, shape, name);
+  auto entry = [&](const std::string &key, const std::string &value) {
+    std::string e;
+    pb::putBytesField(e, 1, key);
+    pb::putBytesField(e, 2, value);
+    pb::putBytesField(s, 13, e);
+  };
+  entry("location", location);
+  entry("offset", std::to_string(offset));
+  entry("length", std::to_string(length));
+  pb::putVarintField(s, 14, 1); // data_location: EXTERNAL
   return s;
 }
 

@@ -2,6 +2,8 @@
 
 #include "distopt/Runtime/Trace.h"
 
+#include "distopt/Runtime/Json.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,16 +21,6 @@ std::mutex gMutex;
 std::vector<Event> gEvents;
 std::atomic<bool> gEnabled{false};
 double gCommWait = 0; // main thread only
-
-std::string escaped(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 } // namespace
 
@@ -72,8 +64,8 @@ std::string takeChromeEvents(int pid) {
                     "\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
                     "\"dur\": %.3f",
                     pid, e.thread, e.start * 1e6, (e.end - e.start) * 1e6);
-    out += "{\"name\": \"" + escaped(e.name) + "\", \"cat\": \"" +
-           escaped(e.category) + "\", " + buf;
+    out += "{\"name\": " + jsonQuote(e.name) + ", \"cat\": " +
+           jsonQuote(e.category) + ", " + buf;
     if (!e.args.empty())
       out += ", \"args\": {" + e.args + "}";
     out += "}";

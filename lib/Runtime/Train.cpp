@@ -46,6 +46,7 @@
 #include "distopt/Runtime/Trace.h"
 
 #include "FileUtil.h"
+#include "Protobuf.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -783,115 +784,17 @@ int fail(const TrainArgs &a, const std::string &msg) {
   return 1;
 }
 
-// --- Protobuf, just enough to replace initializers of an ONNX model ------
+// --- The initializers of an ONNX model replaced (Protobuf.h) ------------
 
-bool readVarint(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    uint8_t byte = *p++;
-    v |= uint64_t(byte & 0x7f) << shift;
-    if (!(byte & 0x80))
-      return true;
-  }
-  return false;
-}
-
-void writeVarint(std::string &out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-/// One field of a message: its number, wire type, the whole field's bytes
-/// and (length-delimited fields) its payload.
-struct Field {
-  uint64_t number = 0, wire = 0;
-  const uint8_t *begin = nullptr, *end = nullptr;
-  const uint8_t *payload = nullptr;
-  size_t payloadSize = 0;
-};
-
-bool nextField(const uint8_t *&p, const uint8_t *end, Field &f) {
-  f.begin = p;
-  uint64_t key, len;
-  if (!readVarint(p, end, key))
-    return false;
-  f.number = key >> 3;
-  f.wire = key & 7;
-  switch (f.wire) {
-  case 0:
-    if (!readVarint(p, end, len))
-      return false;
-    break;
-  case 1:
-    if (end - p < 8)
-      return false;
-    p += 8;
-    break;
-  case 2:
-    if (!readVarint(p, end, len) || uint64_t(end - p) < len)
-      return false;
-    f.payload = p;
-    f.payloadSize = len;
-    p += len;
-    break;
-  case 5:
-    if (end - p < 4)
-      return false;
-    p += 4;
-    break;
-  default:
-    return false;
-  }
-  f.end = p;
-  return true;
-}
-
-void appendField(std::string &out, uint64_t number, const std::string &payload) {
-  writeVarint(out, (number << 3) | 2);
-  writeVarint(out, payload.size());
-  out += payload;
-}
-
-/// The ONNX model `model` with the initializers named in `trained` replaced
-/// by their values (raw data, so external-data references of those go).
-/// ModelProto.graph is field 7, GraphProto.initializer field 5,
-/// TensorProto.name field 8.
 /// Writes a tensor's bytes to the external-data file, returning where
 /// (location relative to the model, offset); false on error.
 using ExternalWriter = std::function<bool(const Tensor &, int64_t &offset)>;
 
-/// A TensorProto whose data lives in an external file (ONNX's
-/// external-data convention: data_location EXTERNAL, external_data entries
-/// location, offset, length).
-std::string externalTensorProto(const Tensor &t, const std::string &name,
-                                const std::string &location, int64_t offset) {
-  std::string s;
-  for (int64_t d : t.shape()) {
-    writeVarint(s, (1 << 3) | 0);
-    writeVarint(s, static_cast<uint64_t>(d));
-  }
-  writeVarint(s, (2 << 3) | 0);
-  writeVarint(s, static_cast<uint64_t>(onnxDataType(t.dtype())));
-  appendField(s, 8, name);
-  auto entry = [&](const std::string &key, const std::string &value) {
-    std::string e;
-    appendField(e, 1, key);
-    appendField(e, 2, value);
-    appendField(s, 13, e);
-  };
-  entry("location", location);
-  entry("offset", std::to_string(offset));
-  entry("length", std::to_string(t.byteSize()));
-  writeVarint(s, (14 << 3) | 0);
-  writeVarint(s, 1); // EXTERNAL
-  return s;
-}
-
-/// The model with each `trained` initializer replaced by its value: inline
-/// (raw_data), or with `external` in the external-data file at `location`.
+/// The ONNX model `model` with each `trained` initializer replaced by its
+/// value: inline (raw_data, so external-data references of those go), or
+/// with `external` in the external-data file at `location`.
+/// ModelProto.graph is field 7, GraphProto.initializer field 5,
+/// TensorProto.name field 8.
 bool replaceInitializers(const std::string &model,
                          const std::map<std::string, const Tensor *> &trained,
                          std::string &out, std::string &error,
@@ -900,15 +803,15 @@ bool replaceInitializers(const std::string &model,
   std::map<std::string, bool> done;
   auto rewriteGraph = [&](const uint8_t *p, const uint8_t *end,
                           std::string &graph) {
-    Field f;
+    pb::Field f;
     while (p < end) {
-      if (!nextField(p, end, f))
+      if (!pb::nextField(p, end, f))
         return false;
       std::string name;
       if (f.number == 5 && f.wire == 2) {
         const uint8_t *q = f.payload, *qe = f.payload + f.payloadSize;
-        Field g;
-        while (q < qe && nextField(q, qe, g))
+        pb::Field g;
+        while (q < qe && pb::nextField(q, qe, g))
           if (g.number == 8 && g.wire == 2)
             name.assign(reinterpret_cast<const char *>(g.payload), g.payloadSize);
       }
@@ -923,12 +826,15 @@ bool replaceInitializers(const std::string &model,
           error = "writing the external data of '" + name + "' failed";
           return false;
         }
-        appendField(graph, 5,
-                    externalTensorProto(*t->second, name, location, offset));
+        const Tensor &v = *t->second;
+        pb::putBytesField(graph, 5,
+                          encodeExternalTensorProto(v.dtype(), v.shape(), name,
+                                                    location, offset,
+                                                    v.byteSize()));
       } else {
-        appendField(graph, 5,
-                    encodeTensorProto(t->second->dtype(), t->second->shape(),
-                                      t->second->data(), name));
+        const Tensor &v = *t->second;
+        pb::putBytesField(
+            graph, 5, encodeTensorProto(v.dtype(), v.shape(), v.data(), name));
       }
       done[name] = true;
     }
@@ -936,10 +842,10 @@ bool replaceInitializers(const std::string &model,
   };
   const auto *p = reinterpret_cast<const uint8_t *>(model.data());
   const uint8_t *end = p + model.size();
-  Field f;
+  pb::Field f;
   bool sawGraph = false;
   while (p < end) {
-    if (!nextField(p, end, f)) {
+    if (!pb::nextField(p, end, f)) {
       error = "the model file is not a valid ONNX protobuf";
       return false;
     }
@@ -949,7 +855,7 @@ bool replaceInitializers(const std::string &model,
         error = "the model's graph is not valid protobuf";
         return false;
       }
-      appendField(out, 7, graph);
+      pb::putBytesField(out, 7, graph);
       sawGraph = true;
     } else {
       out.append(reinterpret_cast<const char *>(f.begin), f.end - f.begin);
@@ -1037,16 +943,6 @@ struct Named {
   }
 };
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 /// Every rank agrees that every rank succeeded (one process: `ok`).
 bool allAgree(bool ok) {
   if (!gJob.distributed)
@@ -1113,7 +1009,7 @@ bool writesPart(const Named &t, const std::vector<int64_t> &coords) {
 std::string partJson(const std::string &file, int64_t offset,
                      const TensorSpec *split,
                      const std::vector<int64_t> &coords) {
-  std::string out = "{\"file\": " + jsonString(file) +
+  std::string out = "{\"file\": " + jsonQuote(file) +
                     ", \"offset\": " + std::to_string(offset);
   if (split) {
     out += ", \"split_axes\": [";
@@ -1199,9 +1095,9 @@ bool writeCheckpoint(const std::string &dir, int64_t step, const TrainArgs &a,
     const Group &g = groups[k];
     for (size_t i = 0; i < g.tensors.size(); ++i) {
       const Named &t = g.tensors[i];
-      std::string entry = jsonString(t.name) + ": ";
+      std::string entry = jsonQuote(t.name) + ": ";
       if (!parted(t)) {
-        entry += jsonString(partFile(g.prefix, i, gJob.rank));
+        entry += jsonQuote(partFile(g.prefix, i, gJob.rank));
       } else {
         // Every part the stage's ranks wrote (the same chunk size
         // everywhere).
@@ -1453,7 +1349,8 @@ bool readCheckpoint(const std::string &dir, int64_t &step,
   return load("weights", weights) && load("state", state);
 }
 
-std::string jsonNumber(double v) {
+/// A number in a message (9 significant digits; "nan", "inf").
+std::string numberText(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
@@ -2181,7 +2078,7 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
                      static_cast<long long>(steps), lossValue,
                      now > 0 ? double(step * batch) / now : 0.0);
       if (!std::isfinite(lossValue))
-        return error = "the loss is " + jsonNumber(lossValue) + " at step " +
+        return error = "the loss is " + numberText(lossValue) + " at step " +
                        std::to_string(step) + "; stopped",
                false;
       lastLine = now;
@@ -2804,9 +2701,9 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     double loss = *static_cast<const float *>(lossT.data());
     double norm = *static_cast<const float *>(normT.data());
     if (!std::isfinite(loss))
-      return fail(a, "the loss is " + jsonNumber(loss) + " at step " +
+      return fail(a, "the loss is " + numberText(loss) + " at step " +
                          std::to_string(step + 1) + " (last finite loss " +
-                         jsonNumber(lastLoss) + "); stopped" +
+                         numberText(lastLoss) + "); stopped" +
                          (lastCheckpoint > 0
                               ? "; the last good checkpoint is step " +
                                     std::to_string(lastCheckpoint) + " in '" +

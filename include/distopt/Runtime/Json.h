@@ -1,7 +1,6 @@
-//===- Json.h - a small strict JSON parser -----------------------*- C++
-//-*-===//
+//===- Json.h - a small strict JSON parser and writer ------------*- C++ -*-===//
 //
-// RFC 8259 JSON for the runtime's manifests: no comments, no trailing
+// RFC 8259 JSON for the runtime's manifests, checkpoints and logs: no comments, no trailing
 // commas, no NaN/Infinity, no duplicate object keys. Syntax errors report
 // "line L, column C: what" (1-based; columns count bytes).
 //
@@ -70,6 +69,14 @@ private:
   std::vector<JsonValue> elements_;
   std::vector<std::pair<std::string, JsonValue>> members_;
 };
+
+/// `s` as a JSON string literal: quoted, with `"`, `\` and control
+/// characters escaped.
+std::string jsonQuote(std::string_view s);
+
+/// `v` as a JSON number with 9 significant digits (a float round-trips);
+/// NaN and the infinities, which JSON cannot hold, as null.
+std::string jsonNumber(double v);
 
 /// Parses `text` as one JSON value. On failure returns false and sets
 /// `error` to "line L, column C: <what>".

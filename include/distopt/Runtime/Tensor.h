@@ -198,6 +198,14 @@ std::string encodeTensorProto(DType dtype, const std::vector<int64_t> &shape,
                               const void *data, const std::string &name = "");
 bool writeTensorProto(const std::string &path, const Tensor &tensor,
                       std::string &error, const std::string &name = "");
+/// Serializes as onnx.TensorProto whose data lives in an external file
+/// (ONNX's external-data convention: dims, data_type, name, external_data
+/// entries location, offset and length, data_location EXTERNAL).
+std::string encodeExternalTensorProto(DType dtype,
+                                      const std::vector<int64_t> &shape,
+                                      const std::string &name,
+                                      const std::string &location,
+                                      int64_t offset, int64_t length);
 
 //===----------------------------------------------------------------------===//
 // Either format
