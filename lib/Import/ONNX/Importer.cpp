@@ -41,78 +41,9 @@ using namespace distopt::onnximport;
 using llvm::SmallVector;
 using llvm::StringRef;
 
-//===----------------------------------------------------------------------===//
-// Data types
-//===----------------------------------------------------------------------===//
-
-Type onnximport::convertDataType(MLIRContext *ctx, int32_t dataType) {
-  Builder b(ctx);
-  switch (dataType) {
-  case onnx::TensorProto::FLOAT:
-    return b.getF32Type();
-  case onnx::TensorProto::DOUBLE:
-    return b.getF64Type();
-  case onnx::TensorProto::FLOAT16:
-    return b.getF16Type();
-  case onnx::TensorProto::BFLOAT16:
-    return b.getBF16Type();
-  case onnx::TensorProto::INT64:
-    return b.getI64Type();
-  case onnx::TensorProto::INT32:
-    return b.getI32Type();
-  case onnx::TensorProto::INT16:
-    return b.getI16Type();
-  case onnx::TensorProto::INT8:
-    return b.getI8Type();
-  case onnx::TensorProto::UINT8:
-    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
-  case onnx::TensorProto::UINT16:
-    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
-  case onnx::TensorProto::UINT32:
-    return IntegerType::get(ctx, 32, IntegerType::Unsigned);
-  case onnx::TensorProto::UINT64:
-    return IntegerType::get(ctx, 64, IntegerType::Unsigned);
-  case onnx::TensorProto::BOOL:
-    return b.getI1Type();
-  default:
-    return {};
-  }
-}
-
-std::string onnximport::dataTypeName(int32_t dataType) {
-  if (onnx::TensorProto::DataType_IsValid(dataType))
-    return onnx::TensorProto::DataType_Name(
-        static_cast<onnx::TensorProto::DataType>(dataType));
-  return "data type " + std::to_string(dataType);
-}
-
 /// Bytes per element in ONNX's raw_data encoding (bool: one byte).
 static int64_t rawElementBytes(Type elt) {
   return elt.isInteger(1) ? 1 : (elt.getIntOrFloatBitWidth() + 7) / 8;
-}
-
-bool onnximport::fitsInMemory(ArrayRef<int64_t> dims, int64_t eltBytes) {
-  // Sizes are int64 everywhere (MLIR, the runtime): the byte count of every
-  // tensor must fit, with room to spare.
-  constexpr int64_t limit = int64_t(1) << 60;
-  int64_t bytes = std::max<int64_t>(eltBytes, 1);
-  for (int64_t d : dims) {
-    if (d < 0)
-      return false;
-    if (d != 0 && bytes > limit / d)
-      return false;
-    bytes *= d;
-  }
-  return true;
-}
-
-std::string onnximport::shapeString(ArrayRef<int64_t> dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? "," : "") + (dims[i] == ShapedType::kDynamic
-                               ? std::string("?")
-                               : std::to_string(dims[i]));
-  return s + "]";
 }
 
 std::optional<SmallVector<int64_t>> distopt::parseShapeSpec(StringRef spec) {
@@ -149,7 +80,7 @@ void distopt::registerONNXImportDialects(DialectRegistry &registry) {
 
 namespace distopt::onnximport {
 
-class GraphImporter {
+class GraphImporter : public GraphState {
 public:
   GraphImporter(MLIRContext &ctx, const onnx::ModelProto &model,
                 StringRef fileName, const ONNXImportOptions &options)
@@ -163,32 +94,25 @@ public:
 
   OwningOpRef<ModuleOp> run();
 
-  OpBuilder &builder() { return builder_; }
-  MLIRContext *context() { return &ctx_; }
-  const ONNXImportOptions &options() const { return options_; }
+  OpBuilder &builder() override { return builder_; }
+  MLIRContext *context() override { return &ctx_; }
+  const ONNXImportOptions &options() const override { return options_; }
 
-  /// The value named `name`: an imported node output, a graph input, or an
-  /// initializer (materialised on first use). Null if undefined; failure if
-  /// materialising an initializer failed (already reported).
-  FailureOr<Value> lookup(StringRef name);
-  void define(StringRef name, Value v) { values_[name] = v; }
-  bool isConsumed(StringRef name) const { return consumed_.contains(name); }
+  FailureOr<Value> lookup(StringRef name) override;
+  void define(StringRef name, Value v) override { values_[name] = v; }
+  bool isConsumed(StringRef name) const override {
+    return consumed_.contains(name);
+  }
 
-  /// A tensor (initializer or Constant node value) as a Value: an inline
-  /// dense constant when small, otherwise a `dopt.weight` reference (or a
-  /// `dense_resource` constant with --inline-weights).
   FailureOr<Value> tensorValue(const onnx::TensorProto &tensor,
                                StringRef name, Location loc,
-                               int64_t inlineFloats = 1);
+                               int64_t inlineFloats = 1) override;
 
   Location nameLoc(StringRef name) {
     return NameLoc::get(StringAttr::get(&ctx_, name), fileLoc_);
   }
 
-  /// The values of the initializer a `dopt.weight` refers to, read now
-  /// (a float tensor of parameters such as Resize's scales, which the graph
-  /// keeps as an initializer); null for another weight or a large one.
-  DenseElementsAttr weightValues(dopt::WeightOp w) {
+  DenseElementsAttr weightValues(dopt::WeightOp w) override {
     auto it = initializers_.find(w.getName());
     auto type = cast<RankedTensorType>(w.getType());
     if (it == initializers_.end() || type.getNumElements() > 4096)
@@ -901,226 +825,6 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   if (failed(verify(*module)))
     return nullptr;
   return module;
-}
-
-//===----------------------------------------------------------------------===//
-// NodeContext
-//===----------------------------------------------------------------------===//
-
-NodeContext::NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
-                         Location loc, int64_t opset)
-    : importer_(importer), node_(node), loc_(loc), opset_(opset) {}
-
-OpBuilder &NodeContext::builder() { return importer_.builder(); }
-MLIRContext *NodeContext::context() { return importer_.context(); }
-
-Value NodeContext::input(int i) const {
-  if (i >= node_.input_size() || node_.input(i).empty())
-    return {};
-  FailureOr<Value> v = importer_.lookup(node_.input(i));
-  return succeeded(v) ? *v : Value();
-}
-
-FailureOr<Value> NodeContext::requiredInput(int i) {
-  Value v = input(i);
-  if (!v) {
-    (void)error("missing required input " + std::to_string(i));
-    return failure();
-  }
-  return v;
-}
-
-RankedTensorType NodeContext::inputType(int i) const {
-  Value v = input(i);
-  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
-}
-
-InFlightDiagnostic NodeContext::emitError() {
-  return mlir::emitError(loc_) << "ONNX node '"
-                               << cast<NameLoc>(loc_).getName().getValue()
-                               << "' (" << node_.op_type() << "): ";
-}
-
-LogicalResult NodeContext::error(const llvm::Twine &msg) {
-  return emitError() << msg;
-}
-
-FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
-                                                          StringRef what) {
-  Value v = input(i);
-  if (!v) {
-    (void)error("missing required input " + std::to_string(i) + " (" + what +
-                ")");
-    return failure();
-  }
-  DenseElementsAttr attr;
-  if (v)
-    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-      attr = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!attr || !isa<IntegerType>(attr.getElementType())) {
-    (void)error(what + " (input " + std::to_string(i) +
-                ") must be an integer constant after shape folding; distopt "
-                "needs it to compute static shapes");
-    return failure();
-  }
-  SmallVector<int64_t> out;
-  for (APInt x : attr.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
-}
-
-bool NodeContext::evalForm() const { return importer_.options().evalForm; }
-
-FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
-  Value v = input(i);
-  if (!v) {
-    (void)error("missing required input " + std::to_string(i) + " (" + what +
-                ")");
-    return failure();
-  }
-  DenseElementsAttr attr;
-  if (v)
-    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-      attr = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!attr || attr.getNumElements() != 1) {
-    (void)error(what + " (input " + std::to_string(i) +
-                ") must be a constant scalar after shape folding; distopt "
-                "compiles it into the program");
-    return failure();
-  }
-  if (isa<FloatType>(attr.getElementType()))
-    return (*attr.getValues<APFloat>().begin()).convertToDouble();
-  APInt x = *attr.getValues<APInt>().begin();
-  return attr.getElementType().isUnsignedInteger() || x.getBitWidth() == 1
-             ? (double)x.getZExtValue()
-             : (double)x.getSExtValue();
-}
-
-const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
-  for (const onnx::AttributeProto &a : node_.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
-bool NodeContext::hasAttr(StringRef name) const { return attr(name); }
-
-FailureOr<int64_t> NodeContext::intAttr(StringRef name, int64_t dflt) {
-  const onnx::AttributeProto *a = attr(name);
-  if (!a)
-    return dflt;
-  if (a->type() != onnx::AttributeProto::INT &&
-      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_i()))
-    return error("attribute '" + name + "' must be an int");
-  return a->i();
-}
-
-FailureOr<float> NodeContext::floatAttr(StringRef name, float dflt) {
-  const onnx::AttributeProto *a = attr(name);
-  if (!a)
-    return dflt;
-  if (a->type() != onnx::AttributeProto::FLOAT &&
-      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_f()))
-    return error("attribute '" + name + "' must be a float");
-  return a->f();
-}
-
-FailureOr<std::string> NodeContext::stringAttr(StringRef name,
-                                               StringRef dflt) {
-  const onnx::AttributeProto *a = attr(name);
-  if (!a)
-    return std::string(dflt);
-  if (a->type() != onnx::AttributeProto::STRING &&
-      !(a->type() == onnx::AttributeProto::UNDEFINED && a->has_s()))
-    return error("attribute '" + name + "' must be a string");
-  return a->s();
-}
-
-FailureOr<std::optional<SmallVector<int64_t>>>
-NodeContext::intsAttr(StringRef name) {
-  const onnx::AttributeProto *a = attr(name);
-  if (!a)
-    return std::optional<SmallVector<int64_t>>();
-  if (a->type() != onnx::AttributeProto::INTS &&
-      a->type() != onnx::AttributeProto::UNDEFINED)
-    return error("attribute '" + name + "' must be a list of ints");
-  return std::optional<SmallVector<int64_t>>(
-      SmallVector<int64_t>(a->ints().begin(), a->ints().end()));
-}
-
-bool NodeContext::outputUsed(int i) const {
-  return i < node_.output_size() && !node_.output(i).empty() &&
-         importer_.isConsumed(node_.output(i));
-}
-
-void NodeContext::setOutput(int i, Value value) {
-  if (i < node_.output_size() && !node_.output(i).empty())
-    importer_.define(node_.output(i), value);
-}
-
-FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
-                                              StringRef what) {
-  if (axis < -rank || axis >= rank) {
-    (void)error(what + " " + std::to_string(axis) +
-                " is out of range for rank " + std::to_string(rank));
-    return failure();
-  }
-  return axis < 0 ? axis + rank : axis;
-}
-
-Value NodeContext::finishCreate(
-    OperationState &state,
-    function_ref<LogicalResult(SmallVectorImpl<Type> &)> infer) {
-  for (Value v : state.operands)
-    if (!v) {
-      failed_ = true;
-      return {};
-    }
-  SmallVector<Type> types;
-  if (mlir::failed(infer(types))) {
-    failed_ = true;
-    return {};
-  }
-  state.types.assign(types.begin(), types.end());
-  Operation *op = builder().create(state);
-  // Full verification (ODS constraints too: element types, attribute kinds)
-  // before folding: the folders trust a verified op.
-  if (mlir::failed(mlir::verify(op, /*verifyRecursively=*/false))) {
-    op->erase();
-    failed_ = true;
-    return {};
-  }
-  SmallVector<Value, 1> folded;
-  if (succeeded(builder().tryFold(op, folded)) && !folded.empty()) {
-    op->erase();
-    return folded.front();
-  }
-  return op->getResult(0);
-}
-
-DenseElementsAttr NodeContext::constantValues(int i) {
-  Value v = input(i);
-  if (!v)
-    return {};
-  if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-    return dyn_cast<DenseElementsAttr>(c.getValue());
-  if (auto w = v.getDefiningOp<dopt::WeightOp>())
-    if (!cast<RankedTensorType>(w.getType()).getElementType().isInteger(1))
-      return importer_.weightValues(w);
-  return {};
-}
-
-FailureOr<Value> NodeContext::tensorValue(const onnx::TensorProto &t,
-                                          StringRef name,
-                                          int64_t inlineFloats) {
-  return importer_.tensorValue(t, name, loc_, inlineFloats);
-}
-
-Value NodeContext::constantI64(ArrayRef<int64_t> values,
-                               ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, builder().getI64Type());
-  return dopt::ConstantOp::create(builder(), loc_,
-                                  DenseElementsAttr::get(type, values));
 }
 
 //===----------------------------------------------------------------------===//

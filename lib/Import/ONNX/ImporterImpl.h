@@ -1,7 +1,8 @@
 //===- ImporterImpl.h - ONNX importer internals -----------------*- C++ -*-===//
 //
-// Shared between the graph driver (Importer.cpp) and the per-op importers
-// (OpImporters.cpp). Not a public header.
+// Shared between the graph driver (Importer.cpp), what a per-op importer
+// sees of its node (NodeContext.cpp), the ONNX data types (DataTypes.cpp)
+// and the per-op importers (OpImporters.cpp). Not a public header.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,14 +30,41 @@ namespace distopt::onnximport {
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 28;
 
-class GraphImporter;
+/// What a node's importer may ask of the graph being imported: the builder,
+/// the values of names, and the definition of its outputs. The graph driver
+/// (GraphImporter, Importer.cpp) implements it; the per-op importers see
+/// only this, so they do not depend on the driver.
+class GraphState {
+public:
+  virtual ~GraphState();
+  virtual mlir::OpBuilder &builder() = 0;
+  virtual mlir::MLIRContext *context() = 0;
+  virtual const ONNXImportOptions &options() const = 0;
+  /// The value named `name`: an imported node output, a graph input, or an
+  /// initializer (materialised on first use). Null if undefined; failure if
+  /// materialising an initializer failed (already reported).
+  virtual mlir::FailureOr<mlir::Value> lookup(llvm::StringRef name) = 0;
+  virtual void define(llvm::StringRef name, mlir::Value v) = 0;
+  /// Whether a later node or a graph output reads `name`.
+  virtual bool isConsumed(llvm::StringRef name) const = 0;
+  /// A tensor (initializer or Constant node value) as a Value: an inline
+  /// dense constant when small, otherwise a `dopt.weight` reference (or a
+  /// `dense_resource` constant with --inline-weights).
+  virtual mlir::FailureOr<mlir::Value>
+  tensorValue(const onnx::TensorProto &tensor, llvm::StringRef name,
+              mlir::Location loc, int64_t inlineFloats = 1) = 0;
+  /// The values of the initializer a `dopt.weight` refers to, read now (a
+  /// float tensor of parameters such as Resize's scales); null for another
+  /// weight or a large one.
+  virtual mlir::DenseElementsAttr weightValues(dopt::WeightOp w) = 0;
+};
 
 /// What a per-op importer sees: the node, its location, typed access to its
 /// inputs and attributes, and a way to define its outputs. Every error is
 /// reported at the node's location and names the node.
 class NodeContext {
 public:
-  NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
+  NodeContext(GraphState &importer, const onnx::NodeProto &node,
               mlir::Location loc, int64_t opset);
 
   const onnx::NodeProto &node() const { return node_; }
@@ -117,7 +145,7 @@ public:
   mlir::DenseElementsAttr constantValues(int i);
 
   /// A tensor attribute or initializer as a Value (see
-  /// GraphImporter::tensorValue): inline constant or weight reference.
+  /// GraphState::tensorValue): inline constant or weight reference.
   /// `inlineFloats`: float tensors of up to this many elements are inline
   /// constants too (a Constant node's scales, roi: values, not weights).
   mlir::FailureOr<mlir::Value> tensorValue(const onnx::TensorProto &t,
@@ -134,7 +162,7 @@ private:
       llvm::function_ref<mlir::LogicalResult(llvm::SmallVectorImpl<mlir::Type> &)>
           infer);
 
-  GraphImporter &importer_;
+  GraphState &importer_;
   const onnx::NodeProto &node_;
   mlir::Location loc_;
   int64_t opset_;
