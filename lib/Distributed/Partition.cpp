@@ -15,6 +15,7 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/IR/GridAxes.h"
 #include "distopt/Distributed/Passes.h"
+#include "distopt/Planner/Reshard.h"
 #include "distopt/Planner/ShardingRules.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -252,12 +253,9 @@ LogicalResult Partitioner::markBlockLayouts() {
   return failure(r.wasInterrupted());
 }
 
-/// Turns `v`, held as `from`, into `to`, one grid axis at a time (multi-step
-/// on 2-D grids): first a partial value on the tensor axis is reduced
-/// (all_reduce, or reduce_scatter straight into the wanted split); then
-/// splits that must go are undone innermost axis first (all_gather, or
-/// all_to_all when the same axis splits another dimension in `to`); then
-/// the splits `to` adds are taken locally, outermost first (all_slice).
+/// Turns `v`, held as `from`, into `to` by the steps planner::reshardSteps
+/// decides (multi-step on 2-D grids), a partial value being one over the
+/// tensor axis.
 FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
                                       const Sharding &to, Location loc) {
   if (to.partial)
@@ -306,85 +304,61 @@ FailureOr<Value> Partitioner::reshard(Value v, const Sharding &from,
                                    builder.getDenseI64ArrayAttr(local))
         .getResult();
   }
-  auto isPrefix = [](ArrayRef<int16_t> a, ArrayRef<int16_t> b) {
-    return a.size() <= b.size() && llvm::equal(a, b.take_front(a.size()));
-  };
   auto resized = [&](Value x, int64_t d, int64_t num, int64_t den) {
     auto t = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(t.getShape());
     shape[d] = shape[d] * num / den;
     return RankedTensorType::get(shape, t.getElementType());
   };
+  // The steps are the planner's (planner::reshardSteps): what it priced is
+  // what is emitted.
+  planner::GridLayout fromLayout{cur, from.partial.has_value()};
+  planner::GridLayout toLayout{want, false};
   Value x = v;
-  if (from.partial) {
-    auto kind = shard::ReductionKindAttr::get(module.getContext(),
-                                              *from.partial);
-    int64_t t = gridShape[kTensorAxis];
-    int64_t dst = to.dimOf(kTensorAxis);
-    SmallVector<int16_t> next;
-    if (dst >= 0) {
-      next = cur[dst];
-      next.push_back(kTensorAxis);
+  for (const planner::ReshardStep &step :
+       planner::reshardSteps(fromLayout, toLayout, kTensorAxis)) {
+    int64_t n = gridShape[step.axis];
+    switch (step.kind) {
+    case planner::ReshardStep::AllReduce:
+      x = shard::AllReduceOp::create(
+              builder, loc, x.getType(), gridRef(), axisAttr(step.axis), x,
+              shard::ReductionKindAttr::get(module.getContext(), *from.partial))
+              .getResult();
+      break;
+    case planner::ReshardStep::ReduceScatter:
+      x = shard::ReduceScatterOp::create(
+              builder, loc, resized(x, step.dim, 1, n), gridRef(),
+              axisAttr(step.axis), x,
+              shard::ReductionKindAttr::get(module.getContext(), *from.partial),
+              builder.getIndexAttr(step.dim))
+              .getResult();
+      break;
+    case planner::ReshardStep::AllGather:
+      x = shard::AllGatherOp::create(builder, loc, resized(x, step.dim, n, 1),
+                                     gridRef(), axisAttr(step.axis), x,
+                                     builder.getIndexAttr(step.dim))
+              .getResult();
+      break;
+    case planner::ReshardStep::AllToAll: {
+      auto t = cast<RankedTensorType>(x.getType());
+      SmallVector<int64_t> shape(t.getShape());
+      shape[step.dim] /= n;
+      shape[step.fromDim] *= n;
+      x = shard::AllToAllOp::create(
+              builder, loc, RankedTensorType::get(shape, t.getElementType()),
+              gridRef(), axisAttr(step.axis), x,
+              builder.getIndexAttr(step.dim), builder.getIndexAttr(step.fromDim))
+              .getResult();
+      break;
     }
-    if (dst >= 0 && isPrefix(next, want[dst])) {
-      x = shard::ReduceScatterOp::create(builder, loc, resized(x, dst, 1, t),
-                                         gridRef(), axisAttr(kTensorAxis), x,
-                                         kind, builder.getIndexAttr(dst))
+    case planner::ReshardStep::Slice:
+      x = shard::AllSliceOp::create(builder, loc, resized(x, step.dim, 1, n),
+                                    gridRef(), axisAttr(step.axis), x,
+                                    builder.getIndexAttr(step.dim))
               .getResult();
-      cur[dst] = next;
-    } else {
-      x = shard::AllReduceOp::create(builder, loc, x.getType(), gridRef(),
-                                     axisAttr(kTensorAxis), x, kind)
-              .getResult();
+      break;
     }
   }
-  // Undo splits that `to` does not keep, innermost axis first.
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t d = 0; d < rank; ++d) {
-      if (isPrefix(cur[d], want[d]))
-        continue;
-      int16_t a = cur[d].back();
-      int64_t n = gridShape[a];
-      cur[d].pop_back();
-      // The same axis splits another dimension in `to`: move the split.
-      std::optional<size_t> target;
-      for (size_t e = 0; e < rank; ++e) {
-        SmallVector<int16_t> next(cur[e]);
-        next.push_back(a);
-        if (e != d && isPrefix(next, want[e]))
-          target = e;
-      }
-      if (target) {
-        auto t = cast<RankedTensorType>(x.getType());
-        SmallVector<int64_t> shape(t.getShape());
-        shape[*target] /= n;
-        shape[d] *= n;
-        x = shard::AllToAllOp::create(
-                builder, loc, RankedTensorType::get(shape, t.getElementType()),
-                gridRef(), axisAttr(a), x, builder.getIndexAttr(*target),
-                builder.getIndexAttr(d))
-                .getResult();
-        cur[*target].push_back(a);
-      } else {
-        x = shard::AllGatherOp::create(builder, loc, resized(x, d, n, 1),
-                                       gridRef(), axisAttr(a), x,
-                                       builder.getIndexAttr(d))
-                .getResult();
-      }
-      progress = true;
-    }
-  }
-  // Take the splits `to` adds, outermost axis first (local slices).
-  for (size_t d = 0; d < rank; ++d)
-    while (cur[d].size() < want[d].size()) {
-      int16_t a = want[d][cur[d].size()];
-      x = shard::AllSliceOp::create(builder, loc,
-                                    resized(x, d, 1, gridShape[a]), gridRef(),
-                                    axisAttr(a), x, builder.getIndexAttr(d))
-              .getResult();
-      cur[d].push_back(a);
-    }
   return x;
 }
 
@@ -693,11 +667,7 @@ LogicalResult Partitioner::run() {
     }
     if (op.getNumResults() != 1)
       continue;
-    bool elementwise = isa<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp,
-                           dopt::NegOp, dopt::ReluOp, dopt::GeluOp,
-                           dopt::TanhOp, dopt::SigmoidOp, dopt::ExpOp,
-                           dopt::CastOp, dopt::ExpandOp, dopt::WhereOp>(op);
-    if (!elementwise)
+    if (!isa<dopt::ElementwiseOpInterface, dopt::ExpandOp>(op))
       continue;
     for (Value operand : op.getOperands()) {
       auto b = blocks.find(unannotated(operand));

@@ -2,6 +2,7 @@
 
 #include "distopt/Planner/IntraOp.h"
 #include "distopt/Planner/MinSum.h"
+#include "distopt/Planner/Reshard.h"
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
@@ -102,25 +103,42 @@ struct Resharder {
     return cache.try_emplace(key, t).first->second;
   }
 
-  /// The collective that turns `from` into `to`, if any.
-  static std::optional<CollectiveKind> kind(int64_t from, int64_t to) {
+  /// The collectives that turn `from` into `to` on the tensor-parallel
+  /// group: the partitioner's steps (reshardSteps), on a one-axis grid.
+  static SmallVector<ReshardStep> steps(int64_t from, int64_t to) {
     if (from == to)
-      return std::nullopt;
-    if (to == kReplicated)
-      return isPartial(from) ? CollectiveKind::AllReduce
-                             : CollectiveKind::AllGather;
-    // to is a split
-    if (from == kReplicated)
-      return std::nullopt; // local slice
-    if (isPartial(from))
-      return CollectiveKind::ReduceScatter;
-    return CollectiveKind::AllToAll;
+      return {};
+    auto layout = [](int64_t state) {
+      GridLayout l;
+      l.partial = isPartial(state);
+      if (state >= 0) {
+        l.axes.resize(state + 1);
+        l.axes[state].push_back(kAxis);
+      }
+      return l;
+    };
+    return reshardSteps(layout(from), layout(to), kAxis);
+  }
+
+  /// The collective that turns `from` into `to`, if any (on one axis there
+  /// is at most one).
+  static std::optional<CollectiveKind> kind(int64_t from, int64_t to) {
+    for (const ReshardStep &step : steps(from, to))
+      if (std::optional<CollectiveKind> k = step.collective())
+        return k;
+    return std::nullopt;
   }
 
   double time(int64_t from, int64_t to, double bytes) {
-    auto k = kind(from, to);
-    return k ? times(bytes)[static_cast<unsigned>(*k)] : 0.0;
+    double t = 0;
+    for (const ReshardStep &step : steps(from, to))
+      if (std::optional<CollectiveKind> k = step.collective())
+        t += times(bytes)[static_cast<unsigned>(*k)];
+    return t;
   }
+
+  /// The group's axis, as the layouts name it.
+  static constexpr int16_t kAxis = 0;
 };
 
 /// Gradient state at a consumer's operand: what the consumer's backward
