@@ -399,21 +399,12 @@ llvm::Expected<Cluster> distopt::planner::parseCluster(StringRef yaml,
         "%s: error: empty cluster spec (expected a mapping with "
         "'devices_per_node', 'device' and 'links')",
         bufferName.str().c_str());
-  std::string diagnostics;
   RawCluster raw;
-  llvm::yaml::Input yin(llvm::MemoryBufferRef(yaml, bufferName),
-                        /*Ctxt=*/nullptr, detail::collectYAMLDiagnostic,
-                        &diagnostics);
-  detail::resetYAMLDiagnostics();
-  yin >> raw;
-  if (!diagnostics.empty())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   StringRef(diagnostics).rtrim());
+  if (llvm::Error e = detail::readYAML(yaml, bufferName, raw, "cluster spec"))
+    return std::move(e);
   // Some of YAML I/O's failures come without a diagnostic.
-  if (!raw.seen || yin.error())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "%s: error: invalid cluster spec",
-                                   bufferName.str().c_str());
+  if (!raw.seen)
+    return detail::invalidYAML(bufferName, "cluster spec");
 
   Cluster c;
   c.name = raw.name ? *raw.name : bufferName.str();

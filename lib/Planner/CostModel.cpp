@@ -98,6 +98,11 @@ std::optional<Optimizer> distopt::planner::parseOptimizer(StringRef name) {
   return std::nullopt;
 }
 
+std::string distopt::planner::unknownOptimizer(StringRef name) {
+  return "--optimizer: unknown optimizer '" + name.str() + "' (expected " +
+         optimizerChoices(", ", " or ") + ")";
+}
+
 std::string distopt::planner::optimizerChoices(StringRef sep, StringRef last) {
   std::string out;
   size_t n = std::size(kOptimizers);
@@ -184,39 +189,6 @@ double resultElements(mlir::Operation *op) {
   return n;
 }
 
-/// FLOPs per output element of the elementwise ops (transcendentals count
-/// as one FLOP, as in most FLOP counters; see docs/cost-model.md).
-std::optional<double> elementwiseFlopsPerElement(mlir::Operation *op) {
-  return llvm::TypeSwitch<mlir::Operation *, std::optional<double>>(op)
-      .Case<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp, dopt::MaxOp,
-            dopt::MinOp, dopt::PowOp, dopt::EqualOp, dopt::LessOp,
-            dopt::LessEqualOp, dopt::GreaterOp, dopt::GreaterEqualOp,
-            dopt::AndOp, dopt::OrOp, dopt::XorOp, dopt::ShiftLeftOp,
-            dopt::ShiftRightOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
-            dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
-            dopt::TanhOp, dopt::ErfOp, dopt::FloorOp, dopt::CeilOp,
-            dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::AsinOp, dopt::AcosOp,
-            dopt::AtanOp, dopt::SinhOp, dopt::CoshOp, dopt::AsinhOp,
-            dopt::AcoshOp, dopt::AtanhOp, dopt::ReluOp, dopt::WhereOp,
-            dopt::CastOp>([](auto) { return 1.0; })
-      // x >= 0 ? x : alpha·x: a compare and a multiply.
-      .Case<dopt::LeakyReluOp>([](auto) { return 2.0; })
-      // The mask's hash (an index, SplitMix64: ~12 integer ops), a compare,
-      // a multiply and a select, counted as FLOPs.
-      .Case<dopt::DropoutOp>([](auto) { return 15.0; })
-      // 1 / (1 + exp(-x)): neg, exp, add, reciprocal.
-      .Case<dopt::SigmoidOp>([](auto) { return 4.0; })
-      // The bits read as another type: no arithmetic, a copy's bytes.
-      .Case<dopt::BitcastOp>([](auto) { return 0.0; })
-      .Case<dopt::GeluOp>([](dopt::GeluOp g) {
-        // none: 0.5·x·(1 + erf(x/√2)): mul, erf, add, mul, mul = 5.
-        // tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))):
-        //   x³ (2), ·0.044715, +x, ·√(2/π), tanh, +1, ·x, ·0.5 = 9.
-        return g.getApproximate() == "tanh" ? 9.0 : 5.0;
-      })
-      .Default([](mlir::Operation *) { return std::nullopt; });
-}
-
 } // namespace
 
 OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
@@ -236,9 +208,9 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
     cost.bytesWritten += valueBytes(v, opts);
   double out = resultElements(op);
 
-  if (std::optional<double> perElement = elementwiseFlopsPerElement(op)) {
+  if (auto elementwise = llvm::dyn_cast<dopt::ElementwiseOpInterface>(op)) {
     cost.opClass = OpClass::Elementwise;
-    cost.flops = *perElement * out;
+    cost.flops = elementwise.getFlopsPerElement() * out;
     return cost;
   }
 
@@ -544,20 +516,10 @@ distopt::planner::parseEfficiencyProfile(StringRef yaml, StringRef bufferName,
                                          const EfficiencyProfile &base) {
   if (detail::isBlankYAML(yaml))
     return base;
-  std::string diagnostics;
   RawProfile raw;
-  llvm::yaml::Input yin(llvm::MemoryBufferRef(yaml, bufferName),
-                        /*Ctxt=*/nullptr, detail::collectYAMLDiagnostic,
-                        &diagnostics);
-  detail::resetYAMLDiagnostics();
-  yin >> raw;
-  if (!diagnostics.empty())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   StringRef(diagnostics).rtrim());
-  if (yin.error())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "%s: error: invalid efficiency profile",
-                                   bufferName.str().c_str());
+  if (llvm::Error e =
+          detail::readYAML(yaml, bufferName, raw, "efficiency profile"))
+    return std::move(e);
   EfficiencyProfile p = base;
   if (raw.opClasses) {
     for (unsigned c = 0; c < kNumOpClasses; ++c) {

@@ -526,20 +526,10 @@ std::optional<OpShardingRule>
 distopt::planner::getShardingRule(mlir::Operation *op) {
   if (op->getNumResults() == 0)
     return std::nullopt;
+  // Elementwise ops (ElementwiseOpInterface) and expand (a broadcast).
+  if (llvm::isa<dopt::ElementwiseOpInterface, dopt::ExpandOp>(op))
+    return elementwiseRule(op);
   return llvm::TypeSwitch<mlir::Operation *, std::optional<OpShardingRule>>(op)
-      .Case<dopt::AddOp, dopt::SubOp, dopt::MulOp, dopt::DivOp, dopt::MaxOp,
-            dopt::MinOp, dopt::PowOp, dopt::EqualOp, dopt::LessOp,
-            dopt::LessEqualOp, dopt::GreaterOp, dopt::GreaterEqualOp,
-            dopt::AndOp, dopt::OrOp, dopt::XorOp, dopt::ShiftLeftOp,
-            dopt::ShiftRightOp, dopt::NegOp, dopt::AbsOp, dopt::NotOp,
-            dopt::SqrtOp, dopt::ReciprocalOp, dopt::ExpOp, dopt::LogOp,
-            dopt::TanhOp, dopt::SigmoidOp, dopt::ErfOp, dopt::FloorOp,
-            dopt::CeilOp, dopt::RoundOp, dopt::SinOp, dopt::CosOp, dopt::AsinOp, dopt::AcosOp,
-            dopt::AtanOp, dopt::SinhOp, dopt::CoshOp, dopt::AsinhOp,
-            dopt::AcoshOp, dopt::AtanhOp, dopt::ReluOp,
-            dopt::LeakyReluOp, dopt::GeluOp, dopt::WhereOp, dopt::CastOp,
-            dopt::BitcastOp, dopt::ExpandOp, dopt::DropoutOp>(
-          [](mlir::Operation *o) { return elementwiseRule(o); })
       .Case<dopt::SoftmaxOp>(
           [](dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
       .Case<dopt::LogSoftmaxOp>(

@@ -14,7 +14,9 @@
 #define DISTOPT_LIB_PLANNER_YAMLDIAGNOSTICS_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLTraits.h"
 
 #include <string>
 
@@ -33,6 +35,34 @@ void collectYAMLDiagnostic(const llvm::SMDiagnostic &diag, void *context);
 /// True if `yaml` holds nothing but blank lines, comments and document
 /// markers (YAML I/O gives no diagnostic for such input).
 bool isBlankYAML(llvm::StringRef yaml);
+
+/// "<bufferName>: error: invalid <what>": YAML I/O failed without saying
+/// why.
+inline llvm::Error invalidYAML(llvm::StringRef bufferName,
+                               llvm::StringRef what) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "%s: error: invalid %s",
+                                 bufferName.str().c_str(), what.str().c_str());
+}
+
+/// Reads `yaml` (named `bufferName` in messages) into `raw` with YAML I/O;
+/// the collected diagnostics as one error, or invalidYAML(what) where YAML
+/// I/O failed without one.
+template <typename Raw>
+llvm::Error readYAML(llvm::StringRef yaml, llvm::StringRef bufferName,
+                     Raw &raw, llvm::StringRef what) {
+  std::string diagnostics;
+  llvm::yaml::Input yin(llvm::MemoryBufferRef(yaml, bufferName),
+                        /*Ctxt=*/nullptr, collectYAMLDiagnostic, &diagnostics);
+  resetYAMLDiagnostics();
+  yin >> raw;
+  if (!diagnostics.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::StringRef(diagnostics).rtrim());
+  if (yin.error())
+    return invalidYAML(bufferName, what);
+  return llvm::Error::success();
+}
 
 } // namespace distopt::planner::detail
 

@@ -270,6 +270,9 @@ std::optional<Optimizer> parseOptimizer(llvm::StringRef name);
 /// The names of the list joined by `sep`, the last two by `last` (default
 /// `sep`): "sgd, momentum, adam or adamw", "sgd|momentum|adam|adamw".
 std::string optimizerChoices(llvm::StringRef sep, llvm::StringRef last = "");
+/// The error for an --optimizer not in the list: "--optimizer: unknown
+/// optimizer 'lion' (expected sgd, momentum, adam or adamw)".
+std::string unknownOptimizer(llvm::StringRef name);
 
 /// Bytes per parameter of the optimizer's state (ZeRO paper, §3.1, K):
 ///  * Adam and AdamW: fp32 momentum + variance (8); in 16-bit mixed

@@ -1283,5 +1283,28 @@ LogicalResult ShapeOp::inferReturnTypes(MLIRContext *ctx,
 // TableGen'd op definitions
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// FLOPs per element of the elementwise ops that count other than one
+// (ElementwiseOpInterface; the planner's cost model reads them).
+//===----------------------------------------------------------------------===//
+
+// 1 / (1 + exp(-x)): neg, exp, add, reciprocal.
+double SigmoidOp::getFlopsPerElement() { return 4.0; }
+// x >= 0 ? x : alpha·x: a compare and a multiply.
+double LeakyReluOp::getFlopsPerElement() { return 2.0; }
+// none: 0.5·x·(1 + erf(x/√2)): mul, erf, add, mul, mul = 5.
+// tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))):
+//   x³ (2), ·0.044715, +x, ·√(2/π), tanh, +1, ·x, ·0.5 = 9.
+double GeluOp::getFlopsPerElement() {
+  return getApproximate() == "tanh" ? 9.0 : 5.0;
+}
+// The mask's hash (an index, SplitMix64: ~12 integer ops), a compare, a
+// multiply and a select, counted as FLOPs.
+double DropoutOp::getFlopsPerElement() { return 15.0; }
+// The bits read as another type: no arithmetic, a copy's bytes.
+double BitcastOp::getFlopsPerElement() { return 0.0; }
+
+#include "distopt/Dialect/Dopt/IR/DoptInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "distopt/Dialect/Dopt/IR/DoptOps.cpp.inc"

@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "distopt/Dialect/Dopt/IR/DoptInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "distopt/Dialect/Dopt/IR/DoptOps.h.inc"
 

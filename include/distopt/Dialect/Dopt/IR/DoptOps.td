@@ -24,6 +24,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "distopt/Dialect/Dopt/IR/DoptInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Dialect
@@ -75,9 +76,16 @@ class Dopt_Op<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+// The elementwise interface of an op that counts one FLOP per element.
+defvar Dopt_Elementwise = Dopt_ElementwiseOpInterface;
+// ... and of one that says its own count (getFlopsPerElement in DoptOps.cpp).
+defvar Dopt_ElementwiseCosted =
+    DeclareOpInterfaceMethods<Dopt_ElementwiseOpInterface, ["getFlopsPerElement"]>;
+
 // Elementwise unary op whose result has the operand's type.
-class Dopt_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : Dopt_Op<mnemonic, traits> {
+class Dopt_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = [],
+                   Trait elementwise = Dopt_Elementwise>
+    : Dopt_Op<mnemonic, !listconcat(traits, [elementwise])> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$output);
 }
@@ -85,7 +93,7 @@ class Dopt_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
 // Elementwise binary op with multidirectional (NumPy) broadcasting.
 class Dopt_BinaryOp<string mnemonic, Type operandType, Type resultType,
                     list<Trait> traits = []>
-    : Dopt_Op<mnemonic, traits> {
+    : Dopt_Op<mnemonic, !listconcat(traits, [Dopt_Elementwise])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs resultType:$output);
   let hasFolder = 1;
@@ -167,7 +175,7 @@ def Dopt_MinOp : Dopt_BinaryOp<"min", Dopt_NumericTensor, Dopt_NumericTensor,
                                [Commutative]> {
   let summary = "elementwise minimum with broadcasting";
 }
-def Dopt_PowOp : Dopt_Op<"pow"> {
+def Dopt_PowOp : Dopt_Op<"pow", [Dopt_Elementwise]> {
   let summary = "elementwise power with broadcasting";
   let description = [{
     `base ^ exponent`. The exponent may have another numeric element type
@@ -209,7 +217,7 @@ def Dopt_XorOp : Dopt_BinaryOp<"xor", Dopt_IntegerTensor, Dopt_IntegerTensor,
   let summary = "elementwise bitwise exclusive or (logical on i1), with "
                 "broadcasting";
 }
-def Dopt_ShiftLeftOp : Dopt_Op<"shift_left"> {
+def Dopt_ShiftLeftOp : Dopt_Op<"shift_left", [Dopt_Elementwise]> {
   let summary = "elementwise left shift of integers, with broadcasting";
   let description = [{
     `lhs << rhs`. A negative shift, or one by the type's width or more,
@@ -218,7 +226,7 @@ def Dopt_ShiftLeftOp : Dopt_Op<"shift_left"> {
   let arguments = (ins Dopt_WideIntegerTensor:$lhs, Dopt_WideIntegerTensor:$rhs);
   let results = (outs Dopt_WideIntegerTensor:$output);
 }
-def Dopt_ShiftRightOp : Dopt_Op<"shift_right"> {
+def Dopt_ShiftRightOp : Dopt_Op<"shift_right", [Dopt_Elementwise]> {
   let summary = "elementwise right shift of integers, with broadcasting";
   let description = [{
     `lhs >> rhs`: logical (zeros shifted in) for unsigned types, arithmetic
@@ -256,7 +264,8 @@ def Dopt_LogOp : Dopt_UnaryOp<"log", Dopt_FloatTensor> {
 def Dopt_TanhOp : Dopt_UnaryOp<"tanh", Dopt_FloatTensor> {
   let summary = "elementwise hyperbolic tangent";
 }
-def Dopt_SigmoidOp : Dopt_UnaryOp<"sigmoid", Dopt_FloatTensor> {
+def Dopt_SigmoidOp : Dopt_UnaryOp<"sigmoid", Dopt_FloatTensor, [],
+                                   Dopt_ElementwiseCosted> {
   let summary = "elementwise logistic function 1/(1+e^-x)";
 }
 def Dopt_ErfOp : Dopt_UnaryOp<"erf", Dopt_FloatTensor> {
@@ -307,13 +316,13 @@ def Dopt_AtanhOp : Dopt_UnaryOp<"atanh", Dopt_FloatTensor> {
 def Dopt_ReluOp : Dopt_UnaryOp<"relu", Dopt_NumericTensor> {
   let summary = "elementwise max(x, 0)";
 }
-def Dopt_LeakyReluOp : Dopt_Op<"leaky_relu"> {
+def Dopt_LeakyReluOp : Dopt_Op<"leaky_relu", [Dopt_ElementwiseCosted]> {
   let summary = "elementwise x if x >= 0 else alpha * x";
   let arguments = (ins Dopt_FloatTensor:$input,
                    DefaultValuedAttr<F32Attr, "0.01">:$alpha);
   let results = (outs Dopt_FloatTensor:$output);
 }
-def Dopt_GeluOp : Dopt_Op<"gelu"> {
+def Dopt_GeluOp : Dopt_Op<"gelu", [Dopt_ElementwiseCosted]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `approximate` is `"none"` (x·Φ(x), with erf) or `"tanh"` (the tanh
@@ -324,7 +333,7 @@ def Dopt_GeluOp : Dopt_Op<"gelu"> {
   let results = (outs Dopt_FloatTensor:$output);
 }
 
-def Dopt_WhereOp : Dopt_Op<"where"> {
+def Dopt_WhereOp : Dopt_Op<"where", [Dopt_Elementwise]> {
   let summary = "elementwise select with three-way broadcasting";
   let arguments = (ins Dopt_BoolTensor:$condition, Dopt_Tensor:$lhs,
                    Dopt_Tensor:$rhs);
@@ -347,7 +356,7 @@ def Dopt_RngKeyOp : Dopt_Op<"rng_key"> {
   let results = (outs TensorOf<[I64]>:$key);
 }
 
-def Dopt_DropoutOp : Dopt_Op<"dropout"> {
+def Dopt_DropoutOp : Dopt_Op<"dropout", [Dopt_ElementwiseCosted]> {
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
     `output = keep ? input / (1 - ratio) : 0`, where `keep` is
@@ -371,14 +380,14 @@ def Dopt_DropoutOp : Dopt_Op<"dropout"> {
   let results = (outs Dopt_Tensor:$output);
 }
 
-def Dopt_CastOp : Dopt_Op<"cast"> {
+def Dopt_CastOp : Dopt_Op<"cast", [Dopt_Elementwise]> {
   let summary = "elementwise element-type conversion";
   let arguments = (ins Dopt_Tensor:$input, TypeAttr:$to);
   let results = (outs Dopt_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Dopt_BitcastOp : Dopt_Op<"bitcast"> {
+def Dopt_BitcastOp : Dopt_Op<"bitcast", [Dopt_ElementwiseCosted]> {
   let summary = "elementwise reinterpretation of the bits as another type";
   let description = [{
     Each element's bits read as `to`, a type of the same width (ONNX's

@@ -1,0 +1,37 @@
+//===- DoptInterfaces.td - what every stage asks of a dopt op -*- tablegen -*-===//
+//
+// Per-op knowledge lives on the op: each question the stages ask (is it
+// elementwise, what does it cost, ...) is an interface here, answered once
+// by each op in DoptOps.td / DoptOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DISTOPT_DIALECT_DOPT_IR_DOPTINTERFACES_TD
+#define DISTOPT_DIALECT_DOPT_IR_DOPTINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Dopt_ElementwiseOpInterface : OpInterface<"ElementwiseOpInterface"> {
+  let cppNamespace = "::distopt::dopt";
+  let description = [{
+    An op that computes each element of its result from the elements of its
+    operands at the same position, the operands broadcast as NumPy does
+    (unary and binary arithmetic, comparisons, activations, casts, select,
+    dropout). What the stages make of it:
+     * the planner shards it alike along every dimension of its result
+       (planner::getShardingRule) and prices it by its FLOPs per element
+       (planner::estimateOpCost);
+     * a block layout (a fused projection's concatenated blocks) passes
+       through it unchanged (distopt-partition).
+    An op whose count is not one FLOP per element declares the method
+    (`DeclareOpInterfaceMethods`) and defines it in DoptOps.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<
+      [{FLOPs per result element: a transcendental counts as one, as in most
+        FLOP counters (docs/cost-model.md).}],
+      "double", "getFlopsPerElement", (ins), [{}], [{ return 1.0; }]>,
+  ];
+}
+
+#endif // DISTOPT_DIALECT_DOPT_IR_DOPTINTERFACES_TD
