@@ -192,9 +192,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (!compileOptimizer.empty()) {
     options.optimizer = planner::parseOptimizer(compileOptimizer);
     if (!options.optimizer) {
-      WithColor::error() << "--optimizer must be "
-                         << planner::optimizerChoices(", ", " or ")
-                         << ", got '" << compileOptimizer << "'\n";
+      WithColor::error() << planner::unknownOptimizer(compileOptimizer)
+                         << "\n";
       return 1;
     }
   }

@@ -24,11 +24,12 @@ bool importOptionsFromFlags(ONNXImportOptions &options);
 
 /// The subcommands (function-local statics, so options in other files can
 /// name them safely during static initialisation).
+llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &planCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &runCommand();
 
-/// The flags `plan` and `compile` share (--cluster, the degrees, gradient
+/// The flags `plan` and `compile` share (Flags.cpp) (--cluster, the degrees, gradient
 /// synchronisation, pipelines, parameter servers, --profile); false with
 /// `error` where a value is not one of the allowed ones.
 bool distributionFromFlags(driver::DistributionOptions &out,

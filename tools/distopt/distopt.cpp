@@ -34,13 +34,7 @@
 using namespace mlir;
 using namespace llvm;
 
-static cl::SubCommand importCmd("import",
-                                "Import an ONNX model into the dopt dialect");
-cl::SubCommand &distopt::tool::compileCommand() {
-  static cl::SubCommand cmd(
-      "compile", "Compile an ONNX model into an executable bundle (model.dx/)");
-  return cmd;
-}
+static cl::SubCommand &importCmd = distopt::tool::importCommand();
 static cl::SubCommand &compileCmd = distopt::tool::compileCommand();
 static cl::SubCommand opsCmd("ops",
                              "List the ONNX op types distopt imports (default "
@@ -57,31 +51,6 @@ static cl::opt<std::string>
                           "<model>.dx)"),
                  cl::value_desc("path"), cl::sub(importCmd),
                  cl::sub(compileCmd));
-static cl::list<std::string>
-    importShapes("shape",
-                 cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
-                 cl::value_desc("name=AxBx..."), cl::sub(importCmd),
-                 cl::sub(compileCmd), cl::sub(distopt::tool::planCommand()));
-static cl::list<std::string>
-    importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
-               cl::value_desc("name=N"), cl::sub(importCmd),
-               cl::sub(compileCmd), cl::sub(distopt::tool::planCommand()));
-static cl::list<std::string> importFreeze(
-    "freeze",
-    cl::desc("Bind a graph input to the value in a .npy/.pb file at compile "
-             "time (for inputs that feed shapes: axes, pads, targets)"),
-    cl::value_desc("name=file"), cl::sub(importCmd), cl::sub(compileCmd),
-    cl::sub(distopt::tool::planCommand()));
-static cl::opt<bool> importInlineWeights(
-    "inline-weights",
-    cl::desc("Read all weights (including external data) into the IR as "
-             "dense_resource blobs instead of referencing them"),
-    cl::sub(importCmd));
-static cl::opt<bool>
-    importText("text", cl::desc("Read ONNX's textual syntax (default for "
-                                ".onnxtxt files)"),
-               cl::sub(importCmd), cl::sub(compileCmd),
-               cl::sub(distopt::tool::planCommand()));
 static cl::opt<bool> importGeneric("mlir-print-generic",
                                    cl::desc("Print ops in generic form"),
                                    cl::sub(importCmd), cl::sub(compileCmd));
@@ -144,67 +113,7 @@ LogicalResult diagnosticHandler(Diagnostic &diag) {
   return success();
 }
 
-/// Splits "key=value"; reports a usage error when malformed.
-bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
-                     StringRef &value) {
-  std::tie(key, value) = arg.split('=');
-  if (key.empty() || !arg.contains('=')) {
-    WithColor::error() << "--" << flag << " expects name=value, got '" << arg
-                       << "'\n";
-    return false;
-  }
-  return true;
-}
-
 } // namespace
-
-/// Builds import options from the command line; false after a usage error.
-bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
-  for (StringRef arg : importShapes) {
-    StringRef name, spec;
-    if (!splitAssignment("shape", arg, name, spec))
-      return false;
-    std::optional<SmallVector<int64_t>> dims = distopt::parseShapeSpec(spec);
-    if (!dims) {
-      WithColor::error() << "--shape " << arg
-                         << ": expected dimensions like 32x256\n";
-      return false;
-    }
-    options.inputShapes[name] = *dims;
-  }
-  for (StringRef arg : importDims) {
-    StringRef name, value;
-    int64_t n;
-    if (!splitAssignment("dim", arg, name, value))
-      return false;
-    if (value.getAsInteger(10, n) || n < 0) {
-      WithColor::error() << "--dim " << arg
-                         << ": expected a non-negative integer\n";
-      return false;
-    }
-    options.symbolicDims[name] = n;
-  }
-  for (StringRef arg : importFreeze) {
-    StringRef name, file;
-    if (!splitAssignment("freeze", arg, name, file))
-      return false;
-    distopt::runtime::Tensor t;
-    std::string error;
-    if (!distopt::runtime::readTensorFile(file.str(), t, error)) {
-      WithColor::error() << "--freeze " << arg << ": " << error << "\n";
-      return false;
-    }
-    distopt::ONNXFrozenInput &f = options.frozenInputs[name];
-    f.onnxDataType = distopt::runtime::onnxDataType(t.dtype());
-    f.shape.assign(t.shape().begin(), t.shape().end());
-    const char *p = static_cast<const char *>(t.data());
-    f.bytes.assign(p, p + t.byteSize());
-  }
-  options.inlineWeights = importInlineWeights;
-  if (importText)
-    options.textFormat = true;
-  return true;
-}
 
 namespace {
 int runImport(MLIRContext &context) {

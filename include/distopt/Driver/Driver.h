@@ -15,13 +15,16 @@
 #define DISTOPT_DRIVER_DRIVER_H
 
 #include "distopt/Driver/Options.h"
+#include "distopt/Planner/Cluster.h"
 #include "distopt/Planner/PlanGraph.h"
+#include "distopt/Planner/Search.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,7 +117,55 @@ partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const PartitionRequest &request);
 
 //===----------------------------------------------------------------------===//
-// Compiling (Compile.cpp, Bundle.cpp)
+// Planning alone (Plan.cpp)
+//===----------------------------------------------------------------------===//
+
+/// `distopt plan`: the best plan of a model for a cluster, with the
+/// alternatives it beat.
+struct PlanRequest {
+  /// The ONNX model, and how to import it.
+  std::string input;
+  ONNXImportOptions import;
+  /// The cluster (required) and what is forced.
+  DistributionOptions distribution;
+  planner::PlanMode mode = planner::PlanMode::Train;
+  /// --global-batch (samples per step over the cluster; unset: the model's
+  /// batch) and --seq-len (binds a symbolic dimension 1 of the inputs).
+  std::optional<int64_t> globalBatch, seqLen;
+  /// --precision (unset: the model's).
+  std::optional<planner::DType> precision;
+  planner::Optimizer optimizer = planner::Optimizer::Adam;
+  /// --loss KIND[:OUTPUT] (training): see PartitionRequest::loss.
+  std::string loss;
+  planner::IntraOpSolver segmentSolver = planner::IntraOpSolver::Auto;
+  /// Also annotate the model at its real batch with the plan (the shard
+  /// dialect's grid and shardings, stage attributes): `--emit=ir`.
+  bool annotate = false;
+};
+
+/// A plan and what it was made from (the graph's values live in `module`).
+struct PlannedModel {
+  /// The model imported at the probe batch.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  planner::PlanGraph graph;
+  planner::Cluster cluster;
+  planner::PlanOptions options;
+  planner::PlanResult result;
+  /// With PlanRequest::annotate, where the batch differs from the probe's:
+  /// the model at its real batch (annotatedModule() says which holds the
+  /// plan).
+  mlir::OwningOpRef<mlir::ModuleOp> annotated;
+  mlir::ModuleOp annotatedModule() const {
+    return annotated ? *annotated : *module;
+  }
+};
+
+/// Plans `request.input`. Prints its errors.
+mlir::FailureOr<std::unique_ptr<PlannedModel>>
+plan(mlir::MLIRContext &context, const PlanRequest &request);
+
+//===----------------------------------------------------------------------===//
+// Compiling (Compile.cpp)
 //===----------------------------------------------------------------------===//
 
 /// Registers what `compile` needs in `registry` (the importer's and the

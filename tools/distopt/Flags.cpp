@@ -1,0 +1,275 @@
+//===- Flags.cpp - the flags `distopt` subcommands share -------------------===//
+//
+// The subcommands, the import flags (import, plan, compile) and the
+// distribution flags (plan, compile), parsed into the driver library's
+// options. Each subcommand's own flags live beside it (Plan.cpp,
+// Compile.cpp, Run.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tool.h"
+
+#include "distopt/Runtime/Tensor.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+using namespace distopt::planner;
+
+cl::SubCommand &distopt::tool::importCommand() {
+  static cl::SubCommand cmd("import",
+                            "Import an ONNX model into the dopt dialect");
+  return cmd;
+}
+
+cl::SubCommand &distopt::tool::planCommand() {
+  static cl::SubCommand cmd(
+      "plan", "Find how to split a model over a cluster and explain it");
+  return cmd;
+}
+
+cl::SubCommand &distopt::tool::compileCommand() {
+  static cl::SubCommand cmd(
+      "compile", "Compile an ONNX model into an executable bundle (model.dx/)");
+  return cmd;
+}
+
+namespace {
+
+static cl::list<std::string>
+    importShapes("shape",
+                 cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
+                 cl::value_desc("name=AxBx..."), cl::sub(distopt::tool::importCommand()),
+                 cl::sub(distopt::tool::compileCommand()), cl::sub(distopt::tool::planCommand()));
+static cl::list<std::string>
+    importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
+               cl::value_desc("name=N"), cl::sub(distopt::tool::importCommand()),
+               cl::sub(distopt::tool::compileCommand()), cl::sub(distopt::tool::planCommand()));
+static cl::list<std::string> importFreeze(
+    "freeze",
+    cl::desc("Bind a graph input to the value in a .npy/.pb file at compile "
+             "time (for inputs that feed shapes: axes, pads, targets)"),
+    cl::value_desc("name=file"), cl::sub(distopt::tool::importCommand()), cl::sub(distopt::tool::compileCommand()),
+    cl::sub(distopt::tool::planCommand()));
+static cl::opt<bool> importInlineWeights(
+    "inline-weights",
+    cl::desc("Read all weights (including external data) into the IR as "
+             "dense_resource blobs instead of referencing them"),
+    cl::sub(distopt::tool::importCommand()));
+static cl::opt<bool>
+    importText("text", cl::desc("Read ONNX's textual syntax (default for "
+                                ".onnxtxt files)"),
+               cl::sub(distopt::tool::importCommand()), cl::sub(distopt::tool::compileCommand()),
+               cl::sub(distopt::tool::planCommand()));
+
+cl::opt<std::string> clusterSpec(
+    "cluster",
+    cl::desc("Cluster: a preset (dgx-a100x8, dgx-h100x8, local:N, "
+             "NxPRESET) or a YAML file"),
+    cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> forceDP("dp", cl::desc("Force the data-parallel degree"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> forceTP("tp", cl::desc("Force the tensor-parallel degree"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> forcePP("pp", cl::desc("Force the number of pipeline stages"),
+                         cl::init(0), cl::value_desc("N"),
+                         cl::sub(distopt::tool::planCommand()),
+                         cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> forceMicro(
+    "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
+    cl::value_desc("N"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<bool> microbatchStatistics(
+    "microbatch-statistics",
+    cl::desc("Statistics over the batch (batch norm in training form) may "
+             "be each micro-batch's own (--accumulate, --microbatches), the "
+             "running statistics updated once per micro-batch in order, as "
+             "PyTorch's gradient accumulation and GPipe do; without it such "
+             "models are not cut into micro-batches"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> forceRecompute(
+    "recompute", cl::desc("Force activation recomputation"),
+    cl::value_desc("off|selective|full"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> pipelineSchedule(
+    "schedule",
+    cl::desc("The pipeline schedule of a training step: 1f1b (default) or "
+             "gpipe"),
+    cl::value_desc("1f1b|gpipe"), cl::init("1f1b"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<double> bucketMB(
+    "bucket-mb",
+    cl::desc("Data-parallel training: the largest bucket of gradients one "
+             "all-reduce carries, in MiB (default 25, as PyTorch DDP)"),
+    cl::init(25.0), cl::value_desc("MIB"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> gradDtype(
+    "grad-dtype",
+    cl::desc("Data-parallel training: the dtype gradients travel in, fp32 "
+             "(default), fp16 or bf16 (scaled by 1/replicas before the sum; "
+             "the update stays fp32)"),
+    cl::init("fp32"), cl::value_desc("fp32|fp16|bf16"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int> zeroFlag(
+    "zero",
+    cl::desc("Data-parallel training: 1 shards the optimizer state over the "
+             "replicas (ZeRO-1: gradients reduce-scattered, weights "
+             "all-gathered), 0 keeps it on every replica; default: 0 unless "
+             "no plan fits without it"),
+    cl::init(-1), cl::value_desc("0|1"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> syncFlag(
+    "sync",
+    cl::desc("Data-parallel training: how replicas combine gradients: "
+             "allreduce (default; ring all-reduce), ps (synchronous parameter "
+             "servers) or async (asynchronous parameter servers)"),
+    cl::init("allreduce"), cl::value_desc("allreduce|ps|async"),
+    cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> serversFlag(
+    "servers",
+    cl::desc("With --sync ps|async: the number of parameter-server ranks "
+             "(default: the fastest count the planner prices)"),
+    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<int64_t> backupWorkersFlag(
+    "backup-workers",
+    cl::desc("With --sync ps: workers beyond those whose gradients a step "
+             "applies (each step takes the first to arrive)"),
+    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> profileFile(
+    "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
+    cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
+
+/// Splits "key=value"; reports a usage error when malformed.
+bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
+                     StringRef &value) {
+  std::tie(key, value) = arg.split('=');
+  if (key.empty() || !arg.contains('=')) {
+    WithColor::error() << "--" << flag << " expects name=value, got '" << arg
+                       << "'\n";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+/// Builds import options from the command line; false after a usage error.
+bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
+  for (StringRef arg : importShapes) {
+    StringRef name, spec;
+    if (!splitAssignment("shape", arg, name, spec))
+      return false;
+    std::optional<SmallVector<int64_t>> dims = distopt::parseShapeSpec(spec);
+    if (!dims) {
+      WithColor::error() << "--shape " << arg
+                         << ": expected dimensions like 32x256\n";
+      return false;
+    }
+    options.inputShapes[name] = *dims;
+  }
+  for (StringRef arg : importDims) {
+    StringRef name, value;
+    int64_t n;
+    if (!splitAssignment("dim", arg, name, value))
+      return false;
+    if (value.getAsInteger(10, n) || n < 0) {
+      WithColor::error() << "--dim " << arg
+                         << ": expected a non-negative integer\n";
+      return false;
+    }
+    options.symbolicDims[name] = n;
+  }
+  for (StringRef arg : importFreeze) {
+    StringRef name, file;
+    if (!splitAssignment("freeze", arg, name, file))
+      return false;
+    distopt::runtime::Tensor t;
+    std::string error;
+    if (!distopt::runtime::readTensorFile(file.str(), t, error)) {
+      WithColor::error() << "--freeze " << arg << ": " << error << "\n";
+      return false;
+    }
+    distopt::ONNXFrozenInput &f = options.frozenInputs[name];
+    f.onnxDataType = distopt::runtime::onnxDataType(t.dtype());
+    f.shape.assign(t.shape().begin(), t.shape().end());
+    const char *p = static_cast<const char *>(t.data());
+    f.bytes.assign(p, p + t.byteSize());
+  }
+  options.inlineWeights = importInlineWeights;
+  if (importText)
+    options.textFormat = true;
+  return true;
+}
+
+bool distopt::tool::distributionFromFlags(
+    distopt::driver::DistributionOptions &out, std::string &error) {
+  out.cluster = clusterSpec;
+  auto given = [](auto &opt) { return opt.getNumOccurrences() > 0; };
+  if (given(forceDP))
+    out.dp = forceDP;
+  if (given(forceTP))
+    out.tp = forceTP;
+  if (given(forcePP))
+    out.pp = forcePP;
+  if (given(forceMicro))
+    out.microbatches = forceMicro;
+  out.microbatchStatistics = microbatchStatistics;
+  if (!forceRecompute.empty()) {
+    if (forceRecompute == "off")
+      out.recompute = Recompute::Off;
+    else if (forceRecompute == "selective")
+      out.recompute = Recompute::Selective;
+    else if (forceRecompute == "full")
+      out.recompute = Recompute::Full;
+    else {
+      error = "--recompute must be off, selective or full, got '" +
+              forceRecompute + "'";
+      return false;
+    }
+  }
+  if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
+    error = "--schedule must be 1f1b or gpipe, got '" + pipelineSchedule + "'";
+    return false;
+  }
+  if (given(pipelineSchedule))
+    out.schedule = pipelineSchedule == "gpipe" ? PipelineSchedule::GPipe
+                                               : PipelineSchedule::OneFOneB;
+  if (given(bucketMB))
+    out.bucketMiB = bucketMB;
+  if (gradDtype != "fp32" && gradDtype != "fp16" && gradDtype != "bf16") {
+    error = "--grad-dtype must be fp32, fp16 or bf16, got '" + gradDtype + "'";
+    return false;
+  }
+  if (given(gradDtype))
+    out.gradDtype = parseDType(gradDtype);
+  if (given(zeroFlag))
+    out.zero = zeroFlag;
+  std::optional<GradientSync> sync = parseGradientSync(syncFlag);
+  if (!sync) {
+    error = "--sync must be allreduce, ps or async, got '" + syncFlag + "'";
+    return false;
+  }
+  out.sync = *sync;
+  if (given(serversFlag))
+    out.servers = serversFlag;
+  if (given(backupWorkersFlag))
+    out.backupWorkers = backupWorkersFlag;
+  out.profile = profileFile;
+  return true;
+}
