@@ -1,7 +1,7 @@
 //===- ParamServer.h - the rules of a parameter server ----------*- C++ -*-===//
 //
 // What a parameter server decides, apart from moving bytes (the train
-// loop, lib/Runtime/Train.cpp, does that over MPI):
+// loop, lib/Runtime/ParamServerLoop.cpp, does that over MPI):
 //
 //   - staleness: a gradient computed on version v of the server's shard and
 //     arriving at version V is V - v updates old;
