@@ -4,7 +4,7 @@
 // front (one error listing all of them), builds `func.func @main` from the
 // graph inputs (specialising symbolic dimensions), turns initializers into
 // `dopt.weight` references (or small inline constants), imports each node
-// through the op table in OpImporters.cpp, and checks the graph outputs.
+// through the op table (OpImporters.cpp), and checks the graph outputs.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,7 +2,8 @@
 //
 // Shared between the graph driver (Importer.cpp), what a per-op importer
 // sees of its node (NodeContext.cpp), the ONNX data types (DataTypes.cpp)
-// and the per-op importers (OpImporters.cpp). Not a public header.
+// and the per-op importers (OpHelpers.h and the op families). Not a public
+// header.
 //
 //===----------------------------------------------------------------------===//
 
