@@ -104,36 +104,47 @@ struct Resharder {
   }
 
   /// The collectives that turn `from` into `to` on the tensor-parallel
-  /// group: the partitioner's steps (reshardSteps), on a one-axis grid.
-  static SmallVector<ReshardStep> steps(int64_t from, int64_t to) {
-    if (from == to)
-      return {};
-    auto layout = [](int64_t state) {
-      GridLayout l;
-      l.partial = isPartial(state);
-      if (state >= 0) {
-        l.axes.resize(state + 1);
-        l.axes[state].push_back(kAxis);
-      }
-      return l;
-    };
-    return reshardSteps(layout(from), layout(to), kAxis);
+  /// group: those of the partitioner's steps (reshardSteps) on a one-axis
+  /// grid, memoised (the search asks for the same few pairs many times).
+  const SmallVector<CollectiveKind, 2> &collectives(int64_t from, int64_t to) {
+    auto key = std::make_pair(from, to);
+    auto it = collectiveCache.find(key);
+    if (it != collectiveCache.end())
+      return it->second;
+    SmallVector<CollectiveKind, 2> kinds;
+    if (from != to) {
+      auto layout = [](int64_t state) {
+        GridLayout l;
+        l.partial = isPartial(state);
+        if (state >= 0) {
+          l.axes.resize(state + 1);
+          l.axes[state].push_back(kAxis);
+        }
+        return l;
+      };
+      for (const ReshardStep &step :
+           reshardSteps(layout(from), layout(to), kAxis))
+        if (std::optional<CollectiveKind> k = step.collective())
+          kinds.push_back(*k);
+    }
+    return collectiveCache.try_emplace(key, std::move(kinds)).first->second;
   }
+  llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<CollectiveKind, 2>>
+      collectiveCache;
 
   /// The collective that turns `from` into `to`, if any (on one axis there
   /// is at most one).
-  static std::optional<CollectiveKind> kind(int64_t from, int64_t to) {
-    for (const ReshardStep &step : steps(from, to))
-      if (std::optional<CollectiveKind> k = step.collective())
-        return k;
-    return std::nullopt;
+  std::optional<CollectiveKind> kind(int64_t from, int64_t to) {
+    const SmallVector<CollectiveKind, 2> &kinds = collectives(from, to);
+    if (kinds.empty())
+      return std::nullopt;
+    return kinds.front();
   }
 
   double time(int64_t from, int64_t to, double bytes) {
     double t = 0;
-    for (const ReshardStep &step : steps(from, to))
-      if (std::optional<CollectiveKind> k = step.collective())
-        t += times(bytes)[static_cast<unsigned>(*k)];
+    for (CollectiveKind k : collectives(from, to))
+      t += times(bytes)[static_cast<unsigned>(k)];
     return t;
   }
 
@@ -684,7 +695,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     const Strategy &cs = p.nodes[e.consumer].strategies[(*choice)[e.consumer]];
     int64_t from = ps.out[e.result], to = cs.req[e.operand];
     double bytes = graph.tensors[e.tensor].bytes(options.batchScale);
-    if (auto k = Resharder::kind(from, to)) {
+    if (auto k = p.resharder.kind(from, to)) {
       double time = p.resharder.time(from, to, bytes);
       sol.forwardComm += time;
       sol.collectives.push_back({*k, e.tensor, bytes, false, time});
@@ -692,7 +703,7 @@ distopt::planner::solveSegment(const PlanGraph &graph, unsigned segment,
     if (e.gradient && options.kBackward != 0) {
       int64_t grad =
           p.isOutputPseudo(e.consumer) ? to : gradientState(cs, e.operand);
-      if (auto k = Resharder::kind(grad, neededGradient(from))) {
+      if (auto k = p.resharder.kind(grad, neededGradient(from))) {
         double time = p.resharder.time(grad, neededGradient(from), bytes);
         sol.backwardComm += time;
         sol.collectives.push_back({*k, e.tensor, bytes, true, time});

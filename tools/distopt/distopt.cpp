@@ -64,56 +64,6 @@ static cl::opt<std::string>
     compileCPU("cpu", cl::desc("Target CPU (default: native, the host's)"),
                cl::init("native"), cl::sub(compileCmd));
 
-namespace {
-
-/// Prints diagnostics as `file: node 'name': error: message`, the form users
-/// of an ONNX tool expect (protobuf models have no line numbers).
-void printLocation(raw_ostream &os, Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc)) {
-    printLocation(os, name.getChildLoc());
-    os << "'" << name.getName().getValue() << "': ";
-    return;
-  }
-  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
-    os << file.getFilename().getValue();
-    if (file.getLine() > 0)
-      os << ":" << file.getLine() << ":" << file.getColumn();
-    os << ": ";
-    return;
-  }
-  if (auto fused = dyn_cast<FusedLoc>(loc)) {
-    if (!fused.getLocations().empty())
-      printLocation(os, fused.getLocations().front());
-    return;
-  }
-}
-
-LogicalResult diagnosticHandler(Diagnostic &diag) {
-  raw_ostream &os = errs();
-  printLocation(os, diag.getLocation());
-  switch (diag.getSeverity()) {
-  case DiagnosticSeverity::Error:
-    WithColor(os, raw_ostream::RED, true) << "error: ";
-    break;
-  case DiagnosticSeverity::Warning:
-    WithColor(os, raw_ostream::MAGENTA, true) << "warning: ";
-    break;
-  case DiagnosticSeverity::Note:
-    WithColor(os, raw_ostream::BLACK, true) << "note: ";
-    break;
-  case DiagnosticSeverity::Remark:
-    os << "remark: ";
-    break;
-  }
-  os << diag << "\n";
-  for (Diagnostic &note : diag.getNotes()) {
-    printLocation(os, note.getLocation());
-    os << "note: " << note << "\n";
-  }
-  return success();
-}
-
-} // namespace
 
 namespace {
 int runImport(MLIRContext &context) {
@@ -172,8 +122,7 @@ int main(int argc, char **argv) {
   // Errors name the ONNX node and say what is wrong; a dump of the IR the
   // failing pass was looking at helps compiler developers (distopt-opt),
   // not users.
-  context.printOpOnDiagnostic(false);
-  context.getDiagEngine().registerHandler(diagnosticHandler);
+  distopt::driver::printDiagnosticsTo(context, errs());
 
   if (importCmd)
     return runImport(context);

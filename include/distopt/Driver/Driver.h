@@ -32,6 +32,16 @@
 namespace distopt::driver {
 
 //===----------------------------------------------------------------------===//
+// Diagnostics (Diagnostics.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Prints the context's diagnostics to `os` as `file: node 'name': error:
+/// message` (ONNX models have no line numbers: the node names the place),
+/// with their notes, and without a dump of the IR the pass was looking at
+/// (that helps compiler developers, who use distopt-opt, not users).
+void printDiagnosticsTo(mlir::MLIRContext &context, llvm::raw_ostream &os);
+
+//===----------------------------------------------------------------------===//
 // Where the batch is (Batch.cpp)
 //===----------------------------------------------------------------------===//
 
