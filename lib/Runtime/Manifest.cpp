@@ -571,7 +571,28 @@ tensorJson(const TensorSpec &spec) {
     members.emplace_back("block_parts", JsonValue::makeInteger(spec.blockParts));
   if (spec.classes > 0)
     members.emplace_back("classes", JsonValue::makeInteger(spec.classes));
+  if (spec.batchDim >= 0)
+    members.emplace_back("batch_dim", JsonValue::makeInteger(spec.batchDim));
   return members;
+}
+
+JsonValue indicesJson(const std::vector<int64_t> &indices) {
+  return shapeJson(indices);
+}
+
+JsonValue stageBufferJson(const StageBuffer &b) {
+  switch (b.kind) {
+  case StageBuffer::Kind::ModelInput:
+    return JsonValue::makeObject({{"input", JsonValue::makeInteger(b.index)}});
+  case StageBuffer::Kind::ModelOutput:
+    return JsonValue::makeObject({{"output", JsonValue::makeInteger(b.index)}});
+  case StageBuffer::Kind::Activation:
+    break;
+  }
+  return JsonValue::makeObject(
+      {{"dtype", JsonValue::makeString(dtypeName(b.spec.dtype))},
+       {"shape", shapeJson(b.spec.shape)},
+       {"activation", JsonValue::makeInteger(b.index)}});
 }
 } // namespace
 
@@ -600,11 +621,60 @@ std::string Manifest::toJson() const {
     members.emplace_back("source", JsonValue::makeString(source));
   if (stepFlops > 0)
     members.emplace_back("step_flops", JsonValue::makeDouble(stepFlops));
+  if (accumulate != 1)
+    members.emplace_back("accumulate", JsonValue::makeInteger(accumulate));
   if (!grid.empty())
     members.emplace_back("grid", shapeJson(grid));
   members.emplace_back("inputs", tensors(inputs));
   members.emplace_back("outputs", tensors(outputs));
   members.emplace_back("weights", JsonValue::makeArray(std::move(ws)));
+  if (!stages.empty()) {
+    std::vector<JsonValue> list;
+    for (const PipelineStage &st : stages) {
+      std::vector<JsonValue> ins, outs;
+      for (const StageBuffer &b : st.inputs)
+        ins.push_back(stageBufferJson(b));
+      for (const StageBuffer &b : st.outputs)
+        outs.push_back(stageBufferJson(b));
+      list.push_back(JsonValue::makeObject(
+          {{"inputs", JsonValue::makeArray(std::move(ins))},
+           {"weights", indicesJson(st.weights)},
+           {"outputs", JsonValue::makeArray(std::move(outs))}}));
+    }
+    members.emplace_back(
+        "pipeline",
+        JsonValue::makeObject(
+            {{"microbatches", JsonValue::makeInteger(microbatches)},
+             {"stages", JsonValue::makeArray(std::move(list))}}));
+  }
+  if (parameterServers) {
+    const ParameterServers &p = *parameterServers;
+    std::vector<JsonValue> pieces;
+    for (const ServerPiece &piece : p.pieces)
+      pieces.push_back(JsonValue::makeObject(
+          {{"weight", JsonValue::makeInteger(piece.weight)},
+           {"offset", JsonValue::makeInteger(piece.offset)},
+           {"length", JsonValue::makeInteger(piece.length)},
+           {"server", JsonValue::makeInteger(piece.server)},
+           {"shard_offset", JsonValue::makeInteger(piece.shardOffset)}}));
+    members.emplace_back(
+        "parameter_servers",
+        JsonValue::makeObject(
+            {{"sync", JsonValue::makeString(p.sync)},
+             {"servers", JsonValue::makeInteger(p.servers)},
+             {"workers", JsonValue::makeInteger(p.workers)},
+             {"backup_workers", JsonValue::makeInteger(p.backupWorkers)},
+             {"shard_length", JsonValue::makeInteger(p.shardLength)},
+             {"pieces", JsonValue::makeArray(std::move(pieces))},
+             {"update", JsonValue::makeObject(
+                            {{"inputs", tensors(p.updateInputs)},
+                             {"outputs", tensors(p.updateOutputs)}})}}));
+  }
+  if (eval)
+    members.emplace_back(
+        "eval", JsonValue::makeObject({{"inputs", tensors(eval->inputs)},
+                                       {"weights", indicesJson(eval->weights)},
+                                       {"outputs", tensors(eval->outputs)}}));
   JsonValue root = JsonValue::makeObject(std::move(members));
   return root.serialize() + "\n";
 }

@@ -85,6 +85,48 @@ TEST(Manifest, ToJsonRoundTrips) {
   EXPECT_EQ(back.weights[1].offset, 64u);
 }
 
+/// A manifest parsed, written and parsed again writes the same text.
+void expectRoundTrip(const char *text) {
+  Manifest m, back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text, m, error)) << error;
+  ASSERT_TRUE(parseManifest(m.toJson(), back, error)) << error << m.toJson();
+  EXPECT_EQ(back.toJson(), m.toJson());
+}
+
+TEST(Manifest, ToJsonWritesTheWholeFormat) {
+  // A pipelined training step with its evaluation program.
+  const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2,
+   "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
+   "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0}],
+   "outputs": [{"name": "loss", "dtype": "float32", "shape": []}],
+   "weights": [{"name": "w0", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 0, "length": 32},
+               {"name": "w1", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 64, "length": 32}],
+   "pipeline": {"microbatches": 4, "stages": [
+     {"inputs": [{"input": 0}], "weights": [0], "outputs": [{"dtype": "float32", "shape": [1, 16, 8], "activation": 0}]},
+     {"inputs": [{"dtype": "float32", "shape": [1, 16, 8], "activation": 0}], "weights": [1], "outputs": [{"output": 0}]}]},
+   "eval": {"inputs": [{"name": "ids", "dtype": "int64", "shape": [4, 16]}], "weights": [0, 1],
+            "outputs": [{"name": "loss", "dtype": "float32", "shape": []}]}})";
+  expectRoundTrip(pipelined);
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(pipelined, m, error)) << error;
+  std::string json = m.toJson();
+  for (const char *key :
+       {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
+        "\"activation\": 0", "\"eval\"", "\"microbatches\": 4"})
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  // Parameter servers: one server rank before two workers.
+  expectRoundTrip(R"({"format": 1, "model": "mlp", "ranks": 3, "grid": [1, 2, 1],
+   "inputs":  [{"name": "x", "dtype": "float32", "shape": [4, 8]}],
+   "outputs": [{"name": "loss", "dtype": "float32", "shape": []}],
+   "weights": [{"name": "w", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 0, "length": 32}],
+   "parameter_servers": {"sync": "async", "servers": 1, "workers": 2, "backup_workers": 0,
+     "shard_length": 8, "pieces": [{"weight": 0, "offset": 0, "length": 8, "server": 0, "shard_offset": 0}],
+     "update": {"inputs": [{"name": "g", "dtype": "float32", "shape": [8]}],
+                "outputs": [{"name": "w", "dtype": "float32", "shape": [8]}]}}})");
+}
+
 TEST(Manifest, MissingKeysAreNamed) {
   EXPECT_EQ(manifestError(edit("\"format\": 1,", "")),
             "missing required key \"format\"");

@@ -144,7 +144,8 @@ struct Manifest {
   size_t numBuffers() const {
     return inputs.size() + weights.size() + outputs.size();
   }
-  /// Serializes to manifest.json text (keys in the order shown above).
+  /// Serializes to manifest.json text: every field parseManifest reads
+  /// (parseManifest(toJson()) gives this manifest back).
   std::string toJson() const;
 };
 
