@@ -20,6 +20,7 @@
 #include "distopt/Planner/CostModel.h"
 #include "distopt/Planner/PlanGraph.h"
 #include "distopt/Planner/PlanToIR.h"
+#include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/ServerPlacement.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 #include "distopt/Target/CUDA/CUDATarget.h"
@@ -38,7 +39,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -76,29 +76,17 @@ int64_t elementBytes(Type t) {
   return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
 }
 
-llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
-  llvm::json::Array a;
-  for (int64_t d : shape)
-    a.push_back(d);
-  return a;
-}
-
-llvm::json::Object tensorJson(StringRef name, RankedTensorType t) {
-  return llvm::json::Object{{"name", name.str()},
-                            {"dtype", dtypeName(t.getElementType())},
-                            {"shape", shapeJson(t.getShape())}};
+/// A buffer of a pipeline stage that is a model input or output.
+runtime::StageBuffer modelBuffer(runtime::StageBuffer::Kind kind,
+                                 int64_t index) {
+  runtime::StageBuffer b;
+  b.kind = kind;
+  b.index = index;
+  return b;
 }
 
 /// Where the runtime finds libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR,
 /// else the build tree this driver was built in, else <bindir>/../lib.
-/// A pipeline activation passed between stages: its id, dtype and shape.
-llvm::json::Object activationJson(int64_t id, RankedTensorType t) {
-  llvm::json::Object a = tensorJson("activation", t);
-  a.erase("name");
-  a["activation"] = id;
-  return a;
-}
-
 std::string runtimeLibDir() {
   if (std::optional<std::string> env =
           llvm::sys::Process::GetEnv("DISTOPT_RUNTIME_LIB_DIR"))
@@ -131,7 +119,7 @@ namespace {
 
 /// A weight in the bundle (by name; stages share the same entries).
 struct WeightEntry {
-  llvm::json::Object json;
+  runtime::WeightSpec spec;
   RankedTensorType fileType; ///< the whole weight (what files hold)
   bool embedded = false;
   int64_t offset = 0;
@@ -140,7 +128,7 @@ struct WeightEntry {
 /// How a stage program's buffers map onto the bundle: inputs and outputs
 /// as manifest entries, weights by name.
 struct StageBuffers {
-  llvm::json::Array inputs, outputs;
+  std::vector<runtime::StageBuffer> inputs, outputs;
   std::vector<std::string> weights;
 };
 
@@ -519,7 +507,7 @@ LogicalResult driver::compile(MLIRContext &context,
   std::vector<std::string> trainedWeights;
   std::vector<int64_t> trainedSizes;
   ps::Placement placement;
-  llvm::json::Array serverInputs, serverOutputs;
+  std::vector<runtime::TensorSpec> serverInputs, serverOutputs;
 
   SmallString<256> modelDir(modelPath);
   llvm::sys::path::remove_filename(modelDir);
@@ -529,24 +517,47 @@ LogicalResult driver::compile(MLIRContext &context,
 
   // A partitioned program's tensors are blocks of whole tensors: the
   // manifest says how to cut them (split axes over the grid, whole shape).
-  auto distribute = [&](llvm::json::Object &t, Attribute splitAxes,
+  // The manifest's entries (runtime::Manifest, the runtime's own reading of
+  // the format). A tensor of an element type the runtime does not hold
+  // fails the bundle (`unsupported` names the first).
+  std::string unsupported;
+  auto tensorSpec = [&](StringRef name, RankedTensorType t) {
+    runtime::TensorSpec spec;
+    spec.name = name.str();
+    if (!runtime::parseDType(dtypeName(t.getElementType()), spec.dtype) &&
+        unsupported.empty()) {
+      llvm::raw_string_ostream os(unsupported);
+      os << "'" << name << "' of element type " << t.getElementType();
+    }
+    spec.shape.assign(t.getShape().begin(), t.getShape().end());
+    return spec;
+  };
+  // A pipeline activation passed between stages: its id, dtype and shape.
+  auto activationBuffer = [&](int64_t id, RankedTensorType t) {
+    runtime::StageBuffer b;
+    b.kind = runtime::StageBuffer::Kind::Activation;
+    b.index = id;
+    b.spec = tensorSpec("activation " + std::to_string(id), t);
+    return b;
+  };
+  auto distribute = [&](runtime::TensorSpec &t, Attribute splitAxes,
                         Attribute globalType, Attribute blockParts) {
     auto axes = dyn_cast_or_null<ArrayAttr>(splitAxes);
     auto global = dyn_cast_or_null<TypeAttr>(globalType);
     if (!axes || !global)
       return;
-    llvm::json::Array dims;
+    t.splitAxes.clear();
     for (Attribute a : axes) {
-      llvm::json::Array list;
+      std::vector<int64_t> list;
       for (Attribute x : cast<ArrayAttr>(a))
         list.push_back(cast<IntegerAttr>(x).getInt());
-      dims.push_back(std::move(list));
+      t.splitAxes.push_back(std::move(list));
     }
-    t["split_axes"] = std::move(dims);
-    t["global_shape"] =
-        shapeJson(cast<RankedTensorType>(global.getValue()).getShape());
+    ArrayRef<int64_t> whole =
+        cast<RankedTensorType>(global.getValue()).getShape();
+    t.globalShape.assign(whole.begin(), whole.end());
     if (auto parts = dyn_cast_or_null<IntegerAttr>(blockParts))
-      t["block_parts"] = parts.getInt();
+      t.blockParts = parts.getInt();
   };
   // Model inputs/outputs of a pipeline run micro-batches: the manifest
   // holds the per-replica tensor (micro-batch x count along the batch dim).
@@ -559,11 +570,11 @@ LogicalResult driver::compile(MLIRContext &context,
     return RankedTensorType::get(shape, t.getElementType());
   };
 
-  std::map<int64_t, llvm::json::Object> modelInputs, modelOutputs;
+  std::map<int64_t, runtime::TensorSpec> modelInputs, modelOutputs;
   llvm::StringMap<int64_t> stepInputIndex, stepOutputIndex;
   // The evaluation program's own inputs and outputs (its weights are the
   // step's, by name).
-  std::map<int64_t, llvm::json::Object> evalInputs, evalOutputs;
+  std::map<int64_t, runtime::TensorSpec> evalInputs, evalOutputs;
   StageBuffers evalBuffers;
   llvm::StringSet<> evalOutputNames;
   llvm::StringMap<WeightEntry> weightTable;
@@ -679,12 +690,12 @@ LogicalResult driver::compile(MLIRContext &context,
         if (main.getArgAttr(i, "dopt.weight"))
           continue;
         auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-        serverInputs.push_back(tensorJson(name.getValue(), type));
+        serverInputs.push_back(tensorSpec(name.getValue(), type));
       }
       for (unsigned i = 0; i < main.getNumResults(); ++i) {
         auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
         auto name = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
-        serverOutputs.push_back(tensorJson(name.getValue(), type));
+        serverOutputs.push_back(tensorSpec(name.getValue(), type));
       }
     } else if (servers.servers > 0 && !isEval) {
       // The worker's gradients name the trained weights.
@@ -730,8 +741,8 @@ LogicalResult driver::compile(MLIRContext &context,
           if (weightTable.count(name))
             continue;
           WeightEntry w;
-          w.json = tensorJson(name, type);
-          distribute(w.json, ref.get("split_axes"), ref.get("global_type"),
+          static_cast<runtime::TensorSpec &>(w.spec) = tensorSpec(name, type);
+          distribute(w.spec, ref.get("split_axes"), ref.get("global_type"),
                      ref.get("block_parts"));
           w.fileType = type;
           if (auto global = ref.getAs<TypeAttr>("global_type"))
@@ -742,16 +753,16 @@ LogicalResult driver::compile(MLIRContext &context,
             SmallString<256> path(modelDir);
             llvm::sys::path::append(path, loc.getValue());
             llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
-            w.json["file"] = std::string(path);
-            w.json["offset"] = ref.getAs<IntegerAttr>("offset").getInt();
-            w.json["length"] = ref.getAs<IntegerAttr>("length").getInt();
+            w.spec.file = std::string(path);
+            w.spec.offset = ref.getAs<IntegerAttr>("offset").getInt();
+            w.spec.length = ref.getAs<IntegerAttr>("length").getInt();
           } else {
             weightsBinSize = llvm::alignTo(weightsBinSize, 64);
             w.embedded = true;
             w.offset = weightsBinSize;
-            w.json["file"] = "weights.bin";
-            w.json["offset"] = weightsBinSize;
-            w.json["length"] = bytes;
+            w.spec.file = "weights.bin";
+            w.spec.offset = weightsBinSize;
+            w.spec.length = bytes;
             weightsBinSize += bytes;
           }
           weightTable[name] = std::move(w);
@@ -759,7 +770,7 @@ LogicalResult driver::compile(MLIRContext &context,
           continue;
         }
         if (auto act = main.getArgAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-          buffers.inputs.push_back(activationJson(act.getInt(), type));
+          buffers.inputs.push_back(activationBuffer(act.getInt(), type));
           continue;
         }
         int64_t index = nextInput++;
@@ -773,12 +784,13 @@ LogicalResult driver::compile(MLIRContext &context,
                                        .getValue(),
                                    stepInputIndex.size())
                       .first->second;
-        buffers.inputs.push_back(llvm::json::Object{{"input", index}});
+        buffers.inputs.push_back(
+            modelBuffer(runtime::StageBuffer::Kind::ModelInput, index));
         auto &inputSpecs = isEval ? evalInputs : modelInputs;
         if (inputSpecs.count(index))
           continue;
         auto name = main.getArgAttrOfType<StringAttr>(i, "dopt.name");
-        llvm::json::Object in = tensorJson(
+        runtime::TensorSpec in = tensorSpec(
             name ? name.getValue() : "",
             perReplica(type, main.getArgAttr(i, "dopt.batch_dim")));
         distribute(in, main.getArgAttr(i, "dopt.split_axes"),
@@ -787,16 +799,16 @@ LogicalResult driver::compile(MLIRContext &context,
         // training step's loader places the samples it reads there.
         if (pipeline || optimizer)
           if (auto b = main.getArgAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-            in["batch_dim"] = b.getInt();
+            in.batchDim = b.getInt();
         if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
-          in["classes"] = c.getInt();
+          in.classes = c.getInt();
         inputSpecs[index] = std::move(in);
       }
       unsigned nextOutput = 0;
       for (unsigned i = 0; i < main.getNumResults(); ++i) {
         auto type = cast<RankedTensorType>(main.getResultTypes()[i]);
         if (auto act = main.getResultAttrOfType<IntegerAttr>(i, "dopt.activation")) {
-          buffers.outputs.push_back(activationJson(act.getInt(), type));
+          buffers.outputs.push_back(activationBuffer(act.getInt(), type));
           continue;
         }
         int64_t index = nextOutput++;
@@ -807,16 +819,18 @@ LogicalResult driver::compile(MLIRContext &context,
           auto [it, fresh] =
               stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
           index = it->second;
-          buffers.outputs.push_back(llvm::json::Object{{"output", index}});
+          buffers.outputs.push_back(
+              modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
           if (!fresh)
             continue; // loss and grad_norm: every stage's
-          llvm::json::Object out = tensorJson(n.getValue(), type);
+          runtime::TensorSpec out = tensorSpec(n.getValue(), type);
           distribute(out, main.getResultAttr(i, "dopt.split_axes"),
                      main.getResultAttr(i, "dopt.global_type"), nullptr);
           modelOutputs[index] = std::move(out);
           continue;
         }
-        buffers.outputs.push_back(llvm::json::Object{{"output", index}});
+        buffers.outputs.push_back(
+            modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
         auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
         std::string name =
             attr ? attr.getValue().str() : "output" + std::to_string(index);
@@ -832,13 +846,13 @@ LogicalResult driver::compile(MLIRContext &context,
           name = unique;
           outputNames.insert(name);
         }
-        llvm::json::Object out = tensorJson(
+        runtime::TensorSpec out = tensorSpec(
             name, perReplica(type, main.getResultAttr(i, "dopt.batch_dim")));
         distribute(out, main.getResultAttr(i, "dopt.split_axes"),
                    main.getResultAttr(i, "dopt.global_type"), nullptr);
         if (pipeline)
           if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
-            out["batch_dim"] = b.getInt();
+            out.batchDim = b.getInt();
         (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
       }
       if (isEval)
@@ -921,6 +935,11 @@ LogicalResult driver::compile(MLIRContext &context,
   if (emit != Emit::Bundle)
     return printTo(output, [&](llvm::raw_ostream &os) { os << printed; });
 
+  if (!unsupported.empty()) {
+    WithColor::error() << "the bundle's tensor " << unsupported
+                       << " has a type the runtime does not hold\n";
+    return failure();
+  }
   // Write the bundle into a temporary directory, then move it into place.
   SmallString<256> bundle(output);
   if (bundle.empty()) {
@@ -976,91 +995,75 @@ LogicalResult driver::compile(MLIRContext &context,
       return fail("cannot write " + pathIn("weights.bin"));
   }
 
-  llvm::json::Array inputs, weights, outputs;
-  for (auto &[index, in] : modelInputs)
-    inputs.push_back(std::move(in));
-  for (auto &[index, out] : modelOutputs)
-    outputs.push_back(std::move(out));
-  llvm::StringMap<int64_t> weightIndex;
-  for (const std::string &name : weightOrder) {
-    weightIndex[name] = static_cast<int64_t>(weights.size());
-    weights.push_back(std::move(weightTable[name].json));
-  }
+  runtime::Manifest manifest;
+  manifest.model = llvm::sys::path::stem(input).str();
   SmallString<256> sourcePath(modelPath);
   llvm::sys::fs::make_absolute(sourcePath);
-  llvm::json::Object manifest{
-      {"format", 1},
-      {"model", llvm::sys::path::stem(input)},
-      {"source", sourcePath},
-      {"ranks", ranks},
-      {"inputs", std::move(inputs)},
-      {"outputs", std::move(outputs)},
-      {"weights", std::move(weights)}};
-  if (toCUDA)
-    manifest["target"] = "cuda";
-  if (emulateCUDA)
-    manifest["codegen"] = "cuda-emu"; // a CPU bundle running GPU kernels
-  if (stepFlops > 0)
-    manifest["step_flops"] = stepFlops;
-  if (optimizer)
-    manifest["accumulate"] = accumulateSteps;
-  if (!grid.empty()) {
-    llvm::json::Array g;
-    for (int64_t n : grid)
-      g.push_back(n);
-    manifest["grid"] = std::move(g);
+  manifest.source = std::string(sourcePath);
+  manifest.ranks = ranks;
+  for (auto &[index, in] : modelInputs)
+    manifest.inputs.push_back(std::move(in));
+  for (auto &[index, out] : modelOutputs)
+    manifest.outputs.push_back(std::move(out));
+  llvm::StringMap<int64_t> weightIndex;
+  for (const std::string &name : weightOrder) {
+    weightIndex[name] = static_cast<int64_t>(manifest.weights.size());
+    manifest.weights.push_back(std::move(weightTable[name].spec));
   }
+  auto weightIndices = [&](const std::vector<std::string> &names) {
+    std::vector<int64_t> indices;
+    for (const std::string &name : names)
+      indices.push_back(weightIndex[name]);
+    return indices;
+  };
+  if (toCUDA)
+    manifest.target = "cuda";
+  if (emulateCUDA)
+    manifest.codegen = "cuda-emu"; // a CPU bundle running GPU kernels
+  manifest.stepFlops = stepFlops;
+  if (optimizer)
+    manifest.accumulate = accumulateSteps;
+  manifest.grid = grid;
   if (pipeline) {
-    llvm::json::Array stageList;
+    manifest.microbatches = microbatches;
     for (StageBuffers &b : stageBuffers) {
-      llvm::json::Array ws;
-      for (const std::string &name : b.weights)
-        ws.push_back(weightIndex[name]);
-      stageList.push_back(llvm::json::Object{{"inputs", std::move(b.inputs)},
-                                             {"weights", std::move(ws)},
-                                             {"outputs", std::move(b.outputs)}});
+      runtime::PipelineStage stage;
+      stage.inputs = std::move(b.inputs);
+      stage.weights = weightIndices(b.weights);
+      stage.outputs = std::move(b.outputs);
+      manifest.stages.push_back(std::move(stage));
     }
-    manifest["pipeline"] = llvm::json::Object{
-        {"microbatches", microbatches}, {"stages", std::move(stageList)}};
   }
   if (servers.servers > 0) {
     // Parameter servers: ranks [0, servers) hold the trained weights'
     // pieces and run the update program; the workers follow.
-    llvm::json::Array pieces;
+    runtime::ParameterServers p;
+    p.sync = planner::gradientSyncName(servers.sync).str();
+    p.servers = servers.servers;
+    p.workers = servers.workers;
+    p.backupWorkers = servers.backupWorkers;
+    p.shardLength = std::max<int64_t>(1, placement.shardLength());
     for (const ps::Piece &piece : placement.pieces)
-      pieces.push_back(llvm::json::Object{
-          {"weight", weightIndex[trainedWeights[piece.tensor]]},
-          {"offset", piece.offset},
-          {"length", piece.length},
-          {"server", piece.server},
-          {"shard_offset", piece.shardOffset}});
-    manifest["parameter_servers"] = llvm::json::Object{
-        {"sync", planner::gradientSyncName(servers.sync)},
-        {"servers", servers.servers},
-        {"workers", servers.workers},
-        {"backup_workers", servers.backupWorkers},
-        {"shard_length", std::max<int64_t>(1, placement.shardLength())},
-        {"pieces", std::move(pieces)},
-        {"update", llvm::json::Object{{"inputs", std::move(serverInputs)},
-                                      {"outputs", std::move(serverOutputs)}}}};
+      p.pieces.push_back({weightIndex[trainedWeights[piece.tensor]],
+                          piece.offset, piece.length, piece.server,
+                          piece.shardOffset});
+    p.updateInputs = std::move(serverInputs);
+    p.updateOutputs = std::move(serverOutputs);
+    manifest.parameterServers = std::move(p);
   }
   if (!evalInputs.empty() || !evalOutputs.empty()) {
     // The evaluation program: its own inputs and outputs, the step's
     // weights by index.
-    llvm::json::Array ins, outs, ws;
+    runtime::EvalProgram eval;
     for (auto &[index, in] : evalInputs)
-      ins.push_back(std::move(in));
+      eval.inputs.push_back(std::move(in));
     for (auto &[index, out] : evalOutputs)
-      outs.push_back(std::move(out));
-    for (const std::string &name : evalBuffers.weights)
-      ws.push_back(weightIndex[name]);
-    manifest["eval"] = llvm::json::Object{{"inputs", std::move(ins)},
-                                          {"weights", std::move(ws)},
-                                          {"outputs", std::move(outs)}};
+      eval.outputs.push_back(std::move(out));
+    eval.weights = weightIndices(evalBuffers.weights);
+    manifest.eval = std::move(eval);
   }
   if (failed(printTo(pathIn("manifest.json"), [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
-           << "\n";
+        os << manifest.toJson();
       })))
     return fail("cannot write the manifest");
 

@@ -366,14 +366,25 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       return check.wrongType("source", "a string", *source);
     m.source = source->asString();
   }
+  using StringField = std::pair<const char *, std::string *>;
+  for (auto [key, field] : {StringField{"target", &m.target},
+                            StringField{"codegen", &m.codegen}})
+    if (const JsonValue *v = root.get(key)) {
+      if (!v->isString())
+        return check.wrongType(key, "a string", *v);
+      *field = v->asString();
+    }
   if (const JsonValue *flops = root.get("step_flops")) {
     if (!flops->isNumber() || !(flops->asDouble() >= 0))
       return check.wrongType("step_flops", "a number >= 0", *flops);
     m.stepFlops = flops->asDouble();
   }
-  if (const JsonValue *acc = root.get("accumulate"))
-    if (!check.getInteger(*acc, "accumulate", 1, m.accumulate))
+  if (const JsonValue *acc = root.get("accumulate")) {
+    int64_t k;
+    if (!check.getInteger(*acc, "accumulate", 1, k))
       return false;
+    m.accumulate = k;
+  }
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
@@ -621,8 +632,12 @@ std::string Manifest::toJson() const {
     members.emplace_back("source", JsonValue::makeString(source));
   if (stepFlops > 0)
     members.emplace_back("step_flops", JsonValue::makeDouble(stepFlops));
-  if (accumulate != 1)
-    members.emplace_back("accumulate", JsonValue::makeInteger(accumulate));
+  if (!target.empty())
+    members.emplace_back("target", JsonValue::makeString(target));
+  if (!codegen.empty())
+    members.emplace_back("codegen", JsonValue::makeString(codegen));
+  if (accumulate)
+    members.emplace_back("accumulate", JsonValue::makeInteger(*accumulate));
   if (!grid.empty())
     members.emplace_back("grid", shapeJson(grid));
   members.emplace_back("inputs", tensors(inputs));

@@ -269,10 +269,11 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                        std::to_string(entries.size()) + " programs");
   // Accumulation is compiled into the step (its micro-batches run inside
   // one call): --accumulate may only restate it.
-  if (a.accumulate > 0 && a.accumulate != m.accumulate)
+  int64_t compiled = m.accumulate.value_or(1);
+  if (a.accumulate > 0 && a.accumulate != compiled)
     return fail(a, "--accumulate " + std::to_string(a.accumulate) +
                        ": this step was compiled for " +
-                       std::to_string(m.accumulate) +
+                       std::to_string(compiled) +
                        " micro-batch(es) per update; accumulation is compiled "
                        "in (distopt compile ... --accumulate " +
                        std::to_string(a.accumulate) + ")");

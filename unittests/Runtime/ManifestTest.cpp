@@ -97,7 +97,7 @@ void expectRoundTrip(const char *text) {
 TEST(Manifest, ToJsonWritesTheWholeFormat) {
   // A pipelined training step with its evaluation program.
   const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2,
-   "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
+   "codegen": "cuda-emu", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
    "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0}],
    "outputs": [{"name": "loss", "dtype": "float32", "shape": []}],
    "weights": [{"name": "w0", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 0, "length": 32},
@@ -114,6 +114,7 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
   std::string json = m.toJson();
   for (const char *key :
        {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
+        "\"codegen\": \"cuda-emu\"",
         "\"activation\": 0", "\"eval\"", "\"microbatches\": 4"})
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   // Parameter servers: one server rank before two workers.

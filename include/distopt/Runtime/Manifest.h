@@ -120,11 +120,17 @@ struct Manifest {
   /// bundles written before it was recorded). `train --save-onnx` rewrites
   /// its initializers.
   std::string source;
+  /// "cuda" for a bundle of CUDA programs (empty: the CPU's).
+  std::string target;
+  /// "cuda-emu" for a CPU bundle running the CUDA target's kernels thread
+  /// by thread (empty otherwise).
+  std::string codegen;
   /// Training steps: the FLOPs one rank's step performs (the compiler's
   /// count; 0 when not recorded).
   double stepFlops = 0;
-  /// Training steps: the micro-batches one step accumulates (--accumulate).
-  int64_t accumulate = 1;
+  /// Training steps: the micro-batches one step accumulates (--accumulate;
+  /// unset in inference bundles).
+  std::optional<int64_t> accumulate;
   int64_t ranks = 1;
   /// Training steps compiled with a loss: the evaluation program.
   std::optional<EvalProgram> eval;
