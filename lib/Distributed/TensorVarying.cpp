@@ -20,17 +20,6 @@ static bool hasAxis(ArrayRef<int16_t> axes, int16_t axis) {
   return llvm::is_contained(axes, axis);
 }
 
-int64_t grid::axisSize(Operation *op, int16_t axis) {
-  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
-                                  : op->getParentOfType<ModuleOp>();
-  if (!module)
-    return 1;
-  if (auto g = module.lookupSymbol<shard::GridOp>(kName))
-    if (g.getShape().size() > size_t(axis))
-      return g.getShape()[axis];
-  return 1;
-}
-
 llvm::DenseSet<Value> grid::tensorVarying(func::FuncOp func,
                                           ArrayRef<Operation *> ops) {
   using grid::kTensorAxis;

@@ -587,10 +587,6 @@ tensorJson(const TensorSpec &spec) {
   return members;
 }
 
-JsonValue indicesJson(const std::vector<int64_t> &indices) {
-  return shapeJson(indices);
-}
-
 JsonValue stageBufferJson(const StageBuffer &b) {
   switch (b.kind) {
   case StageBuffer::Kind::ModelInput:
@@ -653,7 +649,7 @@ std::string Manifest::toJson() const {
         outs.push_back(stageBufferJson(b));
       list.push_back(JsonValue::makeObject(
           {{"inputs", JsonValue::makeArray(std::move(ins))},
-           {"weights", indicesJson(st.weights)},
+           {"weights", shapeJson(st.weights)},
            {"outputs", JsonValue::makeArray(std::move(outs))}}));
     }
     members.emplace_back(
@@ -688,7 +684,7 @@ std::string Manifest::toJson() const {
   if (eval)
     members.emplace_back(
         "eval", JsonValue::makeObject({{"inputs", tensors(eval->inputs)},
-                                       {"weights", indicesJson(eval->weights)},
+                                       {"weights", shapeJson(eval->weights)},
                                        {"outputs", tensors(eval->outputs)}}));
   JsonValue root = JsonValue::makeObject(std::move(members));
   return root.serialize() + "\n";

@@ -232,10 +232,9 @@ struct OptimizerPass
           sumSquares = add(sumSquares, v);
         }
     // A pipeline's stages hold different weights: their squares add up.
-    if (auto grid = module.lookupSymbol<shard::GridOp>(grid::kName))
-      if (grid.getShape()[grid::kStageAxis] > 1)
-        sumSquares = sumOver(
-            DenseI16ArrayAttr::get(ctx, {grid::kStageAxis}), sumSquares);
+    if (grid::axisSize(module, grid::kStageAxis) > 1)
+      sumSquares = sumOver(DenseI16ArrayAttr::get(ctx, {grid::kStageAxis}),
+                           sumSquares);
     Value norm = dopt::SqrtOp::create(b, sumSquares);
     Value coef = dopt::MinOp::create(
         b, constant(1.0), div(clip, add(norm, constant(1e-6))));

@@ -17,10 +17,6 @@
 
 namespace distopt::grid {
 
-/// The number of ranks along `axis` of the grid of `op`'s module (`op` may
-/// be the module); 1 without a grid or such an axis.
-int64_t axisSize(mlir::Operation *op, int16_t axis);
-
 /// The values of `func` (its arguments and the results of `ops`, nested ops
 /// included) that differ between the ranks of the tensor axis of its
 /// module's grid: weights split over it (arguments or dopt.weight ops),

@@ -7,12 +7,7 @@
 
 #include "OpHelpers.h"
 
-#include "distopt/Dialect/Dopt/IR/DoptLosses.h"
-#include "llvm/ADT/StringExtras.h"
-
-#include <limits>
 #include <numeric>
-#include <sstream>
 
 using namespace mlir;
 using namespace distopt;

@@ -6,11 +6,6 @@
 
 #include "OpHelpers.h"
 
-#include "distopt/Dialect/Dopt/IR/DoptLosses.h"
-#include "llvm/ADT/StringExtras.h"
-
-#include <limits>
-#include <numeric>
 #include <sstream>
 
 using namespace mlir;

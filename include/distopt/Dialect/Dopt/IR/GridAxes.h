@@ -10,7 +10,9 @@
 #ifndef DISTOPT_DIALECT_DOPT_IR_GRIDAXES_H
 #define DISTOPT_DIALECT_DOPT_IR_GRIDAXES_H
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -34,6 +36,20 @@ inline bool splitsOver(mlir::Attribute splitAxes, int16_t axis) {
         if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(a); i && i.getInt() == axis)
           return true;
   return false;
+}
+
+/// The number of ranks along `axis` of the grid of `op`'s module (`op` may
+/// be the module); 1 without a grid or such an axis.
+inline int64_t axisSize(mlir::Operation *op, int16_t axis) {
+  auto module = llvm::dyn_cast<mlir::ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<mlir::ModuleOp>();
+  if (!module)
+    return 1;
+  if (auto g = module.lookupSymbol<mlir::shard::GridOp>(kName))
+    if (g.getShape().size() > size_t(axis))
+      return g.getShape()[axis];
+  return 1;
 }
 
 } // namespace distopt::grid
