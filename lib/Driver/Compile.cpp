@@ -87,6 +87,53 @@ runtime::StageBuffer modelBuffer(runtime::StageBuffer::Kind kind,
 
 /// Where the runtime finds libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR,
 /// else the build tree this driver was built in, else <bindir>/../lib.
+/// The range an integer input's values must lie in where the program reads
+/// them as indices: the dopt.check_indices its values reach unchanged
+/// (through reshapes, transposes, slices, broadcasts, widening casts and the
+/// collectives that move blocks), intersected; nothing when none does, or
+/// one allows an ignore index. `use` says what the first one indexes.
+std::optional<std::pair<int64_t, int64_t>> indexRangeOf(Value input,
+                                                        std::string &use) {
+  std::optional<std::pair<int64_t, int64_t>> range;
+  SmallVector<Value> work = {input};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      if (auto check = dyn_cast<dopt::CheckIndicesOp>(user)) {
+        if (check.getIgnoreAttr())
+          return std::nullopt;
+        int64_t extent = check.getExtent();
+        std::pair<int64_t, int64_t> r = {check.getNegative() ? -extent : 0,
+                                         extent - 1};
+        if (!range)
+          use = check.getWhat().str();
+        range = range ? std::make_pair(std::max(range->first, r.first),
+                                       std::min(range->second, r.second))
+                      : r;
+        continue;
+      }
+      if (auto widen = dyn_cast<dopt::CastOp>(user)) {
+        auto from = dyn_cast<IntegerType>(
+            cast<RankedTensorType>(v.getType()).getElementType());
+        auto to = dyn_cast<IntegerType>(widen.getTo());
+        if (!from || !to || from.getWidth() > to.getWidth() ||
+            from.isUnsigned() != to.isUnsigned())
+          continue;
+      } else if (!isa<dopt::ReshapeOp, dopt::TransposeOp, dopt::SliceOp,
+                      dopt::ExpandOp, dopt::SplitOp, shard::AllSliceOp,
+                      shard::AllGatherOp>(user)) {
+        continue;
+      }
+      for (Value r : user->getResults())
+        work.push_back(r);
+    }
+  }
+  return range;
+}
+
 std::string runtimeLibDir() {
   if (std::optional<std::string> env =
           llvm::sys::Process::GetEnv("DISTOPT_RUNTIME_LIB_DIR"))
@@ -802,6 +849,10 @@ LogicalResult driver::compile(MLIRContext &context,
             in.batchDim = b.getInt();
         if (auto c = main.getArgAttrOfType<IntegerAttr>(i, "dopt.classes"))
           in.classes = c.getInt();
+        if (auto r = indexRangeOf(main.getArgument(i), in.indexUse)) {
+          in.indexLow = r->first;
+          in.indexHigh = r->second;
+        }
         inputSpecs[index] = std::move(in);
       }
       unsigned nextOutput = 0;

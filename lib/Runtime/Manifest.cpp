@@ -6,6 +6,7 @@
 
 #include "FileUtil.h"
 
+#include <limits>
 #include <set>
 
 namespace distopt::runtime {
@@ -163,6 +164,20 @@ public:
     if (const JsonValue *c = v.get("classes"))
       if (!getInteger(*c, child(path, "classes"), 1, spec.classes))
         return false;
+    if (const JsonValue *ix = v.get("indices")) {
+      std::string ipath = child(path, "indices");
+      if (!ix->isObject())
+        return wrongType(ipath, "an object", *ix);
+      int64_t lowest = std::numeric_limits<int64_t>::min();
+      if (!getInteger(*ix, ipath, "low", lowest, spec.indexLow) ||
+          !getInteger(*ix, ipath, "high", lowest, spec.indexHigh) ||
+          !getString(*ix, ipath, "use", spec.indexUse))
+        return false;
+      if (spec.indexHigh < spec.indexLow)
+        return fail(ipath, "high " + std::to_string(spec.indexHigh) +
+                               " is below low " +
+                               std::to_string(spec.indexLow));
+    }
     if (const JsonValue *b = v.get("batch_dim")) {
       if (!getInteger(*b, child(path, "batch_dim"), 0, spec.batchDim))
         return false;
@@ -582,6 +597,12 @@ tensorJson(const TensorSpec &spec) {
     members.emplace_back("block_parts", JsonValue::makeInteger(spec.blockParts));
   if (spec.classes > 0)
     members.emplace_back("classes", JsonValue::makeInteger(spec.classes));
+  if (spec.hasIndexRange())
+    members.emplace_back(
+        "indices",
+        JsonValue::makeObject({{"low", JsonValue::makeInteger(spec.indexLow)},
+                               {"high", JsonValue::makeInteger(spec.indexHigh)},
+                               {"use", JsonValue::makeString(spec.indexUse)}}));
   if (spec.batchDim >= 0)
     members.emplace_back("batch_dim", JsonValue::makeInteger(spec.batchDim));
   return members;

@@ -386,6 +386,34 @@ struct DataSet {
           }
         }
       }
+      if (spec.hasIndexRange() && (t.dtype() == DType::Int64 ||
+                                   t.dtype() == DType::Int32)) {
+        // Indices (token ids, say): checked once here, naming the sample;
+        // the program checks them again and would name only the step.
+        int64_t n = t.numElements();
+        int64_t per = std::max<int64_t>(1, n / std::max<int64_t>(1, t.shape()[0]));
+        for (int64_t e = 0; e < n; ++e) {
+          int64_t v = t.dtype() == DType::Int64
+                          ? static_cast<const int64_t *>(t.data())[e]
+                          : static_cast<const int32_t *>(t.data())[e];
+          if (v < spec.indexLow || v > spec.indexHigh) {
+            // Its position in the sample.
+            std::vector<int64_t> at;
+            for (int64_t rest = e % per, d = (int64_t)t.shape().size() - 1;
+                 d >= 1; --d) {
+              at.insert(at.begin(), rest % t.shape()[d]);
+              rest /= t.shape()[d];
+            }
+            error = "data '" + spec.name + "': file '" + f->second +
+                    "': sample " + std::to_string(e / per) + " holds " +
+                    std::to_string(v) + " at " + shapeToString(at) +
+                    ", outside [" + std::to_string(spec.indexLow) + ", " +
+                    std::to_string(spec.indexHigh) + "] (" + spec.indexUse +
+                    ")";
+            return false;
+          }
+        }
+      }
       samples = t.shape()[0];
       samplesFrom = spec.name;
       batch = wholeShape[bd];

@@ -949,3 +949,49 @@ TEST(Kernels, SixteenBitShapeMismatchNamesTheCall) {
       << dort_pending_error();
   dort_clear_pending_error();
 }
+
+namespace {
+
+MemRef1DI64 view(std::vector<int64_t> &v, int64_t stride = 1) {
+  return {v.data(), v.data(), 0, {(int64_t)v.size() / stride}, {stride}};
+}
+
+} // namespace
+
+TEST(IndexFault, NothingOutOfRangeReportsNothing) {
+  std::vector<int64_t> fault = {std::numeric_limits<int64_t>::max(), 0};
+  std::vector<int64_t> shape = {2, 3};
+  char text[] = "ONNX node 'g' (Gather): the indices";
+  MemRef1DI8 t = {(int8_t *)text, (int8_t *)text, 0, {sizeof text}, {1}};
+  MemRef1DI64 f = view(fault), s = view(shape);
+  dort_clear_pending_error();
+  _mlir_ciface_dort_index_fault(&f, &s, &t, -10, 9);
+  EXPECT_EQ(dort_pending_error(), nullptr);
+}
+
+TEST(IndexFault, NamesTheIndexItsPositionAndTheRange) {
+  // The pair with a stride (a view), the flat position 5 in [2, 3].
+  std::vector<int64_t> fault = {5, -1, 1LL << 40, -1};
+  std::vector<int64_t> shape = {2, 3};
+  char text[] = "ONNX node 'g' (Gather): the indices";
+  MemRef1DI8 t = {(int8_t *)text, (int8_t *)text, 0, {sizeof text}, {1}};
+  MemRef1DI64 f = view(fault, 2), s = view(shape);
+  dort_clear_pending_error();
+  _mlir_ciface_dort_index_fault(&f, &s, &t, -10, 9);
+  ASSERT_NE(dort_pending_error(), nullptr);
+  EXPECT_STREQ(dort_pending_error(),
+               "ONNX node 'g' (Gather): the indices: index 1099511627776 at "
+               "[1, 2] is outside [-10, 9]");
+  // The first report stands; a scalar's position is [].
+  std::vector<int64_t> scalarFault = {0, 7};
+  MemRef1DI64 f2 = view(scalarFault);
+  MemRef1DI64 s2 = {nullptr, nullptr, 0, {0}, {1}};
+  _mlir_ciface_dort_index_fault(&f2, &s2, &t, 0, 4);
+  EXPECT_NE(std::string(dort_pending_error()).find("[1, 2]"), std::string::npos);
+  dort_clear_pending_error();
+  _mlir_ciface_dort_index_fault(&f2, &s2, &t, 0, 4);
+  EXPECT_STREQ(dort_pending_error(),
+               "ONNX node 'g' (Gather): the indices: index 7 at [] is outside "
+               "[0, 4]");
+  dort_clear_pending_error();
+}

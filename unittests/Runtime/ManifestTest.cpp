@@ -98,7 +98,8 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
   // A pipelined training step with its evaluation program.
   const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2,
    "codegen": "cuda-emu", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
-   "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0}],
+   "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0,
+                "indices": {"low": -100, "high": 99, "use": "ONNX node 'wte' (Gather): the indices"}}],
    "outputs": [{"name": "loss", "dtype": "float32", "shape": []}],
    "weights": [{"name": "w0", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 0, "length": 32},
                {"name": "w1", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 64, "length": 32}],
@@ -115,7 +116,8 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
   for (const char *key :
        {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
         "\"codegen\": \"cuda-emu\"",
-        "\"activation\": 0", "\"eval\"", "\"microbatches\": 4"})
+        "\"activation\": 0", "\"eval\"", "\"microbatches\": 4",
+        "\"low\": -100", "\"high\": 99"})
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   // Parameter servers: one server rank before two workers.
   expectRoundTrip(R"({"format": 1, "model": "mlp", "ranks": 3, "grid": [1, 2, 1],
@@ -203,6 +205,17 @@ TEST(Manifest, BadValues) {
            "{\"name\": \"y\", \"dtype\": \"int8\", \"shape\": [1]}]");
   EXPECT_EQ(manifestError(dup),
             "outputs[1].name: duplicate name \"y\" in outputs");
+  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
+                               "\"shape\": [2, 16], \"indices\": 3")),
+            "inputs[0].indices: expected an object, found number");
+  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
+                               "\"shape\": [2, 16], \"indices\": "
+                               "{\"low\": 0, \"high\": 9}")),
+            "inputs[0].indices: missing required key \"use\"");
+  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
+                               "\"shape\": [2, 16], \"indices\": "
+                               "{\"low\": 0, \"high\": -1, \"use\": \"x\"}")),
+            "inputs[0].indices: high -1 is below low 0");
 }
 
 TEST(Manifest, SyntaxErrorsHaveLineAndColumn) {

@@ -39,6 +39,9 @@
  *    the all-reduces of contiguous buffers through NCCL on the rank's
  *    stream instead, one communicator per grid axis (libnccl.so.2 loaded
  *    when first needed).
+ *  - _mlir_ciface_dort_cuda_index_fault: Kernels.h's dort_index_fault with
+ *    its fault pair on the device: copied (asynchronously) into pinned host
+ *    memory, and reported after the run, when the stream has drained.
  *
  * Errors: a launch, GEMM or copy that fails records a pending error
  * (Runtime.h) naming the kernel or call and CUDA's message; dort_cuda_run

@@ -249,6 +249,34 @@ const char *dort_blas_kernels(void);
 void memrefCopy(int64_t elemSize, DortUnrankedMemRef *src,
                 DortUnrankedMemRef *dst);
 
+typedef struct MemRef1DI64 {
+  int64_t *allocated;
+  int64_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} MemRef1DI64;
+
+typedef struct MemRef1DI8 {
+  int8_t *allocated;
+  int8_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} MemRef1DI8;
+
+/* What a dopt.check_indices calls (lib/Conversion/DoptToLinalg/
+ * CheckIndices.cpp): `fault` holds [the flat position of the first index
+ * outside [low, high], that index], the position INT64_MAX when every index
+ * is in range; `shape` the indices' shape and `text` (NUL-terminated) what
+ * they index, with its ONNX node. An index out of range records a pending
+ * error (dort_set_pending_error), "<text>: index V at [i, j, ...] is outside
+ * [low, high]", which fails the run after the entry point returns. The
+ * CUDA runtime's dort_cuda_index_fault takes `fault` on the device. */
+void _mlir_ciface_dort_index_fault(MemRef1DI64 *fault, MemRef1DI64 *shape,
+                                   MemRef1DI8 *text, int64_t low,
+                                   int64_t high);
+
 #ifdef __cplusplus
 }
 

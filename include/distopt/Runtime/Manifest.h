@@ -51,6 +51,13 @@ struct TensorSpec {
   /// A loss's class-index labels: the class count (0: not labels). Labels
   /// are in [0, classes) or the ignore index -100.
   int64_t classes = 0;
+  /// An integer input the program reads as indices (a Gather's, say): its
+  /// values must lie in [indexLow, indexHigh] (indexHigh < indexLow: not
+  /// said), the range of `indexUse` (what they index, with its ONNX node).
+  /// A training step's loader checks its data against it.
+  int64_t indexLow = 0, indexHigh = -1;
+  std::string indexUse;
+  bool hasIndexRange() const { return indexHigh >= indexLow; }
 
   int64_t numElements() const;
   size_t byteSize() const;

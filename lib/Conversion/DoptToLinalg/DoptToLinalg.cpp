@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DoptToLinalgInternal.h"
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
@@ -2720,6 +2721,7 @@ struct ConvertDoptToLinalgPass
       if (isOpTriviallyDead(op))
         op->erase();
     declareLibraryConvolutions();
+    declareIndexFault(getOperation());
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType());
     });
@@ -2735,6 +2737,8 @@ struct ConvertDoptToLinalgPass
     patterns.add<ConvPattern>(converter, ctx, libraryConvolutions,
                               &libraryCalls);
     patterns.add<ConvTransposePattern>(converter, ctx, &libraryCalls);
+    int64_t indexChecks = 0;
+    populateCheckIndicesPattern(patterns, converter, &indexChecks);
     patterns.add<
         DropoutPattern,
         BinaryPattern<dopt::AddOp, BinKind::Add>,

@@ -25,6 +25,7 @@
 
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Codegen/Accumulators.h"
+#include "distopt/Conversion/RuntimeABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1557,7 +1558,8 @@ struct MapLoopsToGPUPass
   /// memory. Each global a runtime call reads is copied into a device buffer
   /// first (a copy loop, which becomes a kernel reading the kernels' own
   /// copy of the global), freed at the end of its block; every use of the
-  /// global in that block reads the copy.
+  /// global in that block reads the copy. The index fault's (RuntimeABI.h)
+  /// stay on the host.
   LogicalResult copyGlobalsForRuntimeCalls(func::FuncOp fn) {
     SmallVector<memref::GetGlobalOp> globals;
     fn.walk([&](memref::GetGlobalOp g) {
@@ -1565,7 +1567,11 @@ struct MapLoopsToGPUPass
       while (!work.empty()) {
         Value v = work.pop_back_val();
         for (Operation *user : v.getUsers()) {
-          if (isa<func::CallOp>(user)) {
+          if (auto call = dyn_cast<func::CallOp>(user)) {
+            // Except the index fault's shape and message, which the
+            // runtime reads on the host.
+            if (distopt::isIndexFaultFunction(call.getCallee()))
+              continue;
             globals.push_back(g);
             return;
           }

@@ -314,15 +314,22 @@ LogicalResult checkConstantIndices(NodeContext &nc, Value indices,
   return success();
 }
 
+/// What indices along `axis` of the data index.
+std::string dataAxis(int64_t axis, int64_t dim) {
+  return "the data's axis " + std::to_string(axis) + " (size " +
+         std::to_string(dim) + ")";
+}
+
 /// Gather and GatherElements: data, indices, an axis.
 template <typename OpTy> LogicalResult importGatherLike(NodeContext &nc) {
   TRY(data, nc.requiredInput(0));
   TRY(indices, nc.requiredInput(1));
   TRY(axisAttr, nc.intAttr("axis", 0));
   TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
-  if (failed(checkConstantIndices(nc, indices, axis,
-                                  nc.inputType(0).getDimSize(axis))))
+  int64_t dim = nc.inputType(0).getDimSize(axis);
+  if (failed(checkConstantIndices(nc, indices, axis, dim)))
     return failure();
+  indices = checkedIndices(nc, indices, dim, "the indices into " + dataAxis(axis, dim));
   nc.setOutput(0, nc.create<OpTy>(data, indices,
                                   nc.builder().getI64IntegerAttr(axis)));
   return success();
@@ -342,9 +349,10 @@ LogicalResult importScatterElements(NodeContext &nc) {
   if (reduction != "none" && nc.inputType(0).getElementType().isInteger(1))
     return nc.error("reduction '" + reduction +
                     "' of booleans (only none replaces booleans)");
-  if (failed(checkConstantIndices(nc, indices, axis,
-                                  nc.inputType(0).getDimSize(axis))))
+  int64_t dim = nc.inputType(0).getDimSize(axis);
+  if (failed(checkConstantIndices(nc, indices, axis, dim)))
     return failure();
+  indices = checkedIndices(nc, indices, dim, "the indices into " + dataAxis(axis, dim));
   OpBuilder &b = nc.builder();
   nc.setOutput(0, nc.create<dopt::ScatterElementsOp>(
                       data, indices, updates, b.getI64IntegerAttr(axis),
@@ -764,7 +772,20 @@ LogicalResult importTensorScatter(NodeContext &nc) {
     view[0] = batch;
     if (!st.getElementType().isInteger(64))
       starts = nc.create<dopt::CastOp>(starts, TypeAttr::get(b.getI64Type()));
+    if (mode == "circular")
+      starts = checkedIndices(nc, starts, capacity,
+                              "write_indices into past_cache's axis " +
+                                  std::to_string(axis) + " (size " +
+                                  std::to_string(capacity) + ")",
+                              /*negative=*/false);
     index = nc.create<dopt::AddOp>(reshape(nc, starts, view), index);
+    if (mode == "linear")
+      index = checkedIndices(nc, index, capacity,
+                             "the positions written (write_indices plus the "
+                             "update's position) into past_cache's axis " +
+                                 std::to_string(axis) + " (size " +
+                                 std::to_string(capacity) + ")",
+                             /*negative=*/false);
   }
   if (mode == "circular") {
     // Non-negative write indices: the remainder of a truncating division.
@@ -807,8 +828,10 @@ LogicalResult importEyeLike(NodeContext &nc) {
 /// The row each index tuple of ScatterND/GatherND names: indices [..., k]
 /// into axes of extents `dims` (k of them) as one linear index [..., 1]
 /// (negative components count from the end; out-of-range ones are
-/// clamped, as the element ops' are).
-Value linearIndex(NodeContext &nc, Value indices, ArrayRef<int64_t> dims) {
+/// reported when the program runs, and clamped, as the element ops' are).
+/// `firstAxis`: the data's axis the first component indexes.
+Value linearIndex(NodeContext &nc, Value indices, ArrayRef<int64_t> dims,
+                  int64_t firstAxis) {
   OpBuilder &b = nc.builder();
   Type i64 = b.getI64Type();
   auto it = cast<RankedTensorType>(indices.getType());
@@ -819,6 +842,10 @@ Value linearIndex(NodeContext &nc, Value indices, ArrayRef<int64_t> dims) {
   Value linear;
   for (size_t j = 0; j < dims.size(); ++j) {
     Value comp = strided(nc, indices, {last}, {(int64_t)j}, {1}, {1});
+    comp = checkedIndices(
+        nc, comp, dims[j],
+        "component " + std::to_string(j) + " of the index tuples, into " +
+            dataAxis(firstAxis + j, dims[j]));
     comp = nc.create<dopt::WhereOp>(nc.create<dopt::LessOp>(comp, c(0)),
                                     nc.create<dopt::AddOp>(comp, c(dims[j])),
                                     comp);
@@ -893,7 +920,8 @@ LogicalResult importGatherND(NodeContext &nc) {
                              DenseElementsAttr::get(
                                  t, nc.builder().getZeroAttr(dt.getElementType()))));
   }
-  Value idx = reshape(nc, linearIndex(nc, indices, dims), {batch, m, 1});
+  Value idx = reshape(nc, linearIndex(nc, indices, dims, batchDims),
+                      {batch, m, 1});
   idx = nc.create<dopt::ExpandOp>(idx, nc.builder().getDenseI64ArrayAttr({batch, m, row}));
   Value out = nc.create<dopt::GatherElementsOp>(
       reshape(nc, data, {batch, rows, row}), idx, nc.builder().getI64IntegerAttr(1));
@@ -940,8 +968,8 @@ LogicalResult importScatterND(NodeContext &nc) {
     if (n == 0)
       return setResult(nc, data);
     n /= row;
-    Value idx = reshape(nc, linearIndex(nc, idxValue, dt.getShape().take_front(k)),
-                        {n, 1});
+    Value idx = reshape(
+        nc, linearIndex(nc, idxValue, dt.getShape().take_front(k), 0), {n, 1});
     OpBuilder &b = nc.builder();
     idx = nc.create<dopt::ExpandOp>(idx, b.getDenseI64ArrayAttr({n, row}));
     Value y = nc.create<dopt::ScatterElementsOp>(

@@ -27,6 +27,18 @@ static FailureOr<Value> negativeLogLikelihood(NodeContext &nc, Value logp,
     TRY(ii, nc.intAttr("ignore_index", -100));
     ignore = ii;
   }
+  // ONNX leaves a target outside the classes undefined (ONNX Runtime
+  // refuses it); the loss would count it as no class.
+  auto lt = cast<RankedTensorType>(logp.getType());
+  Type te = cast<RankedTensorType>(target.getType()).getElementType();
+  if (lt.getRank() >= 2 && (te.isInteger(32) || te.isInteger(64)))
+    target = checkedIndices(nc, target, lt.getDimSize(1),
+                            "the target class indices into the " +
+                                std::to_string(lt.getDimSize(1)) +
+                                " classes (axis 1 of the scores)",
+                            /*negative=*/false, ignore);
+  if (!target)
+    return failure();
   std::string error;
   FailureOr<Value> loss = dopt::buildNegativeLogLikelihood(
       nc.builder(), nc.loc(), logp, target, weight, ignore, reduction, error);

@@ -392,4 +392,23 @@ Value reshape(NodeContext &nc, Value x, ArrayRef<int64_t> shape) {
                                     nc.builder().getDenseI64ArrayAttr(shape));
 }
 
+Value checkedIndices(NodeContext &nc, Value indices, int64_t extent,
+                     const std::string &what, bool negative,
+                     std::optional<int64_t> ignore) {
+  // Constants, and indices of a type no index may have (the op that takes
+  // them reports that).
+  Type elt = cast<RankedTensorType>(indices.getType()).getElementType();
+  if (indices.getDefiningOp<dopt::ConstantOp>() ||
+      !(elt.isSignlessInteger(32) || elt.isSignlessInteger(64)))
+    return indices;
+  std::string site = "ONNX node '" +
+                     cast<NameLoc>(nc.loc()).getName().getValue().str() +
+                     "' (" + nc.node().op_type() + "): " + what;
+  OpBuilder &b = nc.builder();
+  return nc.create<dopt::CheckIndicesOp>(
+      indices, b.getI64IntegerAttr(extent), b.getBoolAttr(negative),
+      ignore ? b.getI64IntegerAttr(*ignore) : IntegerAttr(),
+      b.getStringAttr(site));
+}
+
 } // namespace distopt::onnximport

@@ -53,6 +53,15 @@ Value constantScalar(NodeContext &nc, Type elt, double v);
 Value floatConstant(NodeContext &nc, Type elt, ArrayRef<int64_t> shape,
                     ArrayRef<double> values);
 
+/// `indices`, which an op reads or writes at when the program runs, through
+/// a dopt.check_indices into a range of `extent` (see the op): an index
+/// outside it (or negative, when `negative` is false), other than `ignore`,
+/// ends the run with an error naming this node and `what` the indices
+/// index. Constant indices are checked at import and need none.
+Value checkedIndices(NodeContext &nc, Value indices, int64_t extent,
+                     const std::string &what, bool negative = true,
+                     std::optional<int64_t> ignore = std::nullopt);
+
 /// Sets `y` as the node's output 0 (a null value: an op failed to build,
 /// and said so).
 LogicalResult setResult(NodeContext &nc, Value y);

@@ -88,6 +88,16 @@ struct DeviceState {
   bool capturing = false, captureBroken = false;
   std::multimap<size_t, void *> captureFree;
   std::vector<void *> captureOwned;
+  // Index checks (dort_cuda_index_fault): per check (keyed by its message,
+  // a host global), the pinned pair its fault is copied into during a run
+  // and read after it (reportIndexFaults), and the check's host operands.
+  struct IndexCheck {
+    int64_t *pinned = nullptr;
+    MemRef1DI64 shape;
+    MemRef1DI8 text;
+    int64_t low = 0, high = 0;
+  };
+  std::unordered_map<const void *, IndexCheck> indexChecks;
 };
 
 DeviceState &state() {
@@ -301,6 +311,19 @@ bool deviceCallReady() {
     return false;
   }
   return dort_pending_error() == nullptr;
+}
+
+/// After a run (its stream drained): the index checks that found an index
+/// out of range, reported as the CPU runtime reports them; their pairs are
+/// reset, so a later run that does not reach a check reports nothing.
+void reportIndexFaults() {
+  for (auto &[key, c] : state().indexChecks) {
+    if (!c.pinned || c.pinned[0] == INT64_MAX)
+      continue;
+    MemRef1DI64 fault = {c.pinned, c.pinned, 0, {2}, {1}};
+    _mlir_ciface_dort_index_fault(&fault, &c.shape, &c.text, c.low, c.high);
+    c.pinned[0] = INT64_MAX;
+  }
 }
 
 void *deviceAlloc(size_t size, std::string &error) {
@@ -548,6 +571,42 @@ void dort_cuda_launch(const void *image, const char *kernel, int64_t gx,
                            static_cast<long long>(bx), cudaMessage(e).c_str());
 }
 
+void _mlir_ciface_dort_cuda_index_fault(MemRef1DI64 *fault,
+                                        MemRef1DI64 *shape, MemRef1DI8 *text,
+                                        int64_t low, int64_t high) {
+  DeviceState &s = state();
+  if (!deviceCallReady())
+    return;
+  DeviceState::IndexCheck &c = s.indexChecks[text->aligned + text->offset];
+  if (!c.pinned) {
+    // Pinned memory is allocated outside a capture (the first run is never
+    // captured, so a replayed graph copies into this pair).
+    if (captureRefuses())
+      return;
+    void *p = nullptr;
+    cudaError_t e = cudaMallocHost(&p, 2 * sizeof(int64_t));
+    if (e != cudaSuccess) {
+      dort_set_pending_error(1, "allocating an index check's pinned memory: %s",
+                             cudaMessage(e).c_str());
+      return;
+    }
+    c.pinned = static_cast<int64_t *>(p);
+    c.pinned[0] = INT64_MAX;
+  }
+  c.shape = *shape;
+  c.text = *text;
+  c.low = low;
+  c.high = high;
+  const int64_t *f = fault->aligned + fault->offset;
+  cudaError_t e = cudaSuccess;
+  for (int k = 0; k < 2 && e == cudaSuccess; ++k)
+    e = cudaMemcpyAsync(c.pinned + k, f + k * fault->strides[0],
+                        sizeof(int64_t), cudaMemcpyDeviceToHost, s.stream);
+  if (e != cudaSuccess)
+    dort_set_pending_error(1, "copying an index check's result: %s",
+                           cudaMessage(e).c_str());
+}
+
 int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
                       const int8_t *kinds, const int64_t *bytes) {
   DeviceState &s = state();
@@ -645,6 +704,7 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     return dort_set_error(
         1, "the GPU program failed: %s (DISTOPT_CUDA_SYNC=1 names the kernel)",
         waitError.c_str());
+  reportIndexFaults();
   if (profiler().on) {
     profiler().collect(!firstRun);
     profiler().skipped += firstRun;

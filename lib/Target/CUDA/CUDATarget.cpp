@@ -2,6 +2,7 @@
 
 #include "distopt/Target/CUDA/CUDATarget.h"
 
+#include "distopt/Conversion/RuntimeABI.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,12 +87,13 @@ std::string cuda::checkOptions(const CUDAOptions &options) {
 
 /// The runtime functions whose buffers live on the device: the CUDA runtime
 /// provides a `dort_cuda_` twin of each (cuBLAS GEMMs, cuDNN convolutions;
-/// collectives staged through host memory).
+/// collectives staged through host memory; the index fault, copied to
+/// pinned memory and read after the run).
 static bool hasDeviceTwin(StringRef name) {
   return name.starts_with("dort_matmul_") ||
          name.starts_with("dort_conv2d_") ||
          name.starts_with("dort_batch_matmul_") ||
-         name.starts_with("dort_shard_");
+         name.starts_with("dort_shard_") || name == distopt::kIndexFaultFunction;
 }
 
 static LogicalResult retargetRuntimeCalls(ModuleOp module) {

@@ -581,6 +581,30 @@ func.func @global_to_runtime_call(%out: memref<f32>) {
   return
 }
 
+// The index fault's shape and message are read by the runtime on the host:
+// not copied to the device.
+// CHECK-LABEL: func.func @index_fault_globals_stay_on_host
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: gpu.launch
+// CHECK: %[[SHAPE:.*]] = memref.get_global @fault_shape
+// CHECK: %[[TEXT:.*]] = memref.get_global @fault_text
+// CHECK: call @dort_cuda_index_fault(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT: return
+memref.global "private" constant @fault_shape : memref<1xi64> = dense<4>
+memref.global "private" constant @fault_text : memref<2xi8> = dense<[120, 0]>
+func.func private @dort_cuda_index_fault(memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64)
+func.func @index_fault_globals_stay_on_host(%fault: memref<2xi64>) {
+  %lo = arith.constant 0 : i64
+  %hi = arith.constant 3 : i64
+  %s = memref.get_global @fault_shape : memref<1xi64>
+  %sc = memref.cast %s : memref<1xi64> to memref<?xi64, strided<[?], offset: ?>>
+  %t = memref.get_global @fault_text : memref<2xi8>
+  %tc = memref.cast %t : memref<2xi8> to memref<?xi8, strided<[?], offset: ?>>
+  %f = memref.cast %fault : memref<2xi64> to memref<?xi64, strided<[?], offset: ?>>
+  call @dort_cuda_index_fault(%f, %sc, %tc, %lo, %hi) : (memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64) -> ()
+  return
+}
+
 // A global only kernels read is not copied: the kernel carries it in.
 // CHECK-LABEL: func.func @global_in_kernel
 // CHECK-NOT: memref.alloc

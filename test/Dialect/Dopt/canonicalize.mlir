@@ -798,3 +798,30 @@ func.func @max_min_nan() -> (tensor<2xf64>, tensor<2xf64>) {
   %1 = dopt.min %a, %b : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
   return %0, %1 : tensor<2xf64>, tensor<2xf64>
 }
+
+// -----
+
+// A check of constant indices in range folds away (the gather then folds
+// too); out of range (or negative where they may not be) it stays, to
+// report them when the program runs. The ignore index is in range.
+// CHECK-LABEL: func.func @check_indices
+// CHECK-DAG: dopt.constant {value = dense<[7, 9]> : tensor<2xi64>}
+// CHECK-DAG: %[[OUT:.*]] = dopt.constant {value = dense<[1, 3]> : tensor<2xi64>}
+// CHECK-DAG: %[[NEG:.*]] = dopt.constant {value = dense<[-1, 0]> : tensor<2xi64>}
+// CHECK-DAG: %[[IGN:.*]] = dopt.constant {value = dense<[-100, 2]> : tensor<2xi64>}
+// CHECK-DAG: dopt.check_indices %[[OUT]] {extent = 3 : i64
+// CHECK-DAG: dopt.check_indices %[[NEG]] {extent = 3 : i64, negative = false
+// CHECK-NOT: dopt.check_indices %[[IGN]]
+func.func @check_indices() -> (tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) {
+  %data = dopt.constant {value = dense<[7, 8, 9]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %in = dopt.constant {value = dense<[0, -1]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %out = dopt.constant {value = dense<[1, 3]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %neg = dopt.constant {value = dense<[-1, 0]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %ign = dopt.constant {value = dense<[-100, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %0 = dopt.check_indices %in {extent = 3 : i64, what = "in"} : (tensor<2xi64>) -> tensor<2xi64>
+  %1 = dopt.gather %data, %0 {axis = 0 : i64} : (tensor<3xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %2 = dopt.check_indices %out {extent = 3 : i64, what = "out"} : (tensor<2xi64>) -> tensor<2xi64>
+  %3 = dopt.check_indices %neg {extent = 3 : i64, negative = false, what = "neg"} : (tensor<2xi64>) -> tensor<2xi64>
+  %4 = dopt.check_indices %ign {extent = 3 : i64, negative = false, ignore = -100 : i64, what = "ign"} : (tensor<2xi64>) -> tensor<2xi64>
+  return %1, %2, %3, %4 : tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>
+}

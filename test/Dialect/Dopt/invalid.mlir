@@ -1303,3 +1303,20 @@ func.func @top_k_too_many(%a: tensor<4x3xf32>) -> (tensor<4x5xf32>, tensor<4x5xi
   %v, %i = dopt.top_k %a {k = 5 : i64, axis = 1 : i64} : (tensor<4x3xf32>) -> (tensor<4x5xf32>, tensor<4x5xi64>)
   return %v, %i : tensor<4x5xf32>, tensor<4x5xi64>
 }
+
+// -----
+
+func.func @check_indices_negative_extent(%i: tensor<2xi64>) -> tensor<2xi64> {
+  // expected-error@+2 {{'dopt.check_indices' op extent -1 must not be negative}}
+  // expected-error@+1 {{'dopt.check_indices' op failed to infer returned types}}
+  %0 = dopt.check_indices %i {extent = -1 : i64, what = "x"} : (tensor<2xi64>) -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+func.func @check_indices_float(%i: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{'dopt.check_indices' op operand #0 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2xf32>'}}
+  %0 = dopt.check_indices %i {extent = 3 : i64, what = "x"} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

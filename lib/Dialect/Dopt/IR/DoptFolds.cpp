@@ -519,6 +519,20 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
   return makeConstant(take(*t, type, indices));
 }
 
+/// Constant indices in range need no check; out of range, the check stays
+/// and reports them when the program runs.
+OpFoldResult CheckIndicesOp::fold(FoldAdaptor a) {
+  std::optional<HostTensor> t = readConstant(a.getIndices());
+  if (!t || t->isFloat)
+    return {};
+  int64_t extent = getExtent(), low = getNegative() ? -extent : 0;
+  std::optional<uint64_t> ignore = getIgnore();
+  for (int64_t i : t->ints)
+    if ((i < low || i >= extent) && !(ignore && i == (int64_t)*ignore))
+      return {};
+  return getIndices();
+}
+
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
   std::optional<HostTensor> data = readConstant(a.getData());
   std::optional<HostTensor> indices = readConstant(a.getIndices());

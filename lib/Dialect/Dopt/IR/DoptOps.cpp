@@ -1104,6 +1104,20 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult CheckIndicesOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(CheckIndicesOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())) ||
+      !adaptor.getExtentAttr())
+    return failure();
+  if (adaptor.getExtentAttr().getInt() < 0)
+    return fail("extent " + Twine(adaptor.getExtentAttr().getInt()) +
+                " must not be negative");
+  out.push_back(tensorType(adaptor.getIndices()));
+  return success();
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> location,
                                          Adaptor adaptor,
@@ -1303,6 +1317,8 @@ double GeluOp::getFlopsPerElement() {
 double DropoutOp::getFlopsPerElement() { return 15.0; }
 // The bits read as another type: no arithmetic, a copy's bytes.
 double BitcastOp::getFlopsPerElement() { return 0.0; }
+/// Two comparisons per index.
+double CheckIndicesOp::getFlopsPerElement() { return 2.0; }
 
 #include "distopt/Dialect/Dopt/IR/DoptInterfaces.cpp.inc"
 

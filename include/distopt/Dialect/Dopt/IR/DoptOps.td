@@ -605,6 +605,25 @@ def Dopt_SliceOp : Dopt_Op<"slice"> {
   let hasFolder = 1;
 }
 
+def Dopt_CheckIndicesOp : Dopt_Op<"check_indices", [Dopt_ElementwiseCosted]> {
+  let summary = "indices, checked at run time to lie in the range they index";
+  let description = [{
+    The indices, unchanged. When the program runs, an index outside
+    [-extent, extent) -- [0, extent) when `negative` is false -- other than
+    `ignore` (when given) ends the run with an error naming the op's ONNX
+    node (its location), `what` the indices index, the index and its
+    position. Ops that read or write at positions computed at run time
+    (gather, gather_elements, scatter_elements) take their indices through
+    one; they still clamp, so whatever the check reports, nothing is read
+    or written outside a tensor. Folds away on constant indices in range.
+  }];
+  let arguments = (ins Dopt_IndexTensor:$indices, I64Attr:$extent,
+                   DefaultValuedAttr<BoolAttr, "true">:$negative,
+                   OptionalAttr<I64Attr>:$ignore, StrAttr:$what);
+  let results = (outs Dopt_IndexTensor:$output);
+  let hasFolder = 1;
+}
+
 def Dopt_GatherOp : Dopt_Op<"gather"> {
   let summary = "take entries along an axis (ONNX Gather)";
   let description = [{
