@@ -170,10 +170,16 @@ bool readWhole(const std::string &root, const Named &t, const JsonValue &f,
         return false;
       std::memset(block.data.data(), 0, block.data.byteSize());
     }
+    if (at->asInteger() < 0 || at->asInteger() > block.data.numElements()) {
+      error = "checkpoint '" + t.name + "': a part at offset " +
+              std::to_string(at->asInteger()) + ", outside its block of " +
+              std::to_string(block.data.numElements()) + " elements";
+      return false;
+    }
     Tensor read;
     if (!readFile(file->asString(), read))
       return false;
-    int64_t from = std::max<int64_t>(0, at->asInteger());
+    int64_t from = at->asInteger();
     int64_t to = std::min(block.data.numElements(),
                           at->asInteger() + read.numElements());
     if (from < to)

@@ -299,7 +299,8 @@ struct DataSet {
             const std::vector<std::pair<std::string, std::string>> &given,
             const std::string &what, std::string &error) {
     std::map<std::string, std::string> byName;
-    for (auto &[name, file] : given) {
+    for (const auto &entry : given) {
+      const std::string &name = entry.first, &file = entry.second;
       bool known = std::any_of(dataInputs.begin(), dataInputs.end(),
                                [&](size_t i) { return inputs[i].name == name; });
       if (!known) {

@@ -74,6 +74,13 @@ def nll_loss():
                  [vi("y", TP.FLOAT, ())])
 
 
+def reverse_sequence():
+    return model([helper.make_node("ReverseSequence", ["x", "n"], ["y"], name="rev",
+                                   time_axis=1, batch_axis=0)],
+                 [vi("x", TP.FLOAT, (3, 5)), vi("n", TP.INT64, (3,))],
+                 [vi("y", TP.FLOAT, (3, 5))])
+
+
 def floats(shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -110,6 +117,9 @@ CASES = {
     "nll_target": (nll_loss, {"x": floats((4, 5)), "t": np.array([0, 4, -1, 2])},
                    "t", np.array([0, 4, 5, 2]),
                    "'nll' (NegativeLogLikelihoodLoss)", 5, "[2]", "[0, 4]"),
+    "reverse_sequence": (reverse_sequence, {"x": floats((3, 5)), "n": np.array([5, 0, 2])},
+                         "n", np.array([5, 6, 2]),
+                         "'rev' (ReverseSequence)", 6, "[1]", "[0, 5]"),
 }
 
 

@@ -10,11 +10,17 @@
 #include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/Tensor.h"
 
+#include "RuntimeReaders.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 using namespace distopt::runtime;
 using namespace distopt::runtime::test;
@@ -119,4 +125,55 @@ TEST(Robustness, ManifestParser) {
     }
   }
   EXPECT_GT(ok, 0);
+}
+
+/// The inputs that once crashed the runtime-readers fuzzer
+/// (scripts/fuzz-runtime), kept in fuzz/runtime-regressions/: each is read
+/// again, by the reader its first byte picks, without a crash (ASan builds
+/// say more).
+TEST(Robustness, RuntimeFuzzRegressions) {
+  std::vector<std::string> files;
+  if (DIR *d = opendir(DISTOPT_RUNTIME_FUZZ_REGRESSIONS)) {
+    while (dirent *e = readdir(d))
+      if (e->d_name[0] != '.')
+        files.push_back(e->d_name);
+    closedir(d);
+  }
+  ASSERT_FALSE(files.empty()) << "no inputs in " DISTOPT_RUNTIME_FUZZ_REGRESSIONS;
+  std::sort(files.begin(), files.end());
+  for (const std::string &name : files) {
+    SCOPED_TRACE(name);
+    std::ifstream in(std::string(DISTOPT_RUNTIME_FUZZ_REGRESSIONS) + "/" + name,
+                     std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    std::string data = bytes.str();
+    distopt::fuzz::readRuntimeInput(
+        reinterpret_cast<const uint8_t *>(data.data()), data.size());
+  }
+}
+
+/// A checkpoint part placed outside its block is refused, naming it.
+TEST(Robustness, CheckpointPartOutsideItsBlock) {
+  using namespace distopt::runtime::train;
+  const std::string root = distopt::fuzz::scratchDir();
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  distopt::fuzz::writeFile(root + "/checkpoint/w.npy",
+                           encodeNpy(DType::Float32, {2, 3}, w));
+  for (const char *offset : {"-1", "7", "9223372036854775805"}) {
+    SCOPED_TRACE(offset);
+    distopt::fuzz::writeFile(
+        root + "/checkpoint/meta.json",
+        std::string(R"({"step": 1, "weights": {"w": {"shape": [2, 3], "blocks": [)"
+                    R"({"file": "w.npy", "offset": )") +
+            offset + "}]}}, \"state\": {}}");
+    Tensor wt;
+    std::string error;
+    ASSERT_TRUE(Tensor::create(DType::Float32, {2, 3}, wt, error));
+    Named wn{"w", &wt};
+    int64_t step = 0;
+    EXPECT_FALSE(readCheckpoint(root, step, {wn}, {}, error));
+    EXPECT_EQ(error, std::string("checkpoint 'w': a part at offset ") + offset +
+                         ", outside its block of 6 elements");
+  }
 }

@@ -316,7 +316,12 @@ LogicalResult importRotaryEmbedding(NodeContext &nc) {
                        "] with position_ids, got " + shapeStr(t.getShape()));
         return {};
       }
-      return nc.create<dopt::GatherOp>(cache, positions, b.getI64IntegerAttr(0));
+      int64_t rows = t.getDimSize(0);
+      Value at = checkedIndices(nc, positions, rows,
+                                "position_ids into the " + what.str() +
+                                    "'s " + std::to_string(rows) + " positions",
+                                /*negative=*/false);
+      return nc.create<dopt::GatherOp>(cache, at, b.getI64IntegerAttr(0));
     }
     if (t.getShape() != ArrayRef<int64_t>(angles)) {
       (void)nc.error(what + " must be " + shapeStr(angles) +

@@ -586,6 +586,12 @@ LogicalResult importReverseSequence(NodeContext &nc) {
     return nc.error("sequence_lens must be integers, got " +
                     typeStr(lt.getElementType()));
   lens = castTo(nc, lens, b.getI64Type());
+  // A length beyond the time axis, or negative, would reverse nothing or
+  // read elsewhere: ONNX Runtime refuses it, and so does the run.
+  lens = checkedIndices(nc, lens, steps + 1,
+                        "sequence_lens, at most the time axis's " +
+                            std::to_string(steps) + " steps",
+                        /*negative=*/false);
   SmallVector<int64_t> lensShape(rank, 1);
   lensShape[batchAxis] = batch;
   Value t = iotaAlong(nc, steps, rank, timeAxis);
