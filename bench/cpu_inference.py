@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: CPU inference latency, distopt vs ONNX Runtime, same run.
 
-For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder,
-torchvision's R3D-18 video model (3-D convolutions), a DCGAN generator of
-transposed convolutions) at a
+For each model kind (MLP, CNN, Transformer encoder, GPT-style decoder, a
+token embedding alone, torchvision's R3D-18 video model (3-D convolutions),
+a DCGAN generator of transposed convolutions) at a
 realistic size and batch, compiles the ONNX model with `distopt compile`, runs
 the executable with `--repeat N` (the executable times its own runs, excluding
 input/output file I/O), and runs ONNX Runtime's CPU provider on the same
@@ -50,6 +50,22 @@ def zoo_model(name: str, free: dict) -> onnx.ModelProto:
     return model
 
 
+def build_embedding(vocab: int = 50000, d: int = 64) -> onnx.ModelProto:
+    """A token embedding alone (one Gather of [batch, 512] ids from a
+    [vocab, d] table): where a run-time index check costs the most, as the
+    gather only moves memory."""
+    from onnx import TensorProto, helper, numpy_helper
+    table = np.random.default_rng(1).standard_normal((vocab, d)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["wte", "input_ids"], ["h"], name="embed")], "embedding",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", 512])],
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["batch", 512, d])],
+        initializer=[numpy_helper.from_array(table, "wte")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 # name -> (builder, dims for distopt, ORT/NumPy input shapes, description)
 MODELS = {
     "mlp": (lambda: gen_models.build_mlp((784, 1024, 1024, 10)), {"batch": 64},
@@ -61,6 +77,8 @@ MODELS = {
                             "4 layers, d 256, 8 heads, seq 128, batch 8"),
     "gpt": (lambda: gen_models.build_gpt(5000, 256, 8, 4, 128), {"batch": 4},
             {"input_ids": (4, 128)}, "4 layers, d 256, vocab 5000, seq 128, batch 4"),
+    "embedding": (build_embedding, {"batch": 64}, {"input_ids": (64, 512)},
+                  "Gather of 64x512 ids from a 50000x64 table"),
     "r3d_18": (lambda: zoo_model("r3d_18", {2: "frames", 3: "height", 4: "width"}),
                {"batch": 1, "frames": 8, "height": 112, "width": 112}, {"x": (1, 3, 8, 112, 112)},
                "torchvision R3D-18 video, 8 frames of 112x112, batch 1"),

@@ -447,6 +447,33 @@ bool blockLayoutReaches(mlir::Value v, int64_t dim, std::string &why,
   return true;
 }
 
+/// Whether the block layout of a concatenation `v` along `axis` of parts of
+/// `sizes` is only ever undone: through elementwise ops (and shard.shard
+/// annotations) every use reaches a dopt.split along `axis` into parts of
+/// the same sizes. A concatenation of branches that a convolution, a matmul
+/// or anything else reads whole (an Inception or Fire module's) is not one:
+/// its blocks would not be where those ops look for its rows.
+bool concatBlocksUndone(mlir::Value v, int64_t axis,
+                        llvm::ArrayRef<int64_t> sizes, unsigned depth = 0) {
+  if (depth > 64 || v.use_empty())
+    return false;
+  for (mlir::Operation *user : v.getUsers()) {
+    if (user->getName().getStringRef() == "shard.shard" ||
+        (mlir::isa<dopt::ElementwiseOpInterface>(user) &&
+         user->getNumResults() == 1 &&
+         shapeOf(user->getResult(0)) == shapeOf(v))) {
+      if (!concatBlocksUndone(user->getResult(0), axis, sizes, depth + 1))
+        return false;
+      continue;
+    }
+    auto split = mlir::dyn_cast<dopt::SplitOp>(user);
+    if (!split || split.getAxis() != axis ||
+        split.getSizes() != llvm::ArrayRef<int64_t>(sizes))
+      return false;
+  }
+  return true;
+}
+
 /// concat (parts = operands) and split (parts = results) along `axis`: the
 /// other dimensions are parallel; the axis is splittable when every part's
 /// size divides evenly, in a block layout: each device holds the same block
@@ -471,10 +498,17 @@ std::optional<OpShardingRule> partsRule(mlir::Operation *op, int64_t axis,
   if (g <= 1)
     return rule;
   // A split's operand must be made in the block layout all the way back to
-  // the weights.
+  // the weights; a concatenation's result split again the same way.
   if (!partsAreOperands && op->getNumResults() > 1) {
     std::string why;
     if (!blockLayoutReaches(op->getOperand(0), axis, why))
+      return rule;
+  }
+  if (partsAreOperands && op->getNumOperands() > 1) {
+    llvm::SmallVector<int64_t> sizes;
+    for (mlir::Value v : parts)
+      sizes.push_back((*shapeOf(v))[axis]);
+    if (!concatBlocksUndone(op->getResult(0), axis, sizes))
       return rule;
   }
   rule->factors.push_back({g, FactorKind::Parallel, PartialKind::Sum});

@@ -72,6 +72,37 @@ def _mobilenet_v2():
     return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
 
 
+def _googlenet():
+    """torchvision's GoogLeNet: Inception modules concatenate four parallel
+    branches (1x1, 3x3, 5x5 convolutions and a pooled projection) along the
+    channels."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.googlenet(num_classes=10, aux_logits=False,
+                                         init_weights=True)
+    return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
+def _squeezenet():
+    """torchvision's SqueezeNet 1.1: Fire modules concatenate a 1x1 and a
+    3x3 expansion along the channels."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.squeezenet1_1(num_classes=10)
+    return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
+def _densenet():
+    """torchvision's DenseNet code at a small configuration (growth 12,
+    blocks of 2, 2 and 2 layers): every layer concatenates its input with
+    its new features."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.DenseNet(growth_rate=12, block_config=(2, 2, 2),
+                                        num_init_features=16, num_classes=10)
+    return model, (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}
+
+
 def _r3d_18():
     """torchvision's 3-D ResNet for video (Conv3d, BatchNorm3d, a 3-D
     global average pool): clips of 4 frames of 32x32."""
@@ -233,6 +264,9 @@ MODELS = {
     "resnet18": (_resnet18, 15),
     "mobilenet_v2": (_mobilenet_v2, 16),
     "r3d_18": (_r3d_18, 17),
+    "googlenet": (_googlenet, 17),
+    "squeezenet": (_squeezenet, 13),
+    "densenet": (_densenet, 15),
     "hf_gpt2": (_gpt2, 14),
     "hf_bert": (_bert, 15),
     "hf_llama": (_llama, 16),

@@ -1,7 +1,9 @@
 """The real-model zoo (python/testmodels/zoo, issue 10): models exported by
 torch.onnx.export from PyTorch (nn.TransformerEncoder/Decoder, both
 batch_first settings), torchvision (ResNet-18, MobileNetV2, the R3D-18 video
-model's 3-D convolutions) and HuggingFace
+model's 3-D convolutions, and the multi-branch GoogLeNet, SqueezeNet and
+DenseNet, whose concatenations of branches are split by the ordinary rules,
+not as fused-projection blocks) and HuggingFace
 transformers (GPT-2, BERT with an attention mask, LLaMA with rotary
 embeddings/RMSNorm/SwiGLU/grouped-query attention, ViT), plus issue 10's
 fused-QKV reproducer. Each compiles and matches ONNX Runtime in one process

@@ -369,6 +369,33 @@ TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
   EXPECT_EQ(fused->resultDims[1][2], f);
 }
 
+TEST_F(PlannerTest, ConcatenatedBranchesAreNotABlockLayout) {
+  // Two branches concatenated along the channels and read whole by a
+  // matmul (an Inception or Fire module) keep the axis whole; the same
+  // concatenation split again into its parts (through an elementwise op)
+  // may hold the block layout.
+  parse(R"(func.func @f(%a: tensor<2x4xf32>, %b: tensor<2x8xf32>) -> (tensor<2x3xf32>, tensor<2x4xf32>) {
+  %0 = dopt.concat %a, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<2x12xf32>
+  %w = dopt.weight {name = "w", type = tensor<12x3xf32>} : () -> tensor<12x3xf32>
+  %1 = dopt.matmul %0, %w : (tensor<2x12xf32>, tensor<12x3xf32>) -> tensor<2x3xf32>
+  %2 = dopt.concat %a, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<2x12xf32>
+  %3 = dopt.relu %2 : (tensor<2x12xf32>) -> tensor<2x12xf32>
+  %4:2 = dopt.split %3 {axis = 1 : i64, sizes = array<i64: 4, 8>} : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x8xf32>)
+  return %1, %4#0 : tensor<2x3xf32>, tensor<2x4xf32>
+})");
+  llvm::SmallVector<mlir::Operation *> concats;
+  module->walk([&](distopt::dopt::ConcatOp c) { concats.push_back(c); });
+  ASSERT_EQ(concats.size(), 2u);
+  auto branches = getShardingRule(concats[0]);
+  ASSERT_TRUE(branches);
+  EXPECT_EQ(branches->resultDims[0][1], -1);
+  auto undone = getShardingRule(concats[1]);
+  ASSERT_TRUE(undone);
+  int64_t f = undone->resultDims[0][1];
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(undone->factors[f].size, 4);
+}
+
 TEST_F(PlannerTest, EmbeddingGatherOverVocabularyIsAPartialSum) {
   parse(R"(func.func @f(%i: tensor<2x16xi64>) -> tensor<2x16x64xf32> {
   %w = dopt.weight {name = "wte", type = tensor<1000x64xf32>} : () -> tensor<1000x64xf32>
