@@ -225,6 +225,15 @@ LogicalResult importSplit(NodeContext &nc) {
   auto op = dopt::SplitOp::create(nc.builder(), nc.loc(), x,
                                   nc.builder().getI64IntegerAttr(axis),
                                   nc.builder().getDenseI64ArrayAttr(sizes));
+  // A constant splits into constants (shape arithmetic).
+  SmallVector<Value> folded;
+  if (succeeded(nc.builder().tryFold(op, folded)) &&
+      folded.size() == sizes.size()) {
+    op->erase();
+    for (size_t i = 0; i < sizes.size(); ++i)
+      nc.setOutput(i, folded[i]);
+    return success();
+  }
   for (size_t i = 0; i < sizes.size(); ++i)
     nc.setOutput(i, op.getResult(i));
   return success();

@@ -760,17 +760,15 @@ func.func @empty_tensors() -> (tensor<3x0xf32>, tensor<0x3xi64>, tensor<0xi64>, 
 // CHECK-LABEL: func.func @no_folder
 // CHECK: dopt.pow
 // CHECK: dopt.relu
-// CHECK: dopt.split
 // CHECK: dopt.pad
 // CHECK: dopt.reduce_sum
-func.func @no_folder() -> (tensor<2xf32>, tensor<2xf32>, tensor<1xf32>, tensor<4xf32>, tensor<1xf32>) {
+func.func @no_folder() -> (tensor<2xf32>, tensor<2xf32>, tensor<4xf32>, tensor<1xf32>) {
   %c = dopt.constant {value = dense<[-1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
   %0 = dopt.pow %c, %c : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   %1 = dopt.relu %c : (tensor<2xf32>) -> tensor<2xf32>
-  %2:2 = dopt.split %c {axis = 0 : i64, sizes = array<i64: 1, 1>} : (tensor<2xf32>) -> (tensor<1xf32>, tensor<1xf32>)
   %3 = dopt.pad %c {pads = array<i64: 1, 1>} : (tensor<2xf32>) -> tensor<4xf32>
   %4 = dopt.reduce_sum %c {axes = array<i64: 0>} : (tensor<2xf32>) -> tensor<1xf32>
-  return %0, %1, %2#1, %3, %4 : tensor<2xf32>, tensor<2xf32>, tensor<1xf32>, tensor<4xf32>, tensor<1xf32>
+  return %0, %1, %3, %4 : tensor<2xf32>, tensor<2xf32>, tensor<4xf32>, tensor<1xf32>
 }
 
 // Non-splat constants over the size limit are not copied by any folder
@@ -824,4 +822,18 @@ func.func @check_indices() -> (tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tens
   %3 = dopt.check_indices %neg {extent = 3 : i64, negative = false, what = "neg"} : (tensor<2xi64>) -> tensor<2xi64>
   %4 = dopt.check_indices %ign {extent = 3 : i64, negative = false, ignore = -100 : i64, what = "ign"} : (tensor<2xi64>) -> tensor<2xi64>
   return %1, %2, %3, %4 : tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>
+}
+
+// -----
+
+// A constant split folds into its pieces (torch's repeat_interleave splits a
+// constant shape before concatenating it into an Expand's shape).
+// CHECK-LABEL: func.func @split_constant
+// CHECK-NOT: dopt.split
+// CHECK-DAG: dopt.constant {value = dense<{{\[\[}}1], [4]]> : tensor<2x1xi64>}
+// CHECK-DAG: dopt.constant {value = dense<{{\[\[}}2, 3], [5, 6]]> : tensor<2x2xi64>}
+func.func @split_constant() -> (tensor<2x1xi64>, tensor<2x2xi64>) {
+  %c = dopt.constant {value = dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>} : () -> tensor<2x3xi64>
+  %0:2 = dopt.split %c {axis = 1 : i64, sizes = array<i64: 1, 2>} : (tensor<2x3xi64>) -> (tensor<2x1xi64>, tensor<2x2xi64>)
+  return %0#0, %0#1 : tensor<2x1xi64>, tensor<2x2xi64>
 }

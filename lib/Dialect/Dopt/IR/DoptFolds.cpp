@@ -519,6 +519,36 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
   return makeConstant(take(*t, type, indices));
 }
 
+/// A constant split into its pieces (the exporters' shape arithmetic:
+/// torch's repeat_interleave splits a constant shape).
+LogicalResult SplitOp::fold(FoldAdaptor a, SmallVectorImpl<OpFoldResult> &results) {
+  std::optional<HostTensor> t = readConstant(a.getInput());
+  if (!t)
+    return failure();
+  int64_t axis = getAxis(), offset = 0;
+  ArrayRef<int64_t> shape = t->type.getShape();
+  SmallVector<int64_t> inStrides = stridesOf(shape);
+  for (Value piece : getOutputs()) {
+    auto type = cast<RankedTensorType>(piece.getType());
+    SmallVector<int64_t> indices;
+    SmallVector<int64_t> idx(type.getRank(), 0);
+    for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        src += (idx[d] + (d == axis ? offset : 0)) * inStrides[d];
+      indices.push_back(src);
+      for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+        if (++idx[d] < type.getDimSize(d))
+          break;
+        idx[d] = 0;
+      }
+    }
+    results.push_back(makeConstant(take(*t, type, indices)));
+    offset += type.getDimSize(axis);
+  }
+  return success();
+}
+
 /// Constant indices in range need no check; out of range, the check stays
 /// and reports them when the program runs.
 OpFoldResult CheckIndicesOp::fold(FoldAdaptor a) {

@@ -589,6 +589,7 @@ def Dopt_SplitOp : Dopt_Op<"split"> {
   let arguments = (ins Dopt_Tensor:$input, I64Attr:$axis,
                    DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<Dopt_Tensor>:$outputs);
+  let hasFolder = 1;
 }
 
 def Dopt_SliceOp : Dopt_Op<"slice"> {
