@@ -7,6 +7,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "PlannerInputs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -554,4 +556,24 @@ TEST(LocalCluster, Errors) {
   EXPECT_NE(e.find("greater than 0"), std::string::npos) << e;
   e = errorOf(makeLocalCluster(100000, 2, 0));
   EXPECT_NE(e.find("at most 65536 local ranks"), std::string::npos) << e;
+}
+
+/// The inputs that once broke the planner-inputs fuzzer (scripts/fuzz-runtime),
+/// kept in fuzz/planner-regressions/: each is read again without a crash.
+TEST(ClusterFuzzRegressions, ReadAgain) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(DISTOPT_PLANNER_FUZZ_REGRESSIONS, ec), end;
+       !ec && it != end; it.increment(ec))
+    files.push_back(it->path());
+  ASSERT_FALSE(files.empty()) << "no inputs in " DISTOPT_PLANNER_FUZZ_REGRESSIONS;
+  std::sort(files.begin(), files.end());
+  for (const std::string &path : files) {
+    SCOPED_TRACE(path);
+    auto buf = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buf));
+    distopt::fuzz::readPlannerInput(
+        reinterpret_cast<const uint8_t *>((*buf)->getBufferStart()),
+        (*buf)->getBufferSize());
+  }
 }
