@@ -99,6 +99,20 @@ def test_rank_count_errors(models, reference, tmp_path):
     p = run(DISTOPT, "run", "-n", 2, bundle, *inputs, check=False)
     assert p.returncode != 0
     assert "the bundle was compiled for 4 ranks; -n 2 does not match" in p.stderr
+    # -n right after the bundle is the launcher's too (as docs and users
+    # write it), in any of its spellings.
+    for n in (["-n", "2"], ["-n2"], ["-n=2"]):
+        p = run(DISTOPT, "run", bundle, *n, *inputs, check=False)
+        assert p.returncode != 0
+        assert "the bundle was compiled for 4 ranks; -n 2 does not match" in p.stderr, p.stderr
+    p = run(DISTOPT, "run", bundle, "-n", "four", *inputs, check=False)
+    assert p.returncode != 0
+    assert "-n after the bundle takes a rank count, got 'four'" in p.stderr
+    p = run(DISTOPT, "run", "-n", 4, bundle, "-n", 2, *inputs, check=False)
+    assert p.returncode != 0
+    assert "-n 4 and -n 2 disagree" in p.stderr
+    run(DISTOPT, "run", bundle, "-n", 4, *inputs, "--output-dir", tmp_path / "o4")
+    assert (tmp_path / "o4" / "y.npy").exists()
     # The executable itself, started on the wrong number of ranks.
     mpirun = ["mpirun", "--oversubscribe", "--allow-run-as-root"]
     p = run(*mpirun, "-np", 2, bundle / "m", *inputs, "--output-dir", tmp_path / "o", check=False)

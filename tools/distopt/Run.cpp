@@ -1,12 +1,13 @@
 //===- Run.cpp - `distopt run`: launch a bundle on its ranks --------------===//
 //
-//   distopt run [-n N] model.dx [--input NAME=FILE ...] [--output-dir DIR]
+//   distopt run [-n N] model.dx [-n N] [--input NAME=FILE ...] [--output-dir DIR]
 //
 // A thin launcher: a single-rank bundle runs directly; a multi-rank bundle
 // runs under `mpirun -np N` (with --oversubscribe when N exceeds this
 // machine's hardware threads, and --allow-run-as-root for root). N defaults
 // to the bundle's rank count; another N is an error before anything starts.
-// Everything after the bundle goes to the model executable.
+// Everything after the bundle goes to the model executable, but for a
+// `-n N` right after it (where users also put it), which is the launcher's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,10 +66,34 @@ int distopt::tool::runBundle() {
   if (auto *obj = manifest->getAsObject())
     if (auto r = obj->getInteger("ranks"))
       ranks = *r;
-  if (ranksOpt.getNumOccurrences() && ranksOpt != ranks)
+  // `-n N` (or `-nN`, `-n=N`) right after the bundle: the launcher's too.
+  std::vector<std::string> passed(modelArgs.begin(), modelArgs.end());
+  bool ranksGiven = ranksOpt.getNumOccurrences() > 0;
+  int64_t ranksWanted = ranksOpt;
+  if (!passed.empty() && StringRef(passed[0]).starts_with("-n")) {
+    StringRef value = StringRef(passed[0]).drop_front(2);
+    size_t used = 1;
+    if (value.empty() && passed.size() > 1) {
+      value = passed[1];
+      used = 2;
+    } else {
+      value.consume_front("=");
+    }
+    int64_t n = 0;
+    if (value.getAsInteger(10, n) || n < 1)
+      return error("-n after the bundle takes a rank count, got '" +
+                   (used == 2 ? passed[1] : passed[0]) + "'");
+    if (ranksGiven && n != ranksWanted)
+      return error("-n " + Twine(ranksWanted) + " and -n " + Twine(n) +
+                   " disagree");
+    ranksGiven = true;
+    ranksWanted = n;
+    passed.erase(passed.begin(), passed.begin() + used);
+  }
+  if (ranksGiven && ranksWanted != ranks)
     return error("the bundle was compiled for " + Twine(ranks) +
                  (ranks == 1 ? " rank" : " ranks") + "; -n " +
-                 Twine(ranksOpt) + " does not match (compile again with "
+                 Twine(ranksWanted) + " does not match (compile again with "
                  "--cluster for another count)");
   // The executable: named after the bundle directory, as distopt compile
   // writes it.
@@ -99,7 +124,7 @@ int distopt::tool::runBundle() {
     args.push_back(program);
   if (ranks > 1)
     args.push_back(std::string(exe));
-  for (const std::string &a : modelArgs)
+  for (const std::string &a : passed)
     args.push_back(a);
   SmallVector<StringRef> refs(args.begin(), args.end());
   std::string message;
