@@ -149,6 +149,43 @@ std::string batchMixerReason(mlir::Operation &op, const std::string &why) {
   return s + ": " + why;
 }
 
+/// Whether tensor `t` holds the same values at every index of dimension
+/// `d` -- a constant uniform along it (a mask ConstantOfShape made from the
+/// batch's size, folded at import), an expand along it of a tensor without
+/// it (relative positions broadcast over batch x heads), or either through
+/// one-operand elementwise ops (an index check, a cast) -- so that a
+/// replica may take any share of it. If so, marks the tensors on the way as
+/// carrying the batch there (`inner` elements below it), as the reader
+/// needs them.
+bool copiesAlong(PlanGraph &g, int64_t t, int64_t d, int64_t inner,
+                 unsigned depth = 0) {
+  PlanTensor &tensor = g.tensors[t];
+  if (tensor.producer < 0 || depth > 8)
+    return false;
+  mlir::Operation *op = g.nodes[tensor.producer].op;
+  bool copies = false;
+  if (auto c = llvm::dyn_cast<dopt::ConstantOp>(op)) {
+    auto value = llvm::dyn_cast<mlir::DenseElementsAttr>(c.getValue());
+    copies = value && dopt::isUniformAlong(value, d);
+  } else if (auto e = llvm::dyn_cast<dopt::ExpandOp>(op)) {
+    auto in = llvm::cast<mlir::RankedTensorType>(e.getInput().getType());
+    int64_t o = d - static_cast<int64_t>(tensor.shape.size()) + in.getRank();
+    copies = o < 0 || in.getDimSize(o) == 1;
+  } else if (llvm::isa<dopt::ElementwiseOpInterface>(op) &&
+             op->getNumOperands() == 1 &&
+             g.nodes[tensor.producer].operands.size() == 1) {
+    int64_t src = g.nodes[tensor.producer].operands[0];
+    copies = g.tensors[src].shape == tensor.shape &&
+             (g.tensors[src].batchDim == d ||
+              copiesAlong(g, src, d, inner, depth + 1));
+  }
+  if (copies) {
+    tensor.batchDim = d;
+    tensor.batchInner = inner;
+  }
+  return copies;
+}
+
 /// Batch analysis of one compute node: which dimension of each result
 /// carries the batch, following the sharding rule (or, for reshapes, the
 /// flat layout). Fails when the node reads the batch and a result no
@@ -202,15 +239,21 @@ mlir::LogicalResult propagateBatch(PlanGraph &g, PlanNode &node,
     return mlir::success();
   }
   // Operands without the batch must not be read along the batch factor:
-  // each replica would need its own slice of them.
+  // each replica would need its own slice of them -- unless the operand is
+  // the same at every index there (copiesAlong): then it is cut like the
+  // batch, each replica keeping its share.
   if (node.rule && batchFactor >= 0)
-    for (auto [i, t] : llvm::enumerate(node.operands))
-      if (g.tensors[t].batchDim < 0 &&
-          node.rule->operandDim(i, batchFactor) >= 0) {
-        why = "its operand " + std::to_string(i) +
-              " has the batch's size but does not carry the batch";
-        return mlir::failure();
-      }
+    for (auto [i, t] : llvm::enumerate(node.operands)) {
+      int64_t d = node.rule->operandDim(i, batchFactor);
+      if (g.tensors[t].batchDim >= 0 || d < 0)
+        continue;
+      if (g.tensors[t].shape[d] % (probeBatch * inner) == 0 &&
+          copiesAlong(g, t, d, inner))
+        continue;
+      why = "its operand " + std::to_string(i) +
+            " has the batch's size but does not carry the batch";
+      return mlir::failure();
+    }
   // A sum or mean over the batch (batch norm's statistics): no result keeps
   // the batch factor, a reduction whose partial results add up (or average,
   // over equal shares). Replicas reduce their own samples and all-reduce.

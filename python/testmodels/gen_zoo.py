@@ -165,6 +165,35 @@ def _llama():
     return _hf_text(transformers.LlamaForCausalLM(cfg).eval(), with_mask=False)
 
 
+def _gpt_neox():
+    """GPT-NeoX: rotary embeddings on part of each head, parallel attention
+    and MLP; its attention mask and rotary terms are built from the inputs'
+    shapes (ConstantOfShape over batch x heads)."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPTNeoXConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64, rotary_pct=0.5,
+                                     hidden_dropout=0.0, attention_dropout=0.0,
+                                     use_cache=False)
+    return _hf_text(transformers.GPTNeoXModel(cfg).eval(), with_mask=True)
+
+
+def _deberta_v2():
+    """DeBERTa-v2: disentangled attention with relative positions in
+    buckets, gathered (GatherElements) at positions broadcast over batch x
+    heads."""
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, intermediate_size=64,
+                                       max_position_embeddings=64, relative_attention=True,
+                                       position_buckets=16, pos_att_type=["p2c", "c2p"],
+                                       hidden_dropout_prob=0.0,
+                                       attention_probs_dropout_prob=0.0)
+    return _hf_text(transformers.DebertaV2Model(cfg).eval(), with_mask=True)
+
+
 def _vit():
     import transformers
     torch.manual_seed(0)
@@ -271,6 +300,8 @@ MODELS = {
     "hf_bert": (_bert, 15),
     "hf_llama": (_llama, 16),
     "hf_vit": (_vit, 17),
+    "hf_gpt_neox": (_gpt_neox, 17),
+    "hf_deberta_v2": (_deberta_v2, 17),
     "hf_roberta": (_roberta, 17),
     "hf_t5": (_t5, 17),
     "hf_swin": (_swin, 17),

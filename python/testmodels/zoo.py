@@ -44,6 +44,12 @@ MODELS: Dict[str, dict] = {
                 "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
     "hf_llama": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
     "hf_vit": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
+    # seq 6, not the test batch 8 (as T5's): their [seq, seq] relative
+    # positions would look like a batch.
+    "hf_gpt_neox": {"dims": {"seq": 6},
+                    "inputs": {"input_ids": ("ids", 6), "attention_mask": ("mask", 6)}},
+    "hf_deberta_v2": {"dims": {"seq": 6},
+                      "inputs": {"input_ids": ("ids", 6), "attention_mask": ("mask", 6)}},
     "hf_roberta": {"dims": {"seq": 8},
                    "inputs": {"input_ids": ("ids", 8), "attention_mask": ("mask", 8)}},
     # seq 6, not the test batch 8: its [seq, seq] position buckets would

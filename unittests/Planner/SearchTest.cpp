@@ -215,6 +215,59 @@ TEST_F(PlannerTest, BatchIsFollowedThroughHeadFoldingReshapes) {
   EXPECT_EQ(batchOf(5), std::make_pair(int64_t(1), int64_t(1)));
 }
 
+TEST_F(PlannerTest, CopiesAlongAFoldedBatchAreCutLikeIt) {
+  // [B=2, 4, 3] -> [B*H=8, 3], read with a mask expanded over the rows and
+  // with positions expanded over them then index-checked and cast: both
+  // are the same at every row, so they are cut like the batch (B*H, 4
+  // below it) instead of refusing data parallelism.
+  auto f = parse(R"(func.func @f(%x: tensor<2x4x3xf32> {dopt.symbolic_dims = ["batch", "", ""]}) -> (tensor<2x4x3xf32>, tensor<2x4x3xf32>) {
+  %0 = dopt.reshape %x {shape = array<i64: 8, 3>} : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+  %m = dopt.constant {value = dense<[1.0, 0.0, 1.0]> : tensor<3xf32>} : () -> tensor<3xf32>
+  %mb = dopt.expand %m {shape = array<i64: 8, 3>} : (tensor<3xf32>) -> tensor<8x3xf32>
+  %1 = dopt.mul %0, %mb : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+  %p = dopt.constant {value = dense<[[0, 2, 4]]> : tensor<1x3xi64>} : () -> tensor<1x3xi64>
+  %pb = dopt.expand %p {shape = array<i64: 8, 3>} : (tensor<1x3xi64>) -> tensor<8x3xi64>
+  %pc = dopt.check_indices %pb {extent = 5 : i64, what = "p"} : (tensor<8x3xi64>) -> tensor<8x3xi64>
+  %pf = dopt.cast %pc {to = f32} : (tensor<8x3xi64>) -> tensor<8x3xf32>
+  %2 = dopt.add %0, %pf : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<8x3xf32>
+  %3 = dopt.reshape %1 {shape = array<i64: 2, 4, 3>} : (tensor<8x3xf32>) -> tensor<2x4x3xf32>
+  %4 = dopt.reshape %2 {shape = array<i64: 2, 4, 3>} : (tensor<8x3xf32>) -> tensor<2x4x3xf32>
+  return %3, %4 : tensor<2x4x3xf32>, tensor<2x4x3xf32>
+})");
+  module->getOperation()->setAttr("dopt.batch_symbol",
+                                  mlir::StringAttr::get(&ctx, "batch"));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  EXPECT_EQ(g->batchMixer, -1) << g->batchMixerWhy;
+  for (const PlanNode &n : g->nodes)
+    if (llvm::isa<distopt::dopt::ExpandOp, distopt::dopt::CheckIndicesOp,
+                  distopt::dopt::CastOp>(n.op)) {
+      const PlanTensor &t = g->tensors[n.results[0]];
+      EXPECT_EQ(std::make_pair(t.batchDim, t.batchInner),
+                std::make_pair(int64_t(0), int64_t(4)))
+          << n.op->getName().getStringRef().str();
+    }
+}
+
+TEST_F(PlannerTest, AConstantWhoseRowsDifferAlongTheBatchIsAMixer) {
+  auto f = parse(R"(func.func @f(%x: tensor<2x4x3xf32> {dopt.symbolic_dims = ["batch", "", ""]}) -> tensor<2x4x3xf32> {
+  %0 = dopt.reshape %x {shape = array<i64: 8, 3>} : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+  %c = dopt.constant {value = dense<[[0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0], [7.0]]> : tensor<8x1xf32>} : () -> tensor<8x1xf32>
+  %1 = dopt.add %0, %c : (tensor<8x3xf32>, tensor<8x1xf32>) -> tensor<8x3xf32> loc("rows")
+  %2 = dopt.reshape %1 {shape = array<i64: 2, 4, 3>} : (tensor<8x3xf32>) -> tensor<2x4x3xf32>
+  return %2 : tensor<2x4x3xf32>
+})");
+  module->getOperation()->setAttr("dopt.batch_symbol",
+                                  mlir::StringAttr::get(&ctx, "batch"));
+  auto g = buildPlanGraph(f, 2, {});
+  ASSERT_TRUE(static_cast<bool>(g)) << llvm::toString(g.takeError());
+  ASSERT_GE(g->batchMixer, 0);
+  EXPECT_NE(g->batchMixerWhy.find("node 'rows' ('dopt.add'): its operand 1 has "
+                                  "the batch's size but does not carry the batch"),
+            std::string::npos)
+      << g->batchMixerWhy;
+}
+
 TEST_F(PlannerTest, ModelsThatMixSamplesAreNotSplitByBatch) {
   // [B=2, 3] -> [3, 2] scatters every sample over both rows.
   auto f = parse(R"(func.func @f(%x: tensor<2x3xf32> {dopt.symbolic_dims = ["batch", ""]}) -> tensor<3x2xf32> {
