@@ -31,7 +31,16 @@ namespace distopt::fuzz {
 
 constexpr int kRuntimeReaders = 7;
 
-/// A directory of its own for this process's files, made once.
+inline void writeFile(const std::string &path, const std::string &bytes) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f)
+    std::abort();
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+/// A directory of its own for this process's files (with the checkpoint's
+/// w.npy), made once.
 inline const std::string &scratchDir() {
   static const std::string dir = [] {
     char tmpl[] = "/tmp/distopt-fuzz-runtime.XXXXXX";
@@ -40,17 +49,14 @@ inline const std::string &scratchDir() {
       std::abort();
     std::string d = made;
     ::mkdir((d + "/checkpoint").c_str(), 0700);
+    // The checkpoint's weight file, which every meta.json input may name.
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    writeFile(d + "/checkpoint/w.npy",
+              distopt::runtime::encodeNpy(distopt::runtime::DType::Float32,
+                                          {2, 3}, w));
     return d;
   }();
   return dir;
-}
-
-inline void writeFile(const std::string &path, const std::string &bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    std::abort();
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
 }
 
 /// Feeds `data` (its first byte picks the reader) to one reader.
@@ -105,8 +111,6 @@ inline void readRuntimeInput(const uint8_t *data, size_t size) {
   }
   case 5: {
     std::string root = scratchDir();
-    float w[6] = {1, 2, 3, 4, 5, 6};
-    writeFile(root + "/checkpoint/w.npy", encodeNpy(DType::Float32, {2, 3}, w));
     writeFile(root + "/checkpoint/meta.json", bytes);
     Tensor wt, st;
     if (!Tensor::create(DType::Float32, {2, 3}, wt, error) ||

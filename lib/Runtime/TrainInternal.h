@@ -374,9 +374,7 @@ struct DataSet {
         // (out of range they would silently count as no class).
         int64_t n = t.numElements();
         for (int64_t e = 0; e < n; ++e) {
-          int64_t label = t.dtype() == DType::Int64
-                              ? static_cast<const int64_t *>(t.data())[e]
-                              : static_cast<const int32_t *>(t.data())[e];
+          int64_t label = intAt(t, e);
           if (label != -100 && (label < 0 || label >= spec.classes)) {
             int64_t row = e / std::max<int64_t>(1, n / t.shape()[0]);
             error = "data '" + spec.name + "': sample " + std::to_string(row) +
@@ -394,9 +392,7 @@ struct DataSet {
         int64_t n = t.numElements();
         int64_t per = std::max<int64_t>(1, n / std::max<int64_t>(1, t.shape()[0]));
         for (int64_t e = 0; e < n; ++e) {
-          int64_t v = t.dtype() == DType::Int64
-                          ? static_cast<const int64_t *>(t.data())[e]
-                          : static_cast<const int32_t *>(t.data())[e];
+          int64_t v = intAt(t, e);
           if (v < spec.indexLow || v > spec.indexHigh) {
             // Its position in the sample.
             std::vector<int64_t> at;
@@ -420,6 +416,13 @@ struct DataSet {
       batch = wholeShape[bd];
     }
     return true;
+  }
+
+  /// Element `e` of an int64 or int32 data file (labels, indices).
+  static int64_t intAt(const DataFile &t, int64_t e) {
+    return t.dtype() == DType::Int64
+               ? static_cast<const int64_t *>(t.data())[e]
+               : static_cast<const int32_t *>(t.data())[e];
   }
 
   /// The dimension of an input's whole batch that holds its samples.

@@ -7,15 +7,13 @@ and ONNX Runtime."""
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 import cli
-from cli import DISTOPT, ROOT
-from conftest import TORCH_PY, torch_available
+from cli import DISTOPT
+from conftest import torch_generated
 
 pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
 
@@ -26,13 +24,7 @@ OPSETS = [13, 15, 17]
 
 @pytest.fixture(scope="module")
 def idioms(tmp_path_factory):
-    if not torch_available():
-        pytest.skip("Debian's python3-torch is not installed (scripts/setup installs it)")
-    out = tmp_path_factory.mktemp("idioms")
-    proc = subprocess.run([TORCH_PY, str(ROOT / "python/testmodels/gen_shape_idioms.py"),
-                           str(out)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    return torch_generated(tmp_path_factory, "idioms", "gen_shape_idioms.py", "{out}")
 
 
 @pytest.mark.parametrize("opset", OPSETS)

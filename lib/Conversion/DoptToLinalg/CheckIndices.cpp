@@ -195,15 +195,8 @@ struct CheckIndicesPattern : OpConversionPattern<dopt::CheckIndicesOp> {
           Value rest = arith::IndexCastOp::create(
               b, l, b.getIndexType(),
               arith::SelectOp::create(b, l, none, c64(b, l, 0), a[0]));
-          SmallVector<Value> coords(rank);
-          for (int64_t d = rank - 1; d >= 0; --d) {
-            Value size = arith::ConstantIndexOp::create(b, l, it.getDimSize(d));
-            coords[d] = d == 0 ? rest
-                               : Value(arith::RemUIOp::create(b, l, rest, size));
-            if (d > 0)
-              rest = arith::DivUIOp::create(b, l, rest, size);
-          }
-          Value v = tensor::ExtractOp::create(b, l, indices, coords);
+          Value v = tensor::ExtractOp::create(
+              b, l, indices, rowMajorCoords(b, l, rest, it.getShape()));
           if (v.getType() != i64)
             v = arith::ExtSIOp::create(b, l, i64, v);
           Value isPosition = arith::CmpIOp::create(

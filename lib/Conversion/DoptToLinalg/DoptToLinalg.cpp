@@ -2405,14 +2405,8 @@ struct ScatterElementsPattern : DoptPattern<dopt::ScatterElementsOp> {
         rewriter, loc, c(0), c(n), c(1), ValueRange{data},
         [&](OpBuilder &b, Location l, Value k, ValueRange acc) {
           // Row-major coordinates of update k.
-          SmallVector<Value> coords(rank);
-          Value rest = k;
-          for (int64_t d = rank - 1; d >= 0; --d) {
-            Value size = arith::ConstantIndexOp::create(b, l, ut.getDimSize(d));
-            coords[d] = d == 0 ? rest : Value(arith::RemUIOp::create(b, l, rest, size));
-            if (d > 0)
-              rest = arith::DivUIOp::create(b, l, rest, size);
-          }
+          SmallVector<Value> coords =
+              distopt::rowMajorCoords(b, l, k, ut.getShape());
           Value u = tensor::ExtractOp::create(b, l, updates, coords);
           SmallVector<Value> at(coords);
           at[axis] = axisIndex(
@@ -2804,3 +2798,17 @@ struct ConvertDoptToLinalgPass
 };
 
 } // namespace
+
+SmallVector<Value> distopt::rowMajorCoords(OpBuilder &b, Location loc,
+                                           Value flat, ArrayRef<int64_t> shape) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  SmallVector<Value> coords(rank);
+  Value rest = flat;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Value size = arith::ConstantIndexOp::create(b, loc, shape[d]);
+    coords[d] = d == 0 ? rest : Value(arith::RemUIOp::create(b, loc, rest, size));
+    if (d > 0)
+      rest = arith::DivUIOp::create(b, loc, rest, size);
+  }
+  return coords;
+}

@@ -16,6 +16,13 @@
 
 namespace distopt {
 
+/// The row-major coordinates in `shape` of the flat index `flat` (an
+/// index value), as index values.
+llvm::SmallVector<mlir::Value> rowMajorCoords(mlir::OpBuilder &b,
+                                              mlir::Location loc,
+                                              mlir::Value flat,
+                                              llvm::ArrayRef<int64_t> shape);
+
 /// Declares dort_index_fault in `module` when a dopt.check_indices will
 /// call it.
 void declareIndexFault(mlir::ModuleOp module);

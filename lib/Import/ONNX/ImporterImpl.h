@@ -111,6 +111,8 @@ public:
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
                                          llvm::StringRef what = "axis");
 
+  /// "ONNX node 'name' (OpType)": how messages name this node.
+  std::string label() const;
   /// Reports "ONNX node 'name' (OpType): msg" at the node's location.
   mlir::InFlightDiagnostic emitError();
   mlir::LogicalResult error(const llvm::Twine &msg);

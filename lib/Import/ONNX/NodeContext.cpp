@@ -45,10 +45,13 @@ RankedTensorType NodeContext::inputType(int i) const {
   return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
 }
 
+std::string NodeContext::label() const {
+  return "ONNX node '" + cast<NameLoc>(loc_).getName().getValue().str() +
+         "' (" + node_.op_type() + ")";
+}
+
 InFlightDiagnostic NodeContext::emitError() {
-  return mlir::emitError(loc_) << "ONNX node '"
-                               << cast<NameLoc>(loc_).getName().getValue()
-                               << "' (" << node_.op_type() << "): ";
+  return mlir::emitError(loc_) << label() << ": ";
 }
 
 LogicalResult NodeContext::error(const llvm::Twine &msg) {

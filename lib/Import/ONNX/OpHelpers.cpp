@@ -401,9 +401,7 @@ Value checkedIndices(NodeContext &nc, Value indices, int64_t extent,
   if (indices.getDefiningOp<dopt::ConstantOp>() ||
       !(elt.isSignlessInteger(32) || elt.isSignlessInteger(64)))
     return indices;
-  std::string site = "ONNX node '" +
-                     cast<NameLoc>(nc.loc()).getName().getValue().str() +
-                     "' (" + nc.node().op_type() + "): " + what;
+  std::string site = nc.label() + ": " + what;
   OpBuilder &b = nc.builder();
   return nc.create<dopt::CheckIndicesOp>(
       indices, b.getI64IntegerAttr(extent), b.getBoolAttr(negative),
