@@ -20,6 +20,7 @@
 #include "distopt/Planner/CostModel.h"
 #include "distopt/Planner/PlanGraph.h"
 #include "distopt/Planner/PlanToIR.h"
+#include "distopt/Runtime/Half.h"
 #include "distopt/Runtime/Manifest.h"
 #include "distopt/Runtime/ServerPlacement.h"
 #include "distopt/Target/CPU/CPUTarget.h"
@@ -74,6 +75,32 @@ std::string dtypeName(Type t) {
 
 int64_t elementBytes(Type t) {
   return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// `size` bytes of `path` from `offset` into `out`.
+bool readFileRange(const std::string &path, int64_t offset, int64_t size,
+                   std::vector<char> &out, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  out.assign(size, 0);
+  if (in && in.seekg(offset) && in.read(out.data(), size))
+    return true;
+  error = "cannot read " + std::to_string(size) + " bytes at offset " +
+          std::to_string(offset) + " of " + path;
+  return false;
+}
+
+/// fp32 data (`bytes`, little-endian) rounded to nearest-even into the
+/// 16-bit type `to` (f16 or bf16).
+std::vector<char> roundFloats(const std::vector<char> &bytes, Type to) {
+  size_t n = bytes.size() / 4;
+  std::vector<char> out(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, bytes.data() + 4 * i, 4);
+    uint16_t h = to.isBF16() ? runtime::floatToBF16(f) : runtime::floatToF16(f);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
 }
 
 /// A buffer of a pipeline stage that is a model input or output.
@@ -170,6 +197,12 @@ struct WeightEntry {
   RankedTensorType fileType; ///< the whole weight (what files hold)
   bool embedded = false;
   int64_t offset = 0;
+  /// A weight stored in 16 bits whose data are fp32 (distopt-autocast's
+  /// store-weights): the data's type, and where they are when external
+  /// (path, offset); weights.bin gets them rounded.
+  Type dataElement;
+  std::string dataFile;
+  int64_t dataOffset = 0;
 };
 
 /// How a stage program's buffers map onto the bundle: inputs and outputs
@@ -296,6 +329,22 @@ LogicalResult driver::compile(MLIRContext &context,
                        << *options.outlineOps << "\n";
     return failure();
   }
+  // 16-bit mixed precision (distopt-autocast) and what it applies to.
+  planner::DType precision = options.precision.value_or(planner::DType::FP32);
+  bool mixed = precision == planner::DType::BF16 ||
+               precision == planner::DType::FP16;
+  if (mixed && input.ends_with(".mlir")) {
+    WithColor::error() << "--precision applies to ONNX models: a planned "
+                          "IR was planned in its own precision\n";
+    return failure();
+  }
+  if (precision == planner::DType::FP16 && options.training()) {
+    WithColor::error()
+        << "--precision fp16 trains only with dynamic loss scaling, which "
+           "distopt does not compile yet: train in bf16 (--precision bf16, "
+           "fp32's range, no scaling needed) or fp32\n";
+    return failure();
+  }
   if (options.emulateThreads && !emulateCUDA) {
     WithColor::error() << "--emulate-threads applies to --target cuda-emu\n";
     return failure();
@@ -416,6 +465,7 @@ LogicalResult driver::compile(MLIRContext &context,
     request.training = training;
     request.loss = options.loss;
     request.optimizer = statePlannedFor(options.optimizer);
+    request.precision = options.precision;
     FailureOr<Partitioned> partitioned =
         partitionForCluster(context, *module, distribution, request);
     if (failed(partitioned))
@@ -503,6 +553,7 @@ LogicalResult driver::compile(MLIRContext &context,
         evalRequest.loss = options.loss;
         evalRequest.optimizer = statePlannedFor(options.optimizer);
         evalRequest.sameAs = &grid;
+        evalRequest.precision = options.precision;
         if (failed(partitionForCluster(context, *evalModule, distribution,
                                        evalRequest)))
           return failure();
@@ -666,6 +717,17 @@ LogicalResult driver::compile(MLIRContext &context,
     }
     {
       PassManager pm(&context);
+      // Mixed precision: the forward in 16 bits before its gradients are
+      // derived (their adjoints are then 16-bit too, the weights' fp32).
+      // An inference program stores the weights it reads in 16 bits so;
+      // a training step and its evaluation program share fp32 master
+      // weights.
+      if (mixed && !isServer) {
+        AutocastPassOptions ac;
+        ac.precision = precision == planner::DType::BF16 ? "bf16" : "f16";
+        ac.storeWeights = !options.training();
+        pm.addPass(createAutocastPass(ac));
+      }
       pm.addPass(createOutlineWeightsPass());
       bool worker = servers.servers > 0 && !isServer;
       if (isServer) {
@@ -700,8 +762,9 @@ LogicalResult driver::compile(MLIRContext &context,
         SyncGradientsPassOptions sync;
         sync.bucketBytes = std::max<int64_t>(
             1, static_cast<int64_t>(distribution.bucketBytes()));
-        planner::DType gradDtype =
-            distribution.gradDtype.value_or(planner::DType::FP32);
+        // Gradients travel in the precision unless --grad-dtype says.
+        planner::DType gradDtype = distribution.gradDtype.value_or(
+            mixed ? precision : planner::DType::FP32);
         sync.gradDtype = gradDtype == planner::DType::FP16   ? "f16"
                          : gradDtype == planner::DType::BF16 ? "bf16"
                                                              : "f32";
@@ -796,14 +859,20 @@ LogicalResult driver::compile(MLIRContext &context,
             w.fileType = cast<RankedTensorType>(global.getValue());
           int64_t bytes = w.fileType.getNumElements() *
                           elementBytes(w.fileType.getElementType());
-          if (auto loc = ref.getAs<StringAttr>("location")) {
+          if (auto dataType = ref.getAs<TypeAttr>("data_type"))
+            w.dataElement = dataType.getValue();
+          auto loc = ref.getAs<StringAttr>("location");
+          if (loc) {
             SmallString<256> path(modelDir);
             llvm::sys::path::append(path, loc.getValue());
             llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
             w.spec.file = std::string(path);
             w.spec.offset = ref.getAs<IntegerAttr>("offset").getInt();
             w.spec.length = ref.getAs<IntegerAttr>("length").getInt();
-          } else {
+            w.dataFile = w.spec.file;
+            w.dataOffset = w.spec.offset;
+          }
+          if (!loc || w.dataElement) {
             weightsBinSize = llvm::alignTo(weightsBinSize, 64);
             w.embedded = true;
             w.offset = weightsBinSize;
@@ -1033,10 +1102,18 @@ LogicalResult driver::compile(MLIRContext &context,
       const WeightEntry &w = weightTable[name];
       if (!w.embedded)
         continue;
-      if (!reader->readEmbedded(name, w.fileType.getNumElements(),
-                                elementBytes(w.fileType.getElementType()),
-                                bytes, error))
+      int64_t n = w.fileType.getNumElements();
+      Type stored = w.dataElement ? w.dataElement : w.fileType.getElementType();
+      if (!w.dataFile.empty()) {
+        if (!readFileRange(w.dataFile, w.dataOffset, n * elementBytes(stored),
+                           bytes, error))
+          return fail(error);
+      } else if (!reader->readEmbedded(name, n, elementBytes(stored), bytes,
+                                       error)) {
         return fail(modelPath + ": " + error);
+      }
+      if (w.dataElement)
+        bytes = roundFloats(bytes, w.fileType.getElementType());
       std::vector<char> pad(w.offset - written, 0);
       bin.write(pad.data(), pad.size());
       bin.write(bytes.data(), bytes.size());
@@ -1071,6 +1148,8 @@ LogicalResult driver::compile(MLIRContext &context,
     manifest.target = "cuda";
   if (emulateCUDA)
     manifest.codegen = "cuda-emu"; // a CPU bundle running GPU kernels
+  if (precision != planner::DType::FP32)
+    manifest.precision = planner::dtypeName(precision).str();
   manifest.stepFlops = stepFlops;
   if (optimizer)
     manifest.accumulate = accumulateSteps;

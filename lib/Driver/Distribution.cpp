@@ -195,8 +195,13 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   // split for a vocabulary-parallel loss.
   if (request.training)
     options.classLossOutput = classLossOutputOf(func, request.loss);
-  llvm::Expected<PlanGraph> graph =
-      buildPlanGraph(func, *batch, CostOptions());
+  // The precision the program will compute in: the plan prices its FLOPs
+  // at that peak and its tensors at that width.
+  CostOptions costOptions;
+  costOptions.precision = request.precision;
+  if (request.precision)
+    options.precision = *request.precision;
+  llvm::Expected<PlanGraph> graph = buildPlanGraph(func, *batch, costOptions);
   if (!graph)
     return compileError(toString(graph.takeError()));
   llvm::Expected<PlanResult> result = searchPlan(*graph, *cluster, options);

@@ -11,7 +11,7 @@
 
 #include "distopt/Runtime/Runtime.h"
 
-#include "Half.h"
+#include "distopt/Runtime/Half.h"
 
 // The C API only (OpenMPI and MPICH otherwise pull in C++ bindings that
 // need libmpi_cxx).

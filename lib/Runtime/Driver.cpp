@@ -264,6 +264,7 @@ public:
     }
     if (!haveManifest)
       return fail(error);
+    applyPrecision(manifest);
     if (!entry)
       return fail("no entry point (dopt_entry) given to dort_main");
     bool pipelined = !manifest.stages.empty();

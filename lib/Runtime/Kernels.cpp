@@ -4,7 +4,7 @@
 
 #include "distopt/Runtime/Runtime.h"
 
-#include "Half.h"
+#include "distopt/Runtime/Half.h"
 
 #include <cblas.h>
 #include <omp.h>

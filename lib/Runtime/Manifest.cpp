@@ -6,6 +6,7 @@
 
 #include "FileUtil.h"
 
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -383,12 +384,17 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
   }
   using StringField = std::pair<const char *, std::string *>;
   for (auto [key, field] : {StringField{"target", &m.target},
-                            StringField{"codegen", &m.codegen}})
+                            StringField{"codegen", &m.codegen},
+                            StringField{"precision", &m.precision}})
     if (const JsonValue *v = root.get(key)) {
       if (!v->isString())
         return check.wrongType(key, "a string", *v);
       *field = v->asString();
     }
+  if (!m.precision.empty() && m.precision != "fp32" && m.precision != "tf32" &&
+      m.precision != "bf16" && m.precision != "fp16")
+    return check.fail("precision", "unknown precision \"" + m.precision +
+                                       "\" (fp32, tf32, bf16 or fp16)");
   if (const JsonValue *flops = root.get("step_flops")) {
     if (!flops->isNumber() || !(flops->asDouble() >= 0))
       return check.wrongType("step_flops", "a number >= 0", *flops);
@@ -653,6 +659,8 @@ std::string Manifest::toJson() const {
     members.emplace_back("target", JsonValue::makeString(target));
   if (!codegen.empty())
     members.emplace_back("codegen", JsonValue::makeString(codegen));
+  if (!precision.empty())
+    members.emplace_back("precision", JsonValue::makeString(precision));
   if (accumulate)
     members.emplace_back("accumulate", JsonValue::makeInteger(*accumulate));
   if (!grid.empty())
@@ -709,6 +717,11 @@ std::string Manifest::toJson() const {
                                        {"outputs", tensors(eval->outputs)}}));
   JsonValue root = JsonValue::makeObject(std::move(members));
   return root.serialize() + "\n";
+}
+
+void applyPrecision(const Manifest &m) {
+  if (m.precision == "tf32")
+    ::setenv("DISTOPT_CUDA_TF32", "1", /*overwrite=*/0);
 }
 
 } // namespace distopt::runtime

@@ -247,6 +247,7 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   Manifest m;
   if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
     return fail(a, error);
+  applyPrecision(m);
   if (m.parameterServers)
     return runParameterServers(a, m, bundleDir, entries[0]);
   if (a.asyncGiven)

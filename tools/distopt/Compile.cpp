@@ -205,7 +205,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     options.freezeWeights = freezeWeights.getValue();
 
   std::string error;
-  if (!distributionFromFlags(options.distribution, error)) {
+  if (!distributionFromFlags(options.distribution, error) ||
+      !precisionFromFlags(options.precision, error)) {
     WithColor::error() << error << "\n";
     return 1;
   }

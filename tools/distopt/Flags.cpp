@@ -99,6 +99,14 @@ cl::opt<std::string> forceRecompute(
     cl::value_desc("off|selective|full"),
     cl::sub(distopt::tool::planCommand()),
     cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string> precisionFlag(
+    "precision",
+    cl::desc("fp32|tf32|bf16|fp16: the precision the program computes in "
+             "(16-bit: mixed precision, matrix products and convolutions in "
+             "16 bits with fp32 accumulation, fp32 master weights); default: "
+             "the model's"),
+    cl::value_desc("dtype"), cl::sub(distopt::tool::planCommand()),
+    cl::sub(distopt::tool::compileCommand()));
 cl::opt<std::string> pipelineSchedule(
     "schedule",
     cl::desc("The pipeline schedule of a training step: 1f1b (default) or "
@@ -272,4 +280,15 @@ bool distopt::tool::distributionFromFlags(
     out.backupWorkers = backupWorkersFlag;
   out.profile = profileFile;
   return true;
+}
+
+bool distopt::tool::precisionFromFlags(
+    std::optional<planner::DType> &out, std::string &error) {
+  if (precisionFlag.empty())
+    return true;
+  out = planner::parseDType(precisionFlag);
+  if (!out)
+    error = "--precision must be fp32, tf32, bf16 or fp16, got '" +
+            precisionFlag + "'";
+  return out.has_value();
 }

@@ -45,12 +45,6 @@ cl::opt<int64_t> seqLen(
     "seq-len",
     cl::desc("Sequence length (binds a symbolic dimension 1 of the inputs)"),
     cl::init(0), cl::value_desc("N"), cl::sub(distopt::tool::planCommand()));
-cl::opt<std::string> precision(
-    "precision",
-    cl::desc("fp32|tf32|bf16|fp16: compute and communication dtype "
-             "(16-bit: mixed precision with fp32 master weights); default: "
-             "the model's"),
-    cl::value_desc("dtype"), cl::sub(distopt::tool::planCommand()));
 cl::opt<std::string> optimizer("optimizer",
                                cl::desc("The optimizer whose state the plan "
                                         "holds: sgd, momentum, adam "
@@ -107,12 +101,9 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
     request.mode = PlanMode::Infer;
   else
     return usage("--mode must be train or infer, got '" + mode + "'");
-  if (!precision.empty()) {
-    request.precision = parseDType(precision);
-    if (!request.precision)
-      return usage("--precision must be fp32, tf32, bf16 or fp16, got '" +
-                   precision + "'");
-  }
+  std::string error;
+  if (!precisionFromFlags(request.precision, error))
+    return usage(error);
   if (std::optional<Optimizer> opt = parseOptimizer(optimizer))
     request.optimizer = *opt;
   else

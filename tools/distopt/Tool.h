@@ -35,6 +35,11 @@ llvm::cl::SubCommand &runCommand();
 bool distributionFromFlags(driver::DistributionOptions &out,
                            std::string &error);
 
+/// --precision (plan and compile): unset when not given; false with `error`
+/// where the value is not a dtype.
+bool precisionFromFlags(std::optional<planner::DType> &out,
+                        std::string &error);
+
 /// `distopt plan` (Plan.cpp).
 int runPlan(mlir::MLIRContext &context, llvm::StringRef input);
 /// `distopt compile` (Compile.cpp): its flags into driver::CompileOptions.

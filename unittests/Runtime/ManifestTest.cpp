@@ -97,7 +97,7 @@ void expectRoundTrip(const char *text) {
 TEST(Manifest, ToJsonWritesTheWholeFormat) {
   // A pipelined training step with its evaluation program.
   const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2,
-   "codegen": "cuda-emu", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
+   "codegen": "cuda-emu", "precision": "bf16", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
    "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0,
                 "indices": {"low": -100, "high": 99, "use": "ONNX node 'wte' (Gather): the indices"}}],
    "outputs": [{"name": "loss", "dtype": "float32", "shape": []}],
@@ -115,7 +115,7 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
   std::string json = m.toJson();
   for (const char *key :
        {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
-        "\"codegen\": \"cuda-emu\"",
+        "\"codegen\": \"cuda-emu\"", "\"precision\": \"bf16\"",
         "\"activation\": 0", "\"eval\"", "\"microbatches\": 4",
         "\"low\": -100", "\"high\": 99"})
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
@@ -128,6 +128,13 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
      "shard_length": 8, "pieces": [{"weight": 0, "offset": 0, "length": 8, "server": 0, "shard_offset": 0}],
      "update": {"inputs": [{"name": "g", "dtype": "float32", "shape": [8]}],
                 "outputs": [{"name": "w", "dtype": "float32", "shape": [8]}]}}})");
+}
+
+TEST(Manifest, PrecisionIsOneOfTheDtypes) {
+  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"precision\": \"fp8\",")),
+            "precision: unknown precision \"fp8\" (fp32, tf32, bf16 or fp16)");
+  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"precision\": 16,")),
+            "precision: expected a string, found number");
 }
 
 TEST(Manifest, MissingKeysAreNamed) {

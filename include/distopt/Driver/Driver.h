@@ -113,6 +113,9 @@ struct PartitionRequest {
   std::string loss;
   /// The optimizer whose state the memory plan holds.
   planner::Optimizer optimizer = planner::Optimizer::Adam;
+  /// The precision the program computes in (--precision): the plan prices
+  /// its FLOPs and bytes in it.
+  std::optional<planner::DType> precision;
   /// Partition with exactly this grid (stages x data x tensor): the
   /// evaluation program of a training step takes the step's plan.
   const std::vector<int64_t> *sameAs = nullptr;

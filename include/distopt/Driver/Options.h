@@ -92,6 +92,11 @@ struct CompileOptions {
   std::optional<int64_t> accumulate;
   std::optional<std::string> freezeWeights;
 
+  /// --precision: fp32 (also unset), tf32 (fp32 tensors, TF32 tensor-core
+  /// GEMMs and convolutions on CUDA), bf16 or fp16 (mixed precision:
+  /// distopt-autocast).
+  std::optional<planner::DType> precision;
+
   /// Code generation.
   Target target = Target::CPU;
   RuntimeLink runtimeLink = RuntimeLink::Static;

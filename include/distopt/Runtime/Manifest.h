@@ -132,6 +132,9 @@ struct Manifest {
   /// "cuda-emu" for a CPU bundle running the CUDA target's kernels thread
   /// by thread (empty otherwise).
   std::string codegen;
+  /// The precision the programs compute in (`distopt compile
+  /// --precision`): "tf32", "bf16" or "fp16" (empty: fp32).
+  std::string precision;
   /// Training steps: the FLOPs one rank's step performs (the compiler's
   /// count; 0 when not recorded).
   double stepFlops = 0;
@@ -161,6 +164,11 @@ struct Manifest {
   /// (parseManifest(toJson()) gives this manifest back).
   std::string toJson() const;
 };
+
+/// What a manifest's precision asks of the process: "tf32" lets the CUDA
+/// libraries use TF32 tensor-core math (DISTOPT_CUDA_TF32=1, unless the
+/// environment already sets it).
+void applyPrecision(const Manifest &m);
 
 /// Parses and validates manifest text. Errors read like
 /// "line 3, column 7: expected ',' or '}' in object, found ']'" (syntax) or

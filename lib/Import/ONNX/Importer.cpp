@@ -466,7 +466,8 @@ FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
                             << n * rawElementBytes(elt) << " for " << type;
   }
   return dopt::WeightOp::create(builder_, loc, builder_.getStringAttr(name),
-                                TypeAttr::get(type), location, offset, length)
+                                TypeAttr::get(type), location, offset, length,
+                                /*constant=*/UnitAttr(), /*data_type=*/TypeAttr())
       .getResult();
 }
 

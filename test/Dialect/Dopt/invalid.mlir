@@ -192,6 +192,15 @@ func.func @constant_vector_value() -> tensor<2xf32> {
 
 // -----
 
+func.func @weight_data_type_narrower() -> tensor<4xf32> {
+  // expected-error@+2 {{'dopt.weight' op data_type bf16 must be a float type wider than the weight's f32}}
+  // expected-error@+1 {{'dopt.weight' op failed to infer returned types}}
+  %0 = dopt.weight {name = "w", type = tensor<4xf32>, data_type = bf16} : () -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 func.func @weight_type_not_tensor() -> tensor<f32> {
   // expected-error@+2 {{'dopt.weight' op type must be a statically shaped tensor type}}
   // expected-error@+1 {{'dopt.weight' op failed to infer returned types}}

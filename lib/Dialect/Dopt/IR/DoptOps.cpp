@@ -366,6 +366,17 @@ LogicalResult WeightOp::inferReturnTypes(MLIRContext *,
     return fail("type " + typeStr(type) + " does not have a dopt element type");
   if (!adaptor.getNameAttr() || adaptor.getName().empty())
     return fail("requires a non-empty name");
+  // The stored data's element type: a wider float than the weight's.
+  Type stored = type.getElementType();
+  if (auto dataType = adaptor.getDataTypeAttr()) {
+    stored = dataType.getValue();
+    auto narrow = dyn_cast<FloatType>(type.getElementType());
+    auto wide = dyn_cast<FloatType>(stored);
+    if (!narrow || !wide || wide.getWidth() <= narrow.getWidth())
+      return fail("data_type " + typeStr(stored) +
+                  " must be a float type wider than the weight's " +
+                  typeStr(type.getElementType()));
+  }
   if (adaptor.getLocationAttr()) {
     if (adaptor.getLocation()->empty())
       return fail("external-data location must not be empty");
@@ -373,7 +384,7 @@ LogicalResult WeightOp::inferReturnTypes(MLIRContext *,
       return fail("external-data offset must be non-negative");
     if (adaptor.getLengthAttr()) {
       int64_t bits = type.getNumElements() *
-                     std::max<int64_t>(8, type.getElementTypeBitWidth());
+                     std::max<int64_t>(8, stored.getIntOrFloatBitWidth());
       int64_t need = type.getElementType().isInteger(1)
                          ? type.getNumElements()
                          : bits / 8;

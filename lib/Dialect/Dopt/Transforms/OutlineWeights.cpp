@@ -43,6 +43,9 @@ struct OutlineWeightsPass
         }
         if (w.getConstant())
           ref.push_back(b.getNamedAttr("constant", b.getUnitAttr()));
+        // Stored wider than it is used (distopt-autocast's store-weights).
+        if (w.getDataTypeAttr())
+          ref.push_back(b.getNamedAttr("data_type", w.getDataTypeAttr()));
         // A partitioned program's weight is this rank's block of a bigger
         // tensor (distopt-partition): keep how to cut it.
         for (StringRef key :

@@ -34,4 +34,26 @@ def Dopt_ElementwiseOpInterface : OpInterface<"ElementwiseOpInterface"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Mixed precision: what an op computes in under `distopt-autocast`
+//===----------------------------------------------------------------------===//
+//
+// The autocast pass asks each op one question: in which precision does it
+// compute when a program runs in 16 bits (bf16 or fp16)? An op answers with
+// one of these traits; an op with neither follows its inputs.
+
+// Computes in 16 bits, accumulating in fp32 (the tensor-core ops: matrix
+// products and convolutions). Its floating-point operands are cast to the
+// 16-bit type and so is its result.
+def Dopt_Autocast16 : NativeOpTrait<"Autocast16"> {
+  let cppNamespace = "::distopt::dopt::OpTrait";
+}
+
+// Stays fp32 (softmax, normalisation statistics, sums and means, exp, log,
+// pow: where 16 bits lose range or precision that matters). Its 16-bit
+// operands are cast to fp32 and its result is fp32.
+def Dopt_AutocastF32 : NativeOpTrait<"AutocastF32"> {
+  let cppNamespace = "::distopt::dopt::OpTrait";
+}
+
 #endif // DISTOPT_DIALECT_DOPT_IR_DOPTINTERFACES_TD

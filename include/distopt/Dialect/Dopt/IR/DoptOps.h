@@ -14,6 +14,18 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptInterfaces.h.inc"
 
+namespace distopt::dopt::OpTrait {
+/// distopt-autocast's precision policy (DoptInterfaces.td): computes in
+/// 16 bits with fp32 accumulation.
+template <typename ConcreteType>
+class Autocast16 : public mlir::OpTrait::TraitBase<ConcreteType, Autocast16> {
+};
+/// distopt-autocast's precision policy: stays fp32.
+template <typename ConcreteType>
+class AutocastF32
+    : public mlir::OpTrait::TraitBase<ConcreteType, AutocastF32> {};
+} // namespace distopt::dopt::OpTrait
+
 #define GET_OP_CLASSES
 #include "distopt/Dialect/Dopt/IR/DoptOps.h.inc"
 

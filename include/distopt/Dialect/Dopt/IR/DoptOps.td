@@ -135,6 +135,12 @@ def Dopt_WeightOp : Dopt_Op<"weight"> {
     when large, as initializers are): part of the model's definition, never
     a trained parameter.
 
+    `data_type`, when present, is the element type the data are stored in
+    where it differs from the weight's: an fp32 weight of a program compiled
+    in 16 bits (distopt-autocast's store-weights) has `type` f16/bf16 and
+    `data_type` f32; the data are rounded to nearest-even when the bundle is
+    written.
+
     ```mlir
     %w = dopt.weight {name = "fc1.weight", type = tensor<128x64xf32>}
            : () -> tensor<128x64xf32>
@@ -144,7 +150,8 @@ def Dopt_WeightOp : Dopt_Op<"weight"> {
                    OptionalAttr<StrAttr>:$location,
                    OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
-                   UnitAttr:$constant);
+                   UnitAttr:$constant,
+                   OptionalAttr<TypeAttr>:$data_type);
   let results = (outs Dopt_Tensor:$output);
   let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
 }
@@ -175,7 +182,7 @@ def Dopt_MinOp : Dopt_BinaryOp<"min", Dopt_NumericTensor, Dopt_NumericTensor,
                                [Commutative]> {
   let summary = "elementwise minimum with broadcasting";
 }
-def Dopt_PowOp : Dopt_Op<"pow", [Dopt_Elementwise]> {
+def Dopt_PowOp : Dopt_Op<"pow", [Dopt_AutocastF32, Dopt_Elementwise]> {
   let summary = "elementwise power with broadcasting";
   let description = [{
     `base ^ exponent`. The exponent may have another numeric element type
@@ -252,13 +259,13 @@ def Dopt_NotOp : Dopt_UnaryOp<"not", Dopt_IntegerTensor> {
 def Dopt_SqrtOp : Dopt_UnaryOp<"sqrt", Dopt_FloatTensor> {
   let summary = "elementwise square root";
 }
-def Dopt_ReciprocalOp : Dopt_UnaryOp<"reciprocal", Dopt_FloatTensor> {
+def Dopt_ReciprocalOp : Dopt_UnaryOp<"reciprocal", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise 1/x";
 }
-def Dopt_ExpOp : Dopt_UnaryOp<"exp", Dopt_FloatTensor> {
+def Dopt_ExpOp : Dopt_UnaryOp<"exp", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise e^x";
 }
-def Dopt_LogOp : Dopt_UnaryOp<"log", Dopt_FloatTensor> {
+def Dopt_LogOp : Dopt_UnaryOp<"log", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise natural logarithm";
 }
 def Dopt_TanhOp : Dopt_UnaryOp<"tanh", Dopt_FloatTensor> {
@@ -289,19 +296,19 @@ def Dopt_SinOp : Dopt_UnaryOp<"sin", Dopt_FloatTensor> {
 def Dopt_CosOp : Dopt_UnaryOp<"cos", Dopt_FloatTensor> {
   let summary = "elementwise cosine";
 }
-def Dopt_AsinOp : Dopt_UnaryOp<"asin", Dopt_FloatTensor> {
+def Dopt_AsinOp : Dopt_UnaryOp<"asin", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise arcsine";
 }
-def Dopt_AcosOp : Dopt_UnaryOp<"acos", Dopt_FloatTensor> {
+def Dopt_AcosOp : Dopt_UnaryOp<"acos", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise arccosine";
 }
 def Dopt_AtanOp : Dopt_UnaryOp<"atan", Dopt_FloatTensor> {
   let summary = "elementwise arctangent";
 }
-def Dopt_SinhOp : Dopt_UnaryOp<"sinh", Dopt_FloatTensor> {
+def Dopt_SinhOp : Dopt_UnaryOp<"sinh", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise hyperbolic sine";
 }
-def Dopt_CoshOp : Dopt_UnaryOp<"cosh", Dopt_FloatTensor> {
+def Dopt_CoshOp : Dopt_UnaryOp<"cosh", Dopt_FloatTensor, [Dopt_AutocastF32]> {
   let summary = "elementwise hyperbolic cosine";
 }
 def Dopt_AsinhOp : Dopt_UnaryOp<"asinh", Dopt_FloatTensor> {
@@ -407,18 +414,18 @@ def Dopt_BitcastOp : Dopt_Op<"bitcast", [Dopt_ElementwiseCosted]> {
 // Normalisation and activations over an axis
 //===----------------------------------------------------------------------===//
 
-def Dopt_SoftmaxOp : Dopt_Op<"softmax"> {
+def Dopt_SoftmaxOp : Dopt_Op<"softmax", [Dopt_AutocastF32]> {
   let summary = "softmax along one axis";
   let arguments = (ins Dopt_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Dopt_FloatTensor:$output);
 }
-def Dopt_LogSoftmaxOp : Dopt_Op<"log_softmax"> {
+def Dopt_LogSoftmaxOp : Dopt_Op<"log_softmax", [Dopt_AutocastF32]> {
   let summary = "log of softmax along one axis";
   let arguments = (ins Dopt_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Dopt_FloatTensor:$output);
 }
 
-def Dopt_BatchNormOp : Dopt_Op<"batch_norm"> {
+def Dopt_BatchNormOp : Dopt_Op<"batch_norm", [Dopt_AutocastF32]> {
   let summary = "batch normalisation, inference form";
   let description = [{
     `scale * (x - mean) / sqrt(var + epsilon) + bias` over channel axis 1;
@@ -430,7 +437,7 @@ def Dopt_BatchNormOp : Dopt_Op<"batch_norm"> {
   let results = (outs Dopt_FloatTensor:$output);
 }
 
-def Dopt_LayerNormOp : Dopt_Op<"layer_norm"> {
+def Dopt_LayerNormOp : Dopt_Op<"layer_norm", [Dopt_AutocastF32]> {
   let summary = "layer normalisation over the trailing axes from `axis`";
   let description = [{
     Normalises over dimensions `axis..rank-1`; `scale` (and the optional
@@ -446,7 +453,7 @@ def Dopt_LayerNormOp : Dopt_Op<"layer_norm"> {
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
-def Dopt_MatMulOp : Dopt_Op<"matmul"> {
+def Dopt_MatMulOp : Dopt_Op<"matmul", [Dopt_Autocast16]> {
   let summary = "matrix product with NumPy semantics";
   let description = [{
     As `numpy.matmul`: 1-D operands are promoted (and the added dimension
@@ -456,7 +463,7 @@ def Dopt_MatMulOp : Dopt_Op<"matmul"> {
   let results = (outs Dopt_NumericTensor:$output);
 }
 
-def Dopt_GemmOp : Dopt_Op<"gemm"> {
+def Dopt_GemmOp : Dopt_Op<"gemm", [Dopt_Autocast16]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
   let description = [{
     A and B are 2-D; `trans_a`/`trans_b` transpose them. The optional C
@@ -471,7 +478,7 @@ def Dopt_GemmOp : Dopt_Op<"gemm"> {
   let results = (outs Dopt_NumericTensor:$output);
 }
 
-def Dopt_ConvOp : Dopt_Op<"conv"> {
+def Dopt_ConvOp : Dopt_Op<"conv", [Dopt_Autocast16]> {
   let summary = "2-D convolution (NCHW), grouped, strided, dilated, padded";
   let description = [{
     input N×C×H×W, weight M×(C/group)×kH×kW, optional bias of M.
@@ -484,7 +491,7 @@ def Dopt_ConvOp : Dopt_Op<"conv"> {
   let results = (outs Dopt_FloatTensor:$output);
 }
 
-def Dopt_ConvTransposeOp : Dopt_Op<"conv_transpose"> {
+def Dopt_ConvTransposeOp : Dopt_Op<"conv_transpose", [Dopt_Autocast16]> {
   let summary = "2-D transposed convolution (NCHW): the adjoint of dopt.conv";
   let description = [{
     input N×C×H×W, weight C×(M/group)×kH×kW (ONNX ConvTranspose's layout),
@@ -534,8 +541,9 @@ def Dopt_GlobalAvgPoolOp : Dopt_Op<"global_avg_pool"> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Dopt_ReduceOp<string mnemonic, Type tensorType>
-    : Dopt_Op<mnemonic> {
+class Dopt_ReduceOp<string mnemonic, Type tensorType,
+                    list<Trait> traits = []>
+    : Dopt_Op<mnemonic, traits> {
   let description = [{
     Reduces over `axes` (non-negative, sorted, unique; empty means no
     reduction: the op is then the identity). `keepdims` keeps reduced
@@ -545,10 +553,12 @@ class Dopt_ReduceOp<string mnemonic, Type tensorType>
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);
   let results = (outs tensorType:$output);
 }
-def Dopt_ReduceSumOp : Dopt_ReduceOp<"reduce_sum", Dopt_NumericTensor> {
+def Dopt_ReduceSumOp : Dopt_ReduceOp<"reduce_sum", Dopt_NumericTensor,
+                                         [Dopt_AutocastF32]> {
   let summary = "sum over axes";
 }
-def Dopt_ReduceMeanOp : Dopt_ReduceOp<"reduce_mean", Dopt_NumericTensor> {
+def Dopt_ReduceMeanOp : Dopt_ReduceOp<"reduce_mean", Dopt_NumericTensor,
+                                           [Dopt_AutocastF32]> {
   let summary = "mean over axes";
 }
 def Dopt_ReduceMaxOp : Dopt_ReduceOp<"reduce_max", Dopt_Tensor> {

@@ -1,4 +1,4 @@
-//===- Half.h - IEEE half and bfloat16 conversions (runtime-internal) -----===//
+//===- Half.h - IEEE half and bfloat16 conversions ------------------------===//
 //
 // Round-to-nearest-even conversions between float and the 16-bit formats,
 // for the collectives' 16-bit reductions and the 16-bit GEMMs' operands.
