@@ -219,10 +219,10 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   pm.addPass(createPartitionPass(partitionOptions));
   if (failed(pm.run(module)))
     return failure();
-  if (llvm::Error e = checkPlannedCollectives(module, p))
+  if (llvm::Error e = checkPlannedCollectives(module, p, request.precision))
     return compileError(toString(std::move(e)));
   if (request.training)
-    recordPlannedBackward(module, p);
+    recordPlannedBackward(module, p, request.precision);
   out.grid = {p.pp, p.dp, p.tp};
   out.sync = p.sync;
   out.servers = p.servers;

@@ -282,10 +282,15 @@ using CollectiveCounts = std::map<std::pair<std::string, int64_t>, int64_t>;
 /// accepts. all_slice is a local copy: not a collective.
 CollectiveCounts
 programCollectives(mlir::ModuleOp module, int64_t tp,
-                   llvm::function_ref<bool(mlir::Operation *)> keep) {
+                   llvm::function_ref<bool(mlir::Operation *)> keep,
+                   int64_t floatBytes = 0) {
   CollectiveCounts program;
-  auto bytesOf = [](mlir::Type t) -> int64_t {
+  // A plan made for --precision prices every floating-point tensor at that
+  // width (CostOptions::precision): `floatBytes` counts them so.
+  auto bytesOf = [&](mlir::Type t) -> int64_t {
     auto type = llvm::cast<mlir::RankedTensorType>(t);
+    if (floatBytes > 0 && llvm::isa<mlir::FloatType>(type.getElementType()))
+      return type.getNumElements() * floatBytes;
     return type.getNumElements() *
            std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
   };
@@ -324,8 +329,12 @@ std::string listCounts(const CollectiveCounts &counts) {
 } // namespace
 
 void distopt::planner::recordPlannedBackward(mlir::ModuleOp module,
-                                             const Plan &plan) {
+                                             const Plan &plan,
+                                             std::optional<DType> precision) {
   mlir::Builder b(module.getContext());
+  if (precision)
+    module->setAttr("dopt.planned_float_bytes",
+                    b.getI64IntegerAttr(dtypeBytes(*precision)));
   int64_t batches = plan.pp > 1 ? 1 : plan.microbatches;
   CollectiveCounts planned;
   for (const SegmentSolution *sol : plan.segmentSolutions)
@@ -367,6 +376,8 @@ llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
   // gradients), each with the plan's collectives.
   if (auto k = module->getAttrOfType<mlir::IntegerAttr>("dopt.accumulate"))
     times *= k.getInt();
+  auto floatBytes =
+      module->getAttrOfType<mlir::IntegerAttr>("dopt.planned_float_bytes");
   CollectiveCounts planned;
   for (mlir::Attribute a : list) {
     auto d = llvm::cast<mlir::DictionaryAttr>(a);
@@ -383,7 +394,8 @@ llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
         return op->hasAttr("dopt.backward") && axes &&
                (llvm::is_contained(axes.asArrayRef(), distopt::grid::kTensorAxis) ||
                 llvm::is_contained(axes.asArrayRef(), distopt::grid::kDataAxis));
-      });
+      },
+      floatBytes ? floatBytes.getInt() : 0);
   bool within = true;
   for (auto &[k, n] : program) {
     auto it = planned.find(k);
@@ -397,8 +409,10 @@ llvm::Error distopt::planner::checkBackwardCollectives(mlir::ModuleOp module) {
       listCounts(planned) + "\n  program:" + listCounts(program));
 }
 
-llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
-                                                      const Plan &plan) {
+llvm::Error
+distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
+                                          const Plan &plan,
+                                          std::optional<DType> precision) {
   // (kind, whole-tensor bytes) -> count, on both sides.
   CollectiveCounts planned;
   // A pipelined program runs one micro-batch per call; otherwise the
@@ -413,8 +427,9 @@ llvm::Error distopt::planner::checkPlannedCollectives(mlir::ModuleOp module,
     if (!c.backward)
       ++planned[{collectiveKindName(c.kind).str(),
                  static_cast<int64_t>(std::llround(c.bytes)) * batches}];
-  CollectiveCounts program =
-      programCollectives(module, plan.tp, [](mlir::Operation *) { return true; });
+  CollectiveCounts program = programCollectives(
+      module, plan.tp, [](mlir::Operation *) { return true; },
+      precision ? dtypeBytes(*precision) : 0);
   if (planned == program)
     return llvm::Error::success();
   return llvm::createStringError(

@@ -34,13 +34,19 @@ llvm::Error annotatePlan(mlir::ModuleOp module, const PlanGraph &graph,
 /// ones the cost model priced — the same kinds, counts and tensor sizes
 /// (the plan prices one micro-batch; the program runs all of them at once)
 /// — so plan and program cannot drift apart. The error lists both.
+/// A plan made for a `precision` prices every floating-point tensor at its
+/// width (CostOptions::precision); they are counted so here.
 llvm::Error checkPlannedCollectives(mlir::ModuleOp partitioned,
-                                    const Plan &plan);
+                                    const Plan &plan,
+                                    std::optional<DType> precision = {});
 
 /// Records on the module (`dopt.planned_backward`) the backward collectives
 /// the plan priced for one step of one rank: what the program's
 /// differentiation may execute over the tensor axis.
-void recordPlannedBackward(mlir::ModuleOp partitioned, const Plan &plan);
+/// With a `precision`, floating-point tensors count at its width
+/// (`dopt.planned_float_bytes`), as in checkPlannedCollectives.
+void recordPlannedBackward(mlir::ModuleOp partitioned, const Plan &plan,
+                           std::optional<DType> precision = {});
 
 /// After differentiation (distopt-autodiff or distopt-pipeline-training):
 /// every backward collective the program executes over the tensor axis
