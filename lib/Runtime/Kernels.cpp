@@ -853,6 +853,23 @@ template <int R, float (*Widen)(uint16_t)> struct WidenedOperand {
       stride *= std::max<int64_t>(m->sizes[i], 1);
     }
     const uint16_t *base = m->aligned + m->offset;
+    // Packed row-major (the common case): chunks converted in parallel.
+    bool packed = true;
+    for (int i = R - 1, want = 1; i >= 0; --i) {
+      packed &= m->sizes[i] <= 1 || m->strides[i] == want;
+      want *= std::max<int64_t>(m->sizes[i], 1);
+    }
+    if (packed) {
+      constexpr int64_t kChunk = 1 << 14;
+      int64_t chunks = (n + kChunk - 1) / kChunk;
+      float *out = data.data();
+      parallelFor(chunks, std::min<int64_t>(teamSize(), chunks), [&](int64_t c) {
+        int64_t end = std::min(n, (c + 1) * kChunk);
+        for (int64_t e = c * kChunk; e < end; ++e)
+          out[e] = Widen(base[e]);
+      });
+      return;
+    }
     int64_t index[R] = {};
     for (int64_t e = 0; e < n; ++e) {
       int64_t at = 0;

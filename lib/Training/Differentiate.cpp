@@ -321,6 +321,28 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
         accumulate(adjoint, x, g);
       continue;
     }
+    // A float cast is linear: the shares of its result's adjoint are
+    // shares of its operand's (cast back), so an all-gather before a cast
+    // (a 16-bit program's, distopt-autocast) still finds them and
+    // reduce-scatters, as the plan priced.
+    if (auto c = dyn_cast<dopt::CastOp>(op);
+        c && shares.count(c.getResult()) && isFloatTensor(c.getInput()) &&
+        active.count(resolve(c.getInput()))) {
+      Value r = c.getResult(), x = resolve(c.getInput());
+      Value share = shares.lookup(r);
+      shares.erase(r);
+      Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+      accumulate(shares, x,
+                 dopt::CastOp::create(b, share.getLoc(), share, TypeAttr::get(elt)));
+      if (Value whole = adjoint.lookup(r)) {
+        SmallVector<Value> back;
+        if (failed(applyRule(b, op, {whole}, back)))
+          return failure();
+        if (back[0])
+          accumulate(adjoint, x, back[0]);
+      }
+      continue;
+    }
     SmallVector<Value> gs;
     for (Value r : op->getResults())
       gs.push_back(complete(r));

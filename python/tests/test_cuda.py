@@ -181,6 +181,24 @@ def test_shared_runtime_link(examples, target, tmp_path):
     assert "--runtime-link must be static or shared, got 'dynamic'" in proc.stderr
 
 
+@pytest.mark.parametrize("precision,flags", [
+    ("bf16", []), ("fp16", []), ("tf32", []), ("bf16", ["--cluster", "local:2", "--tp", "2"]),
+    ("bf16", ["--loss", "cross-entropy", "--optimizer", "adamw"]),
+    ("bf16", ["--loss", "cross-entropy", "--optimizer", "adamw", "--cluster", "local:4",
+              "--dp", "2", "--tp", "2"])],
+    ids=["bf16", "fp16", "tf32", "bf16-tp2", "bf16-step", "bf16-step-dp2-tp2"])
+def test_mixed_precision_compiles_for_cuda(precision, flags, examples, tmp_path):
+    """--precision for the GPU: 16-bit GEMMs (cuBLASLt) and kernels on
+    16-bit storage assembled by ptxas and linked; the manifest carries the
+    precision (tf32: the CUDA libraries' TF32 math)."""
+    bundle = tmp_path / "gpt.dx"
+    run(DISTOPT, "compile", examples / "gpt.onnx", "--dim", "batch=4", "--precision",
+        precision, *flags, "--target", "cuda", "-o", bundle)
+    assert (bundle / "gpt").exists()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["precision"] == precision
+
+
 @cuda_device
 def test_bundles_match_onnx_runtime_on_the_gpu(torch_models, tmp_path):
     """On a GPU: the examples, plans and zoo against ONNX Runtime, and the

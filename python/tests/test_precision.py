@@ -245,6 +245,31 @@ def test_bf16_training_under_every_plan_kind(torch_models, tmp_path, plan):
         assert abs(a["loss"] - b["loss"]) <= 5e-3 * b["loss"], (plan, a, b)
 
 
+def test_bf16_tensor_parallel_backward_reduce_scatters(tmp_path):
+    """A dp 2 x tp 2 plan that all-gathers activations over the tensor axis
+    (sequence parallelism) reduce-scatters their adjoints in the backward,
+    as the plan prices it, though the 16-bit program casts between the
+    gather and its consumers; the step follows one process's."""
+    import sys
+    from cli import ROOT
+    run(sys.executable, ROOT / "python/testmodels/gen_models.py", "--out", tmp_path,
+        "--only", "gpt")
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "ids.npy", rng.integers(0, 100, (32, 16)).astype(np.int64))
+    np.save(tmp_path / "lab.npy", rng.integers(0, 100, (32, 16)).astype(np.int64))
+    data = ["--data", f"input_ids={tmp_path / 'ids.npy'}", "--data",
+            f"labels={tmp_path / 'lab.npy'}", "--steps", "8", "--no-shuffle", "--lr", "0.01"]
+    runs = {}
+    for name, ranks, flags in (("one", 1, []),
+                               ("dp2tp2", 4, ["--cluster", "local:4", "--dp", "2", "--tp", "2"])):
+        bundle = tmp_path / f"{name}.dx"
+        run(DISTOPT, "compile", tmp_path / "gpt.onnx", "--dim", "batch=4", "--precision",
+            "bf16", "--loss", "cross-entropy", "--optimizer", "adamw", *flags, "-o", bundle)
+        runs[name], _ = train(bundle, ranks, *data)
+    for a, b in zip(runs["dp2tp2"], runs["one"]):
+        assert abs(a["loss"] - b["loss"]) <= 5e-3 * b["loss"], (a, b)
+
+
 def test_precision_errors(torch_models, tmp_path):
     model = torch_models / "train" / "model.onnx"
     p = run(DISTOPT, "compile", model, "--precision", "fp8", "-o", tmp_path / "a.dx",
