@@ -338,11 +338,16 @@ LogicalResult driver::compile(MLIRContext &context,
                           "IR was planned in its own precision\n";
     return failure();
   }
-  if (precision == planner::DType::FP16 && options.training()) {
+  // fp16 trains with dynamic loss scaling (PyTorch's GradScaler), which
+  // the training step applies: gradients alone would underflow.
+  bool lossScaling =
+      precision == planner::DType::FP16 && options.trainingStep();
+  if (precision == planner::DType::FP16 && options.gradients &&
+      !options.trainingStep()) {
     WithColor::error()
-        << "--precision fp16 trains only with dynamic loss scaling, which "
-           "distopt does not compile yet: train in bf16 (--precision bf16, "
-           "fp32's range, no scaling needed) or fp32\n";
+        << "--precision fp16 trains with dynamic loss scaling, which a "
+           "training step applies (--loss and --optimizer): fp16 gradients "
+           "alone (--gradients) would underflow; use --precision bf16\n";
     return failure();
   }
   if (options.emulateThreads && !emulateCUDA) {
@@ -486,6 +491,11 @@ LogicalResult driver::compile(MLIRContext &context,
       else if (distribution.gradientSyncGiven())
         problem = "--bucket-mb, --grad-dtype and --zero shape the "
                   "all-reduce; parameter servers take whole fp32 gradients";
+      else if (lossScaling)
+        problem = "--precision fp16 scales the loss, and parameter servers "
+                  "do not skip the steps it overflows yet: use --precision "
+                  "bf16 with --sync " +
+                  planner::gradientSyncName(servers.sync).str();
       if (!problem.empty()) {
         WithColor::error() << problem << "\n";
         return failure();
@@ -741,6 +751,7 @@ LogicalResult driver::compile(MLIRContext &context,
         PipelineTrainingPassOptions pt;
         pt.stage = static_cast<int64_t>(k);
         pt.freezeWeights = freezeWeights;
+        pt.lossScale = lossScaling;
         if (auto plan = (*program)->getAttrOfType<DictionaryAttr>("dopt.plan")) {
           if (auto s = plan.getAs<StringAttr>("schedule"))
             pt.schedule = s.getValue().str();
@@ -751,6 +762,7 @@ LogicalResult driver::compile(MLIRContext &context,
       } else if (!isEval && (options.gradients || optimizer)) {
         AutodiffPassOptions ad;
         ad.freezeWeights = freezeWeights;
+        ad.lossScale = lossScaling;
         pm.addPass(createAutodiffPass(ad));
       }
       if (!isEval && accumulateSteps > 1) {
@@ -781,6 +793,7 @@ LogicalResult driver::compile(MLIRContext &context,
         OptimizerPassOptions opt;
         opt.kind = compiledOptimizer(*options.optimizer);
         opt.nesterov = options.nesterov;
+        opt.lossScale = lossScaling;
         pm.addPass(createOptimizerPass(opt));
       }
       if (failed(pm.run(*program)))

@@ -4,6 +4,7 @@
 //               [--lr F] [--momentum F] [--betas A,B] [--eps F]
 //               [--weight-decay F] [--clip-grad-norm F]
 //               [--lr-schedule constant|cosine|linear] [--warmup-steps K]
+//               [--init-scale S] [--growth-interval N]
 //               [--shuffle SEED | --no-shuffle] [--log FILE.jsonl]
 //               [--trace FILE.json]
 //               [--save-weights DIR] [--save-onnx OUT.onnx] [--bundle DIR]
@@ -31,6 +32,14 @@
 // other inputs are data (one `--data` file each, samples along axis 0);
 // outputs `loss`, `grad_norm`, and `update:<weight>`, which replaces the
 // weight. Weights start from the bundle's and are kept in memory.
+//
+// An fp16 step (dynamic loss scaling) also takes `opt.loss_scale` and
+// returns `found_inf`: the loop keeps PyTorch GradScaler's state (the
+// scale, from --init-scale; x0.5 and the step skipped -- the program left
+// weights and state as they were, Adam's step count does not advance --
+// when a gradient was not finite; x2 after --growth-interval good steps in
+// a row), logs `loss_scale` and `skipped`, and checkpoints it
+// (`amp.scaler`: scale, good steps in a row, optimizer steps taken).
 //
 //===----------------------------------------------------------------------===//
 
@@ -305,6 +314,11 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   if (!outputIndex.count("loss") || !outputIndex.count("grad_norm"))
     return fail(a, "this bundle is not a training step (compile it with "
                    "--loss KIND:OUTPUT --optimizer sgd|adam|adamw)");
+  // fp16: dynamic loss scaling (the step returns found_inf).
+  bool scaling = outputIndex.count("found_inf") > 0;
+  if (!scaling && (a.initScaleGiven || a.growthIntervalGiven))
+    return fail(a, "--init-scale and --growth-interval apply to a step "
+                   "compiled with --precision fp16 (dynamic loss scaling)");
   // What this rank's program takes and returns: every input, weight and
   // output, or its pipeline stage's (in the order of its buffers).
   EntryFn entry = entries[pipelined ? coords[0] : 0];
@@ -469,6 +483,18 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     }
     namedState.push_back(state);
   }
+  // GradScaler's state (fp16): the scale, good steps in a row, optimizer
+  // steps taken; checkpointed with the optimizer state.
+  Tensor scalerState;
+  double *scaler = nullptr;
+  if (scaling) {
+    if (!Tensor::create(DType::Float64, {3}, scalerState, error))
+      return fail(a, error);
+    scaler = static_cast<double *>(scalerState.data());
+    scaler[0] = a.initScale;
+    scaler[1] = scaler[2] = 0;
+    namedState.push_back(Named{"amp.scaler", &scalerState, {}, 0});
+  }
   int64_t first = 0;
   if (!a.resume.empty()) {
     if (!readCheckpoint(a.resume, first, namedWeights, namedState, error))
@@ -528,8 +554,12 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
           static_cast<int64_t>(stepKey(a.seed, step + 1));
     double lr = scheduledLr(a, step, steps);
     for (auto &[i, name] : hyperInputs) {
-      double v = name == "step" ? double(step + 1) : name == "lr" ? lr : 0.0;
-      if (name != "step" && name != "lr") {
+      // A skipped step (fp16) does not count in Adam's bias correction.
+      double v = name == "step"         ? (scaler ? scaler[2] : step) + 1.0
+                 : name == "lr"         ? lr
+                 : name == "loss_scale" ? (scaler ? scaler[0] : 1.0)
+                                        : 0.0;
+      if (name != "step" && name != "lr" && name != "loss_scale") {
         auto h = a.hyper.find(name);
         if (h == a.hyper.end())
           return fail(a, "the step takes a hyperparameter '" + name +
@@ -572,6 +602,24 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                                     a.checkpointDir + "' (--resume it)"
                               : std::string()));
     lastLoss = loss;
+    // GradScaler's update: back off and skip on a non-finite gradient
+    // (the program kept weights and state), grow after a run of good steps.
+    double usedScale = scaler ? scaler[0] : 1.0;
+    bool skipped = false;
+    if (scaler) {
+      skipped = *static_cast<const float *>(
+                    outputs[outputIndex["found_inf"]].data()) != 0.0f;
+      if (skipped) {
+        scaler[0] *= 0.5;
+        scaler[1] = 0;
+      } else {
+        scaler[2] += 1;
+        if (++scaler[1] >= double(a.growthInterval)) {
+          scaler[0] *= 2.0;
+          scaler[1] = 0;
+        }
+      }
+    }
     // The updates become the next step's weights and state by swapping
     // buffers (the entry overwrites its outputs whole on every step).
     for (auto &[o, w] : weightUpdates) {
@@ -630,6 +678,9 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss)
           << ", \"lr\": " << jsonNumber(lr)
           << ", \"grad_norm\": " << jsonNumber(norm)
+          << (scaler ? ", \"loss_scale\": " + jsonNumber(usedScale) +
+                           ", \"skipped\": " + (skipped ? "1" : "0")
+                     : std::string())
           << ", \"samples_per_s\": " << jsonNumber(rate)
           << ", \"step_s\": " << jsonNumber(stepSeconds)
           << ", \"flops_per_s\": "

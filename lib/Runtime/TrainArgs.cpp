@@ -118,6 +118,20 @@ bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
                 value + "'";
         return false;
       }
+    } else if (opt == "--init-scale") {
+      if (!parseDouble(value, a.initScale) || !(a.initScale > 0) ||
+          !std::isfinite(a.initScale)) {
+        error = "--init-scale expects a positive number, got '" + value + "'";
+        return false;
+      }
+      a.initScaleGiven = true;
+    } else if (opt == "--growth-interval") {
+      if (!parseInt(value, a.growthInterval)) {
+        error = "--growth-interval expects a positive integer, got '" + value +
+                "'";
+        return false;
+      }
+      a.growthIntervalGiven = true;
     } else if (opt == "--no-shuffle") {
       a.shuffle = false;
     } else if (opt == "--eval-every") {

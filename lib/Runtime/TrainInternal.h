@@ -60,6 +60,11 @@ struct TrainArgs {
   uint64_t seed = 0;
   std::string schedule = "constant";
   int64_t warmup = 0;
+  /// Dynamic loss scaling of an fp16 step (PyTorch's GradScaler):
+  /// --init-scale, --growth-interval; growth x2, back-off x0.5.
+  double initScale = 65536.0;
+  int64_t growthInterval = 2000;
+  bool initScaleGiven = false, growthIntervalGiven = false;
   std::string log, trace, saveWeights, saveOnnx;
   bool saveOnnxExternal = false;
   /// --accumulate K: must be what the step was compiled for.

@@ -86,6 +86,8 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
       return signalPassFailure();
     }
 
+    // Dynamic loss scaling: its input, before the parameters are counted.
+    Value scale = lossScale ? autodiff::lossScaleInput(main) : Value();
     // The parameters: float weight arguments not frozen.
     SmallVector<unsigned> params;
     SmallVector<Value> wrt;
@@ -104,6 +106,15 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
     Value one = dopt::ConstantOp::create(
         b, main.getLoc(),
         DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+    // Dynamic loss scaling: the backward starts from the scale, not 1.
+    if (scale) {
+      Value s = scale;
+      if (lossType.getElementType() !=
+          cast<RankedTensorType>(s.getType()).getElementType())
+        s = dopt::CastOp::create(b, main.getLoc(), s,
+                                 TypeAttr::get(lossType.getElementType()));
+      one = dopt::MulOp::create(b, main.getLoc(), one, s);
+    }
     llvm::DenseSet<Value> tvary = grid::tensorVarying(main, ops);
     if (tvary.count(lossValue)) {
       main.emitError("the loss differs between the tensor-parallel ranks "
@@ -160,3 +171,22 @@ struct AutodiffPass : public distopt::impl::AutodiffPassBase<AutodiffPass> {
 };
 
 } // namespace
+
+Value distopt::autodiff::lossScaleInput(func::FuncOp main) {
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (auto h = main.getArgAttrOfType<StringAttr>(i, "dopt.hyper"))
+      if (h.getValue() == "loss_scale")
+        return main.getArgument(i);
+  Builder b(main.getContext());
+  unsigned index = 0;
+  while (index < main.getNumArguments() &&
+         !main.getArgAttr(index, "dopt.weight"))
+    ++index;
+  (void)main.insertArgument(
+      index, RankedTensorType::get({}, b.getF32Type()),
+      b.getDictionaryAttr(
+          {b.getNamedAttr("dopt.name", b.getStringAttr("opt.loss_scale")),
+           b.getNamedAttr("dopt.hyper", b.getStringAttr("loss_scale"))}),
+      main.getLoc());
+  return main.getArgument(index);
+}

@@ -30,6 +30,7 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/IR/GridAxes.h"
 #include "distopt/Distributed/ZeroSharding.h"
+#include "distopt/Training/Autodiff.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -198,6 +199,12 @@ struct OptimizerPass
     };
     for (Param &p : params)
       p.grad = flat(p.grad);
+    // Dynamic loss scaling: the gradients arrive multiplied by the scale.
+    if (lossScale) {
+      Value inverse = div(constant(1.0), autodiff::lossScaleInput(main));
+      for (Param &p : params)
+        p.grad = mul(p.grad, as(inverse, p.grad));
+    }
     // Global norm of all gradients, in f32; clipping as clip_grad_norm_:
     // g *= min(1, clip / (norm + 1e-6)) when clip > 0.
     // Every element is counted once: ZeRO-1 chunks are summed over the
@@ -246,6 +253,23 @@ struct OptimizerPass
         b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr("loss"))}),
         b.getDictionaryAttr(
             {b.getNamedAttr("dopt.name", b.getStringAttr("grad_norm"))})};
+    // Loss scaling: a step whose gradients are not all finite (on any rank:
+    // the sum of squares is reduced over every axis that holds different
+    // gradients) changes nothing. x - x is 0 for every finite x, NaN for
+    // inf and NaN.
+    Value finite;
+    if (lossScale) {
+      finite = dopt::EqualOp::create(b, sub(sumSquares, sumSquares),
+                                     constant(0.0));
+      results.push_back(
+          dopt::WhereOp::create(b, finite, constant(0.0), constant(1.0)));
+      attrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("dopt.name", b.getStringAttr("found_inf"))}));
+    }
+    auto kept = [&](Value updated, Value old) -> Value {
+      return finite ? Value(dopt::WhereOp::create(b, finite, updated, old))
+                    : updated;
+    };
     auto update = [&](Value v, StringRef name, NamedAttribute role,
                       ArrayRef<NamedAttribute> extra = {}) {
       results.push_back(v);
@@ -273,6 +297,7 @@ struct OptimizerPass
       }
       Type type = w.getType(); // the optimizer state's (a chunk when sharded)
       w = flat(w);
+      Value before = w; // what a skipped step keeps
       Value g = mul(p.grad, as(scale, w));
       auto stateOf = [&](StringRef which) {
         return flat(addInput(type, ("opt." + which + ":" + p.name).str(),
@@ -296,7 +321,7 @@ struct OptimizerPass
         Value newBuf = add(mul(mu, buf), g);
         Value dir = nesterov ? add(g, mul(mu, newBuf)) : newBuf;
         newW = sub(w, mul(as(lr, w), dir));
-        update(shaped(newBuf, type), ("opt.momentum:" + p.name),
+        update(shaped(kept(newBuf, buf), type), ("opt.momentum:" + p.name),
                updatesState("momentum"), split);
       } else {
         // torch.optim.Adam / AdamW: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -315,9 +340,12 @@ struct OptimizerPass
         Value denom = add(div(dopt::SqrtOp::create(b, newV), dopt::SqrtOp::create(b, bc2)),
                           as(eps, w));
         newW = sub(w, mul(div(as(lr, w), bc1), div(newM, denom)));
-        update(shaped(newM, type), ("opt.m:" + p.name), updatesState("m"), split);
-        update(shaped(newV, type), ("opt.v:" + p.name), updatesState("v"), split);
+        update(shaped(kept(newM, m), type), ("opt.m:" + p.name), updatesState("m"),
+               split);
+        update(shaped(kept(newV, v), type), ("opt.v:" + p.name), updatesState("v"),
+               split);
       }
+      newW = kept(newW, before);
       if (p.shard) {
         // The updated chunks of every replica, back into the weight.
         auto chunkType = cast<RankedTensorType>(newW.getType());

@@ -261,6 +261,10 @@ struct PipelineTrainingPass
     for (unsigned i = 0; i < weightArgs.size(); ++i)
       stepWeights.push_back(
           entry->getArgument(dataArgs.size() + keyArgs.size() + i));
+    // Dynamic loss scaling: the last stage's backward starts from the
+    // scale (every stage's optimizer divides it out). Added after the
+    // arguments above are taken by position.
+    Value scaleArg = lossScale ? autodiff::lossScaleInput(step) : Value();
     // The trained weights (float, not frozen).
     SmallVector<unsigned> params; // indices into weightArgs
     for (auto [j, i] : llvm::enumerate(weightArgs)) {
@@ -453,6 +457,8 @@ struct PipelineTrainingPass
       SmallVector<std::pair<Value, Value>> seeds;
       if (last) {
         Value w = dopt::DivOp::create(b, loc, counts[m], total);
+        if (scaleArg)
+          w = dopt::MulOp::create(b, loc, w, scaleArg);
         Value l = map.lookup(fret.getOperand(lossAt));
         auto lt = cast<RankedTensorType>(l.getType());
         if (lt.getElementType() != f32)

@@ -95,6 +95,14 @@ differentiate(mlir::OpBuilder &b, mlir::ArrayRef<mlir::Operation *> ops,
 mlir::Value unbroadcast(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::Value grad, mlir::RankedTensorType type);
 
+/// The step's loss scale (fp16 training, dynamic loss scaling as PyTorch's
+/// GradScaler): the 0-d f32 hyperparameter input `opt.loss_scale` of
+/// `main` (`dopt.hyper` = "loss_scale"), added before the weights where it
+/// is not there yet. The backward is seeded with it; distopt-optimizer
+/// divides the gradients by it and skips a step whose gradients are not
+/// finite.
+mlir::Value lossScaleInput(mlir::func::FuncOp main);
+
 } // namespace distopt::autodiff
 
 #endif // DISTOPT_TRAINING_AUTODIFF_H

@@ -77,6 +77,8 @@ def AutodiffPass : Pass<"distopt-autodiff", "mlir::ModuleOp"> {
            "Which result of @main is the loss">,
     Option<"freezeWeights", "freeze-weights", "std::string", /*default=*/"\"\"",
            "Weights whose name matches this regular expression get no gradient">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Seed the backward with the input opt.loss_scale (fp16 training)">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect"];
 }
@@ -134,6 +136,8 @@ def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
            "off, selective or full">,
     Option<"freezeWeights", "freeze-weights", "std::string", /*default=*/"",
            "Weights whose names match this regular expression get no gradient">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Seed the last stage's backward with the input opt.loss_scale">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect",
                            "mlir::tensor::TensorDialect",
@@ -177,12 +181,25 @@ def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {
     updated weight (`update:<weight>`, `dopt.updates_weight`). The formulas
     are PyTorch's: torch.optim.SGD (dampening 0, `nesterov`), Adam (L2
     weight decay), AdamW (decoupled), clip_grad_norm_ (clip_norm > 0).
+
+    `loss-scale` (fp16 training, PyTorch's GradScaler): the gradients arrive
+    multiplied by the input `opt.loss_scale` (distopt-autodiff's
+    `loss-scale` seeds the backward with it) and are divided by it first;
+    the output `found_inf` (0-d f32) is 1 when any gradient on any rank is
+    inf or NaN (the global norm's sum of squares, reduced over every axis,
+    is not finite), and the step then returns the weights and optimizer
+    state unchanged. The runtime keeps the scale (GradScaler's growth and
+    back-off) and does not count a skipped step in Adam's `opt.step`.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
            "sgd, adam or adamw">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
            "SGD: Nesterov momentum">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Dynamic loss scaling: divide the gradients by opt.loss_scale, "
+           "return found_inf, and leave weights and state as they were "
+           "when a gradient is not finite">,
   ];
   let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::shard::ShardDialect"];
 }
