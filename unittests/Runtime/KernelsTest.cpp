@@ -1,5 +1,6 @@
 //===- KernelsTest.cpp - GEMM kernels against a naive loop ----------------===//
 
+#include "distopt/Runtime/Half.h"
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
 
@@ -923,6 +924,75 @@ TEST(Kernels, MatmulEpilogueBf16IsTheF32OneRounded) {
     for (int64_t j = n; j < ldd; ++j)
       EXPECT_EQ(d[i * ldd + j], 0xffff); // the padding is untouched
   }
+}
+
+/// bf16 GEMMs (oneDNN's where the runtime has it, else widened to f32 for
+/// OpenBLAS): f32 accumulation of the exact bf16 values, both transposes,
+/// alpha and beta, a padded leading dimension, and batches.
+TEST(Kernels, BF16GemmsAccumulateInF32) {
+  using distopt::runtime::bf16ToFloat;
+  using distopt::runtime::floatToBF16;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (int transA = 0; transA < 2; ++transA)
+    for (int transB = 0; transB < 2; ++transB)
+      for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 2.0f}}) {
+        const int64_t batch = 3, m = 37, n = 29, k = 70, ldc = n + 3;
+        int64_t ar = transA ? k : m, ac = transA ? m : k;
+        int64_t br = transB ? n : k, bc = transB ? k : n;
+        std::vector<uint16_t> a(batch * ar * ac), b(batch * br * bc);
+        for (auto &x : a)
+          x = floatToBF16(normal(rng));
+        for (auto &x : b)
+          x = floatToBF16(normal(rng));
+        std::vector<float> c(batch * m * ldc), c0;
+        for (auto &x : c)
+          x = normal(rng);
+        c0 = c;
+        auto A = [&](int64_t t, int64_t i, int64_t l) {
+          return bf16ToFloat(a[t * ar * ac + (transA ? l * ac + i : i * ac + l)]);
+        };
+        auto B = [&](int64_t t, int64_t l, int64_t j) {
+          return bf16ToFloat(b[t * br * bc + (transB ? j * bc + l : l * bc + j)]);
+        };
+        MemRef3DU16 ma{a.data(), a.data(), 0, {batch, ar, ac}, {ar * ac, ac, 1}};
+        MemRef3DU16 mb{b.data(), b.data(), 0, {batch, br, bc}, {br * bc, bc, 1}};
+        MemRef3DF32 mc{c.data(), c.data(), 0, {batch, m, n}, {m * ldc, ldc, 1}};
+        dort_clear_pending_error();
+        _mlir_ciface_dort_batch_matmul_bf16_f32(&ma, &mb, &mc, transA, transB,
+                                                alpha, beta);
+        ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+        // And the 2-D call on batch 1's matrices.
+        std::vector<float> d(m * ldc), d0(d.size(), 0.25f);
+        d = d0;
+        MemRef2DU16 a2{a.data(), a.data(), ar * ac, {ar, ac}, {ac, 1}};
+        MemRef2DU16 b2{b.data(), b.data(), br * bc, {br, bc}, {bc, 1}};
+        MemRef2DF32 d2{d.data(), d.data(), 0, {m, n}, {ldc, 1}};
+        _mlir_ciface_dort_matmul_bf16_f32(&a2, &b2, &d2, transA, transB, alpha,
+                                          beta);
+        ASSERT_EQ(dort_pending_error(), nullptr) << dort_pending_error();
+        for (int64_t t = 0; t < batch; ++t)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              float got = c[t * m * ldc + i * ldc + j];
+              if (j >= n) { // the padding is untouched
+                EXPECT_EQ(got, c0[t * m * ldc + i * ldc + j]);
+                continue;
+              }
+              double dot = 0, mag = 0;
+              for (int64_t l = 0; l < k; ++l) {
+                dot += double(A(t, i, l)) * B(t, l, j);
+                mag += std::fabs(double(A(t, i, l)) * B(t, l, j));
+              }
+              double want = alpha * dot + beta * c0[t * m * ldc + i * ldc + j];
+              double tol =
+                  1e-5 * (alpha * mag + std::fabs(beta * c0[t * m * ldc + i * ldc + j]));
+              ASSERT_NEAR(got, want, tol) << t << "," << i << "," << j;
+              if (t == 1)
+                ASSERT_NEAR(d[i * ldc + j], alpha * dot + beta * 0.25, tol)
+                    << i << "," << j;
+            }
+      }
 }
 
 /// A 16-bit GEMM's shape mismatch names the 16-bit call.
