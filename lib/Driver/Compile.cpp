@@ -412,7 +412,8 @@ LogicalResult driver::compile(MLIRContext &context,
     }
   } else {
     module = importONNXFile(context, input, options.import);
-    if (!module)
+    if (!module || failed(autocast(*module, options.precision,
+                                   /*storeWeights=*/!options.training())))
       return failure();
     // A training step's `train` reads samples along the batch dimension of
     // each data input (the manifest's batch_dim); --accumulate cuts the
@@ -547,7 +548,9 @@ LogicalResult driver::compile(MLIRContext &context,
       ONNXImportOptions evalOptions = options.import;
       evalOptions.evalForm = true;
       evalModule = importONNXFile(context, input, evalOptions);
-      if (!evalModule)
+      // (fp32 master weights, shared with the step by name.)
+      if (!evalModule || failed(autocast(*evalModule, options.precision,
+                                         /*storeWeights=*/false)))
         return failure();
       std::string error; // the step's annotation succeeded on this model
       if (!annotateBatchDims(*evalModule, error)) {
@@ -727,17 +730,6 @@ LogicalResult driver::compile(MLIRContext &context,
     }
     {
       PassManager pm(&context);
-      // Mixed precision: the forward in 16 bits before its gradients are
-      // derived (their adjoints are then 16-bit too, the weights' fp32).
-      // An inference program stores the weights it reads in 16 bits so;
-      // a training step and its evaluation program share fp32 master
-      // weights.
-      if (mixed && !isServer) {
-        AutocastPassOptions ac;
-        ac.precision = precision == planner::DType::BF16 ? "bf16" : "f16";
-        ac.storeWeights = !options.training();
-        pm.addPass(createAutocastPass(ac));
-      }
       pm.addPass(createOutlineWeightsPass());
       bool worker = servers.servers > 0 && !isServer;
       if (isServer) {

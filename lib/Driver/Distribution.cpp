@@ -196,9 +196,14 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   if (request.training)
     options.classLossOutput = classLossOutputOf(func, request.loss);
   // The precision the program will compute in: the plan prices its FLOPs
-  // at that peak and its tensors at that width.
+  // at that peak. A 16-bit program is already in its types (driver::
+  // autocast ran on the imported model): each tensor is priced at its own
+  // width, each op at its own dtype's peak. fp32/tf32: every float tensor
+  // and op at the precision.
   CostOptions costOptions;
-  costOptions.precision = request.precision;
+  bool mixed = request.precision && isHalfPrecision(*request.precision);
+  if (!mixed)
+    costOptions.precision = request.precision;
   if (request.precision)
     options.precision = *request.precision;
   llvm::Expected<PlanGraph> graph = buildPlanGraph(func, *batch, costOptions);
@@ -219,10 +224,10 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   pm.addPass(createPartitionPass(partitionOptions));
   if (failed(pm.run(module)))
     return failure();
-  if (llvm::Error e = checkPlannedCollectives(module, p, request.precision))
+  if (llvm::Error e = checkPlannedCollectives(module, p, costOptions.precision))
     return compileError(toString(std::move(e)));
   if (request.training)
-    recordPlannedBackward(module, p, request.precision);
+    recordPlannedBackward(module, p, costOptions.precision);
   out.grid = {p.pp, p.dp, p.tp};
   out.sync = p.sync;
   out.servers = p.servers;

@@ -61,8 +61,13 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
     importOptions.batchSize = 2;
   if (request.seqLen)
     importOptions.symbolicDimsByPosition[1] = *request.seqLen;
+  // A 16-bit precision: the model as it will be compiled (distopt-
+  // autocast), priced at its own widths.
+  bool mixed = request.precision && isHalfPrecision(*request.precision);
+  bool storeWeights = request.mode == PlanMode::Infer;
   out.module = importONNXFile(context, request.input, importOptions);
-  if (!out.module)
+  if (!out.module ||
+      failed(autocast(*out.module, request.precision, storeWeights)))
     return failure();
   func::FuncOp func = firstFunction(*out.module);
   if (!func || func.getNumArguments() == 0)
@@ -82,7 +87,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   if (options.mode == PlanMode::Train)
     options.classLossOutput = classLossOutputOf(func, request.loss);
   CostOptions costOptions;
-  costOptions.precision = request.precision;
+  if (!mixed)
+    costOptions.precision = request.precision;
   llvm::Expected<PlanGraph> graph = buildPlanGraph(func, probe, costOptions);
   if (!graph)
     return planError(toString(graph.takeError()));
@@ -118,7 +124,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   if (probe != options.globalBatch) {
     importOptions.batchSize = options.globalBatch;
     out.annotated = importONNXFile(context, request.input, importOptions);
-    if (!out.annotated)
+    if (!out.annotated ||
+        failed(autocast(*out.annotated, request.precision, storeWeights)))
       return failure();
     llvm::Expected<PlanGraph> g2 =
         rebindPlanGraph(out.graph, firstFunction(*out.annotated));

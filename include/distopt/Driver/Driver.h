@@ -130,6 +130,19 @@ partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const PartitionRequest &request);
 
 //===----------------------------------------------------------------------===//
+// Precision (Precision.cpp)
+//===----------------------------------------------------------------------===//
+
+/// --precision bf16|fp16: rewrites `module` as imported to compute in 16 bits
+/// where each op's policy says (distopt-autocast), before it is planned, so
+/// the plan prices the program that runs. `storeWeights` (inference): the
+/// weights read only in 16 bits become 16-bit weights. Nothing to do for
+/// fp32, tf32 or no precision.
+mlir::LogicalResult autocast(mlir::ModuleOp module,
+                             std::optional<planner::DType> precision,
+                             bool storeWeights);
+
+//===----------------------------------------------------------------------===//
 // Planning alone (Plan.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -1,12 +1,14 @@
 // RUN: distopt-opt %s --distopt-autocast --split-input-file | FileCheck %s
 // RUN: distopt-opt %s --distopt-autocast="precision=f16 store-weights=true" --split-input-file | FileCheck %s --check-prefix=STORE
 
-// A linear layer, its bias, GELU-like arithmetic with a constant, softmax.
-// The matmul computes in bf16; the weight is cast once for both matmuls;
-// the bias add follows its 16-bit input (the bias is cast down); the mul
-// by a constant stays 16-bit; softmax is fp32; the result keeps its type.
+// A linear layer, its bias, GELU-like arithmetic with a constant, softmax,
+// log-softmax. The matmul computes in bf16; the weight is cast once for both
+// matmuls; the bias add follows its 16-bit input (the bias is cast down); the
+// mul by a constant stays 16-bit (the constant is rounded); softmax follows
+// its input (its lowering sums in fp32 whatever the storage); log-softmax is
+// fp32; the results keep their types.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK: %[[XH:.*]] = dopt.cast %[[X]] {to = bf16}
 // CHECK: %[[W:.*]] = dopt.weight {name = "w"
 // CHECK-NEXT: %[[WH:.*]] = dopt.cast %[[W]] {to = bf16}
@@ -18,13 +20,15 @@
 // CHECK: %[[M:.*]] = dopt.mul %[[YB]], %[[CH]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[Z:.*]] = dopt.matmul %[[M]], %[[WH]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[ZF:.*]] = dopt.cast %[[Z]] {to = f32}
-// CHECK: %[[S:.*]] = dopt.softmax %[[ZF]] {{.*}} -> tensor<2x4xf32>
-// CHECK: return %[[S]]
+// CHECK: %[[S:.*]] = dopt.softmax %[[Z]] {{.*}} -> tensor<2x4xbf16>
+// CHECK: %[[SF:.*]] = dopt.cast %[[S]] {to = f32}
+// CHECK: %[[L:.*]] = dopt.log_softmax %[[ZF]] {{.*}} -> tensor<2x4xf32>
+// CHECK: return %[[SF]], %[[L]]
 // STORE-LABEL: func.func @main
 // STORE: dopt.weight {data_type = f32, name = "w", type = tensor<4x4xf16>}
 // STORE: dopt.weight {data_type = f32, name = "b", type = tensor<4xf16>}
 // STORE-NOT: dopt.cast {{.*}}weight
-func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
   %w = dopt.weight {name = "w", type = tensor<4x4xf32>} : () -> tensor<4x4xf32>
   %b = dopt.weight {name = "b", type = tensor<4xf32>} : () -> tensor<4xf32>
   %y = dopt.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -33,7 +37,8 @@ func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %m = dopt.mul %yb, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   %z = dopt.matmul %m, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %s = dopt.softmax %z {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
-  return %s : tensor<2x4xf32>
+  %l = dopt.log_softmax %z {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %s, %l : tensor<2x4xf32>, tensor<2x4xf32>
 }
 
 // -----

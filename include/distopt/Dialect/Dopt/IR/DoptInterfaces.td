@@ -49,8 +49,11 @@ def Dopt_Autocast16 : NativeOpTrait<"Autocast16"> {
   let cppNamespace = "::distopt::dopt::OpTrait";
 }
 
-// Stays fp32 (softmax, normalisation statistics, sums and means, exp, log,
-// pow: where 16 bits lose range or precision that matters). Its 16-bit
+// Stays fp32 (log-softmax, normalisation statistics, sums and means, exp,
+// log, pow: where 16 bits lose range or precision that matters). (Softmax
+// follows its inputs: its lowering computes max, exponentials and sum in
+// fp32 whatever the storage, and its 16-bit probabilities are what the next
+// matrix product reads.) Its 16-bit
 // operands are cast to fp32 and its result is fp32.
 def Dopt_AutocastF32 : NativeOpTrait<"AutocastF32"> {
   let cppNamespace = "::distopt::dopt::OpTrait";

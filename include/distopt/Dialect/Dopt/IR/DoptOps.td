@@ -414,7 +414,7 @@ def Dopt_BitcastOp : Dopt_Op<"bitcast", [Dopt_ElementwiseCosted]> {
 // Normalisation and activations over an axis
 //===----------------------------------------------------------------------===//
 
-def Dopt_SoftmaxOp : Dopt_Op<"softmax", [Dopt_AutocastF32]> {
+def Dopt_SoftmaxOp : Dopt_Op<"softmax"> {
   let summary = "softmax along one axis";
   let arguments = (ins Dopt_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Dopt_FloatTensor:$output);

@@ -48,9 +48,9 @@ def AutocastPass : Pass<"distopt-autocast", "mlir::ModuleOp"> {
      * `Dopt_Autocast16` (matmul, gemm, convolutions): fp32 operands are
        cast to 16 bits, the result is 16-bit; the lowering accumulates in
        fp32.
-     * `Dopt_AutocastF32` (softmax, log-softmax, batch and layer norm,
-       sums and means, exp, log, pow, reciprocal, ...): 16-bit operands are
-       cast back to fp32, the result is fp32.
+     * `Dopt_AutocastF32` (log-softmax, batch and layer norm, sums and
+       means, exp, log, pow, reciprocal, ...): 16-bit operands are cast back
+       to fp32, the result is fp32.
      * any other op follows its inputs: where every floating-point operand
        that is not computed from weights alone is 16-bit, it computes in 16
        bits (its weight and constant operands cast down, as a linear layer's
@@ -69,7 +69,7 @@ def AutocastPass : Pass<"distopt-autocast", "mlir::ModuleOp"> {
     ```mlir
     %w = dopt.weight {name = "fc.weight", type = tensor<4x8xf32>} : () -> tensor<4x8xf32>
     %y = dopt.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
-    %s = dopt.softmax %y {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %s = dopt.log_softmax %y {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
     ```
     After (bf16):
     ```mlir
@@ -77,7 +77,7 @@ def AutocastPass : Pass<"distopt-autocast", "mlir::ModuleOp"> {
     %wh = dopt.cast %w {to = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
     %y = dopt.matmul %xh, %wh : (...) -> tensor<2x8xbf16>
     %yf = dopt.cast %y {to = f32} : (tensor<2x8xbf16>) -> tensor<2x8xf32>
-    %s = dopt.softmax %yf {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %s = dopt.log_softmax %yf {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
     ```
   }];
   let options = [
