@@ -248,7 +248,7 @@ def _swin():
 
 
 class _FusedQKVBlock(torch.nn.Module):
-    """Issue 10's reproducer, not third-party code: a pre-norm GPT block whose
+    """A partitioning failure's reproducer, not third-party code: a pre-norm GPT block whose
     fused QKV projection (one nn.Linear) is cut with ``qkv(x).split(D, 2)``
     (ONNX Split), then causal attention and an MLP."""
 

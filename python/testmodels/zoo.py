@@ -57,7 +57,7 @@ MODELS: Dict[str, dict] = {
     "hf_t5": {"dims": {"seq": 6},
               "inputs": {"input_ids": ("ids", 6), "decoder_input_ids": ("ids", 6)}},
     "hf_swin": {"dims": {}, "inputs": {"pixel_values": ("image", 3, 32)}},
-    # Issue 10's reproducer (a fused-QKV GPT block cut by Split), written
+    # A partitioning failure's reproducer (a fused-QKV GPT block cut by Split), written
     # here; not counted among the third-party models.
     "gpt_block_split": {"dims": {"seq": 8}, "inputs": {"input_ids": ("ids", 8)}},
 }

@@ -1,4 +1,4 @@
-"""Distributed inference end to end (issue 5): the four model kinds compiled
+"""Distributed inference end to end: the four model kinds compiled
 for local:4 under forced plans dp 2, dp 4, tp 2, tp 4, dp 2 x tp 2, pp 2,
 dp 2 x pp 2 and tp 2 x pp 2 (pipelines on 2 micro-batches), run
 across processes with `distopt run` (mpirun underneath), give the same

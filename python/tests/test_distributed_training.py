@@ -1,4 +1,4 @@
-"""Data-parallel training (issue 12): a training step compiled with
+"""Data-parallel training: a training step compiled with
 --cluster and --dp N runs on N processes, each on its share of every batch,
 with the loss summed over the replicas and the gradients all-reduced in
 buckets. The trajectory is PyTorch's (torch.optim on the whole batch), the

@@ -1,4 +1,4 @@
-"""Dropout in training form (issue 11): masks from a counter-based generator
+"""Dropout in training form: masks from a counter-based generator
 keyed by (seed, step, the element's position in the whole tensor), checked
 bit for bit against a NumPy model of the generator; the same mask on one
 process and split over data-parallel replicas; its gradient; training runs

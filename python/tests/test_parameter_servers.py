@@ -1,4 +1,4 @@
-"""Parameter servers (issue 13): `--sync ps|async --servers K` splits a
+"""Parameter servers: `--sync ps|async --servers K` splits a
 training step into workers (the data-parallel step's loss and gradients)
 and servers (the trained weights in shards, updated by the optimizer).
 Synchronous servers train as the all-reduce does; one asynchronous worker

@@ -1,4 +1,4 @@
-"""Pipeline-parallel training (issue 12): a training step compiled with --pp
+"""Pipeline-parallel training: a training step compiled with --pp
 runs one program per stage over the replica's micro-batches in the GPipe or
 1F1B order, activations and their adjoints passed between neighbouring
 stages, with or without recomputation, combined with data and tensor

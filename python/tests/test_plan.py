@@ -125,7 +125,7 @@ def test_report_renders_in_headless_chromium(models, tmp_path):
 
 
 def test_gpt3_175b_done_when(models):
-    """Issue 4's bar: GPT-3 175B on 128 DGX A100 nodes, batch 1536, train.
+    """The planner's headline bar: GPT-3 175B on 128 DGX A100 nodes, batch 1536, train.
     Megatron-LM's published configuration forced is predicted within ±25% of
     the published ~32 s per iteration; the planner's own plan fits memory and
     is predicted no slower."""

@@ -1,4 +1,4 @@
-"""Randomised plan-space differential test (issue 10): random graphs built
+"""Randomised plan-space differential test: random graphs built
 from the ops the planner splits (linear layers, fused QKV projections cut by
 Split, attention with heads folded into the batch or split out of the
 hidden size, layer norm, softmax, residuals, concatenations, reductions,

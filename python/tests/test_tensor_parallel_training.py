@@ -1,4 +1,4 @@
-"""Tensor-parallel training (issue 12): a training step compiled with --tp
+"""Tensor-parallel training: a training step compiled with --tp
 (alone or with --dp, and with ZeRO-1) runs each rank on its blocks of the
 split weights. Backward all-reduces over the tensor axis what the split ops
 contribute to replicated values (distopt-autodiff), the collectives of the

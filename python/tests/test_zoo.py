@@ -1,4 +1,4 @@
-"""The real-model zoo (python/testmodels/zoo, issue 10): models exported by
+"""The real-model zoo (python/testmodels/zoo): models exported by
 torch.onnx.export from PyTorch (nn.TransformerEncoder/Decoder, both
 batch_first settings), torchvision (ResNet-18, MobileNetV2, the R3D-18 video
 model's 3-D convolutions, and the multi-branch GoogLeNet, SqueezeNet and
@@ -7,8 +7,8 @@ not as fused-projection blocks) and HuggingFace
 transformers (GPT-2, BERT with an attention mask, LLaMA with rotary
 embeddings/RMSNorm/SwiGLU/grouped-query attention, ViT, GPT-NeoX and
 DeBERTa-v2, whose masks and relative positions are built from the inputs'
-shapes and broadcast over batch x heads), plus issue 10's
-fused-QKV reproducer. Each compiles and matches ONNX Runtime in one process
+shapes and broadcast over batch x heads), plus a fused-QKV reproducer
+of an earlier partitioning failure. Each compiles and matches ONNX Runtime in one process
 and under every plan kind on local:2 and local:4 (dp, tp, pp and their
 products, an uneven batch, and the planner's own choice), max relative
 error <= 1e-5. A plan the planner refuses must be refused before
@@ -63,7 +63,8 @@ REFUSED = {
     ("hf_gpt_neox", "tp2xpp2"): "--pp 2 exceeds the 1 segments",
     ("hf_gpt_neox", "pp4"): "--pp 4 exceeds the 1 segments",
 }
-# Issue 10's failures, kept as named cases.
+# Plans that once failed on these models (a fused QKV's blocks resharded
+# wrongly), kept as named cases.
 REGRESSIONS = [("torch_encoder_bf", "dp2"), ("torch_encoder_bf", "dp2xtp2"),
                ("torch_encoder_bf", "tp4"), ("gpt_block_split", "tp4"),
                ("gpt_block_split", "dp2xtp2")]
@@ -181,7 +182,7 @@ def test_gpu_kernels_match_onnxruntime_emulated(models, tmp_path, name, plan):
 
 
 @pytest.mark.parametrize("name,plan", REGRESSIONS)
-def test_issue10_failures_stay_fixed(models, tmp_path, name, plan):
+def test_earlier_partitioning_failures_stay_fixed(models, tmp_path, name, plan):
     check_plan(models, tmp_path, name, plan)
 
 

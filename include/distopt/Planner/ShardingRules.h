@@ -15,7 +15,7 @@
 // padded dimensions) are never split.
 //
 // The planner enumerates strategies from these rules and prices them; the
-// partitioner (issue 5) rewrites ops with the same rules, so plan and
+// partitioner rewrites ops with the same rules, so plan and
 // program agree on what a split means.
 //
 //===----------------------------------------------------------------------===//
