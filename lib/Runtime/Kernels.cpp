@@ -5,17 +5,11 @@
 #include "distopt/Runtime/Runtime.h"
 
 #include "distopt/Runtime/Half.h"
+#include "OneDNN.h"
 
 #include <cblas.h>
 #include <omp.h>
 
-#ifdef DISTOPT_HAVE_DNNL
-#include <map>
-#include <mutex>
-#include <tuple>
-
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -890,89 +884,39 @@ template <int R, float (*Widen)(uint16_t)> struct WidenedOperand {
   }
 };
 
-#ifdef DISTOPT_HAVE_DNNL
-/// bf16 GEMMs on oneDNN's matmul primitive: bf16 operands, f32
-/// accumulation and result, with the CPU's AVX512_BF16 dot products or AMX
-/// tiles where it has them (oneDNN picks). The operands are read in place,
-/// any strides (a transposed operand is a strided view); C = alpha op(A)
-/// op(B) + beta C. Primitives are cached by shape, strides, alpha and beta.
-/// False where oneDNN declines (the caller widens to f32 then).
+/// A bf16 GEMM on oneDNN (OneDNN.h), the operands read in place: false
+/// where oneDNN is not there or declines (the caller widens to f32 then).
 template <int R>
-bool dnnlGemmBF16(const MemRef<uint16_t, R> *a, const MemRef<uint16_t, R> *b,
-                  const MemRef<float, R> *c, bool transA, bool transB,
-                  float alpha, float beta) {
-  using namespace dnnl;
-  using dims = memory::dims;
+bool onednnGemm(const MemRef<uint16_t, R> *a, const MemRef<uint16_t, R> *b,
+                const MemRef<float, R> *c, bool transA, bool transB,
+                float alpha, float beta) {
   int64_t batch = R == 3 ? c->sizes[0] : 1;
   if (R == 3 && (a->sizes[0] != batch || b->sizes[0] != batch))
     return false; // a broadcast batch: the widening path handles it
-  auto logical = [&](auto *m, bool trans, dims &shape, dims &strides) {
+  auto logical = [&](auto *m, bool trans, int64_t shape[3], int64_t strides[3]) {
     int64_t r = m->sizes[R - 2], k = m->sizes[R - 1];
     int64_t s0 = m->strides[R - 2], s1 = m->strides[R - 1];
     if (trans) {
       std::swap(r, k);
       std::swap(s0, s1);
     }
-    shape = {batch, r, k};
-    strides = {R == 3 ? m->strides[0] : r * k, s0, s1};
+    shape[0] = batch, shape[1] = r, shape[2] = k;
+    strides[0] = R == 3 ? m->strides[0] : r * k;
+    strides[1] = s0, strides[2] = s1;
   };
-  dims as, ast, bs, bst, cs, cst;
-  logical(a, transA, as, ast);
-  logical(b, transB, bs, bst);
+  distopt::runtime::GemmOperand ga{a->aligned + a->offset, {}, {}};
+  distopt::runtime::GemmOperand gb{b->aligned + b->offset, {}, {}};
+  int64_t cs[3], cst[3];
+  logical(a, transA, ga.shape, ga.strides);
+  logical(b, transB, gb.shape, gb.strides);
   logical(c, false, cs, cst);
-  if (as[2] != bs[1] || as[1] != cs[1] || bs[2] != cs[2])
-    return false;
+  if (ga.shape[2] != gb.shape[1] || ga.shape[1] != cs[1] ||
+      gb.shape[2] != cs[2])
+    return false; // the widening path reports the mismatch
   if (cs[1] == 0 || cs[2] == 0)
     return true;
-  struct Key {
-    dims shape[3], strides[3];
-    float alpha, beta;
-    bool operator<(const Key &o) const {
-      return std::tie(shape[0], shape[1], shape[2], strides[0], strides[1],
-                      strides[2], alpha, beta) <
-             std::tie(o.shape[0], o.shape[1], o.shape[2], o.strides[0],
-                      o.strides[1], o.strides[2], o.alpha, o.beta);
-    }
-  };
-  static std::mutex mutex;
-  static engine eng(engine::kind::cpu, 0);
-  static std::map<Key, matmul> cache;
-  Key key{{as, bs, cs}, {ast, bst, cst}, alpha, beta};
-  matmul prim;
-  try {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      memory::desc ad(as, memory::data_type::bf16, ast);
-      memory::desc bd(bs, memory::data_type::bf16, bst);
-      memory::desc cd(cs, memory::data_type::f32, cst);
-      primitive_attr attr;
-      if (alpha != 1.0f)
-        attr.set_output_scales(0, {alpha});
-      if (beta != 0.0f) {
-        post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
-      }
-      matmul::primitive_desc pd(matmul::desc(ad, bd, cd), attr, eng);
-      it = cache.emplace(key, matmul(pd)).first;
-    }
-    prim = it->second;
-    stream strm(eng);
-    memory am({as, memory::data_type::bf16, ast}, eng,
-              const_cast<uint16_t *>(a->aligned + a->offset));
-    memory bm({bs, memory::data_type::bf16, bst}, eng,
-              const_cast<uint16_t *>(b->aligned + b->offset));
-    memory cm({cs, memory::data_type::f32, cst}, eng, c->aligned + c->offset);
-    prim.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm},
-                        {DNNL_ARG_DST, cm}});
-    strm.wait();
-  } catch (const dnnl::error &) {
-    return false;
-  }
-  return true;
+  return distopt::runtime::onednnGemmBF16(ga, gb, c->aligned + c->offset, cs, cst, alpha, beta);
 }
-#endif
 
 template <int R, float (*Widen)(uint16_t), typename D16, typename D32,
           typename Gemm>
@@ -983,13 +927,9 @@ void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm,
   const auto *mb = reinterpret_cast<const MemRef<uint16_t, R> *>(b);
   if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb))
     return;
-#ifdef DISTOPT_HAVE_DNNL
   if (bf16 && checkSizes(name, "C", cast<float, R>(c)) &&
-      dnnlGemmBF16<R>(ma, mb, cast<float, R>(c), transA, transB, alpha, beta))
+      onednnGemm<R>(ma, mb, cast<float, R>(c), transA, transB, alpha, beta))
     return;
-#else
-  (void)bf16, (void)transA, (void)transB, (void)alpha, (void)beta;
-#endif
   WidenedOperand<R, Widen> wa(ma), wb(mb);
   gemm(&wa.ref, &wb.ref, cast<float, R>(c));
 }

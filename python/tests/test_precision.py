@@ -101,6 +101,31 @@ def test_16bit_inference_stores_its_weights_in_16_bits(autocast_models, tmp_path
     assert sizes["bf16"] < 0.75 * sizes["fp32"], sizes
 
 
+def test_bundles_do_not_depend_on_onednn(autocast_models, tmp_path):
+    """oneDNN speeds up bf16 GEMMs where it is installed (loaded at run
+    time); a bf16 bundle neither links it nor needs it: with it turned off
+    (as on a machine without it) the bundle computes the same within bf16's
+    rounding of the products' order."""
+    d = autocast_models
+    x = np.load(d / "gpt.in.npy")
+    got = compile_run(d / "gpt.onnx", {"x": x}, tmp_path, "--precision", "bf16")
+    needed = run("readelf", "-d", tmp_path / "m.dx" / "m").stdout
+    assert "libdnnl" not in needed, needed
+    np.save(tmp_path / "x.npy", x)
+    import os
+    import subprocess
+    env = dict(os.environ, DISTOPT_ONEDNN="0")
+    p = subprocess.run([str(tmp_path / "m.dx" / "m"), "--input", f"x={tmp_path / 'x.npy'}",
+                        "--output-dir", str(tmp_path / "off")], env=env, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    off = np.load(tmp_path / "off" / "y.npy")
+    fp32 = np.load(d / "gpt.fp32.npy")
+    torch_err = max_rel(np.load(d / "gpt.bf16.npy"), fp32)
+    assert max_rel(off, fp32) <= 2 * torch_err
+    assert max_rel(off, got) <= 4 * torch_err
+
+
 # Models PyTorch did not write: the zoo's HF and torchvision exports,
 # against ONNX Runtime in fp32. (MobileNetV2 with the zoo's seeded weights
 # is left out of fp16: its activations shrink to 1e-7, below fp16's normal

@@ -926,14 +926,18 @@ TEST(Kernels, MatmulEpilogueBf16IsTheF32OneRounded) {
   }
 }
 
-/// bf16 GEMMs (oneDNN's where the runtime has it, else widened to f32 for
-/// OpenBLAS): f32 accumulation of the exact bf16 values, both transposes,
-/// alpha and beta, a padded leading dimension, and batches.
+/// bf16 GEMMs (oneDNN's where the runtime can load it, and widened to f32
+/// for OpenBLAS with DISTOPT_ONEDNN=0): f32 accumulation of the exact bf16
+/// values, both transposes, alpha and beta, a padded leading dimension, and
+/// batches.
 TEST(Kernels, BF16GemmsAccumulateInF32) {
   using distopt::runtime::bf16ToFloat;
   using distopt::runtime::floatToBF16;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
+  for (const char *onednn : {"1", "0"}) {
+  SCOPED_TRACE(std::string("DISTOPT_ONEDNN=") + onednn);
+  setenv("DISTOPT_ONEDNN", onednn, 1);
   for (int transA = 0; transA < 2; ++transA)
     for (int transB = 0; transB < 2; ++transB)
       for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 2.0f}}) {
@@ -993,6 +997,8 @@ TEST(Kernels, BF16GemmsAccumulateInF32) {
                     << i << "," << j;
             }
       }
+  }
+  unsetenv("DISTOPT_ONEDNN");
 }
 
 /// A 16-bit GEMM's shape mismatch names the 16-bit call.

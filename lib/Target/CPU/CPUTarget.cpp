@@ -512,10 +512,6 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
          {"-ldistopt_runtime_main", "-ldistopt_runtime", "-lopenblas"})
       args.push_back(lib);
   }
-#ifdef DISTOPT_DNNL_LIBRARY
-  // oneDNN: the runtime's bf16 GEMMs.
-  args.push_back(DISTOPT_DNNL_LIBRARY);
-#endif
   // The thread pool of the generated loops and the GEMM kernels: LLVM's
   // libomp, found by the build (an rpath, as it is not on the default
   // library path).
