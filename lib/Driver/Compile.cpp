@@ -365,6 +365,7 @@ LogicalResult driver::compile(MLIRContext &context,
   // --emit=ir`, possibly edited by hand), whose weights come from the ONNX
   // model it names in `dopt.source`.
   std::string modelPath = input.str();
+  std::optional<std::string> inputPrecision; // a planned IR's dopt.precision
   OwningOpRef<ModuleOp> module, evalModule, serverModule;
   // Parameter servers (--sync ps|async): the step is split into the
   // workers' program (its loss and gradients) and the servers' update.
@@ -390,6 +391,14 @@ LogicalResult driver::compile(MLIRContext &context,
       return failure();
     }
     modelPath = source.getValue().str();
+    if (auto p = (*module)->getAttrOfType<StringAttr>("dopt.precision")) {
+      if (!planner::parseDType(p.getValue())) {
+        WithColor::error() << input << ": dopt.precision must be fp32, tf32, "
+                           << "bf16 or fp16, got '" << p.getValue() << "'\n";
+        return failure();
+      }
+      inputPrecision = p.getValue().str();
+    }
     // The planner's reading of where the batch lies (annotateBatchDims) is
     // made on the ONNX model, before the plan's annotations.
     if (optimizer)
@@ -1155,6 +1164,10 @@ LogicalResult driver::compile(MLIRContext &context,
     manifest.codegen = "cuda-emu"; // a CPU bundle running GPU kernels
   if (precision != planner::DType::FP32)
     manifest.precision = planner::dtypeName(precision).str();
+  // A planned IR carries the precision it was planned for.
+  if (auto planned = inputPrecision.value_or(""); !planned.empty() &&
+                                                  planned != "fp32")
+    manifest.precision = planned;
   manifest.stepFlops = stepFlops;
   if (optimizer)
     manifest.accumulate = accumulateSteps;

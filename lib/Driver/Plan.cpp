@@ -140,6 +140,11 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   llvm::SmallString<256> abs(request.input);
   llvm::sys::fs::make_absolute(abs);
   target->setAttr("dopt.source", StringAttr::get(&context, abs.str()));
+  // The precision it was planned (and, in 16 bits, rewritten) for: the
+  // bundle compiled from it says so (tf32: the CUDA libraries' TF32 math).
+  if (request.precision)
+    target->setAttr("dopt.precision",
+                    StringAttr::get(&context, dtypeName(*request.precision)));
   if (llvm::Error e = annotatePlan(target, fullGraph ? *fullGraph : out.graph,
                                    out.result.best))
     return planError(toString(std::move(e)));

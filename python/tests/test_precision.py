@@ -178,6 +178,30 @@ def test_every_plan_kind_runs_in_bf16(zoo_models, tmp_path, plan):
     assert U["bf16"] / 100 <= err <= 4 * U["bf16"], (plan, err)
 
 
+def test_a_planned_16bit_ir_compiles_as_planned(zoo_models, tmp_path):
+    """`distopt plan --precision bf16 --emit=ir` writes the 16-bit program
+    with its plan; compiled (no --precision: the IR carries it), it runs as
+    the ONNX model compiled with --precision does, and its manifest says
+    bf16. A dopt.precision that is not a dtype is an error."""
+    feeds = zoo.inputs("hf_gpt2", 4)
+    want = onnxruntime_output(zoo_models / "hf_gpt2.onnx", feeds)
+    planned = tmp_path / "plan.mlir"
+    planned.write_text(run(DISTOPT, "plan", zoo_models / "hf_gpt2.onnx",
+                           *zoo.dim_args("hf_gpt2", 4), "--cluster", "local:2", "--mode",
+                           "infer", "--precision", "bf16", "--emit=ir").stdout)
+    assert "bf16" in planned.read_text()
+    got = compile_run(planned, feeds, tmp_path)
+    assert U["bf16"] / 100 <= rms_rel(got, want) <= 4 * U["bf16"]
+    manifest = json.loads((tmp_path / "m.dx" / "manifest.json").read_text())
+    assert manifest["precision"] == "bf16"
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(planned.read_text().replace('dopt.precision = "bf16"',
+                                               'dopt.precision = "fp8"'))
+    p = run(DISTOPT, "compile", bad, "-o", tmp_path / "bad.dx", check=False)
+    assert p.returncode == 1
+    assert "dopt.precision must be fp32, tf32, bf16 or fp16, got 'fp8'" in p.stderr, p.stderr
+
+
 def test_gpu_kernels_in_bf16_match_the_cpu_emulated(autocast_models, tmp_path):
     """The CUDA target's kernels and runtime contract on 16-bit storage
     (--target cuda-emu), against the CPU's bf16 program."""
