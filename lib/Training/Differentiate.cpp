@@ -321,13 +321,18 @@ autodiff::differentiate(OpBuilder &b, ArrayRef<Operation *> ops,
         accumulate(adjoint, x, g);
       continue;
     }
-    // A float cast is linear: the shares of its result's adjoint are
-    // shares of its operand's (cast back), so an all-gather before a cast
-    // (a 16-bit program's, distopt-autocast) still finds them and
-    // reduce-scatters, as the plan priced.
+    // A float cast of an all-gather's result (a 16-bit program's, distopt-
+    // autocast) is linear: the shares of its result's adjoint are shares of
+    // the gather's (cast back), so the gather still finds them and
+    // reduce-scatters, as the plan priced. (Elsewhere the shares are summed
+    // at the cast's result, where the plan prices the all-reduce.)
+    auto castOfGather = [&](dopt::CastOp c) {
+      auto gather = resolve(c.getInput()).getDefiningOp<shard::AllGatherOp>();
+      return gather && hasAxis(gather.getGridAxes(), grid::kTensorAxis);
+    };
     if (auto c = dyn_cast<dopt::CastOp>(op);
         c && shares.count(c.getResult()) && isFloatTensor(c.getInput()) &&
-        active.count(resolve(c.getInput()))) {
+        active.count(resolve(c.getInput())) && castOfGather(c)) {
       Value r = c.getResult(), x = resolve(c.getInput());
       Value share = shares.lookup(r);
       shares.erase(r);

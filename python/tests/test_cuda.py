@@ -212,6 +212,26 @@ def test_bundles_match_onnx_runtime_on_the_gpu(torch_models, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+def test_gpu_check_kit_holds_mixed_precision_steps(torch_models, tmp_path, monkeypatch):
+    """The GPU check's mixed-precision training steps (bf16, fp16 with loss
+    scaling, dp 2 x tp 2 in bf16) compile for CUDA into its kit, with the
+    16-bit tolerances their run is held to."""
+    sys.path.insert(0, str(ROOT / "python" / "gpu"))
+    import gpu_check
+    mixed = {k: v for k, v in gpu_check.TRAINING.items() if len(v) > 4}
+    assert {v[4] for v in mixed.values()} == {"bf16", "fp16"}
+    monkeypatch.setattr(gpu_check, "TRAINING", mixed)
+    monkeypatch.setattr(gpu_check, "prepare_gradients", lambda *a, **k: 0)
+    plan = []
+    assert gpu_check.prepare_training(tmp_path, DISTOPT, torch_models, plan) == 0
+    assert sorted(item["key"] for item in plan) == sorted(mixed)
+    for item in plan:
+        manifest = json.loads((tmp_path / f"{item['key']}.cuda.dx" / "manifest.json")
+                              .read_text())
+        assert manifest["precision"] == mixed[item["key"]][4]
+        assert (item["loss_tol"], item["weights_tol"]) == (5e-3, 0.1)
+
+
 def test_gpu_check_gradient_kits(torch_models, tmp_path):
     """gpu_check's gradients kind, checked here with CPU bundles standing in
     for the CUDA ones: a model that travels with its weights against

@@ -270,6 +270,7 @@ def test_bf16_training_converges_like_fp32(tmp_path, torch_models):
 
 
 BF16_TRAIN_PLANS = {"dp2": (2, ["--dp", "2"]), "tp2": (2, ["--tp", "2"]),
+                    "dp2xtp2": (4, ["--dp", "2", "--tp", "2"]),
                     "pp2": (2, ["--pp", "2", "--microbatches", "2"]),
                     "zero1": (2, ["--dp", "2", "--zero", "1"]),
                     "ps": (3, ["--sync", "ps", "--servers", "1"])}
