@@ -130,7 +130,8 @@ def test_bundles_do_not_depend_on_onednn(autocast_models, tmp_path):
 # against ONNX Runtime in fp32. (MobileNetV2 with the zoo's seeded weights
 # is left out of fp16: its activations shrink to 1e-7, below fp16's normal
 # range, and underflow to zero -- as they would in any fp16 program.)
-ZOO_SAMPLE = ["resnet18", "hf_gpt2", "hf_llama", "hf_bert", "hf_t5", "hf_swin"]
+ZOO_SAMPLE = ["resnet18", "hf_gpt2", "hf_llama", "hf_bert", "hf_t5", "hf_swin",
+              "torch_encoder_bf"]
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +167,17 @@ PLANS = {"dp2": ["--cluster", "local:2"],
 
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
-def test_every_plan_kind_runs_in_bf16(zoo_models, tmp_path, plan):
-    """GPT-2 under each plan kind in bf16 (tensor-parallel partial sums are
-    reduced in bf16, as Megatron does): as close to ONNX Runtime as one
-    process is."""
-    feeds = zoo.inputs("hf_gpt2", 4)
-    want = onnxruntime_output(zoo_models / "hf_gpt2.onnx", feeds)
-    got = compile_run(zoo_models / "hf_gpt2.onnx", feeds, tmp_path,
-                      *zoo.dim_args("hf_gpt2", 4), "--precision", "bf16", *PLANS[plan])
+@pytest.mark.parametrize("name", ["hf_gpt2", "torch_encoder_bf"])
+def test_every_plan_kind_runs_in_bf16(zoo_models, tmp_path, plan, name):
+    """GPT-2 and nn.TransformerEncoder (whose exporter shares one zero bias
+    between an attention projection and a layer norm: a weight read in both
+    precisions, cast next to each 16-bit reader) under each plan kind in
+    bf16 (tensor-parallel partial sums are reduced in bf16, as Megatron
+    does): as close to ONNX Runtime as one process is."""
+    feeds = zoo.inputs(name, 4)
+    want = onnxruntime_output(zoo_models / f"{name}.onnx", feeds)
+    got = compile_run(zoo_models / f"{name}.onnx", feeds, tmp_path,
+                      *zoo.dim_args(name, 4), "--precision", "bf16", *PLANS[plan])
     err = rms_rel(got, want)
     assert U["bf16"] / 100 <= err <= 4 * U["bf16"], (plan, err)
 

@@ -14,6 +14,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace distopt {
 #define GEN_PASS_DEF_AUTOCASTPASS
@@ -42,23 +43,30 @@ struct Autocaster {
   llvm::DenseSet<Value> narrowed;
   /// Values computed from weights and constants alone.
   llvm::DenseSet<Value> weightLike;
-  /// One cast per (value, type), next to the value's definition.
-  llvm::DenseMap<std::pair<Value, Type>, Value> casts;
+  /// One cast per (value, type), next to the value's definition; a weight
+  /// or constant read by several ops: one per reader, next to it (the key's
+  /// operation), so that each copy is laid out as its reader is split
+  /// (readers may lie in different segments of a plan).
+  llvm::DenseMap<std::tuple<Value, Type, Operation *>, Value> casts;
+  llvm::DenseSet<Value> sharedSources;
 
   /// Was `v` an f32 tensor before the pass (whatever it is now)?
   bool wasF32(Value v) const {
     return isF32Tensor(v.getType()) || narrowed.contains(v);
   }
 
-  Value castTo(Value v, Type elt) {
+  Value castTo(Value v, Type elt, Operation *user) {
     auto type = cast<RankedTensorType>(v.getType());
     if (type.getElementType() == elt)
       return v;
-    Value &slot = casts[{v, elt}];
+    bool perReader = sharedSources.contains(v);
+    Value &slot = casts[{v, elt, perReader ? user : nullptr}];
     if (slot)
       return slot;
     OpBuilder b(v.getContext());
-    if (auto arg = dyn_cast<BlockArgument>(v))
+    if (perReader)
+      b.setInsertionPoint(user);
+    else if (auto arg = dyn_cast<BlockArgument>(v))
       b.setInsertionPointToStart(arg.getOwner());
     else
       b.setInsertionPointAfter(v.getDefiningOp());
@@ -75,7 +83,7 @@ struct Autocaster {
   void setOperand(Operation *op, unsigned i, Type elt) {
     Value v = op->getOperand(i);
     if (cast<RankedTensorType>(v.getType()).getElementType() != elt)
-      op->setOperand(i, castTo(v, elt));
+      op->setOperand(i, castTo(v, elt, op));
   }
 
   /// The op's result types from its (changed) operands; false when the op
@@ -169,6 +177,15 @@ struct Autocaster {
   }
 
   LogicalResult run() {
+    func.walk([&](Operation *op) {
+      if (!isa<dopt::WeightOp, dopt::ConstantOp>(op))
+        return;
+      llvm::SmallPtrSet<Operation *, 4> readers;
+      for (Operation *user : op->getResult(0).getUsers())
+        readers.insert(user);
+      if (readers.size() > 1)
+        sharedSources.insert(op->getResult(0));
+    });
     SmallVector<Operation *> ops;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (op != func)

@@ -2,23 +2,25 @@
 // RUN: distopt-opt %s --distopt-autocast="precision=f16 store-weights=true" --split-input-file | FileCheck %s --check-prefix=STORE
 
 // A linear layer, its bias, GELU-like arithmetic with a constant, softmax,
-// log-softmax. The matmul computes in bf16; the weight is cast once for both
-// matmuls; the bias add follows its 16-bit input (the bias is cast down); the
-// mul by a constant stays 16-bit (the constant is rounded); softmax follows
-// its input (its lowering sums in fp32 whatever the storage); log-softmax is
-// fp32; the results keep their types.
+// log-softmax. The matmul computes in bf16; a weight read once is cast next
+// to it, one read by two matmuls is cast next to each (each copy laid out as
+// its reader is split); the bias add follows its 16-bit input (the bias is
+// cast down); the mul by a constant stays 16-bit (the constant is rounded);
+// softmax follows its input (its lowering sums in fp32 whatever the
+// storage); log-softmax is fp32; the results keep their types.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK: %[[XH:.*]] = dopt.cast %[[X]] {to = bf16}
 // CHECK: %[[W:.*]] = dopt.weight {name = "w"
-// CHECK-NEXT: %[[WH:.*]] = dopt.cast %[[W]] {to = bf16}
 // CHECK: %[[B:.*]] = dopt.weight {name = "b"
 // CHECK-NEXT: %[[BH:.*]] = dopt.cast %[[B]] {to = bf16}
-// CHECK: %[[Y:.*]] = dopt.matmul %[[XH]], %[[WH]] {{.*}} -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[WH:.*]] = dopt.cast %[[W]] {to = bf16}
+// CHECK-NEXT: %[[Y:.*]] = dopt.matmul %[[XH]], %[[WH]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[YB:.*]] = dopt.add %[[Y]], %[[BH]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[CH:.*]] = dopt.constant {value = dense<5.000000e-01> : tensor<bf16>}
 // CHECK: %[[M:.*]] = dopt.mul %[[YB]], %[[CH]] {{.*}} -> tensor<2x4xbf16>
-// CHECK: %[[Z:.*]] = dopt.matmul %[[M]], %[[WH]] {{.*}} -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[WH2:.*]] = dopt.cast %[[W]] {to = bf16}
+// CHECK-NEXT: %[[Z:.*]] = dopt.matmul %[[M]], %[[WH2]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[ZF:.*]] = dopt.cast %[[Z]] {to = f32}
 // CHECK: %[[S:.*]] = dopt.softmax %[[Z]] {{.*}} -> tensor<2x4xbf16>
 // CHECK: %[[SF:.*]] = dopt.cast %[[S]] {to = f32}

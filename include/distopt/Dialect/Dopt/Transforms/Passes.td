@@ -56,7 +56,9 @@ def AutocastPass : Pass<"distopt-autocast", "mlir::ModuleOp"> {
        bits (its weight and constant operands cast down, as a linear layer's
        bias is); where one of them is fp32, in fp32 (NumPy's promotion).
     A value is cast once, next to its definition, for all its consumers of
-    one type: a weight's 16-bit copy is made once per run. The function's
+    one type: a weight's 16-bit copy is made once per run. A weight or
+    constant read by several ops is cast next to each reader instead (each
+    copy then takes its reader's layout when the program is partitioned). The function's
     inputs and results keep their types (results are cast back).
 
     `store-weights` (inference): a weight read only through its 16-bit copy
