@@ -893,29 +893,27 @@ bool onednnGemm(const MemRef<uint16_t, R> *a, const MemRef<uint16_t, R> *b,
   int64_t batch = R == 3 ? c->sizes[0] : 1;
   if (R == 3 && (a->sizes[0] != batch || b->sizes[0] != batch))
     return false; // a broadcast batch: the widening path handles it
-  auto logical = [&](auto *m, bool trans, int64_t shape[3], int64_t strides[3]) {
-    int64_t r = m->sizes[R - 2], k = m->sizes[R - 1];
-    int64_t s0 = m->strides[R - 2], s1 = m->strides[R - 1];
-    if (trans) {
-      std::swap(r, k);
-      std::swap(s0, s1);
-    }
-    shape[0] = batch, shape[1] = r, shape[2] = k;
-    strides[0] = R == 3 ? m->strides[0] : r * k;
-    strides[1] = s0, strides[2] = s1;
+  // op(X) as BLAS sees it (opView), with the batch in front.
+  auto logical = [&](const auto &m, auto *base, bool trans, int64_t shape[3],
+                     int64_t strides[3]) {
+    auto v = opView(m, base, trans);
+    shape[0] = batch, shape[1] = v.rows, shape[2] = v.cols;
+    strides[0] = R == 3 ? m.strides[0] : v.rows * v.cols;
+    strides[1] = v.s0, strides[2] = v.s1;
   };
-  distopt::runtime::GemmOperand ga{a->aligned + a->offset, {}, {}};
-  distopt::runtime::GemmOperand gb{b->aligned + b->offset, {}, {}};
+  uint16_t *aBase = a->aligned + a->offset, *bBase = b->aligned + b->offset;
+  float *cBase = c->aligned + c->offset;
+  distopt::runtime::GemmOperand ga{aBase, {}, {}}, gb{bBase, {}, {}};
   int64_t cs[3], cst[3];
-  logical(a, transA, ga.shape, ga.strides);
-  logical(b, transB, gb.shape, gb.strides);
-  logical(c, false, cs, cst);
+  logical(*a, aBase, transA, ga.shape, ga.strides);
+  logical(*b, bBase, transB, gb.shape, gb.strides);
+  logical(*c, cBase, false, cs, cst);
   if (ga.shape[2] != gb.shape[1] || ga.shape[1] != cs[1] ||
       gb.shape[2] != cs[2])
     return false; // the widening path reports the mismatch
   if (cs[1] == 0 || cs[2] == 0)
     return true;
-  return distopt::runtime::onednnGemmBF16(ga, gb, c->aligned + c->offset, cs, cst, alpha, beta);
+  return distopt::runtime::onednnGemmBF16(ga, gb, cBase, cs, cst, alpha, beta);
 }
 
 template <int R, float (*Widen)(uint16_t), typename D16, typename D32,

@@ -208,11 +208,6 @@ bool onednnGemmBF16(const GemmOperand &a, const GemmOperand &b, float *c,
   return ok;
 }
 
-bool onednnAvailable() {
-  if (const char *v = std::getenv("DISTOPT_ONEDNN"); v && !std::strcmp(v, "0"))
-    return false;
-  return api().ok;
-}
 
 } // namespace distopt::runtime
 
@@ -223,7 +218,6 @@ bool onednnGemmBF16(const GemmOperand &, const GemmOperand &, float *,
                     const int64_t[3], const int64_t[3], float, float) {
   return false;
 }
-bool onednnAvailable() { return false; }
 } // namespace distopt::runtime
 
 #endif

@@ -26,9 +26,6 @@ bool onednnGemmBF16(const GemmOperand &a, const GemmOperand &b, float *c,
                     const int64_t cShape[3], const int64_t cStrides[3],
                     float alpha, float beta);
 
-/// Whether bf16 GEMMs run on oneDNN in this process.
-bool onednnAvailable();
-
 } // namespace distopt::runtime
 
 #endif // DISTOPT_RUNTIME_ONEDNN_H
