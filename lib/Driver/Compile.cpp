@@ -238,7 +238,7 @@ std::string compiledOptimizer(planner::Optimizer opt) {
 } // namespace
 
 void driver::registerCompileDialects(DialectRegistry &registry) {
-  registerONNXImportDialects(registry);
+  registerDialects(registry);
   cpu::registerCPUTargetDialects(registry);
 }
 

@@ -13,11 +13,11 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLTraits.h"
@@ -189,6 +189,171 @@ double resultElements(mlir::Operation *op) {
   return n;
 }
 
+
+// The work of each op that has its own formula (CostOpInterface): one
+// overload per op, attached to the op by registerCostModels. `cost` comes
+// with the op's dtype and the bytes of its operands and results.
+
+void costOf(dopt::MatMulOp m, OpCost &cost, const CostOptions &) {
+  // 2·|out|·K: |out| = batch·M·N (1-D operands promoted), K = the
+  // contracted dimension, lhs's last.
+  auto lhs = llvm::cast<mlir::ShapedType>(m.getLhs().getType());
+  double k = lhs.getRank() ? static_cast<double>(lhs.getShape().back()) : 1.0;
+  cost.opClass = OpClass::Gemm;
+  cost.flops = 2 * resultElements(m) * k;
+}
+
+void costOf(dopt::GemmOp g, OpCost &cost, const CostOptions &) {
+  // 2·M·N·K, + M·N if alpha ≠ 1, + M·N (add C) + M·N if beta ≠ 1.
+  auto a = llvm::cast<mlir::ShapedType>(g.getA().getType());
+  double k = a.getRank() == 2
+                 ? static_cast<double>(a.getShape()[g.getTransA() ? 0 : 1])
+                 : 1.0;
+  double out = resultElements(g);
+  cost.opClass = OpClass::Gemm;
+  cost.flops = 2 * out * k;
+  if (g.getAlpha().convertToDouble() != 1.0)
+    cost.flops += out;
+  if (g.getC()) {
+    cost.flops += out;
+    if (g.getBeta().convertToDouble() != 1.0)
+      cost.flops += out;
+  }
+}
+
+void costOf(dopt::ConvOp c, OpCost &cost, const CostOptions &) {
+  // 2·N·M·Ho·Wo·(C/g)·kh·kw (+ N·M·Ho·Wo for the bias); the weight is
+  // M × C/g × kh × kw.
+  auto w = llvm::cast<mlir::ShapedType>(c.getWeight().getType());
+  double perOutput = 1;
+  for (int64_t i = 1; i < w.getRank(); ++i)
+    perOutput *= static_cast<double>(w.getShape()[i]);
+  double out = resultElements(c);
+  cost.opClass = OpClass::Conv;
+  cost.flops = 2 * out * perOutput + (c.getBias() ? out : 0);
+}
+
+void costOf(dopt::ConvTransposeOp c, OpCost &cost, const CostOptions &) {
+  // Each input element meets (M/g)·kh·kw weights: 2·N·C·H·W·(M/g)·kh·kw
+  // (+ the output for the bias); the weight is C × M/g × kh × kw.
+  auto w = llvm::cast<mlir::ShapedType>(c.getWeight().getType());
+  double perInput = 1;
+  for (int64_t i = 1; i < w.getRank(); ++i)
+    perInput *= static_cast<double>(w.getShape()[i]);
+  cost.opClass = OpClass::Conv;
+  cost.flops = 2 * numElements(c.getInput()) * perInput +
+               (c.getBias() ? resultElements(c) : 0);
+}
+
+/// max (1), subtract (1), exp (1), sum (1), divide or subtract the log-sum
+/// (1): 5 per element.
+void softmaxCost(mlir::Operation *op, OpCost &cost) {
+  cost.opClass = OpClass::Softmax;
+  cost.flops = 5 * resultElements(op);
+}
+void costOf(dopt::SoftmaxOp op, OpCost &cost, const CostOptions &) {
+  softmaxCost(op, cost);
+}
+void costOf(dopt::LogSoftmaxOp op, OpCost &cost, const CostOptions &) {
+  softmaxCost(op, cost);
+}
+
+void costOf(dopt::LayerNormOp l, OpCost &cost, const CostOptions &) {
+  // mean (1), x − mean (1), square (1), variance sum (1), · rstd (1),
+  // · scale (1), + bias (1 if present).
+  cost.opClass = OpClass::Normalization;
+  cost.flops = (l.getBias() ? 7 : 6) * resultElements(l);
+}
+
+void costOf(dopt::BatchNormOp op, OpCost &cost, const CostOptions &) {
+  // (x − mean) · rstd · scale + bias: 4 per element.
+  cost.opClass = OpClass::Normalization;
+  cost.flops = 4 * resultElements(op);
+}
+
+/// n−1 combines per output of n inputs: |in| − |out|.
+void combineCost(mlir::Operation *op, mlir::Value input, OpCost &cost) {
+  cost.opClass = OpClass::Reduction;
+  cost.flops = std::max(0.0, numElements(input) - resultElements(op));
+}
+void costOf(dopt::ReduceSumOp r, OpCost &cost, const CostOptions &) {
+  combineCost(r, r.getInput(), cost);
+}
+void costOf(dopt::ReduceMaxOp r, OpCost &cost, const CostOptions &) {
+  combineCost(r, r.getInput(), cost);
+}
+
+void costOf(dopt::ReduceMeanOp r, OpCost &cost, const CostOptions &) {
+  // |in| − |out| adds + |out| divides = |in|.
+  cost.opClass = OpClass::Reduction;
+  cost.flops = numElements(r.getInput());
+}
+
+void costOf(dopt::GlobalAvgPoolOp g, OpCost &cost, const CostOptions &) {
+  cost.opClass = OpClass::Reduction;
+  cost.flops = numElements(g.getInput());
+}
+
+double windowSize(llvm::ArrayRef<int64_t> kernel) {
+  double window = 1;
+  for (int64_t k : kernel)
+    window *= static_cast<double>(k);
+  return window;
+}
+
+void costOf(dopt::MaxPoolOp p, OpCost &cost, const CostOptions &) {
+  // kh·kw − 1 comparisons per output.
+  cost.opClass = OpClass::Pooling;
+  cost.flops =
+      resultElements(p) * std::max(0.0, windowSize(p.getKernelShape()) - 1);
+}
+
+void costOf(dopt::AvgPoolOp p, OpCost &cost, const CostOptions &) {
+  // kh·kw − 1 adds + 1 divide per output.
+  cost.opClass = OpClass::Pooling;
+  cost.flops = resultElements(p) * windowSize(p.getKernelShape());
+}
+
+void costOf(dopt::GatherOp g, OpCost &cost, const CostOptions &opts) {
+  // Reads only the selected rows, plus the indices.
+  cost.opClass = OpClass::DataMovement;
+  cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
+}
+
+void costOf(dopt::GatherElementsOp g, OpCost &cost, const CostOptions &opts) {
+  // One element per index: reads as many as it writes, plus the indices.
+  cost.opClass = OpClass::DataMovement;
+  cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
+}
+
+void costOf(dopt::TopKOp t, OpCost &cost, const CostOptions &) {
+  // The lowering's ranks: n comparisons for each of the input's elements (n
+  // the axis's extent), then n selects per output.
+  auto in = llvm::cast<mlir::RankedTensorType>(t.getInput().getType());
+  double n = static_cast<double>(in.getDimSize(t.getAxis()));
+  cost.opClass = OpClass::Reduction;
+  cost.flops = (numElements(t.getInput()) + resultElements(t)) * n;
+}
+
+void costOf(dopt::SliceOp, OpCost &cost, const CostOptions &) {
+  // Reads only what it keeps.
+  cost.opClass = OpClass::DataMovement;
+  cost.bytesRead = cost.bytesWritten;
+}
+
+template <typename OpT>
+struct CostModel
+    : dopt::CostOpInterface::ExternalModel<CostModel<OpT>, OpT> {
+  void estimateCost(mlir::Operation *op, OpCost &cost,
+                    const CostOptions &options) const {
+    costOf(llvm::cast<OpT>(op), cost, options);
+  }
+};
+
+template <typename... OpTs> void attachCosts(mlir::MLIRContext *ctx) {
+  (OpTs::template attachInterface<CostModel<OpTs>>(*ctx), ...);
+}
+
 } // namespace
 
 OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
@@ -206,141 +371,31 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
     cost.bytesRead += valueBytes(v, opts);
   for (mlir::Value v : op->getResults())
     cost.bytesWritten += valueBytes(v, opts);
-  double out = resultElements(op);
-
   if (auto elementwise = llvm::dyn_cast<dopt::ElementwiseOpInterface>(op)) {
     cost.opClass = OpClass::Elementwise;
-    cost.flops = elementwise.getFlopsPerElement() * out;
+    cost.flops = elementwise.getFlopsPerElement() * resultElements(op);
     return cost;
   }
 
-  llvm::TypeSwitch<mlir::Operation *>(op)
-      .Case<dopt::MatMulOp>([&](dopt::MatMulOp m) {
-        // 2·|out|·K: |out| = batch·M·N (1-D operands promoted), K = the
-        // contracted dimension, lhs's last.
-        auto lhs = llvm::cast<mlir::ShapedType>(m.getLhs().getType());
-        double k =
-            lhs.getRank() ? static_cast<double>(lhs.getShape().back()) : 1.0;
-        cost.opClass = OpClass::Gemm;
-        cost.flops = 2 * out * k;
-      })
-      .Case<dopt::GemmOp>([&](dopt::GemmOp g) {
-        // 2·M·N·K, + M·N if alpha ≠ 1, + M·N (add C) + M·N if beta ≠ 1.
-        auto a = llvm::cast<mlir::ShapedType>(g.getA().getType());
-        double k =
-            a.getRank() == 2
-                ? static_cast<double>(a.getShape()[g.getTransA() ? 0 : 1])
-                : 1.0;
-        cost.opClass = OpClass::Gemm;
-        cost.flops = 2 * out * k;
-        if (g.getAlpha().convertToDouble() != 1.0)
-          cost.flops += out;
-        if (g.getC()) {
-          cost.flops += out;
-          if (g.getBeta().convertToDouble() != 1.0)
-            cost.flops += out;
-        }
-      })
-      .Case<dopt::ConvOp>([&](dopt::ConvOp c) {
-        // 2·N·M·Ho·Wo·(C/g)·kh·kw (+ N·M·Ho·Wo for the bias); the weight
-        // is M × C/g × kh × kw.
-        auto w = llvm::cast<mlir::ShapedType>(c.getWeight().getType());
-        double perOutput = 1;
-        for (int64_t i = 1; i < w.getRank(); ++i)
-          perOutput *= static_cast<double>(w.getShape()[i]);
-        cost.opClass = OpClass::Conv;
-        cost.flops = 2 * out * perOutput + (c.getBias() ? out : 0);
-      })
-      .Case<dopt::ConvTransposeOp>([&](dopt::ConvTransposeOp c) {
-        // Each input element meets (M/g)·kh·kw weights: 2·N·C·H·W·(M/g)·kh·kw
-        // (+ the output for the bias); the weight is C × M/g × kh × kw.
-        auto w = llvm::cast<mlir::ShapedType>(c.getWeight().getType());
-        auto x = llvm::cast<mlir::ShapedType>(c.getInput().getType());
-        double perInput = 1;
-        for (int64_t i = 1; i < w.getRank(); ++i)
-          perInput *= static_cast<double>(w.getShape()[i]);
-        cost.opClass = OpClass::Conv;
-        cost.flops = 2 * static_cast<double>(x.getNumElements()) * perInput +
-                     (c.getBias() ? out : 0);
-      })
-      .Case<dopt::SoftmaxOp, dopt::LogSoftmaxOp>([&](auto) {
-        // max (1), subtract (1), exp (1), sum (1), divide or subtract the
-        // log-sum (1): 5 per element.
-        cost.opClass = OpClass::Softmax;
-        cost.flops = 5 * out;
-      })
-      .Case<dopt::LayerNormOp>([&](dopt::LayerNormOp l) {
-        // mean (1), x − mean (1), square (1), variance sum (1), · rstd (1),
-        // · scale (1), + bias (1 if present).
-        cost.opClass = OpClass::Normalization;
-        cost.flops = (l.getBias() ? 7 : 6) * out;
-      })
-      .Case<dopt::BatchNormOp>([&](auto) {
-        // (x − mean) · rstd · scale + bias: 4 per element.
-        cost.opClass = OpClass::Normalization;
-        cost.flops = 4 * out;
-      })
-      .Case<dopt::ReduceSumOp, dopt::ReduceMaxOp>([&](auto r) {
-        // n−1 combines per output of n inputs: |in| − |out|.
-        cost.opClass = OpClass::Reduction;
-        cost.flops = std::max(0.0, numElements(r.getInput()) - out);
-      })
-      .Case<dopt::ReduceMeanOp>([&](dopt::ReduceMeanOp r) {
-        // |in| − |out| adds + |out| divides = |in|.
-        cost.opClass = OpClass::Reduction;
-        cost.flops = numElements(r.getInput());
-      })
-      .Case<dopt::GlobalAvgPoolOp>([&](dopt::GlobalAvgPoolOp g) {
-        cost.opClass = OpClass::Reduction;
-        cost.flops = numElements(g.getInput());
-      })
-      .Case<dopt::MaxPoolOp>([&](dopt::MaxPoolOp p) {
-        // kh·kw − 1 comparisons per output.
-        double window = 1;
-        for (int64_t k : p.getKernelShape())
-          window *= static_cast<double>(k);
-        cost.opClass = OpClass::Pooling;
-        cost.flops = out * std::max(0.0, window - 1);
-      })
-      .Case<dopt::AvgPoolOp>([&](dopt::AvgPoolOp p) {
-        // kh·kw − 1 adds + 1 divide per output.
-        double window = 1;
-        for (int64_t k : p.getKernelShape())
-          window *= static_cast<double>(k);
-        cost.opClass = OpClass::Pooling;
-        cost.flops = out * window;
-      })
-      .Case<dopt::GatherOp>([&](dopt::GatherOp g) {
-        // Reads only the selected rows, plus the indices.
-        cost.opClass = OpClass::DataMovement;
-        cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
-      })
-      .Case<dopt::GatherElementsOp>([&](dopt::GatherElementsOp g) {
-        // One element per index: reads as many as it writes, plus the
-        // indices.
-        cost.opClass = OpClass::DataMovement;
-        cost.bytesRead = cost.bytesWritten + valueBytes(g.getIndices(), opts);
-      })
-      .Case<dopt::TopKOp>([&](dopt::TopKOp t) {
-        // The lowering's ranks: n comparisons for each of the input's
-        // elements (n the axis's extent), then n selects per output.
-        auto in = llvm::cast<mlir::RankedTensorType>(t.getInput().getType());
-        double n = static_cast<double>(in.getDimSize(t.getAxis()));
-        cost.opClass = OpClass::Reduction;
-        cost.flops = (numElements(t.getInput()) + out) * n;
-      })
-      .Case<dopt::SliceOp>([&](auto) {
-        cost.opClass = OpClass::DataMovement;
-        cost.bytesRead = cost.bytesWritten;
-      })
-      .Case<dopt::TransposeOp, dopt::ConcatOp, dopt::SplitOp, dopt::ExpandOp,
-            dopt::PadOp>([&](auto) { cost.opClass = OpClass::DataMovement; })
-      .Default([&](mlir::Operation *) {
-        // A dopt op this model does not know yet: count its bytes as data
-        // movement rather than pretending it is free.
-        cost.opClass = OpClass::DataMovement;
-      });
+  if (auto costed = llvm::dyn_cast<dopt::CostOpInterface>(op))
+    costed.estimateCost(cost, opts);
+  else
+    // Transposes, concatenations, splits, broadcasts, pads, and a dopt op
+    // this model does not know yet: their bytes, as data movement (rather
+    // than pretending they are free).
+    cost.opClass = OpClass::DataMovement;
   return cost;
+}
+
+void distopt::planner::registerCostModels(mlir::DialectRegistry &registry) {
+  registry.addExtension(+[](mlir::MLIRContext *ctx, dopt::DoptDialect *) {
+    attachCosts<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+                dopt::ConvTransposeOp, dopt::SoftmaxOp, dopt::LogSoftmaxOp,
+                dopt::LayerNormOp, dopt::BatchNormOp, dopt::ReduceSumOp,
+                dopt::ReduceMaxOp, dopt::ReduceMeanOp, dopt::GlobalAvgPoolOp,
+                dopt::MaxPoolOp, dopt::AvgPoolOp, dopt::GatherOp,
+                dopt::GatherElementsOp, dopt::TopKOp, dopt::SliceOp>(ctx);
+  });
 }
 
 llvm::SmallVector<std::pair<mlir::Operation *, OpCost>>

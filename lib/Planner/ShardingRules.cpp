@@ -5,10 +5,10 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <numeric>
 
@@ -554,7 +554,114 @@ std::optional<OpShardingRule> gatherRule(dopt::GatherOp op) {
   return b.rule;
 }
 
+// The rule of each op that has one (ShardingRuleOpInterface): one overload
+// per op, attached to the op by registerShardingRuleModels.
+using Rule = std::optional<OpShardingRule>;
+
+Rule ruleOf(dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); }
+Rule ruleOf(dopt::LogSoftmaxOp o) { return softmaxRule(o, o.getAxis()); }
+Rule ruleOf(dopt::LayerNormOp o) { return layerNormRule(o); }
+Rule ruleOf(dopt::BatchNormOp o) { return batchNormRule(o); }
+Rule ruleOf(dopt::MatMulOp o) { return matmulRule(o); }
+Rule ruleOf(dopt::GemmOp o) { return gemmRule(o); }
+Rule ruleOf(dopt::ConvOp o) {
+  return convolutionRule(o.getInput(), o.getResult(),
+                         static_cast<bool>(o.getBias()), o.getGroup(),
+                         /*transposed=*/false);
+}
+Rule ruleOf(dopt::ConvTransposeOp o) {
+  return convolutionRule(o.getInput(), o.getResult(),
+                         static_cast<bool>(o.getBias()), o.getGroup(),
+                         /*transposed=*/true);
+}
+Rule ruleOf(dopt::MaxPoolOp o) { return poolRule(o, /*global=*/false); }
+Rule ruleOf(dopt::AvgPoolOp o) { return poolRule(o, /*global=*/false); }
+Rule ruleOf(dopt::GlobalAvgPoolOp o) { return poolRule(o, /*global=*/true); }
+Rule ruleOf(dopt::ReduceSumOp o) {
+  return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Sum);
+}
+Rule ruleOf(dopt::ReduceMeanOp o) {
+  return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Mean);
+}
+Rule ruleOf(dopt::ReduceMaxOp o) {
+  return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Max);
+}
+Rule ruleOf(dopt::TransposeOp o) { return transposeRule(o); }
+Rule ruleOf(dopt::ReshapeOp o) { return reshapeRule(o); }
+Rule ruleOf(dopt::ConcatOp o) {
+  return partsRule(o, o.getAxis(), /*partsAreOperands=*/true);
+}
+Rule ruleOf(dopt::SplitOp o) {
+  return partsRule(o, o.getAxis(), /*partsAreOperands=*/false);
+}
+Rule ruleOf(dopt::SliceOp o) {
+  auto in = shapeOf(o.getInput());
+  if (!in)
+    return std::nullopt;
+  ArrayRef<int64_t> starts = o.getStarts(), ends = o.getEnds(),
+                    steps = o.getSteps();
+  return alongAxesRule(o, [&](int64_t d) {
+    return !(starts[d] == 0 && steps[d] == 1 && ends[d] >= (*in)[d]);
+  });
+}
+Rule ruleOf(dopt::PadOp o) {
+  ArrayRef<int64_t> pads = o.getPads();
+  size_t rank = pads.size() / 2;
+  return alongAxesRule(
+      o, [&](int64_t d) { return pads[d] != 0 || pads[rank + d] != 0; });
+}
+Rule ruleOf(dopt::GatherOp o) { return gatherRule(o); }
+// One element per index along the axis: every other dimension splits where
+// the data and the indices have the same extent (each device gathers or
+// scatters within its own rows); the axis itself and shorter index
+// dimensions do not.
+Rule ruleOf(dopt::TopKOp o) {
+  int64_t axis = o.getAxis();
+  return alongAxesRule(o, [&](int64_t d) { return d == axis; });
+}
+template <typename OpT> Rule elementsAlongAxisRule(OpT o) {
+  auto data = shapeOf(o.getData()), idx = shapeOf(o.getIndices());
+  int64_t axis = o.getAxis();
+  if (!data || !idx)
+    return std::nullopt;
+  return alongAxesRule(
+      o, [&](int64_t d) { return d == axis || (*data)[d] != (*idx)[d]; });
+}
+Rule ruleOf(dopt::GatherElementsOp o) { return elementsAlongAxisRule(o); }
+Rule ruleOf(dopt::ScatterElementsOp o) { return elementsAlongAxisRule(o); }
+
+template <typename OpT>
+struct ShardingRuleModel
+    : dopt::ShardingRuleOpInterface::ExternalModel<ShardingRuleModel<OpT>,
+                                                   OpT> {
+  bool getShardingRule(mlir::Operation *op, OpShardingRule &rule) const {
+    Rule r = ruleOf(llvm::cast<OpT>(op));
+    if (!r)
+      return false;
+    rule = std::move(*r);
+    return true;
+  }
+};
+
+template <typename... OpTs> void attachRules(mlir::MLIRContext *ctx) {
+  (OpTs::template attachInterface<ShardingRuleModel<OpTs>>(*ctx), ...);
+}
+
 } // namespace
+
+void distopt::planner::registerShardingRuleModels(
+    mlir::DialectRegistry &registry) {
+  registry.addExtension(+[](mlir::MLIRContext *ctx, dopt::DoptDialect *) {
+    attachRules<dopt::SoftmaxOp, dopt::LogSoftmaxOp, dopt::LayerNormOp,
+                dopt::BatchNormOp, dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+                dopt::ConvTransposeOp, dopt::MaxPoolOp, dopt::AvgPoolOp,
+                dopt::GlobalAvgPoolOp, dopt::ReduceSumOp, dopt::ReduceMeanOp,
+                dopt::ReduceMaxOp, dopt::TransposeOp, dopt::ReshapeOp,
+                dopt::ConcatOp, dopt::SplitOp, dopt::SliceOp, dopt::PadOp,
+                dopt::GatherOp, dopt::TopKOp, dopt::GatherElementsOp,
+                dopt::ScatterElementsOp>(ctx);
+  });
+}
 
 std::optional<OpShardingRule>
 distopt::planner::getShardingRule(mlir::Operation *op) {
@@ -563,83 +670,11 @@ distopt::planner::getShardingRule(mlir::Operation *op) {
   // Elementwise ops (ElementwiseOpInterface) and expand (a broadcast).
   if (llvm::isa<dopt::ElementwiseOpInterface, dopt::ExpandOp>(op))
     return elementwiseRule(op);
-  return llvm::TypeSwitch<mlir::Operation *, std::optional<OpShardingRule>>(op)
-      .Case<dopt::SoftmaxOp>(
-          [](dopt::SoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
-      .Case<dopt::LogSoftmaxOp>(
-          [](dopt::LogSoftmaxOp o) { return softmaxRule(o, o.getAxis()); })
-      .Case<dopt::LayerNormOp>(layerNormRule)
-      .Case<dopt::BatchNormOp>(batchNormRule)
-      .Case<dopt::MatMulOp>(matmulRule)
-      .Case<dopt::GemmOp>(gemmRule)
-      .Case<dopt::ConvOp>([](dopt::ConvOp op) {
-        return convolutionRule(op.getInput(), op.getResult(),
-                               static_cast<bool>(op.getBias()), op.getGroup(),
-                               /*transposed=*/false);
-      })
-      .Case<dopt::ConvTransposeOp>([](dopt::ConvTransposeOp op) {
-        return convolutionRule(op.getInput(), op.getResult(),
-                               static_cast<bool>(op.getBias()), op.getGroup(),
-                               /*transposed=*/true);
-      })
-      .Case<dopt::MaxPoolOp, dopt::AvgPoolOp>(
-          [](mlir::Operation *o) { return poolRule(o, /*global=*/false); })
-      .Case<dopt::GlobalAvgPoolOp>(
-          [](mlir::Operation *o) { return poolRule(o, /*global=*/true); })
-      .Case<dopt::ReduceSumOp>([](dopt::ReduceSumOp o) {
-        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Sum);
-      })
-      .Case<dopt::ReduceMeanOp>([](dopt::ReduceMeanOp o) {
-        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Mean);
-      })
-      .Case<dopt::ReduceMaxOp>([](dopt::ReduceMaxOp o) {
-        return reduceRule(o, o.getAxes(), o.getKeepdims(), PartialKind::Max);
-      })
-      .Case<dopt::TransposeOp>(transposeRule)
-      .Case<dopt::ReshapeOp>([](mlir::Operation *o) { return reshapeRule(o); })
-      .Case<dopt::ConcatOp>([](dopt::ConcatOp o) {
-        return partsRule(o, o.getAxis(), /*partsAreOperands=*/true);
-      })
-      .Case<dopt::SplitOp>([](dopt::SplitOp o) {
-        return partsRule(o, o.getAxis(), /*partsAreOperands=*/false);
-      })
-      .Case<dopt::SliceOp>([](dopt::SliceOp o) {
-        auto in = shapeOf(o.getInput());
-        if (!in)
-          return std::optional<OpShardingRule>();
-        ArrayRef<int64_t> starts = o.getStarts(), ends = o.getEnds(),
-                          steps = o.getSteps();
-        return alongAxesRule(o, [&](int64_t d) {
-          return !(starts[d] == 0 && steps[d] == 1 && ends[d] >= (*in)[d]);
-        });
-      })
-      .Case<dopt::PadOp>([](dopt::PadOp o) {
-        ArrayRef<int64_t> pads = o.getPads();
-        size_t rank = pads.size() / 2;
-        return alongAxesRule(o, [&](int64_t d) {
-          return pads[d] != 0 || pads[rank + d] != 0;
-        });
-      })
-      .Case<dopt::GatherOp>(gatherRule)
-      // One element per index along the axis: every other dimension splits
-      // where the data and the indices have the same extent (each device
-      // gathers or scatters within its own rows); the axis itself and
-      // shorter index dimensions do not.
-      .Case<dopt::TopKOp>([](dopt::TopKOp o) {
-        int64_t axis = o.getAxis();
-        return alongAxesRule(o, [&](int64_t d) { return d == axis; });
-      })
-      .Case<dopt::GatherElementsOp, dopt::ScatterElementsOp>(
-          [](auto o) {
-            auto data = shapeOf(o.getData()), idx = shapeOf(o.getIndices());
-            int64_t axis = o.getAxis();
-            if (!data || !idx)
-              return std::optional<OpShardingRule>();
-            return alongAxesRule(o, [&](int64_t d) {
-              return d == axis || (*data)[d] != (*idx)[d];
-            });
-          })
-      .Default([](mlir::Operation *) { return std::nullopt; });
+  auto withRule = llvm::dyn_cast<dopt::ShardingRuleOpInterface>(op);
+  OpShardingRule rule;
+  if (!withRule || !withRule.getShardingRule(rule))
+    return std::nullopt;
+  return rule;
 }
 
 llvm::FailureOr<SmallVector<BlockOperand>>

@@ -11,11 +11,13 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/IR/GridAxes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "llvm/ADT/StringMap.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
 #include <functional>
@@ -265,10 +267,41 @@ Value convWeightGrad(ImplicitLocOpBuilder &b, Value x, Value g,
   return dopt::TransposeOp::create(b, r, swap);
 }
 
-/// The rules, by op name.
-const llvm::StringMap<RuleFn> &rules() {
-  static const llvm::StringMap<RuleFn> table = [] {
-    llvm::StringMap<RuleFn> t;
+/// The rules, by op class; each op in the table gets GradientModel attached
+/// (registerOpModels).
+struct RuleTable {
+  llvm::DenseMap<TypeID, RuleFn> rules;
+  /// Attaches the model to each op of the table in a dialect (by namespace).
+  llvm::SmallVector<std::pair<StringRef, void (*)(MLIRContext *)>> attach;
+
+  template <typename OpT> RuleFn &at();
+};
+
+const RuleTable &ruleTable();
+
+/// Asks the table for OpT's rule: every stage asks dopt::GradientOpInterface.
+template <typename OpT>
+struct GradientModel
+    : dopt::GradientOpInterface::ExternalModel<GradientModel<OpT>, OpT> {
+  LogicalResult buildGradient(Operation *op, ImplicitLocOpBuilder &b,
+                              ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) const {
+    return ruleTable().rules.find(TypeID::get<OpT>())->second(
+        b, op, resultGrads, operandGrads);
+  }
+};
+
+template <typename OpT> RuleFn &RuleTable::at() {
+  attach.emplace_back(OpT::getOperationName().split('.').first,
+                      [](MLIRContext *ctx) {
+                        OpT::template attachInterface<GradientModel<OpT>>(*ctx);
+                      });
+  return rules[TypeID::get<OpT>()];
+}
+
+const RuleTable &ruleTable() {
+  static const RuleTable table = [] {
+    RuleTable t;
     auto binary = [](auto fn) {
       return [fn](ImplicitLocOpBuilder &b, Operation *op, ArrayRef<Value> gs,
                   Adjoints &out) -> LogicalResult {
@@ -290,11 +323,11 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     using B = ImplicitLocOpBuilder;
     using P = std::pair<Value, Value>;
-    t["dopt.add"] = binary([](B &, Value, Value, Value, Value g) { return P{g, g}; });
-    t["dopt.sub"] = binary([](B &b, Value, Value, Value, Value g) {
+    t.at<dopt::AddOp>() = binary([](B &, Value, Value, Value, Value g) { return P{g, g}; });
+    t.at<dopt::SubOp>() = binary([](B &b, Value, Value, Value, Value g) {
       return P{g, neg(b, g)};
     });
-    t["dopt.mul"] = binary([](B &b, Value x, Value y, Value, Value g) {
+    t.at<dopt::MulOp>() = binary([](B &b, Value x, Value y, Value, Value g) {
       return P{mul(b, g, y), mul(b, g, x)};
     });
     // max/min (Clip, ReLU6): the adjoint goes to the operand selected, the
@@ -310,15 +343,15 @@ const llvm::StringMap<RuleFn> &rules() {
                  dopt::WhereOp::create(b, first, zero, g)};
       };
     };
-    t["dopt.max"] = binary(selected(true));
-    t["dopt.min"] = binary(selected(false));
-    t["dopt.div"] = binary([](B &b, Value, Value y, Value r, Value g) {
+    t.at<dopt::MaxOp>() = binary(selected(true));
+    t.at<dopt::MinOp>() = binary(selected(false));
+    t.at<dopt::DivOp>() = binary([](B &b, Value, Value y, Value r, Value g) {
       Value gx = div(b, g, y);
       return P{gx, neg(b, mul(b, gx, r))}; // d(x/y)/dy = -(x/y)/y
     });
     // y = x^e: dy/dx = e x^(e-1) (x^(e-1) as y/x would divide by zero);
     // dy/de = y ln x (only where e is a float that depends on a weight).
-    t["dopt.pow"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::PowOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                        Adjoints &out) -> LogicalResult {
       Value x = op->getOperand(0), e = op->getOperand(1), y = op->getResult(0);
       Value g = gs[0];
@@ -341,14 +374,14 @@ const llvm::StringMap<RuleFn> &rules() {
       }
       return success();
     };
-    t["dopt.erf"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::ErfOp>() = unary([](B &b, Value x, Value, Value g) {
       // d erf(x)/dx = 2/sqrt(pi) exp(-x^2)
       Value e = dopt::ExpOp::create(b, neg(b, mul(b, x, x)));
       return mul(b, g, mul(b, e, scalar(b, x, 2.0 / std::sqrt(M_PI))));
     });
     // Split: the pieces' adjoints side by side (zeros for a piece the loss
     // does not use); concat: each input's slice of the adjoint.
-    t["dopt.split"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::SplitOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                          Adjoints &out) -> LogicalResult {
       auto sp = cast<dopt::SplitOp>(op);
       SmallVector<Value> pieces;
@@ -363,7 +396,7 @@ const llvm::StringMap<RuleFn> &rules() {
                                            b.getI64IntegerAttr(sp.getAxis())));
       return success();
     };
-    t["dopt.concat"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ConcatOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                           Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::ConcatOp>(op).getAxis();
       RankedTensorType gt = typeOf(gs[0]);
@@ -386,7 +419,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // Layer norm over axes axis..rank-1, x^ = (x - mean) / sqrt(var + eps):
     // dx = (g s - mean(g s) - x^ mean(g s x^)) / sqrt(var + eps),
     // dscale = sum(g x^), dbias = sum(g) over what broadcast them.
-    t["dopt.layer_norm"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::LayerNormOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                               Adjoints &out) -> LogicalResult {
       auto ln = cast<dopt::LayerNormOp>(op);
       Value x = ln.getInput(), g = gs[0];
@@ -418,7 +451,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // Gather along an axis (an embedding lookup): the adjoint is added back
     // at each gathered index -- a scatter-add, written as a product with the
     // one-hot matrix of the indices: d data[p, a, r] = sum_s [I_s = a] g[p, s, r].
-    t["dopt.gather"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::GatherOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                           Adjoints &out) -> LogicalResult {
       auto ga = cast<dopt::GatherOp>(op);
       Value data = ga.getData(), idx = ga.getIndices(), g = gs[0];
@@ -462,7 +495,7 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     // GatherElements (torch.gather): the adjoint added back at each index,
     // a scatter-add into zeros; duplicates add up.
-    t["dopt.gather_elements"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::GatherElementsOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                    Adjoints &out) -> LogicalResult {
       auto ge = cast<dopt::GatherElementsOp>(op);
       RankedTensorType dt = typeOf(ge.getData());
@@ -476,7 +509,7 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     // TopK: the values' adjoint goes back to the positions they were taken
     // from (a scatter-add into zeros; the indices have none).
-    t["dopt.top_k"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::TopKOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                          Adjoints &out) -> LogicalResult {
       auto tk = cast<dopt::TopKOp>(op);
       if (!gs[0]) {
@@ -495,7 +528,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // the result's at the position it went to (a gather, as PyTorch's: with
     // duplicate indices every one of them gets it); the data's is the
     // result's, except, when updates replace, where one was written.
-    t["dopt.scatter_elements"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ScatterElementsOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                     Adjoints &out) -> LogicalResult {
       auto se = cast<dopt::ScatterElementsOp>(op);
       StringRef red = se.getReduction();
@@ -524,7 +557,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // the step along strided ones (3-D pooling reads strided slices), then
     // padded back to the input's shape. A constant pad: the adjoint sliced
     // back.
-    t["dopt.slice"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::SliceOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                          Adjoints &out) -> LogicalResult {
       auto sl = cast<dopt::SliceOp>(op);
       ArrayRef<int64_t> xs = typeOf(sl.getInput()).getShape();
@@ -564,7 +597,7 @@ const llvm::StringMap<RuleFn> &rules() {
                                         b.getF64FloatAttr(0.0)));
       return success();
     };
-    t["dopt.pad"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::PadOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                        Adjoints &out) -> LogicalResult {
       auto pd = cast<dopt::PadOp>(op);
       if (pd.getMode() != "constant")
@@ -583,7 +616,7 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     // 2-D convolution, any group count (convInputGrad, convWeightGrad);
     // dbias = sum of g over N, H, W.
-    t["dopt.conv"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ConvOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                         Adjoints &out) -> LogicalResult {
       auto cv = cast<dopt::ConvOp>(op);
       Value x = cv.getInput(), w = cv.getWeight(), g = gs[0];
@@ -604,7 +637,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // reach past it) and dw the weight adjoint of that convolution with g
     // as its input and x as its output's adjoint; dbias = sum of g over N,
     // H, W.
-    t["dopt.conv_transpose"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ConvTransposeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                   Adjoints &out) -> LogicalResult {
       auto ct = cast<dopt::ConvTransposeOp>(op);
       Value x = ct.getInput(), w = ct.getWeight(), g = gs[0];
@@ -630,7 +663,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // divided by each window's count (kh·kw, or its elements inside the
     // input without count_include_pad); its adjoint is that convolution's
     // input adjoint of g / count.
-    t["dopt.avg_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::AvgPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                             Adjoints &out) -> LogicalResult {
       auto ap = cast<dopt::AvgPoolOp>(op);
       auto xs = typeOf(ap.getInput()).getShape();
@@ -673,7 +706,7 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(convInputGrad(b, g, ones, xs, st, pd, {1, 1}, xs[1]));
       return success();
     };
-    t["dopt.global_avg_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::GlobalAvgPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                    Adjoints &out) -> LogicalResult {
       RankedTensorType x = typeOf(op->getOperand(0));
       int64_t n = 1;
@@ -688,7 +721,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // kernel offset: the strided slice of the padded input, a mask of
     // "is the maximum and no earlier offset was", the masked adjoint
     // placed back at the offset's positions (zeros between strides).
-    t["dopt.max_pool"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::MaxPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                             Adjoints &out) -> LogicalResult {
       auto mp = cast<dopt::MaxPoolOp>(op);
       Value x = mp.getInput(), y = op->getResult(0), g = gs[0];
@@ -741,16 +774,18 @@ const llvm::StringMap<RuleFn> &rules() {
                               {0, 0, -(pd[2] + extra[0]), -(pd[3] + extra[1])}));
       return success();
     };
-    t["dopt.neg"] = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
+    t.at<dopt::NegOp>() = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
     // Piecewise constant: no gradient (PyTorch's is zero).
     // The bits read as another type (ONNX's BitCast): no derivative.
-    for (StringRef name :
-         {"dopt.floor", "dopt.ceil", "dopt.round", "dopt.bitcast"})
-      t[name] = unary([](B &, Value, Value, Value) { return Value(); });
-    t["dopt.sin"] = unary([](B &b, Value x, Value, Value g) {
+    auto none = unary([](B &, Value, Value, Value) { return Value(); });
+    t.at<dopt::FloorOp>() = none;
+    t.at<dopt::CeilOp>() = none;
+    t.at<dopt::RoundOp>() = none;
+    t.at<dopt::BitcastOp>() = none;
+    t.at<dopt::SinOp>() = unary([](B &b, Value x, Value, Value g) {
       return mul(b, g, dopt::CosOp::create(b, x));
     });
-    t["dopt.cos"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::CosOp>() = unary([](B &b, Value x, Value, Value g) {
       return neg(b, mul(b, g, dopt::SinOp::create(b, x)));
     });
     // The inverse trigonometric and hyperbolic functions: PyTorch's
@@ -758,61 +793,61 @@ const llvm::StringMap<RuleFn> &rules() {
     auto oneMinusSquare = [](B &b, Value x) {
       return sub(b, scalar(b, x, 1.0), mul(b, x, x));
     };
-    t["dopt.asin"] = unary([=](B &b, Value x, Value, Value g) {
+    t.at<dopt::AsinOp>() = unary([=](B &b, Value x, Value, Value g) {
       return div(b, g, dopt::SqrtOp::create(b, oneMinusSquare(b, x)));
     });
-    t["dopt.acos"] = unary([=](B &b, Value x, Value, Value g) {
+    t.at<dopt::AcosOp>() = unary([=](B &b, Value x, Value, Value g) {
       return neg(b, div(b, g, dopt::SqrtOp::create(b, oneMinusSquare(b, x))));
     });
-    t["dopt.atan"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::AtanOp>() = unary([](B &b, Value x, Value, Value g) {
       return div(b, g, add(b, scalar(b, x, 1.0), mul(b, x, x)));
     });
-    t["dopt.sinh"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::SinhOp>() = unary([](B &b, Value x, Value, Value g) {
       return mul(b, g, dopt::CoshOp::create(b, x));
     });
-    t["dopt.cosh"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::CoshOp>() = unary([](B &b, Value x, Value, Value g) {
       return mul(b, g, dopt::SinhOp::create(b, x));
     });
-    t["dopt.asinh"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::AsinhOp>() = unary([](B &b, Value x, Value, Value g) {
       return div(b, g,
                  dopt::SqrtOp::create(b, add(b, mul(b, x, x),
                                              scalar(b, x, 1.0))));
     });
-    t["dopt.acosh"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::AcoshOp>() = unary([](B &b, Value x, Value, Value g) {
       return div(b, g,
                  dopt::SqrtOp::create(b, sub(b, mul(b, x, x),
                                              scalar(b, x, 1.0))));
     });
-    t["dopt.atanh"] = unary([=](B &b, Value x, Value, Value g) {
+    t.at<dopt::AtanhOp>() = unary([=](B &b, Value x, Value, Value g) {
       return div(b, g, oneMinusSquare(b, x));
     });
-    t["dopt.exp"] = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
-    t["dopt.log"] = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
-    t["dopt.sqrt"] = unary([](B &b, Value, Value y, Value g) {
+    t.at<dopt::ExpOp>() = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
+    t.at<dopt::LogOp>() = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
+    t.at<dopt::SqrtOp>() = unary([](B &b, Value, Value y, Value g) {
       return div(b, mul(b, g, scalar(b, y, 0.5)), y);
     });
-    t["dopt.reciprocal"] = unary([](B &b, Value, Value y, Value g) {
+    t.at<dopt::ReciprocalOp>() = unary([](B &b, Value, Value y, Value g) {
       return neg(b, mul(b, g, mul(b, y, y)));
     });
-    t["dopt.tanh"] = unary([](B &b, Value, Value y, Value g) {
+    t.at<dopt::TanhOp>() = unary([](B &b, Value, Value y, Value g) {
       return mul(b, g, sub(b, scalar(b, y, 1.0), mul(b, y, y)));
     });
-    t["dopt.sigmoid"] = unary([](B &b, Value, Value y, Value g) {
+    t.at<dopt::SigmoidOp>() = unary([](B &b, Value, Value y, Value g) {
       return mul(b, g, mul(b, y, sub(b, scalar(b, y, 1.0), y)));
     });
     // |x|' = sign(x), 0 at 0 (PyTorch's choice).
-    t["dopt.abs"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::AbsOp>() = unary([](B &b, Value x, Value, Value g) {
       Value zero = scalar(b, g, 0.0);
       Value pos = dopt::GreaterOp::create(b, x, scalar(b, x, 0.0));
       Value neg_ = dopt::LessOp::create(b, x, scalar(b, x, 0.0));
       return Value(dopt::WhereOp::create(
           b, pos, g, dopt::WhereOp::create(b, neg_, neg(b, g), zero)));
     });
-    t["dopt.relu"] = unary([](B &b, Value x, Value, Value g) {
+    t.at<dopt::ReluOp>() = unary([](B &b, Value x, Value, Value g) {
       Value pos = dopt::GreaterOp::create(b, x, scalar(b, x, 0.0));
       return Value(dopt::WhereOp::create(b, pos, g, scalar(b, g, 0.0)));
     });
-    t["dopt.leaky_relu"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::LeakyReluOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                               Adjoints &out) -> LogicalResult {
       auto lr = cast<dopt::LeakyReluOp>(op);
       Value x = lr.getInput(), g = gs[0];
@@ -821,7 +856,7 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(dopt::WhereOp::create(b, pos, g, slope));
       return success();
     };
-    t["dopt.gelu"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::GeluOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                         Adjoints &out) -> LogicalResult {
       auto ge = cast<dopt::GeluOp>(op);
       Value x = ge.getInput(), g = gs[0];
@@ -855,12 +890,12 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(mul(b, g, d));
       return success();
     };
-    t["dopt.matmul"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::MatMulOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                           Adjoints &out) -> LogicalResult {
       matmulGrad(b, op->getOperand(0), op->getOperand(1), gs[0], out);
       return success();
     };
-    t["dopt.gemm"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::GemmOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                         Adjoints &out) -> LogicalResult {
       auto gm = cast<dopt::GemmOp>(op);
       Value g = gs[0];
@@ -882,13 +917,13 @@ const llvm::StringMap<RuleFn> &rules() {
       }
       return success();
     };
-    t["dopt.reduce_sum"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ReduceSumOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                               Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceSumOp>(op);
       out.push_back(spread(b, gs[0], typeOf(r.getInput()), r.getAxes()));
       return success();
     };
-    t["dopt.reduce_mean"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ReduceMeanOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceMeanOp>(op);
       RankedTensorType x = typeOf(r.getInput());
@@ -901,7 +936,7 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     // reduce_max: the adjoint to the positions holding the maximum, shared
     // evenly among ties (as torch.amax).
-    t["dopt.reduce_max"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ReduceMaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                               Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceMaxOp>(op);
       RankedTensorType x = typeOf(r.getInput());
@@ -919,12 +954,12 @@ const llvm::StringMap<RuleFn> &rules() {
                                           scalar(b, gs[0], 0.0)));
       return success();
     };
-    t["dopt.reshape"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ReshapeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                            Adjoints &out) -> LogicalResult {
       out.push_back(reshape(b, gs[0], typeOf(op->getOperand(0)).getShape()));
       return success();
     };
-    t["dopt.transpose"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::TransposeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                              Adjoints &out) -> LogicalResult {
       ArrayRef<int64_t> perm = cast<dopt::TransposeOp>(op).getPerm();
       SmallVector<int64_t> inverse(perm.size());
@@ -934,13 +969,13 @@ const llvm::StringMap<RuleFn> &rules() {
                                               b.getDenseI64ArrayAttr(inverse)));
       return success();
     };
-    t["dopt.expand"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::ExpandOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                           Adjoints &out) -> LogicalResult {
       out.push_back(autodiff::unbroadcast(b, b.getLoc(), gs[0],
                                           typeOf(op->getOperand(0))));
       return success();
     };
-    t["dopt.softmax"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::SoftmaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                            Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::SoftmaxOp>(op).getAxis();
       Value y = op->getResult(0), g = gs[0];
@@ -948,7 +983,7 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(mul(b, y, sub(b, g, dot)));
       return success();
     };
-    t["dopt.log_softmax"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::LogSoftmaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                                Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::LogSoftmaxOp>(op).getAxis();
       Value y = op->getResult(0), g = gs[0];
@@ -956,7 +991,7 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(sub(b, g, mul(b, dopt::ExpOp::create(b, y), total)));
       return success();
     };
-    t["dopt.where"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::WhereOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                          Adjoints &out) -> LogicalResult {
       auto w = cast<dopt::WhereOp>(op);
       Value g = gs[0], zero = scalar(b, g, 0.0);
@@ -973,7 +1008,7 @@ const llvm::StringMap<RuleFn> &rules() {
       }
       return success();
     };
-    t["dopt.cast"] = [](B &b, Operation *op, ArrayRef<Value> gs,
+    t.at<dopt::CastOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
                         Adjoints &out) -> LogicalResult {
       Value x = op->getOperand(0);
       // Through integers and booleans nothing flows.
@@ -987,7 +1022,7 @@ const llvm::StringMap<RuleFn> &rules() {
     };
     // Dropout: the same mask (the same key, stream and positions) on the
     // adjoint, scaled alike; the key and offsets carry no gradient.
-    t["dopt.dropout"] = [](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<dopt::DropoutOp>() = [](ImplicitLocOpBuilder &b, Operation *op,
                            ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto d = cast<dopt::DropoutOp>(op);
       auto adjoint = dopt::DropoutOp::create(b, gs[0], d.getKey(),
@@ -1008,7 +1043,7 @@ const llvm::StringMap<RuleFn> &rules() {
     // distopt-sync-gradients adds up.
     // An average (the partial means of a split mean) passes 1/n of it to
     // each of its n shares.
-    t["shard.all_reduce"] = [](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<shard::AllReduceOp>() = [](ImplicitLocOpBuilder &b, Operation *op,
                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto ar = cast<shard::AllReduceOp>(op);
       switch (ar.getReduction()) {
@@ -1055,7 +1090,7 @@ const llvm::StringMap<RuleFn> &rules() {
                                 "differentiated)");
       return success();
     };
-    t["shard.all_gather"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<shard::AllGatherOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
                                 ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllGatherOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
@@ -1065,7 +1100,7 @@ const llvm::StringMap<RuleFn> &rules() {
           gs[0], c.getGatherAxisAttr())));
       return success();
     };
-    t["shard.all_slice"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<shard::AllSliceOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllSliceOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
@@ -1075,7 +1110,7 @@ const llvm::StringMap<RuleFn> &rules() {
           gs[0], c.getSliceAxisAttr())));
       return success();
     };
-    t["shard.reduce_scatter"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<shard::ReduceScatterOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
                                     ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto c = cast<shard::ReduceScatterOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
@@ -1093,7 +1128,7 @@ const llvm::StringMap<RuleFn> &rules() {
       out.push_back(g);
       return success();
     };
-    t["shard.all_to_all"] = [=](ImplicitLocOpBuilder &b, Operation *op,
+    t.at<shard::AllToAllOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
                                 ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllToAllOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
@@ -1110,7 +1145,21 @@ const llvm::StringMap<RuleFn> &rules() {
 
 } // namespace
 
-bool autodiff::hasRule(StringRef opName) { return rules().count(opName); }
+/// Attaches GradientModel to the ops of `dialect` that have a rule.
+static void attachRules(MLIRContext *ctx, StringRef dialect) {
+  for (const auto &[ns, attach] : ruleTable().attach)
+    if (ns == dialect)
+      attach(ctx);
+}
+
+void autodiff::registerOpModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, dopt::DoptDialect *) {
+    attachRules(ctx, dopt::DoptDialect::getDialectNamespace());
+  });
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    attachRules(ctx, shard::ShardDialect::getDialectNamespace());
+  });
+}
 
 Value autodiff::unbroadcast(OpBuilder &ob, Location loc, Value grad,
                             RankedTensorType type) {
@@ -1130,8 +1179,8 @@ Value autodiff::unbroadcast(OpBuilder &ob, Location loc, Value grad,
 LogicalResult autodiff::applyRule(OpBuilder &ob, Operation *op,
                                   ArrayRef<Value> resultAdjoints,
                                   SmallVectorImpl<Value> &operandAdjoints) {
-  auto it = rules().find(op->getName().getStringRef());
-  if (it == rules().end())
+  auto differentiable = dyn_cast<dopt::GradientOpInterface>(op);
+  if (!differentiable)
     return op->emitError("no gradient rule for ")
            << op->getName()
            << " yet: the loss depends on the weights through it (freeze "
@@ -1140,7 +1189,7 @@ LogicalResult autodiff::applyRule(OpBuilder &ob, Operation *op,
   // Ops with one result: a missing adjoint is a zero (none reaches here
   // without one).
   operandAdjoints.clear();
-  if (failed(it->second(b, op, resultAdjoints, operandAdjoints)))
+  if (failed(differentiable.buildGradient(b, resultAdjoints, operandAdjoints)))
     return failure();
   operandAdjoints.resize(op->getNumOperands());
   return success();

@@ -10,6 +10,8 @@
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 #include "distopt/Distributed/Passes.h"
+#include "distopt/Planner/OpModels.h"
+#include "distopt/Training/Autodiff.h"
 #include "distopt/Training/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -32,6 +34,9 @@ int main(int argc, char **argv) {
   // gpu-module-to-binary translates kernels to LLVM IR in process.
   mlir::registerAllToLLVMIRTranslations(registry);
   registry.insert<distopt::dopt::DoptDialect>();
+  // The planner's sharding rules and costs, autodiff's gradients.
+  distopt::planner::registerOpModels(registry);
+  distopt::autodiff::registerOpModels(registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "distopt optimizer driver (dopt dialect and passes)\n",
       registry));

@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  distopt::registerONNXImportDialects(registry);
+  distopt::driver::registerDialects(registry);
   if (compileCmd)
     distopt::driver::registerCompileDialects(registry);
   MLIRContext context(registry);

@@ -12,9 +12,11 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
+#include "distopt/Planner/OpModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/raw_ostream.h"
@@ -30,6 +32,9 @@ namespace {
 class PlannerTest : public ::testing::Test {
 protected:
   PlannerTest() {
+    mlir::DialectRegistry registry;
+    registerOpModels(registry); // the ops' sharding rules and costs
+    ctx.appendDialectRegistry(registry);
     ctx.loadDialect<mlir::func::FuncDialect, distopt::dopt::DoptDialect>();
   }
 

@@ -32,6 +32,16 @@
 namespace distopt::driver {
 
 //===----------------------------------------------------------------------===//
+// Registration (Registration.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Registers what planning needs in `registry`: the importer's dialects and
+/// the stages' answers for the ops (the planner's sharding rules and costs,
+/// autodiff's gradients: external models of the interfaces in
+/// DoptInterfaces.td). Every context the driver is handed needs it.
+void registerDialects(mlir::DialectRegistry &registry);
+
+//===----------------------------------------------------------------------===//
 // Diagnostics (Diagnostics.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -194,8 +204,8 @@ plan(mlir::MLIRContext &context, const PlanRequest &request);
 // Compiling (Compile.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Registers what `compile` needs in `registry` (the importer's and the
-/// targets' dialects and interfaces).
+/// Registers what `compile` needs in `registry`: registerDialects and the
+/// targets' dialects and interfaces.
 void registerCompileDialects(mlir::DialectRegistry &registry);
 
 /// `distopt compile`: import (or read a planned IR), plan and partition,

@@ -28,6 +28,7 @@
 #include <utility>
 
 namespace mlir {
+class DialectRegistry;
 class Operation;
 } // namespace mlir
 
@@ -78,9 +79,15 @@ struct CostOptions {
   std::optional<DType> precision;
 };
 
-/// FLOPs and bytes of one op from its operand/result shapes. See
-/// docs/cost-model.md for the per-op formulas. Ops of other dialects (and
-/// dopt.weight, dopt.constant, dopt.reshape, dopt.shape) cost nothing.
+/// Attaches each op's formula to it (dopt::CostOpInterface); a context that
+/// plans registers it (planner::registerOpModels).
+void registerCostModels(mlir::DialectRegistry &registry);
+
+/// FLOPs and bytes of one op from its operand/result shapes: elementwise ops
+/// by their FLOPs per element, other dopt ops through
+/// dopt::CostOpInterface, the rest of them as data movement (their bytes).
+/// See docs/cost-model.md for the per-op formulas. Ops of other dialects
+/// (and dopt.weight, dopt.constant, dopt.reshape, dopt.shape) cost nothing.
 OpCost estimateOpCost(mlir::Operation *op, const CostOptions &options = {});
 
 /// estimateOpCost for every op nested under `root`, in walk order, skipping

@@ -31,6 +31,7 @@
 #include <string>
 
 namespace mlir {
+class DialectRegistry;
 class Operation;
 } // namespace mlir
 
@@ -79,7 +80,13 @@ struct BlockOperand {
 llvm::FailureOr<llvm::SmallVector<BlockOperand>>
 blockLayoutOperands(mlir::Operation *def, int64_t dim, std::string &why);
 
-/// The rule of a dopt op; std::nullopt for ops that are only ever
+/// Attaches each op's rule to it (dopt::ShardingRuleOpInterface); a context
+/// that plans or partitions registers it (planner::registerOpModels).
+void registerShardingRuleModels(mlir::DialectRegistry &registry);
+
+/// The rule of a dopt op: elementwise ops and dopt.expand split alike along
+/// every result dimension; other ops answer through
+/// dopt::ShardingRuleOpInterface. std::nullopt for ops that are only ever
 /// replicated (dopt.shape, dopt.constant, dopt.weight, ops of other
 /// dialects) and for shapes a rule cannot describe (unranked, rank-1
 /// matmul operands).

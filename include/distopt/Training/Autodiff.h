@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LLVM.h"
@@ -58,14 +59,17 @@ void placeDropoutMicrobatch(mlir::OpBuilder &b, mlir::Operation *dropout,
 mlir::LogicalResult checkMicrobatchDropouts(mlir::Operation *scope,
                                             llvm::StringRef cut);
 
-/// Whether dopt has a gradient rule for ops named `opName`.
-bool hasRule(llvm::StringRef opName);
+/// Attaches each op's gradient rule to it (dopt::GradientOpInterface: the
+/// dopt ops and the tensor-parallel `shard` collectives); a context that
+/// differentiates registers it before loading the dialects.
+void registerOpModels(mlir::DialectRegistry &registry);
 
 /// The vector-Jacobian product of `op`: given the adjoints of its results
 /// (null where a result has none: an unused piece of a split), builds the
 /// adjoints of its operands at the builder's insertion point, left null
 /// where an operand gets none (integer and boolean operands, conditions).
-/// An op without a rule is an error at the op naming it.
+/// An op without a rule (no dopt::GradientOpInterface) is an error at the
+/// op naming it.
 mlir::LogicalResult
 applyRule(mlir::OpBuilder &b, mlir::Operation *op,
           mlir::ArrayRef<mlir::Value> resultAdjoints,

@@ -35,6 +35,82 @@ def Dopt_ElementwiseOpInterface : OpInterface<"ElementwiseOpInterface"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Questions a stage answers for the ops (external models)
+//===----------------------------------------------------------------------===//
+//
+// The answers to these live with the stage that owns the concept and are
+// attached to the ops as external models (`Op::attachInterface`), so that the
+// dialect does not depend on the planner or on autodiff, and every stage
+// asks the op through the interface: the planner attaches the sharding rules
+// and costs (planner::registerOpModels, lib/Planner/OpModels.cpp), autodiff
+// the gradients (autodiff::registerOpModels, lib/Training/AutodiffRules.cpp;
+// also on the `shard` collectives). A context that plans or differentiates
+// registers them; driver::registerDialects does it for the tools.
+
+def Dopt_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::distopt::dopt";
+  let description = [{
+    How the op may be split over devices: its loop factors
+    (planner/ShardingRules.h). The planner enumerates and prices strategies
+    from the rule; the partitioner rewrites the op with the same rule.
+    Elementwise ops (ElementwiseOpInterface) and dopt.expand need none: they
+    split alike along every result dimension. An op with neither is only
+    ever replicated.
+  }];
+  let methods = [
+    InterfaceMethod<
+      [{Writes the op's rule into `rule`; false when no rule describes the
+        op's shapes (dynamic or unranked shapes, rank-1 matmul operands),
+        and the op is then replicated.}],
+      "bool", "getShardingRule",
+      (ins "::distopt::planner::OpShardingRule &":$rule)>,
+  ];
+}
+
+def Dopt_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::distopt::dopt";
+  let description = [{
+    The op's work on one device (planner::estimateOpCost,
+    docs/cost-model.md): its FLOPs, its op class (whose achievable
+    efficiency applies) and, where it reads less than its operands, the
+    bytes it reads. Elementwise ops are priced by their FLOPs per element;
+    a dopt op with neither is priced as data movement (its bytes).
+  }];
+  let methods = [
+    InterfaceMethod<
+      [{Completes `cost`, which holds the op's dtype and the bytes of its
+        operands (read) and results (written): sets the op class and FLOPs,
+        and corrects the bytes where the op reads fewer.}],
+      "void", "estimateCost",
+      (ins "::distopt::planner::OpCost &":$cost,
+           "const ::distopt::planner::CostOptions &":$options)>,
+  ];
+}
+
+def Dopt_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::distopt::dopt";
+  let description = [{
+    The op's vector-Jacobian product (reverse-mode autodiff, distopt-autodiff
+    and the pipeline step): given the adjoints of its results, builds the
+    adjoints of its operands. An op without it is not differentiable: a loss
+    that depends on a weight through it is an error naming the op.
+  }];
+  let methods = [
+    InterfaceMethod<
+      [{Builds the adjoints of the operands at the builder's insertion point
+        from `resultGrads` (one per result; null where a result has none),
+        appending one per operand in order, or a null value where an operand
+        gets none (integers, conditions, piecewise-constant functions).
+        Fails with an error at the op where the op's attributes or operands
+        have no rule.}],
+      "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::ImplicitLocOpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Mixed precision: what an op computes in under `distopt-autocast`
 //===----------------------------------------------------------------------===//
 //

@@ -12,6 +12,17 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir {
+class ImplicitLocOpBuilder;
+} // namespace mlir
+// The types of the questions the stages answer through external models
+// (DoptInterfaces.td); each stage defines its own.
+namespace distopt::planner {
+struct OpShardingRule;
+struct OpCost;
+struct CostOptions;
+} // namespace distopt::planner
+
 #include "distopt/Dialect/Dopt/IR/DoptInterfaces.h.inc"
 
 namespace distopt::dopt::OpTrait {
