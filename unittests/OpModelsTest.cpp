@@ -31,21 +31,21 @@ const llvm::StringSet<> kReplicatedOnly = {"dopt.weight", "dopt.constant",
 /// Ops without a formula of their own: free (data in place, a view) or
 /// priced as data movement, by their bytes (planner::estimateOpCost).
 const llvm::StringSet<> kPricedByBytes = {
-    "dopt.weight",   "dopt.constant", "dopt.shape",  "dopt.rng_key",
-    "dopt.reshape",  "dopt.transpose", "dopt.concat", "dopt.split",
-    "dopt.expand",   "dopt.pad",      "dopt.scatter_elements"};
+    "dopt.weight",  "dopt.constant",  "dopt.shape",           "dopt.rng_key",
+    "dopt.reshape", "dopt.transpose", "dopt.concat",          "dopt.split",
+    "dopt.expand",  "dopt.pad",       "dopt.scatter_elements"};
 
 /// Ops without a gradient: boolean or integer results (comparisons, logic,
 /// bits, index checks), no floating-point operands that could vary (weights,
 /// constants, shapes, random keys), and batch_norm's inference form (a
 /// trained BatchNormalization is imported as its statistics' ops).
 const llvm::StringSet<> kNotDifferentiable = {
-    "dopt.weight",        "dopt.constant",   "dopt.shape",
-    "dopt.rng_key",       "dopt.check_indices", "dopt.batch_norm",
-    "dopt.equal",         "dopt.less",       "dopt.less_equal",
-    "dopt.greater",       "dopt.greater_equal", "dopt.and",
-    "dopt.or",            "dopt.not",        "dopt.xor",
-    "dopt.shift_left",    "dopt.shift_right"};
+    "dopt.weight",     "dopt.constant",      "dopt.shape",
+    "dopt.rng_key",    "dopt.check_indices", "dopt.batch_norm",
+    "dopt.equal",      "dopt.less",          "dopt.less_equal",
+    "dopt.greater",    "dopt.greater_equal", "dopt.and",
+    "dopt.or",         "dopt.not",           "dopt.xor",
+    "dopt.shift_left", "dopt.shift_right"};
 
 class OpModelsTest : public ::testing::Test {
 protected:
@@ -111,11 +111,10 @@ TEST_F(OpModelsTest, EveryOpHasAGradientOrIsNotDifferentiable) {
 }
 
 TEST_F(OpModelsTest, TensorParallelCollectivesHaveGradients) {
-  for (llvm::StringRef name :
-       {mlir::shard::AllGatherOp::getOperationName(),
-        mlir::shard::AllSliceOp::getOperationName(),
-        mlir::shard::ReduceScatterOp::getOperationName(),
-        mlir::shard::AllToAllOp::getOperationName()}) {
+  for (llvm::StringRef name : {mlir::shard::AllGatherOp::getOperationName(),
+                               mlir::shard::AllSliceOp::getOperationName(),
+                               mlir::shard::ReduceScatterOp::getOperationName(),
+                               mlir::shard::AllToAllOp::getOperationName()}) {
     auto op = mlir::RegisteredOperationName::lookup(name, &ctx);
     ASSERT_TRUE(op.has_value()) << name.str();
     EXPECT_TRUE(op->hasInterface<dopt::GradientOpInterface>()) << name.str();

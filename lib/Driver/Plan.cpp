@@ -12,7 +12,10 @@
 #include "distopt/Planner/PlanToIR.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace mlir;
@@ -39,6 +42,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   // Built in place and never moved: the plans point into the graph.
   auto owned = std::make_unique<PlannedModel>();
   PlannedModel &out = *owned;
+  out.context.modelName = llvm::sys::path::filename(request.input).str();
+  out.context.clusterSpec = request.distribution.cluster;
   PlanOptions &options = out.options;
   options.mode = request.mode;
   options.optimizer = request.optimizer;
@@ -149,4 +154,27 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
                                    out.result.best))
     return planError(toString(std::move(e)));
   return owned;
+}
+
+void driver::PlannedModel::printSummary(llvm::raw_ostream &os) const {
+  planner::printPlanSummary(os, graph, cluster, options, result, context);
+}
+
+llvm::json::Value driver::PlannedModel::toJSON() const {
+  return planner::planToJSON(graph, cluster, options, result, context);
+}
+
+void driver::PlannedModel::writeHTML(llvm::raw_ostream &os) const {
+  planner::writePlanHTML(os, graph, cluster, options, result, context);
+}
+
+bool driver::writeOutputFile(
+    StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write,
+    std::string &error) {
+  auto out = mlir::openOutputFile(path, &error);
+  if (!out)
+    return false;
+  write(out->os());
+  out->keep();
+  return true;
 }

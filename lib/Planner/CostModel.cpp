@@ -189,7 +189,6 @@ double resultElements(mlir::Operation *op) {
   return n;
 }
 
-
 // The work of each op that has its own formula (CostOpInterface): one
 // overload per op, attached to the op by registerCostModels. `cost` comes
 // with the op's dtype and the bytes of its operands and results.
@@ -342,8 +341,7 @@ void costOf(dopt::SliceOp, OpCost &cost, const CostOptions &) {
 }
 
 template <typename OpT>
-struct CostModel
-    : dopt::CostOpInterface::ExternalModel<CostModel<OpT>, OpT> {
+struct CostModel : dopt::CostOpInterface::ExternalModel<CostModel<OpT>, OpT> {
   void estimateCost(mlir::Operation *op, OpCost &cost,
                     const CostOptions &options) const {
     costOf(llvm::cast<OpT>(op), cost, options);

@@ -860,17 +860,6 @@ llvm::StringRef distopt::planner::gradientSyncName(GradientSync s) {
   return "?";
 }
 
-std::optional<GradientSync>
-distopt::planner::parseGradientSync(llvm::StringRef name) {
-  if (name == "allreduce")
-    return GradientSync::AllReduce;
-  if (name == "ps")
-    return GradientSync::ParameterServer;
-  if (name == "async")
-    return GradientSync::Async;
-  return std::nullopt;
-}
-
 namespace {
 
 /// The elements of each float weight of the graph (what servers hold).

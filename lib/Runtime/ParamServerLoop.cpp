@@ -164,12 +164,10 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
   if (!dataSet.open(m.inputs, dataInputs, a.data, "the step's", error))
     return fail(a, error);
   int64_t samples = dataSet.samples, batch = dataSet.batch;
+  int64_t steps = 0;
+  if (!stepsToRun(a, samples, batch, steps, error))
+    return fail(a, error);
   int64_t perEpoch = samples / batch;
-  if (perEpoch < 1)
-    return fail(a, "the data hold " + std::to_string(samples) +
-                       " samples, fewer than one batch of " +
-                       std::to_string(batch));
-  int64_t steps = a.steps > 0 ? a.steps : a.epochs * perEpoch;
   int64_t L = p.shardLength;
   WeightStore store;
   if (!store.load(m, bundleDir, error))

@@ -201,6 +201,18 @@ int fail(const TrainArgs &a, const std::string &msg) {
   return 1;
 }
 
+bool stepsToRun(const TrainArgs &a, int64_t samples, int64_t batch,
+                int64_t &steps, std::string &error) {
+  int64_t perEpoch = samples / batch;
+  if (perEpoch < 1) {
+    error = "the data hold " + std::to_string(samples) +
+            " samples, fewer than one batch of " + std::to_string(batch);
+    return false;
+  }
+  steps = a.steps > 0 ? a.steps : a.epochs * perEpoch;
+  return true;
+}
+
 double scheduledLr(const TrainArgs &a, int64_t step, int64_t total) {
   double base = a.hyper.at("lr");
   if (step < a.warmup)
@@ -405,12 +417,10 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
     if (!evaluator->open(a.evalData, error))
       return fail(a, "--eval-data: " + error);
   }
+  int64_t steps = 0;
+  if (!stepsToRun(a, samples, batch, steps, error))
+    return fail(a, error);
   int64_t perEpoch = samples / batch;
-  if (perEpoch < 1)
-    return fail(a, "the data hold " + std::to_string(samples) +
-                       " samples, fewer than one batch of " +
-                       std::to_string(batch));
-  int64_t steps = a.steps > 0 ? a.steps : a.epochs * perEpoch;
 
   // Buffers: step inputs, weights (copies that the updates overwrite),
   // outputs.

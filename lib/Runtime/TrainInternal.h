@@ -182,6 +182,12 @@ int fail(const TrainArgs &a, const std::string &msg);
 /// get_{cosine,linear}_schedule_with_warmup, applied through LambdaLR).
 double scheduledLr(const TrainArgs &a, int64_t step, int64_t total);
 
+/// The steps a run takes: --steps, else --epochs passes over `samples` in
+/// batches of `batch`; false with `error` when the data hold less than one
+/// batch.
+bool stepsToRun(const TrainArgs &a, int64_t samples, int64_t batch,
+                int64_t &steps, std::string &error);
+
 bool pathExists(const std::string &path);
 
 /// Removes a directory of plain files (a checkpoint's), if it exists.

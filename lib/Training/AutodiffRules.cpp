@@ -15,8 +15,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <cmath>
@@ -286,8 +286,9 @@ struct GradientModel
   LogicalResult buildGradient(Operation *op, ImplicitLocOpBuilder &b,
                               ArrayRef<Value> resultGrads,
                               SmallVectorImpl<Value> &operandGrads) const {
-    return ruleTable().rules.find(TypeID::get<OpT>())->second(
-        b, op, resultGrads, operandGrads);
+    return ruleTable()
+        .rules.find(TypeID::get<OpT>())
+        ->second(b, op, resultGrads, operandGrads);
   }
 };
 
@@ -323,7 +324,9 @@ const RuleTable &ruleTable() {
     };
     using B = ImplicitLocOpBuilder;
     using P = std::pair<Value, Value>;
-    t.at<dopt::AddOp>() = binary([](B &, Value, Value, Value, Value g) { return P{g, g}; });
+    t.at<dopt::AddOp>() = binary([](B &, Value, Value, Value, Value g) {
+      return P{g, g};
+    });
     t.at<dopt::SubOp>() = binary([](B &b, Value, Value, Value, Value g) {
       return P{g, neg(b, g)};
     });
@@ -352,7 +355,7 @@ const RuleTable &ruleTable() {
     // y = x^e: dy/dx = e x^(e-1) (x^(e-1) as y/x would divide by zero);
     // dy/de = y ln x (only where e is a float that depends on a weight).
     t.at<dopt::PowOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                       Adjoints &out) -> LogicalResult {
+                             Adjoints &out) -> LogicalResult {
       Value x = op->getOperand(0), e = op->getOperand(1), y = op->getResult(0);
       Value g = gs[0];
       Value eAsX = isFloat(e) && typeOf(e).getElementType() ==
@@ -382,7 +385,7 @@ const RuleTable &ruleTable() {
     // Split: the pieces' adjoints side by side (zeros for a piece the loss
     // does not use); concat: each input's slice of the adjoint.
     t.at<dopt::SplitOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                         Adjoints &out) -> LogicalResult {
+                               Adjoints &out) -> LogicalResult {
       auto sp = cast<dopt::SplitOp>(op);
       SmallVector<Value> pieces;
       for (auto [r, g] : llvm::zip(op->getResults(), gs)) {
@@ -397,7 +400,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::ConcatOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                          Adjoints &out) -> LogicalResult {
+                                Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::ConcatOp>(op).getAxis();
       RankedTensorType gt = typeOf(gs[0]);
       int64_t offset = 0;
@@ -420,7 +423,7 @@ const RuleTable &ruleTable() {
     // dx = (g s - mean(g s) - x^ mean(g s x^)) / sqrt(var + eps),
     // dscale = sum(g x^), dbias = sum(g) over what broadcast them.
     t.at<dopt::LayerNormOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                              Adjoints &out) -> LogicalResult {
+                                   Adjoints &out) -> LogicalResult {
       auto ln = cast<dopt::LayerNormOp>(op);
       Value x = ln.getInput(), g = gs[0];
       int64_t rank = typeOf(x).getRank();
@@ -452,7 +455,7 @@ const RuleTable &ruleTable() {
     // at each gathered index -- a scatter-add, written as a product with the
     // one-hot matrix of the indices: d data[p, a, r] = sum_s [I_s = a] g[p, s, r].
     t.at<dopt::GatherOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                          Adjoints &out) -> LogicalResult {
+                                Adjoints &out) -> LogicalResult {
       auto ga = cast<dopt::GatherOp>(op);
       Value data = ga.getData(), idx = ga.getIndices(), g = gs[0];
       RankedTensorType dt = typeOf(data), it = typeOf(idx);
@@ -496,7 +499,7 @@ const RuleTable &ruleTable() {
     // GatherElements (torch.gather): the adjoint added back at each index,
     // a scatter-add into zeros; duplicates add up.
     t.at<dopt::GatherElementsOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                                   Adjoints &out) -> LogicalResult {
+                                        Adjoints &out) -> LogicalResult {
       auto ge = cast<dopt::GatherElementsOp>(op);
       RankedTensorType dt = typeOf(ge.getData());
       Value zeros = dopt::ConstantOp::create(
@@ -510,7 +513,7 @@ const RuleTable &ruleTable() {
     // TopK: the values' adjoint goes back to the positions they were taken
     // from (a scatter-add into zeros; the indices have none).
     t.at<dopt::TopKOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                         Adjoints &out) -> LogicalResult {
+                              Adjoints &out) -> LogicalResult {
       auto tk = cast<dopt::TopKOp>(op);
       if (!gs[0]) {
         out.push_back(Value());
@@ -528,8 +531,9 @@ const RuleTable &ruleTable() {
     // the result's at the position it went to (a gather, as PyTorch's: with
     // duplicate indices every one of them gets it); the data's is the
     // result's, except, when updates replace, where one was written.
-    t.at<dopt::ScatterElementsOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                                    Adjoints &out) -> LogicalResult {
+    t.at<dopt::ScatterElementsOp>() = [](B &b, Operation *op,
+                                         ArrayRef<Value> gs,
+                                         Adjoints &out) -> LogicalResult {
       auto se = cast<dopt::ScatterElementsOp>(op);
       StringRef red = se.getReduction();
       if (red != "none" && red != "add")
@@ -558,7 +562,7 @@ const RuleTable &ruleTable() {
     // padded back to the input's shape. A constant pad: the adjoint sliced
     // back.
     t.at<dopt::SliceOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                         Adjoints &out) -> LogicalResult {
+                               Adjoints &out) -> LogicalResult {
       auto sl = cast<dopt::SliceOp>(op);
       ArrayRef<int64_t> xs = typeOf(sl.getInput()).getShape();
       int64_t r = xs.size();
@@ -598,7 +602,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::PadOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                       Adjoints &out) -> LogicalResult {
+                             Adjoints &out) -> LogicalResult {
       auto pd = cast<dopt::PadOp>(op);
       if (pd.getMode() != "constant")
         return op->emitError("no gradient rule for dopt.pad in mode '")
@@ -617,7 +621,7 @@ const RuleTable &ruleTable() {
     // 2-D convolution, any group count (convInputGrad, convWeightGrad);
     // dbias = sum of g over N, H, W.
     t.at<dopt::ConvOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                        Adjoints &out) -> LogicalResult {
+                              Adjoints &out) -> LogicalResult {
       auto cv = cast<dopt::ConvOp>(op);
       Value x = cv.getInput(), w = cv.getWeight(), g = gs[0];
       ArrayRef<int64_t> st = cv.getStrides(), pd = cv.getPads(),
@@ -638,7 +642,7 @@ const RuleTable &ruleTable() {
     // as its input and x as its output's adjoint; dbias = sum of g over N,
     // H, W.
     t.at<dopt::ConvTransposeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                                  Adjoints &out) -> LogicalResult {
+                                       Adjoints &out) -> LogicalResult {
       auto ct = cast<dopt::ConvTransposeOp>(op);
       Value x = ct.getInput(), w = ct.getWeight(), g = gs[0];
       ArrayRef<int64_t> st = ct.getStrides(), pd = ct.getPads(),
@@ -664,7 +668,7 @@ const RuleTable &ruleTable() {
     // input without count_include_pad); its adjoint is that convolution's
     // input adjoint of g / count.
     t.at<dopt::AvgPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                            Adjoints &out) -> LogicalResult {
+                                 Adjoints &out) -> LogicalResult {
       auto ap = cast<dopt::AvgPoolOp>(op);
       auto xs = typeOf(ap.getInput()).getShape();
       auto ys = typeOf(op->getResult(0)).getShape();
@@ -707,7 +711,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::GlobalAvgPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                                   Adjoints &out) -> LogicalResult {
+                                       Adjoints &out) -> LogicalResult {
       RankedTensorType x = typeOf(op->getOperand(0));
       int64_t n = 1;
       for (int64_t d = 2; d < x.getRank(); ++d)
@@ -722,7 +726,7 @@ const RuleTable &ruleTable() {
     // "is the maximum and no earlier offset was", the masked adjoint
     // placed back at the offset's positions (zeros between strides).
     t.at<dopt::MaxPoolOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                            Adjoints &out) -> LogicalResult {
+                                 Adjoints &out) -> LogicalResult {
       auto mp = cast<dopt::MaxPoolOp>(op);
       Value x = mp.getInput(), y = op->getResult(0), g = gs[0];
       if (!isFloat(x)) {
@@ -774,7 +778,8 @@ const RuleTable &ruleTable() {
                               {0, 0, -(pd[2] + extra[0]), -(pd[3] + extra[1])}));
       return success();
     };
-    t.at<dopt::NegOp>() = unary([](B &b, Value, Value, Value g) { return neg(b, g); });
+    t.at<dopt::NegOp>() =
+        unary([](B &b, Value, Value, Value g) { return neg(b, g); });
     // Piecewise constant: no gradient (PyTorch's is zero).
     // The bits read as another type (ONNX's BitCast): no derivative.
     auto none = unary([](B &, Value, Value, Value) { return Value(); });
@@ -821,8 +826,10 @@ const RuleTable &ruleTable() {
     t.at<dopt::AtanhOp>() = unary([=](B &b, Value x, Value, Value g) {
       return div(b, g, oneMinusSquare(b, x));
     });
-    t.at<dopt::ExpOp>() = unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
-    t.at<dopt::LogOp>() = unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
+    t.at<dopt::ExpOp>() =
+        unary([](B &b, Value, Value y, Value g) { return mul(b, g, y); });
+    t.at<dopt::LogOp>() =
+        unary([](B &b, Value x, Value, Value g) { return div(b, g, x); });
     t.at<dopt::SqrtOp>() = unary([](B &b, Value, Value y, Value g) {
       return div(b, mul(b, g, scalar(b, y, 0.5)), y);
     });
@@ -848,7 +855,7 @@ const RuleTable &ruleTable() {
       return Value(dopt::WhereOp::create(b, pos, g, scalar(b, g, 0.0)));
     });
     t.at<dopt::LeakyReluOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                              Adjoints &out) -> LogicalResult {
+                                   Adjoints &out) -> LogicalResult {
       auto lr = cast<dopt::LeakyReluOp>(op);
       Value x = lr.getInput(), g = gs[0];
       Value pos = dopt::GreaterEqualOp::create(b, x, scalar(b, x, 0.0));
@@ -857,7 +864,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::GeluOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                        Adjoints &out) -> LogicalResult {
+                              Adjoints &out) -> LogicalResult {
       auto ge = cast<dopt::GeluOp>(op);
       Value x = ge.getInput(), g = gs[0];
       Value d;
@@ -891,12 +898,12 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::MatMulOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                          Adjoints &out) -> LogicalResult {
+                                Adjoints &out) -> LogicalResult {
       matmulGrad(b, op->getOperand(0), op->getOperand(1), gs[0], out);
       return success();
     };
     t.at<dopt::GemmOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                        Adjoints &out) -> LogicalResult {
+                              Adjoints &out) -> LogicalResult {
       auto gm = cast<dopt::GemmOp>(op);
       Value g = gs[0];
       bool ta = gm.getTransA(), tb = gm.getTransB();
@@ -918,13 +925,13 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::ReduceSumOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                              Adjoints &out) -> LogicalResult {
+                                   Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceSumOp>(op);
       out.push_back(spread(b, gs[0], typeOf(r.getInput()), r.getAxes()));
       return success();
     };
     t.at<dopt::ReduceMeanOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                               Adjoints &out) -> LogicalResult {
+                                    Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceMeanOp>(op);
       RankedTensorType x = typeOf(r.getInput());
       int64_t n = 1;
@@ -937,7 +944,7 @@ const RuleTable &ruleTable() {
     // reduce_max: the adjoint to the positions holding the maximum, shared
     // evenly among ties (as torch.amax).
     t.at<dopt::ReduceMaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                              Adjoints &out) -> LogicalResult {
+                                   Adjoints &out) -> LogicalResult {
       auto r = cast<dopt::ReduceMaxOp>(op);
       RankedTensorType x = typeOf(r.getInput());
       if (!isa<FloatType>(x.getElementType()))
@@ -955,12 +962,12 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::ReshapeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                           Adjoints &out) -> LogicalResult {
+                                 Adjoints &out) -> LogicalResult {
       out.push_back(reshape(b, gs[0], typeOf(op->getOperand(0)).getShape()));
       return success();
     };
     t.at<dopt::TransposeOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                             Adjoints &out) -> LogicalResult {
+                                   Adjoints &out) -> LogicalResult {
       ArrayRef<int64_t> perm = cast<dopt::TransposeOp>(op).getPerm();
       SmallVector<int64_t> inverse(perm.size());
       for (auto [i, p] : llvm::enumerate(perm))
@@ -970,13 +977,13 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::ExpandOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                          Adjoints &out) -> LogicalResult {
+                                Adjoints &out) -> LogicalResult {
       out.push_back(autodiff::unbroadcast(b, b.getLoc(), gs[0],
                                           typeOf(op->getOperand(0))));
       return success();
     };
     t.at<dopt::SoftmaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                           Adjoints &out) -> LogicalResult {
+                                 Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::SoftmaxOp>(op).getAxis();
       Value y = op->getResult(0), g = gs[0];
       Value dot = reduceSum(b, mul(b, g, y), {axis}, true);
@@ -984,7 +991,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::LogSoftmaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                               Adjoints &out) -> LogicalResult {
+                                    Adjoints &out) -> LogicalResult {
       int64_t axis = cast<dopt::LogSoftmaxOp>(op).getAxis();
       Value y = op->getResult(0), g = gs[0];
       Value total = reduceSum(b, g, {axis}, true);
@@ -992,7 +999,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::WhereOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                         Adjoints &out) -> LogicalResult {
+                               Adjoints &out) -> LogicalResult {
       auto w = cast<dopt::WhereOp>(op);
       Value g = gs[0], zero = scalar(b, g, 0.0);
       out.push_back(Value()); // the condition
@@ -1009,7 +1016,7 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<dopt::CastOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
-                        Adjoints &out) -> LogicalResult {
+                              Adjoints &out) -> LogicalResult {
       Value x = op->getOperand(0);
       // Through integers and booleans nothing flows.
       if (!isFloat(x) || !isFloat(op->getResult(0))) {
@@ -1023,7 +1030,8 @@ const RuleTable &ruleTable() {
     // Dropout: the same mask (the same key, stream and positions) on the
     // adjoint, scaled alike; the key and offsets carry no gradient.
     t.at<dopt::DropoutOp>() = [](ImplicitLocOpBuilder &b, Operation *op,
-                           ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                 ArrayRef<Value> gs,
+                                 Adjoints &out) -> LogicalResult {
       auto d = cast<dopt::DropoutOp>(op);
       auto adjoint = dopt::DropoutOp::create(b, gs[0], d.getKey(),
                                              d.getOffsets(), d.getRatioAttr(),
@@ -1044,7 +1052,8 @@ const RuleTable &ruleTable() {
     // An average (the partial means of a split mean) passes 1/n of it to
     // each of its n shares.
     t.at<shard::AllReduceOp>() = [](ImplicitLocOpBuilder &b, Operation *op,
-                               ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                    ArrayRef<Value> gs,
+                                    Adjoints &out) -> LogicalResult {
       auto ar = cast<shard::AllReduceOp>(op);
       switch (ar.getReduction()) {
       case shard::ReductionKind::Sum:
@@ -1091,7 +1100,8 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<shard::AllGatherOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
-                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                     ArrayRef<Value> gs,
+                                     Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllGatherOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
@@ -1101,7 +1111,8 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<shard::AllSliceOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
-                               ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                    ArrayRef<Value> gs,
+                                    Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllSliceOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
@@ -1111,7 +1122,8 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<shard::ReduceScatterOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
-                                    ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                         ArrayRef<Value> gs,
+                                         Adjoints &out) -> LogicalResult {
       auto c = cast<shard::ReduceScatterOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();
@@ -1129,7 +1141,8 @@ const RuleTable &ruleTable() {
       return success();
     };
     t.at<shard::AllToAllOp>() = [=](ImplicitLocOpBuilder &b, Operation *op,
-                                ArrayRef<Value> gs, Adjoints &out) -> LogicalResult {
+                                    ArrayRef<Value> gs,
+                                    Adjoints &out) -> LogicalResult {
       auto c = cast<shard::AllToAllOp>(op);
       if (failed(tensorAxisOnly(op, c.getGridAxes())))
         return failure();

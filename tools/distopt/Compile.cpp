@@ -129,55 +129,27 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   options.output = output.str();
   options.printGeneric = printGeneric;
   options.cpu = cpuName.str();
-  if (emit.empty())
-    options.emit = driver::Emit::Bundle;
-  else if (emit == "graph")
-    options.emit = driver::Emit::Graph;
-  else if (emit == "linalg")
-    options.emit = driver::Emit::Linalg;
-  else if (emit == "llvm")
-    options.emit = driver::Emit::LLVM;
-  else if (emit == "gpu")
-    options.emit = driver::Emit::GPU;
-  else if (emit == "ptx")
-    options.emit = driver::Emit::PTX;
-  else {
-    WithColor::error() << "--emit must be graph, linalg, llvm, gpu or ptx, "
-                          "got '"
-                       << emit << "'\n";
+  std::string error;
+  auto usage = [&] {
+    WithColor::error() << error << "\n";
     return 1;
-  }
-  if (runtimeLink != "static" && runtimeLink != "shared") {
-    WithColor::error() << "--runtime-link must be static or shared, got '"
-                       << runtimeLink << "'\n";
-    return 1;
-  }
-  options.runtimeLink = runtimeLink == "shared" ? driver::RuntimeLink::Shared
-                                                : driver::RuntimeLink::Static;
-  if (compileTarget == "cpu")
-    options.target = driver::Target::CPU;
-  else if (compileTarget == "cuda")
-    options.target = driver::Target::CUDA;
-  else if (compileTarget == "cuda-emu")
-    options.target = driver::Target::CUDAEmulation;
-  else {
-    WithColor::error() << "--target must be cpu, cuda or cuda-emu, got '"
-                       << compileTarget << "'\n";
-    return 1;
-  }
-  if (emulateThreads.getNumOccurrences()) {
-    if (emulateThreads == "forward")
-      options.emulateThreads = driver::EmulatedThreads::Forward;
-    else if (emulateThreads == "reverse" ||
-             options.target != driver::Target::CUDAEmulation)
-      options.emulateThreads = driver::EmulatedThreads::Reverse;
-    else {
-      WithColor::error() << "--emulate-threads must be reverse or forward, "
-                            "got '"
-                         << emulateThreads << "'\n";
-      return 1;
-    }
-  }
+  };
+  if (!emit.empty() &&
+      !driver::parseNamed("emit", driver::kEmits, emit, options.emit, error))
+    return usage();
+  if (!driver::parseNamed("runtime-link", driver::kRuntimeLinks, runtimeLink,
+                          options.runtimeLink, error) ||
+      !driver::parseNamed("target", driver::kTargets, compileTarget,
+                          options.target, error))
+    return usage();
+  // Only the emulation reads --emulate-threads; other targets accept any.
+  if (emulateThreads.getNumOccurrences() &&
+      !driver::parseNamed("emulate-threads", driver::kEmulatedThreads,
+                          options.target == driver::Target::CUDAEmulation
+                              ? StringRef(emulateThreads)
+                              : StringRef("reverse"),
+                          options.emulateThreads, error))
+    return usage();
   options.cudaToolkit = cudaToolkit;
   options.cudaArchs.assign(cudaArchs.begin(), cudaArchs.end());
   if (outlineOps.getNumOccurrences())
@@ -192,9 +164,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (!compileOptimizer.empty()) {
     options.optimizer = planner::parseOptimizer(compileOptimizer);
     if (!options.optimizer) {
-      WithColor::error() << planner::unknownOptimizer(compileOptimizer)
-                         << "\n";
-      return 1;
+      error = planner::unknownOptimizer(compileOptimizer);
+      return usage();
     }
   }
   options.nesterov = compileNesterov;
@@ -204,12 +175,9 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (freezeWeights.getNumOccurrences())
     options.freezeWeights = freezeWeights.getValue();
 
-  std::string error;
   if (!distributionFromFlags(options.distribution, error) ||
-      !precisionFromFlags(options.precision, error)) {
-    WithColor::error() << error << "\n";
-    return 1;
-  }
+      !precisionFromFlags(options.precision, error))
+    return usage();
   // Planned IR (.mlir) carries its imports; ONNX models read the flags.
   if (!input.ends_with(".mlir") && !importOptionsFromFlags(options.import))
     return 1;

@@ -1,4 +1,5 @@
-//===- Flags.cpp - the flags `distopt` subcommands share -------------------===//
+//===- Flags.cpp - the flags `distopt` subcommands share
+//-------------------===//
 //
 // The subcommands, the import flags (import, plan, compile) and the
 // distribution flags (plan, compile), parsed into the driver library's
@@ -9,13 +10,15 @@
 
 #include "Tool.h"
 
-#include "distopt/Runtime/Tensor.h"
+#include "distopt/Driver/Driver.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace llvm;
 using namespace distopt::planner;
+using distopt::tool::ImportPlanAndCompile;
+using distopt::tool::PlanAndCompile;
 
 cl::SubCommand &distopt::tool::importCommand() {
   static cl::SubCommand cmd("import",
@@ -40,51 +43,40 @@ namespace {
 static cl::list<std::string>
     importShapes("shape",
                  cl::desc("Concrete shape of a graph input, e.g. x=32x256"),
-                 cl::value_desc("name=AxBx..."), cl::sub(distopt::tool::importCommand()),
-                 cl::sub(distopt::tool::compileCommand()), cl::sub(distopt::tool::planCommand()));
+                 cl::value_desc("name=AxBx..."), ImportPlanAndCompile());
 static cl::list<std::string>
     importDims("dim", cl::desc("Value of a symbolic dimension, e.g. batch=32"),
-               cl::value_desc("name=N"), cl::sub(distopt::tool::importCommand()),
-               cl::sub(distopt::tool::compileCommand()), cl::sub(distopt::tool::planCommand()));
+               cl::value_desc("name=N"), ImportPlanAndCompile());
 static cl::list<std::string> importFreeze(
     "freeze",
     cl::desc("Bind a graph input to the value in a .npy/.pb file at compile "
              "time (for inputs that feed shapes: axes, pads, targets)"),
-    cl::value_desc("name=file"), cl::sub(distopt::tool::importCommand()), cl::sub(distopt::tool::compileCommand()),
-    cl::sub(distopt::tool::planCommand()));
+    cl::value_desc("name=file"), ImportPlanAndCompile());
 static cl::opt<bool> importInlineWeights(
     "inline-weights",
     cl::desc("Read all weights (including external data) into the IR as "
              "dense_resource blobs instead of referencing them"),
     cl::sub(distopt::tool::importCommand()));
 static cl::opt<bool>
-    importText("text", cl::desc("Read ONNX's textual syntax (default for "
-                                ".onnxtxt files)"),
-               cl::sub(distopt::tool::importCommand()), cl::sub(distopt::tool::compileCommand()),
-               cl::sub(distopt::tool::planCommand()));
+    importText("text",
+               cl::desc("Read ONNX's textual syntax (default for "
+                        ".onnxtxt files)"),
+               ImportPlanAndCompile());
 
-cl::opt<std::string> clusterSpec(
-    "cluster",
-    cl::desc("Cluster: a preset (dgx-a100x8, dgx-h100x8, local:N, "
-             "NxPRESET) or a YAML file"),
-    cl::value_desc("spec"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+cl::opt<std::string>
+    clusterSpec("cluster",
+                cl::desc("Cluster: a preset (dgx-a100x8, dgx-h100x8, local:N, "
+                         "NxPRESET) or a YAML file"),
+                cl::value_desc("spec"), PlanAndCompile());
 cl::opt<int64_t> forceDP("dp", cl::desc("Force the data-parallel degree"),
-                         cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()),
-                         cl::sub(distopt::tool::compileCommand()));
+                         cl::init(0), cl::value_desc("N"), PlanAndCompile());
 cl::opt<int64_t> forceTP("tp", cl::desc("Force the tensor-parallel degree"),
-                         cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()),
-                         cl::sub(distopt::tool::compileCommand()));
+                         cl::init(0), cl::value_desc("N"), PlanAndCompile());
 cl::opt<int64_t> forcePP("pp", cl::desc("Force the number of pipeline stages"),
-                         cl::init(0), cl::value_desc("N"),
-                         cl::sub(distopt::tool::planCommand()),
-                         cl::sub(distopt::tool::compileCommand()));
-cl::opt<int64_t> forceMicro(
-    "microbatches", cl::desc("Force the micro-batches per step"), cl::init(0),
-    cl::value_desc("N"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+                         cl::init(0), cl::value_desc("N"), PlanAndCompile());
+cl::opt<int64_t> forceMicro("microbatches",
+                            cl::desc("Force the micro-batches per step"),
+                            cl::init(0), cl::value_desc("N"), PlanAndCompile());
 cl::opt<bool> microbatchStatistics(
     "microbatch-statistics",
     cl::desc("Statistics over the batch (batch norm in training form) may "
@@ -92,76 +84,62 @@ cl::opt<bool> microbatchStatistics(
              "running statistics updated once per micro-batch in order, as "
              "PyTorch's gradient accumulation and GPipe do; without it such "
              "models are not cut into micro-batches"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
-cl::opt<std::string> forceRecompute(
-    "recompute", cl::desc("Force activation recomputation"),
-    cl::value_desc("off|selective|full"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    PlanAndCompile());
+cl::opt<std::string> forceRecompute("recompute",
+                                    cl::desc("Force activation recomputation"),
+                                    cl::value_desc("off|selective|full"),
+                                    PlanAndCompile());
 cl::opt<std::string> precisionFlag(
     "precision",
     cl::desc("fp32|tf32|bf16|fp16: the precision the program computes in "
              "(16-bit: mixed precision, matrix products and convolutions in "
              "16 bits with fp32 accumulation, fp32 master weights); default: "
              "the model's"),
-    cl::value_desc("dtype"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::value_desc("dtype"), PlanAndCompile());
 cl::opt<std::string> pipelineSchedule(
     "schedule",
     cl::desc("The pipeline schedule of a training step: 1f1b (default) or "
              "gpipe"),
-    cl::value_desc("1f1b|gpipe"), cl::init("1f1b"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::value_desc("1f1b|gpipe"), cl::init("1f1b"), PlanAndCompile());
 cl::opt<double> bucketMB(
     "bucket-mb",
     cl::desc("Data-parallel training: the largest bucket of gradients one "
              "all-reduce carries, in MiB (default 25, as PyTorch DDP)"),
-    cl::init(25.0), cl::value_desc("MIB"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::init(25.0), cl::value_desc("MIB"), PlanAndCompile());
 cl::opt<std::string> gradDtype(
     "grad-dtype",
     cl::desc("Data-parallel training: the dtype gradients travel in, fp32 "
              "(default), fp16 or bf16 (scaled by 1/replicas before the sum; "
              "the update stays fp32)"),
-    cl::init("fp32"), cl::value_desc("fp32|fp16|bf16"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::init("fp32"), cl::value_desc("fp32|fp16|bf16"), PlanAndCompile());
 cl::opt<int> zeroFlag(
     "zero",
     cl::desc("Data-parallel training: 1 shards the optimizer state over the "
              "replicas (ZeRO-1: gradients reduce-scattered, weights "
              "all-gathered), 0 keeps it on every replica; default: 0 unless "
              "no plan fits without it"),
-    cl::init(-1), cl::value_desc("0|1"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::init(-1), cl::value_desc("0|1"), PlanAndCompile());
 cl::opt<std::string> syncFlag(
     "sync",
     cl::desc("Data-parallel training: how replicas combine gradients: "
              "allreduce (default; ring all-reduce), ps (synchronous parameter "
              "servers) or async (asynchronous parameter servers)"),
     cl::init("allreduce"), cl::value_desc("allreduce|ps|async"),
-    cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    PlanAndCompile());
 cl::opt<int64_t> serversFlag(
     "servers",
     cl::desc("With --sync ps|async: the number of parameter-server ranks "
              "(default: the fastest count the planner prices)"),
-    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::init(0), cl::value_desc("K"), PlanAndCompile());
 cl::opt<int64_t> backupWorkersFlag(
     "backup-workers",
     cl::desc("With --sync ps: workers beyond those whose gradients a step "
              "applies (each step takes the first to arrive)"),
-    cl::init(0), cl::value_desc("K"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
-cl::opt<std::string> profileFile(
-    "profile", cl::desc("Efficiency profile (YAML) over the defaults"),
-    cl::value_desc("file"), cl::sub(distopt::tool::planCommand()),
-    cl::sub(distopt::tool::compileCommand()));
+    cl::init(0), cl::value_desc("K"), PlanAndCompile());
+cl::opt<std::string>
+    profileFile("profile",
+                cl::desc("Efficiency profile (YAML) over the defaults"),
+                cl::value_desc("file"), PlanAndCompile());
 
 /// Splits "key=value"; reports a usage error when malformed.
 bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
@@ -207,17 +185,12 @@ bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
     StringRef name, file;
     if (!splitAssignment("freeze", arg, name, file))
       return false;
-    distopt::runtime::Tensor t;
     std::string error;
-    if (!distopt::runtime::readTensorFile(file.str(), t, error)) {
+    if (!distopt::driver::readFrozenInput(file, options.frozenInputs[name],
+                                          error)) {
       WithColor::error() << "--freeze " << arg << ": " << error << "\n";
       return false;
     }
-    distopt::ONNXFrozenInput &f = options.frozenInputs[name];
-    f.onnxDataType = distopt::runtime::onnxDataType(t.dtype());
-    f.shape.assign(t.shape().begin(), t.shape().end());
-    const char *p = static_cast<const char *>(t.data());
-    f.bytes.assign(p, p + t.byteSize());
   }
   options.inlineWeights = importInlineWeights;
   if (importText)
@@ -238,42 +211,29 @@ bool distopt::tool::distributionFromFlags(
   if (given(forceMicro))
     out.microbatches = forceMicro;
   out.microbatchStatistics = microbatchStatistics;
-  if (!forceRecompute.empty()) {
-    if (forceRecompute == "off")
-      out.recompute = Recompute::Off;
-    else if (forceRecompute == "selective")
-      out.recompute = Recompute::Selective;
-    else if (forceRecompute == "full")
-      out.recompute = Recompute::Full;
-    else {
-      error = "--recompute must be off, selective or full, got '" +
-              forceRecompute + "'";
-      return false;
-    }
-  }
-  if (pipelineSchedule != "1f1b" && pipelineSchedule != "gpipe") {
-    error = "--schedule must be 1f1b or gpipe, got '" + pipelineSchedule + "'";
+  if (!forceRecompute.empty() &&
+      !driver::parseNamed("recompute", driver::kRecomputes, forceRecompute,
+                          out.recompute, error))
     return false;
-  }
+  PipelineSchedule schedule;
+  if (!driver::parseNamed("schedule", driver::kSchedules, pipelineSchedule,
+                          schedule, error))
+    return false;
   if (given(pipelineSchedule))
-    out.schedule = pipelineSchedule == "gpipe" ? PipelineSchedule::GPipe
-                                               : PipelineSchedule::OneFOneB;
+    out.schedule = schedule;
   if (given(bucketMB))
     out.bucketMiB = bucketMB;
-  if (gradDtype != "fp32" && gradDtype != "fp16" && gradDtype != "bf16") {
-    error = "--grad-dtype must be fp32, fp16 or bf16, got '" + gradDtype + "'";
+  DType grad;
+  if (!driver::parseNamed("grad-dtype", driver::kGradDtypes, gradDtype, grad,
+                          error))
     return false;
-  }
   if (given(gradDtype))
-    out.gradDtype = parseDType(gradDtype);
+    out.gradDtype = grad;
   if (given(zeroFlag))
     out.zero = zeroFlag;
-  std::optional<GradientSync> sync = parseGradientSync(syncFlag);
-  if (!sync) {
-    error = "--sync must be allreduce, ps or async, got '" + syncFlag + "'";
+  if (!driver::parseNamed("sync", driver::kGradientSyncs, syncFlag, out.sync,
+                          error))
     return false;
-  }
-  out.sync = *sync;
   if (given(serversFlag))
     out.servers = serversFlag;
   if (given(backupWorkersFlag))
@@ -282,13 +242,10 @@ bool distopt::tool::distributionFromFlags(
   return true;
 }
 
-bool distopt::tool::precisionFromFlags(
-    std::optional<planner::DType> &out, std::string &error) {
+bool distopt::tool::precisionFromFlags(std::optional<planner::DType> &out,
+                                       std::string &error) {
   if (precisionFlag.empty())
     return true;
-  out = planner::parseDType(precisionFlag);
-  if (!out)
-    error = "--precision must be fp32, tf32, bf16 or fp16, got '" +
-            precisionFlag + "'";
-  return out.has_value();
+  return driver::parseNamed("precision", driver::kPrecisions, precisionFlag,
+                            out, error);
 }

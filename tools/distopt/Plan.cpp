@@ -12,13 +12,9 @@
 #include "Tool.h"
 
 #include "distopt/Driver/Driver.h"
-#include "distopt/Planner/PlanReport.h"
 
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace llvm;
@@ -95,26 +91,18 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   if (request.distribution.cluster.empty())
     return usage("--cluster is required (e.g. --cluster dgx-a100x8 or "
                  "--cluster local:4)");
-  if (mode == "train")
-    request.mode = PlanMode::Train;
-  else if (mode == "infer")
-    request.mode = PlanMode::Infer;
-  else
-    return usage("--mode must be train or infer, got '" + mode + "'");
   std::string error;
-  if (!precisionFromFlags(request.precision, error))
+  if (!distopt::driver::parseNamed("mode", distopt::driver::kPlanModes, mode,
+                                   request.mode, error) ||
+      !precisionFromFlags(request.precision, error) ||
+      !distopt::driver::parseNamed("segment-solver",
+                                   distopt::driver::kSegmentSolvers,
+                                   segmentSolver, request.segmentSolver, error))
     return usage(error);
   if (std::optional<Optimizer> opt = parseOptimizer(optimizer))
     request.optimizer = *opt;
   else
     return usage(unknownOptimizer(optimizer));
-  if (segmentSolver == "ilp")
-    request.segmentSolver = IntraOpSolver::ILP;
-  else if (segmentSolver == "elimination")
-    request.segmentSolver = IntraOpSolver::Elimination;
-  else if (segmentSolver != "auto")
-    return usage("--segment-solver must be auto, ilp or elimination, got '" +
-                 segmentSolver + "'");
   if (emit != "summary" && emit != "ir")
     return usage("--emit must be summary or ir, got '" + emit + "'");
   request.annotate = emit == "ir";
@@ -131,34 +119,24 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   if (failed(planned))
     return 1;
   const distopt::driver::PlannedModel &p = **planned;
-  PlanContext ctx;
-  ctx.modelName = sys::path::filename(input).str();
-  ctx.clusterSpec = request.distribution.cluster;
   if (jsonFile != "-") {
     if (request.annotate) {
       p.annotatedModule()->print(outs());
       outs() << "\n";
     } else {
-      printPlanSummary(outs(), p.graph, p.cluster, p.options, p.result, ctx);
+      p.printSummary(outs());
     }
   }
-  if (!reportFile.empty()) {
-    std::string err;
-    auto out = mlir::openOutputFile(reportFile, &err);
-    if (!out)
-      return usage(err);
-    writePlanHTML(out->os(), p.graph, p.cluster, p.options, p.result, ctx);
-    out->keep();
-  }
-  if (!jsonFile.empty()) {
-    std::string err;
-    auto out = mlir::openOutputFile(jsonFile, &err);
-    if (!out)
-      return usage(err);
-    out->os() << formatv("{0:2}", planToJSON(p.graph, p.cluster, p.options,
-                                             p.result, ctx))
-              << "\n";
-    out->keep();
-  }
+  std::string err;
+  if (!reportFile.empty() &&
+      !distopt::driver::writeOutputFile(
+          reportFile, [&](raw_ostream &os) { p.writeHTML(os); }, err))
+    return usage(err);
+  if (!jsonFile.empty() &&
+      !distopt::driver::writeOutputFile(
+          jsonFile,
+          [&](raw_ostream &os) { os << formatv("{0:2}", p.toJSON()) << "\n"; },
+          err))
+    return usage(err);
   return 0;
 }

@@ -29,6 +29,21 @@ llvm::cl::SubCommand &planCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &runCommand();
 
+/// cl::opt modifiers: a flag of `plan` and `compile`, and one of those and
+/// `import`.
+struct PlanAndCompile {
+  template <class Opt> void apply(Opt &o) const {
+    o.addSubCommand(planCommand());
+    o.addSubCommand(compileCommand());
+  }
+};
+struct ImportPlanAndCompile {
+  template <class Opt> void apply(Opt &o) const {
+    o.addSubCommand(importCommand());
+    PlanAndCompile().apply(o);
+  }
+};
+
 /// The flags `plan` and `compile` share (Flags.cpp) (--cluster, the degrees, gradient
 /// synchronisation, pipelines, parameter servers, --profile); false with
 /// `error` where a value is not one of the allowed ones.

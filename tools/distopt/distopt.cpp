@@ -14,20 +14,14 @@
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Driver/Driver.h"
 #include "distopt/Import/ONNX/Importer.h"
-#include "distopt/Runtime/Tensor.h"
 
 #include "Tool.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/OperationSupport.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -74,22 +68,19 @@ int runImport(MLIRContext &context) {
       distopt::importONNXFile(context, importInput, options);
   if (!module)
     return 1;
-
-  std::string error;
-  auto out = mlir::openOutputFile(importOutput.empty() ? std::string("-") : std::string(importOutput), &error);
-  if (!out) {
-    WithColor::error() << error << "\n";
-    return 1;
-  }
   OpPrintingFlags flags;
   if (importGeneric)
     flags.printGenericOpForm();
-  module->print(out->os(), flags);
-  out->os() << "\n";
-  out->keep();
+  std::string error;
+  if (!distopt::driver::writeOutputFile(
+          importOutput.empty() ? StringRef("-") : StringRef(importOutput),
+          [&](raw_ostream &os) { module->print(os, flags), os << "\n"; },
+          error)) {
+    WithColor::error() << error << "\n";
+    return 1;
+  }
   return 0;
 }
-
 } // namespace
 
 int main(int argc, char **argv) {

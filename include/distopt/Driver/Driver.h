@@ -17,12 +17,14 @@
 #include "distopt/Driver/Options.h"
 #include "distopt/Planner/Cluster.h"
 #include "distopt/Planner/PlanGraph.h"
+#include "distopt/Planner/PlanReport.h"
 #include "distopt/Planner/Search.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <memory>
 #include <optional>
@@ -40,6 +42,11 @@ namespace distopt::driver {
 /// autodiff's gradients: external models of the interfaces in
 /// DoptInterfaces.td). Every context the driver is handed needs it.
 void registerDialects(mlir::DialectRegistry &registry);
+
+/// `--freeze NAME=FILE`: the value of a .npy or TensorProto (.pb) file as a
+/// graph input bound at compile time; false with `error` saying why.
+bool readFrozenInput(llvm::StringRef file, ONNXFrozenInput &out,
+                     std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Diagnostics (Diagnostics.cpp)
@@ -194,11 +201,49 @@ struct PlannedModel {
   mlir::ModuleOp annotatedModule() const {
     return annotated ? *annotated : *module;
   }
+  /// What the reports name: the model's file name and the cluster spec.
+  planner::PlanContext context;
+
+  /// The plan as `distopt plan` prints it, as JSON (`--json`), and as a
+  /// self-contained HTML page (`--report`).
+  void printSummary(llvm::raw_ostream &os) const;
+  llvm::json::Value toJSON() const;
+  void writeHTML(llvm::raw_ostream &os) const;
 };
+
+/// Writes a file through `write` ('-': stdout); false with `error` where it
+/// cannot be opened.
+bool writeOutputFile(llvm::StringRef path,
+                     llvm::function_ref<void(llvm::raw_ostream &)> write,
+                     std::string &error);
 
 /// Plans `request.input`. Prints its errors.
 mlir::FailureOr<std::unique_ptr<PlannedModel>>
 plan(mlir::MLIRContext &context, const PlanRequest &request);
+
+//===----------------------------------------------------------------------===//
+// Launching a bundle (Launch.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The command that runs a bundle: `program` and its argv (args[0] is the
+/// program).
+struct LaunchCommand {
+  std::string program;
+  std::vector<std::string> args;
+};
+
+/// `distopt run`'s command for `bundle`: its executable alone for a
+/// single-rank bundle; `mpirun -np N [--oversubscribe] [--allow-run-as-root]
+/// EXE` for N ranks (N from the manifest; `ranks`, where given, must equal
+/// it); `modelArgs` after. Fails with `error` saying why (no manifest, no
+/// executable, no mpirun, another rank count).
+mlir::FailureOr<LaunchCommand>
+launchCommand(llvm::StringRef bundle, std::optional<int64_t> ranks,
+              llvm::ArrayRef<std::string> modelArgs, std::string &error);
+
+/// Runs `command` and waits: its exit status, or -1 with `error` where it
+/// could not be started.
+int runLaunchCommand(const LaunchCommand &command, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Compiling (Compile.cpp)

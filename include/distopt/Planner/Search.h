@@ -51,7 +51,6 @@ enum class PlanMode { Train, Infer };
 /// (each gradient applied when it arrives).
 enum class GradientSync { AllReduce, ParameterServer, Async };
 llvm::StringRef gradientSyncName(GradientSync s);
-std::optional<GradientSync> parseGradientSync(llvm::StringRef name);
 
 struct PlanOptions {
   PlanMode mode = PlanMode::Train;

@@ -102,18 +102,7 @@ Value convTranspose3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
   y = nc.create<dopt::TransposeOp>(y, i64s({0, 2, 1, 3, 4}));
   y = padSpatial(nc, y, {grow[0], grow[1], grow[2]}, {grow[3], grow[4], grow[5]},
                  0.0);
-  if (bias && y) {
-    int64_t m = cast<RankedTensorType>(y.getType()).getDimSize(1);
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (bt.getRank() != 1 || bt.getDimSize(0) != m) {
-      (void)nc.error("bias must be 1-D with " + std::to_string(m) +
-                     " entries, got " + shapeStr(bt.getShape()));
-      return {};
-    }
-    y = nc.create<dopt::AddOp>(
-        y, nc.create<dopt::ReshapeOp>(bias, i64s({m, 1, 1, 1})));
-  }
-  return y;
+  return addChannelBias3D(nc, y, bias);
 }
 
 /// ONNX ConvTranspose (1-D or 2-D): pads explicit, or derived from

@@ -268,6 +268,21 @@ FailureOr<ConvNode> convNode(NodeContext &nc, Value x, Value w) {
                   group};
 }
 
+Value addChannelBias3D(NodeContext &nc, Value y, Value bias) {
+  if (!bias || !y)
+    return y;
+  int64_t m = cast<RankedTensorType>(y.getType()).getDimSize(1);
+  auto bt = cast<RankedTensorType>(bias.getType());
+  if (bt.getRank() != 1 || bt.getDimSize(0) != m) {
+    (void)nc.error("bias must be 1-D with " + std::to_string(m) +
+                   " entries, got " + shapeStr(bt.getShape()));
+    return {};
+  }
+  return nc.create<dopt::AddOp>(
+      y, nc.create<dopt::ReshapeOp>(
+             bias, nc.builder().getDenseI64ArrayAttr({m, 1, 1, 1})));
+}
+
 Value conv3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
                     ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                     ArrayRef<int64_t> dilations, int64_t group) {
@@ -318,17 +333,7 @@ Value conv3dByDepth(NodeContext &nc, Value x, Value w, Value bias,
                                             yt.getDimSize(2),
                                             yt.getDimSize(3)})),
       i64s({0, 2, 1, 3, 4}));
-  if (bias) {
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (bt.getRank() != 1 || bt.getDimSize(0) != m) {
-      (void)nc.error("bias must be 1-D with " + std::to_string(m) +
-                     " entries, got " + shapeStr(bt.getShape()));
-      return {};
-    }
-    y = nc.create<dopt::AddOp>(
-        y, nc.create<dopt::ReshapeOp>(bias, i64s({m, 1, 1, 1})));
-  }
-  return y;
+  return addChannelBias3D(nc, y, bias);
 }
 
 FailureOr<Value> convolution(NodeContext &nc, Value x, Value w, Value bias) {

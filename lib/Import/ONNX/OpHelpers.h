@@ -103,6 +103,11 @@ FailureOr<SmallVector<int64_t>> windowAttr(NodeContext &nc, StringRef name,
 /// strided slices (poolBySlices).
 FailureOr<size_t> spatialAxes(NodeContext &nc, RankedTensorType in);
 
+/// `y` (N×M×D×H×W) plus a 1-D bias of M entries broadcast over the channels
+/// (a 3-D convolution's); an error at the node, and a null value, for a
+/// bias of another shape. `y` itself where there is no bias.
+Value addChannelBias3D(NodeContext &nc, Value y, Value bias);
+
 /// `x` padded along its trailing spatial axes by `begins` and `ends` with
 /// `value` (no op when all are 0).
 Value padSpatial(NodeContext &nc, Value x, ArrayRef<int64_t> begins,
