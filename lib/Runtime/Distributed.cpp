@@ -2,6 +2,8 @@
 
 #include "distopt/Runtime/Distributed.h"
 
+#include "CpuDevice.h"
+
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
 #include "distopt/Runtime/Trace.h"
@@ -712,60 +714,52 @@ int64_t dort_grid_coord(int axis) {
                                                               : -1;
 }
 
-void dort_shard_wait(int64_t handle) { async().wait(handle); }
-
-#define DORT_SHARD_COLLECTIVES(SUFFIX, DTYPE)                                  \
-  void _mlir_ciface_dort_shard_all_reduce_##SUFFIX(                            \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t kind) {                                                          \
-    allReduce(in, out, axis, kind, DTYPE);                                     \
-  }                                                                            \
-  int64_t _mlir_ciface_dort_shard_start_all_reduce_##SUFFIX(                   \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t kind, int64_t tag) {                                             \
-    return async().start(in, out, axis, kind, DTYPE, tag);                     \
-  }                                                                            \
-  int64_t _mlir_ciface_dort_shard_start_reduce_scatter_##SUFFIX(               \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t kind, int64_t dim, int64_t tag) {                                \
-    return async().start(in, out, axis, kind, DTYPE, tag, dim);                \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_all_gather_##SUFFIX(                            \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t dim) {                                                           \
-    allGather(in, out, axis, dim, DTYPE);                                      \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_reduce_scatter_##SUFFIX(                        \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t kind, int64_t dim) {                                             \
-    reduceScatter(in, out, axis, kind, dim, DTYPE);                            \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_all_to_all_##SUFFIX(                            \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t splitDim, int64_t concatDim) {                                   \
-    allToAll(in, out, axis, splitDim, concatDim, DTYPE);                       \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_all_slice_##SUFFIX(                             \
-      DortUnrankedMemRef *in, DortUnrankedMemRef *out, int64_t axis,           \
-      int64_t dim) {                                                           \
-    allSlice(in, out, axis, dim, DTYPE);                                       \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_send_##SUFFIX(DortUnrankedMemRef *in,           \
-                                             int64_t axis, int64_t peer) {     \
-    sendTo(in, axis, peer, DTYPE);                                             \
-  }                                                                            \
-  void _mlir_ciface_dort_shard_recv_##SUFFIX(DortUnrankedMemRef *out,          \
-                                             int64_t axis, int64_t peer) {     \
-    recvFrom(out, axis, peer, DTYPE);                                          \
-  }
-
-DORT_SHARD_COLLECTIVES(f32, DORT_F32)
-DORT_SHARD_COLLECTIVES(f64, DORT_F64)
-DORT_SHARD_COLLECTIVES(f16, DORT_F16)
-DORT_SHARD_COLLECTIVES(bf16, DORT_BF16)
-DORT_SHARD_COLLECTIVES(i64, DORT_I64)
-DORT_SHARD_COLLECTIVES(i32, DORT_I32)
-DORT_SHARD_COLLECTIVES(i8, DORT_I8)
-DORT_SHARD_COLLECTIVES(i1, DORT_U8) // i1 memrefs hold one byte per element
 
 } // extern "C"
+
+// The CPU device's collectives (Device.h): MPI over the grid's axes.
+using distopt::runtime::CpuDevice;
+
+void CpuDevice::all_reduce(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                           int64_t axis, int64_t kind, dort_dtype dtype) {
+  allReduce(in, out, axis, kind, dtype);
+}
+int64_t CpuDevice::start_all_reduce(DortUnrankedMemRef *in,
+                                    DortUnrankedMemRef *out, int64_t axis,
+                                    int64_t kind, int64_t tag,
+                                    dort_dtype dtype) {
+  return async().start(in, out, axis, kind, dtype, tag);
+}
+int64_t CpuDevice::start_reduce_scatter(DortUnrankedMemRef *in,
+                                        DortUnrankedMemRef *out, int64_t axis,
+                                        int64_t kind, int64_t dim, int64_t tag,
+                                        dort_dtype dtype) {
+  return async().start(in, out, axis, kind, dtype, tag, dim);
+}
+void CpuDevice::wait(int64_t handle) { async().wait(handle); }
+void CpuDevice::all_gather(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                           int64_t axis, int64_t dim, dort_dtype dtype) {
+  allGather(in, out, axis, dim, dtype);
+}
+void CpuDevice::reduce_scatter(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                               int64_t axis, int64_t kind, int64_t dim,
+                               dort_dtype dtype) {
+  reduceScatter(in, out, axis, kind, dim, dtype);
+}
+void CpuDevice::all_to_all(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                           int64_t axis, int64_t splitDim, int64_t concatDim,
+                           dort_dtype dtype) {
+  allToAll(in, out, axis, splitDim, concatDim, dtype);
+}
+void CpuDevice::all_slice(DortUnrankedMemRef *in, DortUnrankedMemRef *out,
+                          int64_t axis, int64_t dim, dort_dtype dtype) {
+  allSlice(in, out, axis, dim, dtype);
+}
+void CpuDevice::send(DortUnrankedMemRef *in, int64_t axis, int64_t peer,
+                     dort_dtype dtype) {
+  sendTo(in, axis, peer, dtype);
+}
+void CpuDevice::recv(DortUnrankedMemRef *out, int64_t axis, int64_t peer,
+                     dort_dtype dtype) {
+  recvFrom(out, axis, peer, dtype);
+}

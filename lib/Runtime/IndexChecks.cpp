@@ -1,8 +1,11 @@
 //===- IndexChecks.cpp - the report of an index out of range -------------===//
 //
-// dort_index_fault (Kernels.h): what a compiled program's index check calls.
+// dort_index_fault (Kernels.h): what a compiled program's index check calls,
+// on the CPU device.
 //
 //===----------------------------------------------------------------------===//
+
+#include "CpuDevice.h"
 
 #include "distopt/Runtime/Kernels.h"
 #include "distopt/Runtime/Runtime.h"
@@ -11,7 +14,7 @@
 #include <limits>
 #include <string>
 
-extern "C" void _mlir_ciface_dort_index_fault(MemRef1DI64 *fault,
+void distopt::runtime::CpuDevice::index_fault(MemRef1DI64 *fault,
                                               MemRef1DI64 *shape,
                                               MemRef1DI8 *text, int64_t low,
                                               int64_t high) {

@@ -2,6 +2,8 @@
 
 #include "distopt/Runtime/Kernels.h"
 
+#include "CpuDevice.h"
+
 #include "distopt/Runtime/Runtime.h"
 
 #include "distopt/Runtime/Half.h"
@@ -783,7 +785,7 @@ bool distopt::runtime::conv2dShapesFit(const char *name, const int64_t *xs,
   return ok;
 }
 
-extern "C" void _mlir_ciface_dort_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
+void distopt::runtime::CpuDevice::conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
                                              MemRef4DF32 *y, int64_t sh,
                                              int64_t sw, int64_t ph, int64_t pw,
                                              int64_t dh, int64_t dw,
@@ -792,7 +794,7 @@ extern "C" void _mlir_ciface_dort_conv2d_f32(MemRef4DF32 *x, MemRef4DF32 *w,
                 sw, ph, pw, dh, dw, groups);
 }
 
-extern "C" void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
+void distopt::runtime::CpuDevice::conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
                                              MemRef4DF64 *y, int64_t sh,
                                              int64_t sw, int64_t ph, int64_t pw,
                                              int64_t dh, int64_t dw,
@@ -801,7 +803,7 @@ extern "C" void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
                  sh, sw, ph, pw, dh, dw, groups);
 }
 
-extern "C" void _mlir_ciface_dort_conv2d_backward_data_f32(
+void distopt::runtime::CpuDevice::conv2d_backward_data_f32(
     MemRef4DF32 *dy, MemRef4DF32 *w, MemRef4DF32 *dx, int64_t sh, int64_t sw,
     int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
   conv2dBackwardData<float>(cast<float, 4>(dy), cast<float, 4>(w),
@@ -809,7 +811,7 @@ extern "C" void _mlir_ciface_dort_conv2d_backward_data_f32(
                             groups);
 }
 
-extern "C" void _mlir_ciface_dort_conv2d_backward_data_f64(
+void distopt::runtime::CpuDevice::conv2d_backward_data_f64(
     MemRef4DF64 *dy, MemRef4DF64 *w, MemRef4DF64 *dx, int64_t sh, int64_t sw,
     int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
   conv2dBackwardData<double>(cast<double, 4>(dy), cast<double, 4>(w),
@@ -817,7 +819,7 @@ extern "C" void _mlir_ciface_dort_conv2d_backward_data_f64(
                              groups);
 }
 
-extern "C" void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
+void distopt::runtime::CpuDevice::matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                                              MemRef2DF32 *c, int32_t transA,
                                              int32_t transB, float alpha,
                                              float beta) {
@@ -825,7 +827,7 @@ extern "C" void _mlir_ciface_dort_matmul_f32(MemRef2DF32 *a, MemRef2DF32 *b,
                   transA, transB, alpha, beta);
 }
 
-extern "C" void _mlir_ciface_dort_matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
+void distopt::runtime::CpuDevice::matmul_f64(MemRef2DF64 *a, MemRef2DF64 *b,
                                              MemRef2DF64 *c, int32_t transA,
                                              int32_t transB, double alpha,
                                              double beta) {
@@ -935,7 +937,7 @@ void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm,
 } // namespace
 
 #define DORT_GEMM16(NAME, WIDEN, BF16)                                         \
-  extern "C" void _mlir_ciface_dort_matmul_##NAME##_f32(                      \
+  void distopt::runtime::CpuDevice::matmul_##NAME##_f32(                      \
       MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DF32 *c, int32_t transA,          \
       int32_t transB, float alpha, float beta) {                               \
     gemm16<2, WIDEN>(                                                          \
@@ -946,7 +948,7 @@ void gemm16(const char *name, D16 *a, D16 *b, D32 *c, Gemm gemm,
         },                                                                     \
         BF16, transA != 0, transB != 0, alpha, beta);                          \
   }                                                                            \
-  extern "C" void _mlir_ciface_dort_batch_matmul_##NAME##_f32(                \
+  void distopt::runtime::CpuDevice::batch_matmul_##NAME##_f32(                \
       MemRef3DU16 *a, MemRef3DU16 *b, MemRef3DF32 *c, int32_t transA,          \
       int32_t transB, float alpha, float beta) {                               \
     gemm16<3, WIDEN>(                                                          \
@@ -1092,7 +1094,7 @@ void matmulEpilogue16(const char *name, MemRef2DU16 *a, MemRef2DU16 *b,
 
 } // namespace
 
-extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
+void distopt::runtime::CpuDevice::matmul_epilogue_f32(
     MemRef2DF32 *a, MemRef2DF32 *b, MemRef2DF32 *d, MemRef2DF32 *r,
     MemRef1DF32 *bias, int32_t transA, int32_t transB, float alpha, float beta,
     int32_t act, int32_t hasBias) {
@@ -1102,7 +1104,7 @@ extern "C" void _mlir_ciface_dort_matmul_epilogue_f32(
                  hasBias);
 }
 
-extern "C" void _mlir_ciface_dort_matmul_epilogue_f16(
+void distopt::runtime::CpuDevice::matmul_epilogue_f16(
     MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
     MemRef1DU16 *bias, int32_t transA, int32_t transB, float alpha, float beta,
     int32_t act, int32_t hasBias) {
@@ -1111,7 +1113,7 @@ extern "C" void _mlir_ciface_dort_matmul_epilogue_f16(
       beta, act, hasBias);
 }
 
-extern "C" void _mlir_ciface_dort_matmul_epilogue_bf16(
+void distopt::runtime::CpuDevice::matmul_epilogue_bf16(
     MemRef2DU16 *a, MemRef2DU16 *b, MemRef2DU16 *d, MemRef2DU16 *r,
     MemRef1DU16 *bias, int32_t transA, int32_t transB, float alpha, float beta,
     int32_t act, int32_t hasBias) {
@@ -1120,16 +1122,14 @@ extern "C" void _mlir_ciface_dort_matmul_epilogue_bf16(
       beta, act, hasBias);
 }
 
-extern "C" void
-_mlir_ciface_dort_batch_matmul_f32(MemRef3DF32 *a, MemRef3DF32 *b,
+void distopt::runtime::CpuDevice::batch_matmul_f32(MemRef3DF32 *a, MemRef3DF32 *b,
                                    MemRef3DF32 *c, int32_t transA,
                                    int32_t transB, float alpha, float beta) {
   matmul3d<float>(cast<float, 3>(a), cast<float, 3>(b), cast<float, 3>(c),
                   transA, transB, alpha, beta);
 }
 
-extern "C" void
-_mlir_ciface_dort_batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
+void distopt::runtime::CpuDevice::batch_matmul_f64(MemRef3DF64 *a, MemRef3DF64 *b,
                                    MemRef3DF64 *c, int32_t transA,
                                    int32_t transB, double alpha, double beta) {
   matmul3d<double>(cast<double, 3>(a), cast<double, 3>(b), cast<double, 3>(c),

@@ -170,10 +170,8 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
   int64_t perEpoch = samples / batch;
   int64_t L = p.shardLength;
   WeightStore store;
-  if (!store.load(m, bundleDir, error))
-    return fail(a, error);
   std::vector<Tensor> weights;
-  if (!loadWeightBlocks(m, store, weights, error))
+  if (!loadWeights(m, bundleDir, store, weights, error))
     return fail(a, error);
   dort_set_num_threads(0);
   auto elapsedSince = [](std::chrono::steady_clock::time_point t) {

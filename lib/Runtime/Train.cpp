@@ -213,6 +213,28 @@ bool stepsToRun(const TrainArgs &a, int64_t samples, int64_t batch,
   return true;
 }
 
+std::optional<int> openBundle(int argc, char **argv, bool evalMode,
+                              const std::string &defaultBundle, TrainArgs &a,
+                              std::string &bundleDir, Manifest &m) {
+  a.program = baseNameOf(argv[0]);
+  std::string error;
+  if (!parseTrainArgs(argc, argv, a, error, evalMode)) {
+    std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());
+    return 2;
+  }
+  bundleDir = a.bundleDir.empty() ? defaultBundle : a.bundleDir;
+  if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
+    return fail(a, error);
+  return std::nullopt;
+}
+
+bool loadWeights(const Manifest &m, const std::string &bundleDir,
+                 WeightStore &store, std::vector<Tensor> &weights,
+                 std::string &error) {
+  return store.load(m, bundleDir, error) &&
+         loadWeightBlocks(m, store, weights, error);
+}
+
 double scheduledLr(const TrainArgs &a, int64_t step, int64_t total) {
   double base = a.hyper.at("lr");
   if (step < a.warmup)
@@ -258,16 +280,11 @@ using namespace train;
 int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
                 const std::string &defaultBundle) {
   TrainArgs a;
-  a.program = baseNameOf(argv[0]);
-  std::string error;
-  if (!parseTrainArgs(argc, argv, a, error)) {
-    std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());
-    return 2;
-  }
-  std::string bundleDir = a.bundleDir.empty() ? defaultBundle : a.bundleDir;
+  std::string bundleDir, error;
   Manifest m;
-  if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
-    return fail(a, error);
+  if (std::optional<int> status = openBundle(argc, argv, /*evalMode=*/false,
+                                             defaultBundle, a, bundleDir, m))
+    return *status;
   applyPrecision(m);
   if (m.parameterServers)
     return runParameterServers(a, m, bundleDir, entries[0]);
@@ -755,16 +772,11 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
 
 int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
   TrainArgs a;
-  a.program = baseNameOf(argv[0]);
-  std::string error;
-  if (!parseTrainArgs(argc, argv, a, error, /*evalMode=*/true)) {
-    std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());
-    return 2;
-  }
-  std::string bundleDir = a.bundleDir.empty() ? defaultBundle : a.bundleDir;
+  std::string bundleDir, error;
   Manifest m;
-  if (!loadManifest(detail::joinPath(bundleDir, "manifest.json"), m, error))
-    return fail(a, error);
+  if (std::optional<int> status = openBundle(argc, argv, /*evalMode=*/true,
+                                             defaultBundle, a, bundleDir, m))
+    return *status;
   if (!m.eval || !gEvalEntry)
     return fail(a, "this bundle has no evaluation program (compile the model "
                    "with --loss and --optimizer)");
@@ -773,10 +785,8 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
     return fail(a, error);
   // The bundle's weights, or a checkpoint's.
   WeightStore store;
-  if (!store.load(m, bundleDir, error))
-    return fail(a, error);
   std::vector<Tensor> weights;
-  if (!loadWeightBlocks(m, store, weights, error))
+  if (!loadWeights(m, bundleDir, store, weights, error))
     return fail(a, error);
   std::vector<Named> named;
   for (size_t w = 0; w < m.weights.size(); ++w)

@@ -42,6 +42,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,20 @@ bool readCheckpoint(const std::string &dir, int64_t &step,
 
 /// A number in a message (9 significant digits; "nan", "inf").
 std::string numberText(double v);
+
+/// Reads `train`'s (`eval`'s with evalMode) arguments into `a` and the
+/// manifest of the bundle they name (else `defaultBundle`) into `m`, the
+/// bundle's directory into `bundleDir`; on failure, reported, the exit
+/// status (2 for usage errors).
+std::optional<int> openBundle(int argc, char **argv, bool evalMode,
+                              const std::string &defaultBundle, TrainArgs &a,
+                              std::string &bundleDir, Manifest &m);
+
+/// The bundle's weights opened (`store`) and this rank's copy of each read
+/// into `weights` (loadWeightBlocks).
+bool loadWeights(const Manifest &m, const std::string &bundleDir,
+                 WeightStore &store, std::vector<Tensor> &weights,
+                 std::string &error);
 
 /// This rank's copy of every weight (its block of a tensor-parallel one),
 /// which the training updates overwrite.

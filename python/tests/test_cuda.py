@@ -302,7 +302,8 @@ def test_pipelined_and_server_training_steps_compile_for_cuda(examples, tmp_path
 @needs_cudnn
 def test_convolutions_go_to_cudnn(tmp_path):
     """On the GPU a convolution is one call of the runtime's
-    dort_cuda_conv2d_f32 (cuDNN, loaded with dlopen at the first one: the
+    dort_conv2d_f32, which the CUDA device runs with cuDNN (loaded with
+    dlopen at the first one: the
     executable does not need libcudnn to start); on CPUs it stays im2col +
     GEMM. Every Conv of torchvision's ResNet-18 becomes one call."""
     name = "resnet18"
@@ -318,8 +319,9 @@ def test_convolutions_go_to_cudnn(tmp_path):
     bundle = tmp_path / f"{name}.dx"
     run(DISTOPT, "compile", model, *zoo.dim_args(name, 2), "--target", "cuda", "-o", bundle)
     assert not any("cudnn" in l for l in needed_libraries(bundle / name))
-    symbols = subprocess.run(["nm", str(bundle / name)], capture_output=True, text=True).stdout
-    assert " T _mlir_ciface_dort_cuda_conv2d_f32" in symbols
+    symbols = subprocess.run(["nm", "-C", str(bundle / name)], capture_output=True,
+                             text=True).stdout
+    assert " T distopt::runtime::cuda::detail::CudaDevice::conv2d_f32(" in symbols
 
 
 @needs_cudnn
@@ -361,5 +363,7 @@ def test_training_step_convolutions_go_to_cudnn(tmp_path):
     run(DISTOPT, "compile", model, "--loss", "cross-entropy", "--optimizer", "sgd",
         "--target", "cuda", "-o", bundle)
     assert (bundle / "cnn").exists()
-    symbols = subprocess.run(["nm", str(bundle / "cnn")], capture_output=True, text=True).stdout
-    assert " T _mlir_ciface_dort_cuda_conv2d_backward_data_f32" in symbols
+    symbols = subprocess.run(["nm", "-C", str(bundle / "cnn")], capture_output=True,
+                             text=True).stdout
+    assert (" T distopt::runtime::cuda::detail::CudaDevice::conv2d_backward_data_f32("
+            in symbols)

@@ -20,28 +20,30 @@
  *  - _mlir_memref_to_llvm_alloc/aligned_alloc/free: the host code's
  *    allocations (the arena of the static memory plan) are device memory,
  *    kept in a pool so a repeated run allocates nothing.
- *  - _mlir_ciface_dort_cuda_matmul_* / batch_matmul_*: Kernels.h's GEMM
- *    contract on device buffers, through cuBLAS (fp32 exact by default;
- *    DISTOPT_CUDA_TF32=1 allows TF32 tensor cores).
- *  - _mlir_ciface_dort_cuda_matmul_{f16,bf16}_f32 (and batch_): 16-bit
- *    operands, f32 accumulation and result (cublasGemmStridedBatchedEx,
- *    tensor cores).
- *  - _mlir_ciface_dort_cuda_matmul_epilogue_{f32,f16,bf16}: Kernels.h's
- *    GEMM with its bias, residual and activation, through cuBLASLt's
- *    epilogues (one plan per type, shape, layout and pointer alignment; the
- *    algorithm is cuBLASLt's heuristic's first).
- *  - _mlir_ciface_dort_cuda_shard_*: the collectives of Distributed.h on
- *    device buffers, staged through host memory (device -> host -> MPI ->
- *    host -> device). Debian's OpenMPI is not CUDA-aware, and NCCL refuses
- *    two ranks on one GPU: staging is what lets a partitioned program run
- *    multi-rank on one GPU. It tests the programs, not NCCL.
- *    DISTOPT_CUDA_COMM=nccl (opt-in until checked on several GPUs) sends
- *    the all-reduces of contiguous buffers through NCCL on the rank's
- *    stream instead, one communicator per grid axis (libnccl.so.2 loaded
- *    when first needed).
- *  - _mlir_ciface_dort_cuda_index_fault: Kernels.h's dort_index_fault with
- *    its fault pair on the device: copied (asynchronously) into pinned host
- *    memory, and reported after the run, when the stream has drained.
+ *  - the CUDA device (Device.h), registered as the current device when
+ *    the library loads, so a program's library calls and collectives
+ *    (ABI.def) take device buffers:
+ *    - the GEMMs (matmul_*, batch_matmul_*): Kernels.h's contract through
+ *      cuBLAS (fp32 exact by default; DISTOPT_CUDA_TF32=1 allows TF32
+ *      tensor cores); 16-bit operands with f32 accumulation and result
+ *      through cublasGemmStridedBatchedEx on tensor cores;
+ *    - matmul_epilogue_{f32,f16,bf16}: the GEMM with its bias, residual and
+ *      activation, through cuBLASLt's epilogues (one plan per type, shape,
+ *      layout and pointer alignment; the algorithm is cuBLASLt's
+ *      heuristic's first);
+ *    - the convolutions (conv2d_*, conv2d_backward_data_*) through cuDNN;
+ *    - the collectives of Distributed.h, staged through host memory into
+ *      the CPU device's (device -> host -> MPI -> host -> device). Debian's
+ *      OpenMPI is not CUDA-aware, and NCCL refuses two ranks on one GPU:
+ *      staging is what lets a partitioned program run multi-rank on one
+ *      GPU. It tests the programs, not NCCL. DISTOPT_CUDA_COMM=nccl (opt-in
+ *      until checked on several GPUs) sends the all-reduces, all-gathers and
+ *      reduce-scatters of contiguous buffers through NCCL on the rank's
+ *      stream instead, one communicator per grid axis (libnccl.so.2 loaded
+ *      when first needed);
+ *    - index_fault: Kernels.h's dort_index_fault with its fault pair on the
+ *      device: copied (asynchronously) into pinned host memory, and reported
+ *      after the run, when the stream has drained.
  *
  * Errors: a launch, GEMM or copy that fails records a pending error
  * (Runtime.h) naming the kernel or call and CUDA's message; dort_cuda_run

@@ -145,7 +145,7 @@ void _mlir_ciface_dort_batch_matmul_bf16_f32(MemRef3DU16 *a, MemRef3DU16 *b,
 
 /* A GEMM with its epilogue (what `--target cuda` and `cuda-emu` make of a
  * GEMM followed by a bias, residual or activation step; the CUDA runtime's
- * dort_cuda_matmul_epilogue_f32 runs it with cuBLASLt):
+ * device runs it with cuBLASLt):
  *   D = act(alpha * op(A) * op(B) + beta * R + bias[column])
  * R is read only when beta != 0 (it may be D itself); bias only when
  * hasBias, with one element per column of D. act: DORT_ACT_NONE,
@@ -181,7 +181,7 @@ void _mlir_ciface_dort_matmul_epilogue_bf16(MemRef2DU16 *a, MemRef2DU16 *b,
                                             int32_t hasBias);
 
 /* A 2-D convolution (what `--target cuda` and `cuda-emu` lower dopt.conv
- * to; the CUDA runtime's dort_cuda_conv2d_<type> runs it with cuDNN):
+ * to; the CUDA device runs it with cuDNN):
  *   y[n, m, i, j] = sum_{c, u, v} x[n, g*C/G + c, i*sh + u*dh - ph,
  *                                   j*sw + v*dw - pw] * w[m, c, u, v]
  * with g = m / (M/G), zero outside x, on strided views x [N, C, H, W],
@@ -199,7 +199,7 @@ void _mlir_ciface_dort_conv2d_f64(MemRef4DF64 *x, MemRef4DF64 *w,
 
 /* The input gradient of that convolution, a transposed convolution (what
  * the CUDA targets lower dopt.conv_transpose to; the CUDA runtime's
- * dort_cuda_conv2d_backward_data_<type> runs it with cuDNN's backward data):
+ * device runs it with cuDNN's backward data):
  *   dx[n, g*C/G + c, i*sh + u*dh - ph, j*sw + v*dw - pw] +=
  *       sum_m dy[n, g*M/G + m, i, j] * w[g*M/G + m, c, u, v]
  * over every (i, j, u, v) that lands inside dx, on strided views dy
@@ -272,7 +272,7 @@ typedef struct MemRef1DI8 {
  * they index, with its ONNX node. An index out of range records a pending
  * error (dort_set_pending_error), "<text>: index V at [i, j, ...] is outside
  * [low, high]", which fails the run after the entry point returns. The
- * CUDA runtime's dort_cuda_index_fault takes `fault` on the device. */
+ * CUDA device takes `fault` on the device. */
 void _mlir_ciface_dort_index_fault(MemRef1DI64 *fault, MemRef1DI64 *shape,
                                    MemRef1DI8 *text, int64_t low,
                                    int64_t high);

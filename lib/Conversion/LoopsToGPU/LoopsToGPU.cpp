@@ -1570,7 +1570,7 @@ struct MapLoopsToGPUPass
           if (auto call = dyn_cast<func::CallOp>(user)) {
             // Except the index fault's shape and message, which the
             // runtime reads on the host.
-            if (distopt::isIndexFaultFunction(call.getCallee()))
+            if (call.getCallee() == distopt::kIndexFaultFunction)
               continue;
             globals.push_back(g);
             return;

@@ -83,6 +83,10 @@ public:
   /// Input `i` as a ranked tensor type (null if absent).
   mlir::RankedTensorType inputType(int i) const;
 
+  /// Input `i`'s value where it is a constant after shape folding (null
+  /// where it is not); an error when the input is absent (`what` names it).
+  mlir::FailureOr<mlir::DenseElementsAttr> constantInput(int i,
+                                                         llvm::StringRef what);
   /// Input `i` as integer constant values. It must be a constant after shape
   /// folding; otherwise an error explains that distopt needs it static.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,

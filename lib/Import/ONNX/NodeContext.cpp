@@ -58,8 +58,8 @@ LogicalResult NodeContext::error(const llvm::Twine &msg) {
   return emitError() << msg;
 }
 
-FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
-                                                          StringRef what) {
+FailureOr<DenseElementsAttr> NodeContext::constantInput(int i,
+                                                        StringRef what) {
   Value v = input(i);
   if (!v) {
     (void)error("missing required input " + std::to_string(i) + " (" + what +
@@ -67,17 +67,24 @@ FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
     return failure();
   }
   DenseElementsAttr attr;
-  if (v)
-    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-      attr = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!attr || !isa<IntegerType>(attr.getElementType())) {
+  if (auto c = v.getDefiningOp<dopt::ConstantOp>())
+    attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  return attr;
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
+                                                          StringRef what) {
+  FailureOr<DenseElementsAttr> attr = constantInput(i, what);
+  if (failed(attr))
+    return failure();
+  if (!*attr || !isa<IntegerType>(attr->getElementType())) {
     (void)error(what + " (input " + std::to_string(i) +
                 ") must be an integer constant after shape folding; distopt "
                 "needs it to compute static shapes");
     return failure();
   }
   SmallVector<int64_t> out;
-  for (APInt x : attr.getValues<APInt>())
+  for (APInt x : attr->getValues<APInt>())
     out.push_back(x.getSExtValue());
   return out;
 }
@@ -85,16 +92,10 @@ FailureOr<SmallVector<int64_t>> NodeContext::constantInts(int i,
 bool NodeContext::evalForm() const { return importer_.options().evalForm; }
 
 FailureOr<double> NodeContext::constantScalar(int i, StringRef what) {
-  Value v = input(i);
-  if (!v) {
-    (void)error("missing required input " + std::to_string(i) + " (" + what +
-                ")");
+  FailureOr<DenseElementsAttr> found = constantInput(i, what);
+  if (failed(found))
     return failure();
-  }
-  DenseElementsAttr attr;
-  if (v)
-    if (auto c = v.getDefiningOp<dopt::ConstantOp>())
-      attr = dyn_cast<DenseElementsAttr>(c.getValue());
+  DenseElementsAttr attr = *found;
   if (!attr || attr.getNumElements() != 1) {
     (void)error(what + " (input " + std::to_string(i) +
                 ") must be a constant scalar after shape folding; distopt "

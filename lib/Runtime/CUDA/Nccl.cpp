@@ -6,7 +6,7 @@
 // makes the unique id, an MPI broadcast hands it to the others). libnccl is
 // loaded with dlopen, so an executable needs it only when NCCL is asked
 // for. The other collectives, and all-reduces of views that are not
-// contiguous, stay staged through host memory (CudaRuntime.cpp).
+// contiguous, stay staged through host memory (CudaCollectives.cpp).
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,6 +2,8 @@
 
 #include "distopt/Target/CPU/CPUTarget.h"
 
+#include "distopt/Conversion/RuntimeABI.h"
+
 #include "distopt/Codegen/Passes.h"
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
@@ -310,9 +312,35 @@ private:
 };
 } // namespace
 
+/// Every runtime function the program calls is one of the runtime's ABI
+/// (Runtime/ABI.def), so a bundle never fails to link, or calls what the
+/// runtime does not define, because a lowering built a name wrongly.
+static LogicalResult checkRuntimeCalls(ModuleOp module) {
+  LogicalResult result = success();
+  auto check = [&](Operation *decl, StringRef name) {
+    if (name.contains("dort_") && !isRuntimeFunction(name)) {
+      decl->emitError("internal error: the program calls the runtime "
+                      "function '")
+          << name
+          << "', which the runtime's ABI (include/distopt/Runtime/ABI.def) "
+             "does not declare";
+      result = failure();
+    }
+  };
+  for (auto fn : module.getOps<LLVM::LLVMFuncOp>())
+    if (fn.isExternal())
+      check(fn, fn.getName());
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn.isExternal())
+      check(fn, fn.getName());
+  return result;
+}
+
 std::unique_ptr<llvm::Module>
 cpu::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
                        const CPUOptions &options) {
+  if (failed(checkRuntimeCalls(module)))
+    return nullptr;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, context, "distopt");
   if (!llvmModule) {

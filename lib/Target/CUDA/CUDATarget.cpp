@@ -85,32 +85,6 @@ std::string cuda::checkOptions(const CUDAOptions &options) {
   return "";
 }
 
-/// The runtime functions whose buffers live on the device: the CUDA runtime
-/// provides a `dort_cuda_` twin of each (cuBLAS GEMMs, cuDNN convolutions;
-/// collectives staged through host memory; the index fault, copied to
-/// pinned memory and read after the run).
-static bool hasDeviceTwin(StringRef name) {
-  return name.starts_with("dort_matmul_") ||
-         name.starts_with("dort_conv2d_") ||
-         name.starts_with("dort_batch_matmul_") ||
-         name.starts_with("dort_shard_") || name == distopt::kIndexFaultFunction;
-}
-
-static LogicalResult retargetRuntimeCalls(ModuleOp module) {
-  SmallVector<func::FuncOp> decls;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f.isExternal() && hasDeviceTwin(f.getName()))
-      decls.push_back(f);
-  for (func::FuncOp f : decls) {
-    std::string twin = ("dort_cuda_" + f.getName().drop_front(5)).str();
-    if (failed(SymbolTable::replaceAllSymbolUses(
-            f, StringAttr::get(module.getContext(), twin), module)))
-      return f.emitError("cannot retarget the call to the CUDA runtime");
-    SymbolTable::setSymbolName(f, twin);
-  }
-  return success();
-}
-
 /// Moves every outlined kernel into the first gpu.module, so a program has
 /// one image (one ptxas run per architecture, one module load).
 static LogicalResult mergeKernelModules(ModuleOp module) {
@@ -181,8 +155,8 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
     return module.emitError("internal error: dopt_main has ")
            << argTypes.size() << " buffers after bufferization, expected "
            << bufferKinds.size();
-  if (failed(retargetRuntimeCalls(module)))
-    return failure();
+  // The runtime calls stay as they are: a CUDA bundle's runtime registers
+  // the CUDA device, which the ABI's entry points call (Runtime/Device.h).
   // Integer powers become functions (the NVVM lowering has no math.ipowi);
   // the outlining copies them into the kernels' module.
   if (failed(cpu::runPipeline(module, "convert-math-to-funcs{convert-ctlz=false},"

@@ -588,11 +588,11 @@ func.func @global_to_runtime_call(%out: memref<f32>) {
 // CHECK-NOT: gpu.launch
 // CHECK: %[[SHAPE:.*]] = memref.get_global @fault_shape
 // CHECK: %[[TEXT:.*]] = memref.get_global @fault_text
-// CHECK: call @dort_cuda_index_fault(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @dort_index_fault(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK-NEXT: return
 memref.global "private" constant @fault_shape : memref<1xi64> = dense<4>
 memref.global "private" constant @fault_text : memref<2xi8> = dense<[120, 0]>
-func.func private @dort_cuda_index_fault(memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64)
+func.func private @dort_index_fault(memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64)
 func.func @index_fault_globals_stay_on_host(%fault: memref<2xi64>) {
   %lo = arith.constant 0 : i64
   %hi = arith.constant 3 : i64
@@ -601,7 +601,7 @@ func.func @index_fault_globals_stay_on_host(%fault: memref<2xi64>) {
   %t = memref.get_global @fault_text : memref<2xi8>
   %tc = memref.cast %t : memref<2xi8> to memref<?xi8, strided<[?], offset: ?>>
   %f = memref.cast %fault : memref<2xi64> to memref<?xi64, strided<[?], offset: ?>>
-  call @dort_cuda_index_fault(%f, %sc, %tc, %lo, %hi) : (memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64) -> ()
+  call @dort_index_fault(%f, %sc, %tc, %lo, %hi) : (memref<?xi64, strided<[?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?xi8, strided<[?], offset: ?>>, i64, i64) -> ()
   return
 }
 
