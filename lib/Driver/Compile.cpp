@@ -421,8 +421,15 @@ LogicalResult driver::compile(MLIRContext &context,
     }
   } else {
     module = importONNXFile(context, input, options.import);
-    if (!module || failed(autocast(*module, options.precision,
-                                   /*storeWeights=*/!options.training())))
+    // Inference: the attention chains are one op each before planning, so
+    // the plan prices and splits what the program computes (a training
+    // step differentiates the chains; its evaluation program fuses them
+    // when it is lowered).
+    if (!module ||
+        (!options.training() && options.fuseAttention &&
+         failed(fuseAttention(*module))) ||
+        failed(autocast(*module, options.precision,
+                        /*storeWeights=*/!options.training())))
       return failure();
     // A training step's `train` reads samples along the batch dimension of
     // each data input (the manifest's batch_dim); --accumulate cuts the
@@ -998,7 +1005,8 @@ LogicalResult driver::compile(MLIRContext &context,
     // Convolutions: cuDNN on the GPU (the CPU runtime's twin under
     // cuda-emu); im2col + GEMM on CPUs and where cuDNN is absent.
     if (failed(cpu::lowerToLinalg(
-            *program, emulateCUDA || (toCUDA && cuda::cudnnConvolutions()))))
+            *program, emulateCUDA || (toCUDA && cuda::cudnnConvolutions()),
+            options.fuseAttention)))
       return failure();
     if (emit == Emit::Linalg) {
       program->print(printedOS, flags);

@@ -71,7 +71,9 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   bool mixed = request.precision && isHalfPrecision(*request.precision);
   bool storeWeights = request.mode == PlanMode::Infer;
   out.module = importONNXFile(context, request.input, importOptions);
+  // Inference plans price the fused attention its program computes.
   if (!out.module ||
+      (request.mode == PlanMode::Infer && failed(fuseAttention(*out.module))) ||
       failed(autocast(*out.module, request.precision, storeWeights)))
     return failure();
   func::FuncOp func = firstFunction(*out.module);
@@ -130,6 +132,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
     importOptions.batchSize = options.globalBatch;
     out.annotated = importONNXFile(context, request.input, importOptions);
     if (!out.annotated ||
+        (request.mode == PlanMode::Infer &&
+         failed(fuseAttention(*out.annotated))) ||
         failed(autocast(*out.annotated, request.precision, storeWeights)))
       return failure();
     llvm::Expected<PlanGraph> g2 =

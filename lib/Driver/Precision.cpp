@@ -28,3 +28,9 @@ LogicalResult driver::autocast(ModuleOp module,
   pm.addPass(createAutocastPass(options));
   return pm.run(module);
 }
+
+LogicalResult driver::fuseAttention(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createFuseAttentionPass());
+  return pm.run(module);
+}

@@ -244,6 +244,21 @@ void costOf(dopt::ConvTransposeOp c, OpCost &cost, const CostOptions &) {
                (c.getBias() ? resultElements(c) : 0);
 }
 
+void costOf(dopt::AttentionOp a, OpCost &cost, const CostOptions &) {
+  // The two products, 2·|scores|·D and 2·|scores|·Dv, and the softmax, 5
+  // per score (|scores| = leading·Tq·Tk); it reads its operands and writes
+  // its output only: the scores stay in blocks (distopt-expand-attention).
+  auto q = llvm::cast<mlir::ShapedType>(a.getQuery().getType());
+  auto k = llvm::cast<mlir::ShapedType>(a.getKey().getType());
+  auto v = llvm::cast<mlir::ShapedType>(a.getValue().getType());
+  int64_t r = q.getRank();
+  double scores = numElements(a.getQuery()) / q.getDimSize(r - 1) *
+                  static_cast<double>(k.getDimSize(r - 2));
+  cost.opClass = OpClass::Gemm;
+  cost.flops = scores * (2.0 * q.getDimSize(r - 1) +
+                         2.0 * v.getDimSize(r - 1) + 5.0);
+}
+
 /// max (1), subtract (1), exp (1), sum (1), divide or subtract the log-sum
 /// (1): 5 per element.
 void softmaxCost(mlir::Operation *op, OpCost &cost) {
@@ -387,7 +402,7 @@ OpCost distopt::planner::estimateOpCost(mlir::Operation *op,
 
 void distopt::planner::registerCostModels(mlir::DialectRegistry &registry) {
   registry.addExtension(+[](mlir::MLIRContext *ctx, dopt::DoptDialect *) {
-    attachCosts<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+    attachCosts<dopt::AttentionOp, dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
                 dopt::ConvTransposeOp, dopt::SoftmaxOp, dopt::LogSoftmaxOp,
                 dopt::LayerNormOp, dopt::BatchNormOp, dopt::ReduceSumOp,
                 dopt::ReduceMaxOp, dopt::ReduceMeanOp, dopt::GlobalAvgPoolOp,

@@ -627,6 +627,44 @@ template <typename OpT> Rule elementsAlongAxisRule(OpT o) {
   return alongAxesRule(
       o, [&](int64_t d) { return d == axis || (*data)[d] != (*idx)[d]; });
 }
+// Attention: the leading (batch, head) dimensions and the queries split;
+// the keys and the contracted width do not (the softmax runs over every
+// key); the values' width splits (each device its columns of the output).
+Rule ruleOf(dopt::AttentionOp o) {
+  auto q = shapeOf(o.getQuery()), k = shapeOf(o.getKey()),
+       v = shapeOf(o.getValue());
+  if (!q || !k || !v)
+    return std::nullopt;
+  RuleBuilder b;
+  int64_t r = static_cast<int64_t>(q->size());
+  Dims lead;
+  for (int64_t d = 0; d < r - 2; ++d)
+    lead.push_back(b.orNone(b.add((*q)[d]), (*q)[d]));
+  int64_t tq = b.orNone(b.add((*q)[r - 2]), (*q)[r - 2]);
+  int64_t width =
+      b.orNone(b.add((*q)[r - 1], FactorKind::NeedReplication), (*q)[r - 1]);
+  int64_t tk =
+      b.orNone(b.add((*k)[r - 2], FactorKind::NeedReplication), (*k)[r - 2]);
+  int64_t dv = b.orNone(b.add((*v)[r - 1]), (*v)[r - 1]);
+  auto with = [&](int64_t x, int64_t y) {
+    Dims d(lead);
+    d.push_back(x);
+    d.push_back(y);
+    return d;
+  };
+  b.rule.operandDims = {with(tq, width), with(tk, width), with(tk, dv)};
+  SmallVector<int64_t> scores(q->drop_back(1));
+  scores.push_back((*k)[r - 2]);
+  for (mlir::Value mask : {o.getKeep(), o.getBias()})
+    if (mask) {
+      auto m = shapeOf(mask);
+      if (!m)
+        return std::nullopt;
+      b.rule.operandDims.push_back(broadcastDims(*m, scores, with(tq, tk)));
+    }
+  b.rule.resultDims = {with(tq, dv)};
+  return b.rule;
+}
 Rule ruleOf(dopt::GatherElementsOp o) { return elementsAlongAxisRule(o); }
 Rule ruleOf(dopt::ScatterElementsOp o) { return elementsAlongAxisRule(o); }
 
@@ -652,7 +690,7 @@ template <typename... OpTs> void attachRules(mlir::MLIRContext *ctx) {
 void distopt::planner::registerShardingRuleModels(
     mlir::DialectRegistry &registry) {
   registry.addExtension(+[](mlir::MLIRContext *ctx, dopt::DoptDialect *) {
-    attachRules<dopt::SoftmaxOp, dopt::LogSoftmaxOp, dopt::LayerNormOp,
+    attachRules<dopt::AttentionOp, dopt::SoftmaxOp, dopt::LogSoftmaxOp, dopt::LayerNormOp,
                 dopt::BatchNormOp, dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
                 dopt::ConvTransposeOp, dopt::MaxPoolOp, dopt::AvgPoolOp,
                 dopt::GlobalAvgPoolOp, dopt::ReduceSumOp, dopt::ReduceMeanOp,

@@ -32,6 +32,11 @@ static cl::opt<int64_t> outlineOps(
              "split into functions of about 250 before LLVM (default 8000: "
              "large training steps; 0 splits every function)"),
     cl::value_desc("N"), cl::Hidden, cl::sub(tool::compileCommand()));
+static cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("Compute attention without its score matrix (default true; "
+             "false keeps the exported ops, for comparisons)"),
+    cl::init(true), cl::Hidden, cl::sub(tool::compileCommand()));
 static cl::opt<unsigned> codegenThreads(
     "codegen-threads",
     cl::desc("Threads for machine code generation: a large program's "
@@ -155,6 +160,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   if (outlineOps.getNumOccurrences())
     options.outlineOps = outlineOps.getValue();
   options.codegenThreads = codegenThreads;
+  options.fuseAttention = fuseAttention;
   options.codegenSplitMin = codegenSplitMin;
 
   options.gradients = compileGradients;

@@ -159,6 +159,10 @@ mlir::LogicalResult autocast(mlir::ModuleOp module,
                              std::optional<planner::DType> precision,
                              bool storeWeights);
 
+/// The attention chains of a model without a backward pass as one
+/// dopt.attention each (distopt-fuse-attention), before it is planned.
+mlir::LogicalResult fuseAttention(mlir::ModuleOp module);
+
 //===----------------------------------------------------------------------===//
 // Planning alone (Plan.cpp)
 //===----------------------------------------------------------------------===//

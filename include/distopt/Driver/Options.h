@@ -183,6 +183,10 @@ struct CompileOptions {
   /// --outline-ops: loop nests of at least this many ops become functions
   /// of their own (unset: the target's default).
   std::optional<int64_t> outlineOps;
+  /// --fuse-attention: attention chains become dopt.attention, computed
+  /// without their score matrix (false: the chains as exported; for
+  /// comparisons).
+  bool fuseAttention = true;
   /// --cuda-toolkit (empty: the default one) and --cuda-arch.
   std::string cudaToolkit;
   std::vector<std::string> cudaArchs;

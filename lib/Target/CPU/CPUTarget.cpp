@@ -7,6 +7,7 @@
 #include "distopt/Codegen/Passes.h"
 #include "distopt/Conversion/Passes.h"
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
+#include "distopt/Dialect/Dopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -60,6 +61,7 @@ static void registerPassesOnce() {
     registerAllPasses();
     registerDistoptConversionPasses();
     registerDistoptCodegenPasses();
+    registerDistoptDoptTransformsPasses();
     return true;
   }();
   (void)done;
@@ -77,7 +79,8 @@ LogicalResult cpu::runPipeline(ModuleOp module, StringRef pipeline) {
   return pm.run(module);
 }
 
-LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions) {
+LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions,
+                                bool fuseAttention) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("no @main function");
@@ -85,7 +88,10 @@ LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions) {
   // dopt_main.
   main.setName("dopt_main");
   return runPipeline(module,
-                     std::string("distopt-convert-dopt-to-linalg") +
+                     std::string(fuseAttention ? "distopt-fuse-attention,"
+                                               : "") +
+                         "distopt-expand-attention,"
+                         "distopt-convert-dopt-to-linalg" +
                          (libraryConvolutions ? "{library-convolutions=true}" : "") +
                          ",canonicalize,"
                      "distopt-fuse-elementwise,canonicalize,cse");

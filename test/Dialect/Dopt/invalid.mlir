@@ -1329,3 +1329,75 @@ func.func @check_indices_float(%i: tensor<2xf32>) -> tensor<2xf32> {
   %0 = dopt.check_indices %i {extent = 3 : i64, what = "x"} : (tensor<2xf32>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<4xf32>, %k: tensor<4xf32>, %v: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+2 {{'dopt.attention' op query must have rank >= 2 ([..., Tq, D]), got tensor<4xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @attention_ranks(%q: tensor<2x3x4xf32>, %k: tensor<3x4xf32>, %v: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error@+2 {{'dopt.attention' op query, key and value must have the same rank, got tensor<2x3x4xf32>, tensor<3x4xf32> and tensor<3x4xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @attention_types(%q: tensor<3x4xf32>, %k: tensor<3x4xf16>, %v: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  // expected-error@+2 {{'dopt.attention' op query, key and value must have the same element type, got tensor<3x4xf32>, tensor<3x4xf16> and tensor<3x4xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<3x4xf32>, tensor<3x4xf16>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+func.func @attention_leading(%q: tensor<2x3x4xf32>, %k: tensor<1x3x4xf32>, %v: tensor<1x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error@+2 {{'dopt.attention' op query, key and value must have the same leading dimensions, got tensor<2x3x4xf32>, tensor<1x3x4xf32> and tensor<1x3x4xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @attention_width(%q: tensor<3x4xf32>, %k: tensor<5x8xf32>, %v: tensor<5x2xf32>) -> tensor<3x2xf32> {
+  // expected-error@+2 {{'dopt.attention' op query and key must have the same last dimension, got tensor<3x4xf32> and tensor<5x8xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<3x4xf32>, tensor<5x8xf32>, tensor<5x2xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @attention_keys(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<6x2xf32>) -> tensor<3x2xf32> {
+  // expected-error@+2 {{'dopt.attention' op key and value must have as many rows (keys), got tensor<5x4xf32> and tensor<6x2xf32>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<6x2xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @attention_keep_shape(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x2xf32>, %m: tensor<3x4xi1>) -> tensor<3x2xf32> {
+  // expected-error@+2 {{'dopt.attention' op keep must broadcast to the scores tensor<3x5xf32>, got tensor<3x4xi1>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v keep %m {scale = 1.0 : f64} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x2xf32>, tensor<3x4xi1>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @attention_bias_type(%q: tensor<3x4xf32>, %k: tensor<5x4xf32>, %v: tensor<5x2xf32>, %b: tensor<5xf16>) -> tensor<3x2xf32> {
+  // expected-error@+2 {{'dopt.attention' op bias must have the query's element type, got tensor<5xf16>}}
+  // expected-error@+1 {{'dopt.attention' op failed to infer returned types}}
+  %0 = dopt.attention %q, %k, %v bias %b {scale = 1.0 : f64} : (tensor<3x4xf32>, tensor<5x4xf32>, tensor<5x2xf32>, tensor<5xf16>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}

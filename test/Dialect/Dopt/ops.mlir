@@ -525,3 +525,13 @@ func.func @shape(%x: tensor<2x3x4xbf16>, %s: tensor<f32>) -> (tensor<3xi64>, ten
     }
   }
 #-}
+
+// CHECK-LABEL: func.func @attention
+// CHECK: dopt.attention %{{.*}}, %{{.*}}, %{{.*}} keep %{{.*}} bias %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x3xf32>, tensor<1x1x8x6xi1>, tensor<2x1x1x6xf32>) -> tensor<2x4x8x3xf32>
+// CHECK: dopt.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64} : (tensor<8x16xbf16>, tensor<6x16xbf16>, tensor<6x3xbf16>) -> tensor<8x3xbf16>
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %v: tensor<2x4x6x3xf32>, %keep: tensor<1x1x8x6xi1>, %bias: tensor<2x1x1x6xf32>, %qh: tensor<8x16xbf16>, %kh: tensor<6x16xbf16>, %vh: tensor<6x3xbf16>) -> (tensor<2x4x8x3xf32>, tensor<8x3xbf16>) {
+  %0 = dopt.attention %q, %k, %v keep %keep bias %bias {scale = 0.125 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x3xf32>, tensor<1x1x8x6xi1>, tensor<2x1x1x6xf32>) -> tensor<2x4x8x3xf32>
+  %1 = dopt.attention %qh, %kh, %vh {scale = 1.0 : f64} : (tensor<8x16xbf16>, tensor<6x16xbf16>, tensor<6x3xbf16>) -> tensor<8x3xbf16>
+  return %0, %1 : tensor<2x4x8x3xf32>, tensor<8x3xbf16>
+}
+

@@ -55,8 +55,12 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline)
 /// CUDA targets), float convolutions become calls of the runtime's
 /// dort_conv2d_<type> (cuDNN on a GPU) instead of im2col + GEMM; transposed
 /// convolutions are dort_conv2d_backward_data_<type> calls either way.
+/// With `fuseAttention`, attention chains whose scores nothing else reads
+/// become dopt.attention (distopt-fuse-attention); every dopt.attention is
+/// computed over blocks of keys (distopt-expand-attention).
 mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
-                                  bool libraryConvolutions = false);
+                                  bool libraryConvolutions = false,
+                                  bool fuseAttention = true);
 
 /// Contiguous copies of at most this many bytes stay memcpys on CPUs
 /// (distopt-copies-to-linalg's memcpy-max-bytes): an f32 copy that small

@@ -671,6 +671,62 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &out) {
+  DOPT_FAILER(AttentionOp);
+  if (failed(requireOperandTypes(fail, adaptor.getOperands())))
+    return failure();
+  RankedTensorType q = tensorType(adaptor.getQuery()),
+                   k = tensorType(adaptor.getKey()),
+                   v = tensorType(adaptor.getValue());
+  if (q.getRank() < 2)
+    return fail("query must have rank >= 2 ([..., Tq, D]), got " + typeStr(q));
+  if (k.getRank() != q.getRank() || v.getRank() != q.getRank())
+    return fail("query, key and value must have the same rank, got " +
+                typeStr(q) + ", " + typeStr(k) + " and " + typeStr(v));
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return fail("query, key and value must have the same element type, got " +
+                typeStr(q) + ", " + typeStr(k) + " and " + typeStr(v));
+  int64_t r = q.getRank();
+  if (q.getShape().drop_back(2) != k.getShape().drop_back(2) ||
+      q.getShape().drop_back(2) != v.getShape().drop_back(2))
+    return fail("query, key and value must have the same leading dimensions, "
+                "got " +
+                typeStr(q) + ", " + typeStr(k) + " and " + typeStr(v));
+  if (q.getDimSize(r - 1) != k.getDimSize(r - 1))
+    return fail("query and key must have the same last dimension, got " +
+                typeStr(q) + " and " + typeStr(k));
+  if (k.getDimSize(r - 2) != v.getDimSize(r - 2))
+    return fail("key and value must have as many rows (keys), got " +
+                typeStr(k) + " and " + typeStr(v));
+  SmallVector<int64_t> scores(q.getShape().drop_back(1));
+  scores.push_back(k.getDimSize(r - 2));
+  for (auto [name, operand] :
+       {std::pair<StringRef, Value>{"keep", adaptor.getKeep()},
+        {"bias", adaptor.getBias()}}) {
+    if (!operand)
+      continue;
+    RankedTensorType t = tensorType(operand);
+    std::optional<SmallVector<int64_t>> b =
+        broadcastShapes({t.getShape(), ArrayRef<int64_t>(scores)});
+    if (t.getRank() > r || !b || ArrayRef<int64_t>(*b) != ArrayRef(scores))
+      return fail(name.str() + " must broadcast to the scores " +
+                  typeStr(RankedTensorType::get(scores, q.getElementType())) +
+                  ", got " + typeStr(t));
+  }
+  if (auto bias = adaptor.getBias();
+      bias && tensorType(bias).getElementType() != q.getElementType())
+    return fail("bias must have the query's element type, got " +
+                typeStr(tensorType(bias)));
+  SmallVector<int64_t> shape(q.getShape().drop_back(1));
+  shape.push_back(v.getDimSize(r - 1));
+  out.push_back(RankedTensorType::get(shape, q.getElementType()));
+  return success();
+}
+
 LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> location,
                                          Adaptor adaptor,

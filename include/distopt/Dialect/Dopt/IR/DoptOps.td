@@ -453,6 +453,41 @@ def Dopt_LayerNormOp : Dopt_Op<"layer_norm", [Dopt_AutocastF32]> {
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
+def Dopt_AttentionOp
+    : Dopt_Op<"attention", [Dopt_Autocast16, AttrSizedOperandSegments]> {
+  let summary = "scaled dot-product attention, without its score matrix";
+  let description = [{
+    `softmax(s) · value`, s = `scale · query · keyᵀ`, where `keep` (if
+    given) is false s is -inf (`where(keep, s, -inf)`), then `bias` (if
+    given) is added; the softmax is over the keys. `query` is [..., Tq, D],
+    `key` [..., Tk, D], `value` [..., Tk, Dv] with the same leading
+    dimensions; `keep` and `bias` broadcast to [..., Tq, Tk]. The result is
+    [..., Tq, Dv] of the query's type.
+
+    distopt-fuse-attention makes it of an exporter's chain (matmul, scale,
+    where, add, softmax, matmul); its lowering (distopt-expand-attention)
+    runs over blocks of keys with a running maximum and sum, as
+    FlashAttention does, so a program holds [..., Tq, block] scores at a
+    time, never [..., Tq, Tk].
+
+    ```mlir
+    %o = dopt.attention %q, %k, %v keep %causal {scale = 0.125 : f64}
+        : (tensor<2x4x64x32xf32>, tensor<2x4x64x32xf32>,
+           tensor<2x4x64x32xf32>, tensor<1x1x64x64xi1>)
+        -> tensor<2x4x64x32xf32>
+    ```
+  }];
+  let arguments = (ins Dopt_FloatTensor:$query, Dopt_FloatTensor:$key,
+                   Dopt_FloatTensor:$value, Optional<Dopt_BoolTensor>:$keep,
+                   Optional<Dopt_FloatTensor>:$bias, F64Attr:$scale);
+  let results = (outs Dopt_FloatTensor:$output);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`keep` $keep^)? (`bias` $bias^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+}
+
+
 def Dopt_MatMulOp : Dopt_Op<"matmul", [Dopt_Autocast16]> {
   let summary = "matrix product with NumPy semantics";
   let description = [{

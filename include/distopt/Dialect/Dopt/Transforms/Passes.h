@@ -2,6 +2,10 @@
 #ifndef DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_H
 #define DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

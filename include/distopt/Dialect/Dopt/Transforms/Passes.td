@@ -90,4 +90,67 @@ def AutocastPass : Pass<"distopt-autocast", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseAttentionPass : Pass<"distopt-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Make dopt.attention of an exporter's attention chain";
+  let description = [{
+    Replaces the chain an exporter writes for scaled dot-product attention,
+    `matmul(softmax(add?(where?(scale?(matmul(q, kᵀ))))), v)`, with one
+    `dopt.attention`, whose lowering never holds the [..., Tq, Tk] scores
+    (distopt-expand-attention):
+     * `kᵀ` is a transpose of the last two axes (its operand is the key) or
+       any other value (the key is its transpose);
+     * the scale is a multiplication or division by a scalar: a constant
+       (the op's `scale`; none: 1), or a value computed at run time, by
+       which the query is multiplied or divided instead (HuggingFace's GPT-2
+       divides by `pow(width, 0.5)`);
+     * `where(keep, s, c)` with c a constant scalar of -inf or at most
+       -1e30 (what exporters write for masked positions) gives `keep`;
+     * an addition of a tensor gives `bias`;
+     * the softmax is over the last axis.
+    Only a chain whose intermediate values have no other reader is fused (a
+    training step reads the probabilities again in its backward pass: its
+    forward keeps them). Leading dimensions must be equal (no broadcast
+    between query, key and value).
+
+    Before:
+    ```mlir
+    %kt = dopt.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (...) -> tensor<2x2x16x16xf32>
+    %s = dopt.matmul %q, %kt : (...) -> tensor<2x2x16x16xf32>
+    %t = dopt.mul %s, %c : (tensor<2x2x16x16xf32>, tensor<f32>) -> tensor<2x2x16x16xf32>
+    %m = dopt.where %causal, %t, %ninf : (...) -> tensor<2x2x16x16xf32>
+    %p = dopt.softmax %m {axis = 3 : i64} : (...) -> tensor<2x2x16x16xf32>
+    %o = dopt.matmul %p, %v : (...) -> tensor<2x2x16x16xf32>
+    ```
+    After:
+    ```mlir
+    %o = dopt.attention %q, %k, %v keep %causal {scale = 2.5e-01 : f64} : (...) -> tensor<2x2x16x16xf32>
+    ```
+  }];
+}
+
+def ExpandAttentionPass : Pass<"distopt-expand-attention", "mlir::ModuleOp"> {
+  let summary = "Compute dopt.attention over blocks of keys (online softmax)";
+  let description = [{
+    The lowering of `dopt.attention` (before dopt → linalg): an `scf.for`
+    over blocks of `block` keys carries the running maximum m and sum l of
+    each query's scores and its unnormalised output; each step slices the
+    keys, values and masks of its block, computes that block's scores, and
+    rescales what it carries by exp(m_old − m_new), as FlashAttention does.
+    The output is the carried sum divided by l. Memory holds one block of
+    scores, [..., Tq, block], instead of [..., Tq, Tk]. Keys that do not
+    fill a last block are one more step after the loop; at most `block`
+    keys are one step, without a loop. In 16 bits the scores, the softmax's
+    statistics and the carried output are fp32; the probabilities are cast
+    to 16 bits for the product with the values (FlashAttention's choice).
+    A row whose keys are all masked gives NaN, as the unfused softmax does.
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", "256", "keys per step">,
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::bufferization::BufferizationDialect"];
+}
+
 #endif // DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_TD
