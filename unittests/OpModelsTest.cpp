@@ -37,17 +37,15 @@ const llvm::StringSet<> kPricedByBytes = {
 
 /// Ops without a gradient: boolean or integer results (comparisons, logic,
 /// bits, index checks), no floating-point operands that could vary (weights,
-/// constants, shapes, random keys), batch_norm's inference form (a trained
-/// BatchNormalization is imported as its statistics' ops), and attention
-/// (fused only in programs without a backward pass: a training step keeps
-/// the chain of ops it differentiates).
+/// constants, shapes, random keys), and batch_norm's inference form (a trained
+/// BatchNormalization is imported as its statistics' ops).
 const llvm::StringSet<> kNotDifferentiable = {
     "dopt.weight",     "dopt.constant",      "dopt.shape",
     "dopt.rng_key",    "dopt.check_indices", "dopt.batch_norm",
     "dopt.equal",      "dopt.less",          "dopt.less_equal",
     "dopt.greater",    "dopt.greater_equal", "dopt.and",
     "dopt.or",         "dopt.not",           "dopt.xor",
-    "dopt.shift_left", "dopt.shift_right", "dopt.attention"};
+    "dopt.shift_left", "dopt.shift_right"};
 
 class OpModelsTest : public ::testing::Test {
 protected:

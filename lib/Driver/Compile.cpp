@@ -421,13 +421,10 @@ LogicalResult driver::compile(MLIRContext &context,
     }
   } else {
     module = importONNXFile(context, input, options.import);
-    // Inference: the attention chains are one op each before planning, so
-    // the plan prices and splits what the program computes (a training
-    // step differentiates the chains; its evaluation program fuses them
-    // when it is lowered).
-    if (!module ||
-        (!options.training() && options.fuseAttention &&
-         failed(fuseAttention(*module))) ||
+    // The attention chains are one op each before planning, so the plan
+    // prices and splits what the program computes, and autodiff
+    // differentiates the fused op (recomputing its probabilities).
+    if (!module || (options.fuseAttention && failed(fuseAttention(*module))) ||
         failed(autocast(*module, options.precision,
                         /*storeWeights=*/!options.training())))
       return failure();
@@ -565,8 +562,10 @@ LogicalResult driver::compile(MLIRContext &context,
       evalOptions.evalForm = true;
       evalModule = importONNXFile(context, input, evalOptions);
       // (fp32 master weights, shared with the step by name.)
-      if (!evalModule || failed(autocast(*evalModule, options.precision,
-                                         /*storeWeights=*/false)))
+      if (!evalModule ||
+          (options.fuseAttention && failed(fuseAttention(*evalModule))) ||
+          failed(autocast(*evalModule, options.precision,
+                          /*storeWeights=*/false)))
         return failure();
       std::string error; // the step's annotation succeeded on this model
       if (!annotateBatchDims(*evalModule, error)) {

@@ -71,9 +71,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   bool mixed = request.precision && isHalfPrecision(*request.precision);
   bool storeWeights = request.mode == PlanMode::Infer;
   out.module = importONNXFile(context, request.input, importOptions);
-  // Inference plans price the fused attention its program computes.
-  if (!out.module ||
-      (request.mode == PlanMode::Infer && failed(fuseAttention(*out.module))) ||
+  // Plans price the fused attention the program computes.
+  if (!out.module || failed(fuseAttention(*out.module)) ||
       failed(autocast(*out.module, request.precision, storeWeights)))
     return failure();
   func::FuncOp func = firstFunction(*out.module);
@@ -131,9 +130,7 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   if (probe != options.globalBatch) {
     importOptions.batchSize = options.globalBatch;
     out.annotated = importONNXFile(context, request.input, importOptions);
-    if (!out.annotated ||
-        (request.mode == PlanMode::Infer &&
-         failed(fuseAttention(*out.annotated))) ||
+    if (!out.annotated || failed(fuseAttention(*out.annotated)) ||
         failed(autocast(*out.annotated, request.precision, storeWeights)))
       return failure();
     llvm::Expected<PlanGraph> g2 =

@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 using namespace mlir;
@@ -980,6 +981,58 @@ const RuleTable &ruleTable() {
                                 Adjoints &out) -> LogicalResult {
       out.push_back(autodiff::unbroadcast(b, b.getLoc(), gs[0],
                                           typeOf(op->getOperand(0))));
+      return success();
+    };
+    // Attention recomputes its probabilities P from the query and key (it
+    // stored none), in the softmax's type (fp32 for 16-bit operands, as the
+    // forward): with g the output's adjoint, dV = Pᵀ g, dS = P (g Vᵀ −
+    // rowsum(g Vᵀ ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q, the bias's
+    // adjoint dS summed over its broadcast dimensions, none for the mask.
+    t.at<dopt::AttentionOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,
+                                   Adjoints &out) -> LogicalResult {
+      auto a = cast<dopt::AttentionOp>(op);
+      Value q = a.getQuery(), k = a.getKey(), v = a.getValue(), g = gs[0];
+      Type elt = typeOf(q).getElementType();
+      Type wide = elt.getIntOrFloatBitWidth() < 32 ? b.getF32Type() : elt;
+      auto as = [&](Value x, Type t) -> Value {
+        if (typeOf(x).getElementType() == t)
+          return x;
+        return dopt::CastOp::create(b, x, TypeAttr::get(t));
+      };
+      int64_t last = typeOf(q).getRank() - 1;
+      double scale = a.getScale().convertToDouble();
+      Value s = as(dopt::MatMulOp::create(b, q, transposeLast2(b, k)), wide);
+      if (scale != 1.0)
+        s = mul(b, s, scalar(b, s, scale));
+      if (Value keep = a.getKeep())
+        s = dopt::WhereOp::create(
+            b, keep, s, scalar(b, s, -std::numeric_limits<double>::infinity()));
+      if (Value bias = a.getBias())
+        s = add(b, s, as(bias, wide));
+      Value p = dopt::SoftmaxOp::create(b, s, b.getI64IntegerAttr(last));
+      if (a.getEmptyRowsZero()) {
+        double inf = std::numeric_limits<double>::infinity();
+        Value rowMax = dopt::ReduceMaxOp::create(
+            b, s, b.getDenseI64ArrayAttr({last}), b.getBoolAttr(true));
+        p = dopt::WhereOp::create(
+            b, dopt::EqualOp::create(b, rowMax, scalar(b, rowMax, -inf)),
+            scalar(b, p, 0.0), p);
+      }
+      Value pNarrow = as(p, elt);
+      Value dv = dopt::MatMulOp::create(b, transposeLast2(b, pNarrow), g);
+      Value dp = as(dopt::MatMulOp::create(b, g, transposeLast2(b, v)), wide);
+      Value ds = mul(b, p, sub(b, dp, reduceSum(b, mul(b, dp, p), {last}, true)));
+      Value dsScaled = as(scale == 1.0 ? ds : mul(b, ds, scalar(b, ds, scale)),
+                          elt);
+      out.push_back(dopt::MatMulOp::create(b, dsScaled, k));
+      out.push_back(
+          dopt::MatMulOp::create(b, transposeLast2(b, dsScaled), q));
+      out.push_back(dv);
+      if (a.getKeep())
+        out.push_back(Value());
+      if (Value bias = a.getBias())
+        out.push_back(autodiff::unbroadcast(b, b.getLoc(), as(ds, elt),
+                                            typeOf(bias)));
       return success();
     };
     t.at<dopt::SoftmaxOp>() = [](B &b, Operation *op, ArrayRef<Value> gs,

@@ -247,3 +247,92 @@ def test_memory_grows_linearly_with_the_sequence(tmp_path):
     assert plain >= 12, sizes
     # And at 2048 tokens the fused program needs a fraction of the memory.
     assert sizes[2048][0] * 4 < sizes[2048][1], sizes
+
+
+@pytest.mark.parametrize("keys,causal,bias", [(12, True, True), (300, False, True),
+                                              (600, True, False)])
+def test_fused_attention_gradients_match_finite_differences(tmp_path, keys, causal, bias):
+    """The fused op's gradient (its probabilities recomputed from the query
+    and key) against central differences of the exported chain in ONNX
+    Runtime, for the query, key, value and additive mask as weights of a
+    loss sum(y * r): one block, one block and a tail, a loop of blocks."""
+    from gradcheck import assert_close, distopt_gradients, numeric_gradients
+    rng = np.random.default_rng(keys)
+    model = attention_model(1, 2, 8, keys, 4, 3, causal=causal, bias=bias)
+    g = model.graph
+    weights = {}
+    for i in list(g.input):
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        weights[i.name] = (rng.standard_normal(shape) if i.name != "mask"
+                           else 0.3 * rng.standard_normal(shape)).astype(np.float32)
+        g.input.remove(i)
+        g.initializer.append(numpy_helper.from_array(weights[i.name], i.name))
+    r = rng.standard_normal((1, 2, 8, 3)).astype(np.float32)
+    g.initializer.append(numpy_helper.from_array(r, "r"))
+    g.node.extend([helper.make_node("Mul", ["y", "r"], ["yr"]),
+                   helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0)])
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("loss", TP.FLOAT, []))
+    path = tmp_path / "att.onnx"
+    onnx.save(model, path)
+    graph = run(DISTOPT, "compile", path, "--gradients", "--emit=graph", "-o", "-").stdout
+    assert "= dopt.attention " in graph and "dopt.softmax" not in graph
+    loss, grads = distopt_gradients(model, {}, tmp_path / "d")
+    numeric = numeric_gradients(model, {}, set(weights))
+    for name in weights:
+        assert grads[name].shape == weights[name].shape
+        assert_close(grads[name], numeric[name], what=f"d loss / d {name}")
+
+
+def onnx_attention_model(kv_heads=4, causal=False, mask=None, tq=16, tk=16):
+    """ONNX's own Attention (opset 23): q [2, 4, tq, 8], k and v [2,
+    kv_heads, tk, 8] (grouped-query heads when kv_heads < 4), optionally
+    causal and with a boolean or float attn_mask [tq, tk]."""
+    ins = [helper.make_tensor_value_info("q", TP.FLOAT, [2, 4, tq, 8]),
+           helper.make_tensor_value_info("k", TP.FLOAT, [2, kv_heads, tk, 8]),
+           helper.make_tensor_value_info("v", TP.FLOAT, [2, kv_heads, tk, 8])]
+    names = ["q", "k", "v"]
+    if mask is not None:
+        ins.append(helper.make_tensor_value_info(
+            "mask", TP.BOOL if mask == "bool" else TP.FLOAT, [tq, tk]))
+        names.append("mask")
+    node = helper.make_node("Attention", names, ["y"], is_causal=int(causal))
+    g = helper.make_graph([node], "g", ins,
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [2, 4, tq, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("form", ["plain", "gqa", "causal", "bool-mask", "float-mask",
+                                  "causal-long"])
+def test_onnx_attention_fuses_and_computes_as_unfused(tmp_path, form):
+    """ONNX Attention, as the importer writes it (q and k scaled by the
+    square root of the scale; a mask added as a bias, the rows it masks
+    whole zeroed after the softmax), fuses into one op, and computes what
+    the unfused program does (whose Attention is checked against ONNX's
+    reference in test_recurrent_attention.py), including a row whose every
+    key the mask hides."""
+    tq = tk = 300 if form == "causal-long" else 16
+    model = onnx_attention_model(
+        kv_heads=2 if form == "gqa" else 4, causal=form.startswith("causal"),
+        mask={"bool-mask": "bool", "float-mask": "float"}.get(form), tq=tq, tk=tk)
+    path = tmp_path / "att.onnx"
+    onnx.save(model, path)
+    graph = run(DISTOPT, "compile", path, "--emit=graph", "-o", "-").stdout
+    assert graph.count("= dopt.attention ") == 1 and "dopt.softmax" not in graph, graph
+    rng = np.random.default_rng(8)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+             .astype(np.float32) for i in model.graph.input if i.name != "mask"}
+    if form == "bool-mask":
+        feeds["mask"] = rng.random((tq, tk)) > 0.3
+        feeds["mask"][3] = False  # a query that sees no key
+    elif form == "float-mask":
+        feeds["mask"] = np.where(rng.random((tq, tk)) > 0.3, 0.0, -np.inf).astype(np.float32)
+        feeds["mask"][5] = -np.inf
+    cli.compile_and_run(path, feeds, tmp_path / "fused")
+    cli.compile_and_run(path, feeds, tmp_path / "plain", "--fuse-attention=false")
+    fused = np.load(tmp_path / "fused" / "out" / "y.npy")
+    plain = np.load(tmp_path / "plain" / "out" / "y.npy")
+    assert not np.isnan(plain).any()
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())

@@ -76,6 +76,20 @@ func.func @f(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>) -> tensor<4x8x32xf
   EXPECT_DOUBLE_EQ(c.bytesWritten, 4096);
 }
 
+TEST_F(OpCostTest, AttentionCountsItsProductsAndSoftmaxNotItsScores) {
+  OpCost c = costOf("dopt.attention", R"(
+func.func @f(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x32x16xf32>, %v: tensor<2x4x32x8xf32>) -> tensor<2x4x8x8xf32> {
+  %0 = dopt.attention %q, %k, %v {scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x8xf32>) -> tensor<2x4x8x8xf32>
+  return %0 : tensor<2x4x8x8xf32>
+})");
+  EXPECT_EQ(c.opClass, OpClass::Gemm);
+  // S = 2·4·8·32 = 2048 scores: 2·S·16 + 2·S·8 + 5·S = 108544.
+  EXPECT_DOUBLE_EQ(c.flops, 108544);
+  // Its operands, (1024 + 4096 + 2048)·4 B, and output, 512·4 B: no scores.
+  EXPECT_DOUBLE_EQ(c.bytesRead, 28672);
+  EXPECT_DOUBLE_EQ(c.bytesWritten, 2048);
+}
+
 TEST_F(OpCostTest, BroadcastAndVectorMatMul) {
   OpCost c = costOf("dopt.matmul", R"(
 func.func @f(%a: tensor<2x1x8x16xf16>, %b: tensor<3x16x4xf16>) -> tensor<2x3x8x4xf16> {

@@ -427,6 +427,32 @@ TEST_F(PlannerTest, SoftmaxAxisAndConcatRules) {
   EXPECT_EQ(fused->resultDims[1][2], f);
 }
 
+TEST_F(PlannerTest, AttentionSplitsItsHeadsAndQueriesNotItsKeys) {
+  parse(R"(func.func @f(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x32x16xf32>, %v: tensor<2x4x32x6xf32>, %keep: tensor<1x1x8x32xi1>) -> tensor<2x4x8x6xf32> {
+  %0 = dopt.attention %q, %k, %v keep %keep {scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x6xf32>, tensor<1x1x8x32xi1>) -> tensor<2x4x8x6xf32>
+  return %0 : tensor<2x4x8x6xf32>
+})");
+  auto rule = getShardingRule(first("dopt.attention"));
+  ASSERT_TRUE(rule);
+  ASSERT_EQ(rule->operandDims.size(), 4u);
+  auto kind = [&](int64_t factor) { return rule->factors[factor].kind; };
+  // Batch, heads, queries and the values' width: parallel, shared by the
+  // operands that have them and the result.
+  for (int64_t d : {0, 1, 2})
+    EXPECT_EQ(kind(rule->resultDims[0][d]), FactorKind::Parallel) << d;
+  EXPECT_EQ(rule->operandDims[0][1], rule->resultDims[0][1]);
+  EXPECT_EQ(rule->operandDims[1][1], rule->resultDims[0][1]);
+  EXPECT_EQ(rule->operandDims[2][3], rule->resultDims[0][3]);
+  EXPECT_EQ(kind(rule->resultDims[0][3]), FactorKind::Parallel);
+  // The keys and the contracted width: never split.
+  EXPECT_EQ(kind(rule->operandDims[1][2]), FactorKind::NeedReplication);
+  EXPECT_EQ(kind(rule->operandDims[0][3]), FactorKind::NeedReplication);
+  // The mask broadcasts over batch and heads, follows the queries and keys.
+  EXPECT_EQ(rule->operandDims[3][0], -1);
+  EXPECT_EQ(rule->operandDims[3][2], rule->resultDims[0][2]);
+  EXPECT_EQ(rule->operandDims[3][3], rule->operandDims[1][2]);
+}
+
 TEST_F(PlannerTest, ConcatenatedBranchesAreNotABlockLayout) {
   // Two branches concatenated along the channels and read whole by a
   // matmul (an Inception or Fire module) keep the axis whole; the same

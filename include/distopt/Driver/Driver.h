@@ -159,8 +159,8 @@ mlir::LogicalResult autocast(mlir::ModuleOp module,
                              std::optional<planner::DType> precision,
                              bool storeWeights);
 
-/// The attention chains of a model without a backward pass as one
-/// dopt.attention each (distopt-fuse-attention), before it is planned.
+/// The attention chains of an imported model as one dopt.attention each
+/// (distopt-fuse-attention), before it is planned and differentiated.
 mlir::LogicalResult fuseAttention(mlir::ModuleOp module);
 
 //===----------------------------------------------------------------------===//

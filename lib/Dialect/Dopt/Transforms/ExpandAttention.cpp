@@ -189,7 +189,13 @@ struct ExpandAttentionPass
     }
     if (done < keys)
       c = x.step(b.getIndexAttr(done), keys - done, c);
-    Value out = castTo(b, dopt::DivOp::create(b, c.out, c.sum), elt);
+    Value out = dopt::DivOp::create(b, c.out, c.sum);
+    // A row whose every key is masked summed nothing: 0 (else 0/0, NaN).
+    if (op.getEmptyRowsZero())
+      out = dopt::WhereOp::create(
+          b, dopt::EqualOp::create(b, c.sum, scalar(b, compute, 0.0)),
+          scalar(b, compute, 0.0), out);
+    out = castTo(b, out, elt);
     op.getResult().replaceAllUsesWith(out);
     op.erase();
   }

@@ -40,6 +40,12 @@ bool onlyFeeds(Value v, Operation *user) {
 struct Chain {
   Value query, keyT, value, keep, bias;
   double scale = 1.0;
+  /// A where after the softmax zeroes the rows whose every key the bias
+  /// masks (ONNX Attention's rule): the value it tests.
+  Value emptyRowsOf;
+  /// Ops the chain reads that may have no reader left after it (the test
+  /// of the empty rows).
+  SmallVector<Operation *> maybeDead;
   /// A scale computed at run time (a scalar tensor): the query is
   /// multiplied (or, with `divide`, divided) by it instead.
   Value scaleValue;
@@ -52,13 +58,40 @@ struct Chain {
 std::optional<Chain> matchChain(dopt::MatMulOp product) {
   Chain c;
   c.value = product.getRhs();
-  auto softmax = product.getLhs().getDefiningOp<dopt::SoftmaxOp>();
-  if (!softmax || !onlyFeeds(softmax.getResult(), product))
+  Value probabilities = product.getLhs();
+  Operation *reader = product;
+  // where(reduce_max(m, last axis) == -inf, 0, softmax(...)): rows whose
+  // every key m masks are 0.
+  if (auto zero = probabilities.getDefiningOp<dopt::WhereOp>();
+      zero && onlyFeeds(zero.getResult(), product)) {
+    std::optional<double> fill = scalarConstant(zero.getLhs());
+    auto eq = zero.getCondition().getDefiningOp<dopt::EqualOp>();
+    auto max = eq ? eq.getLhs().getDefiningOp<dopt::ReduceMaxOp>()
+                  : dopt::ReduceMaxOp();
+    std::optional<double> inf = eq ? scalarConstant(eq.getRhs()) : std::nullopt;
+    if (!fill || *fill != 0.0 || !max || !inf || !std::isinf(*inf) ||
+        *inf > 0 || !max.getKeepdims() ||
+        max.getAxes() !=
+            ArrayRef<int64_t>{
+                cast<RankedTensorType>(max.getInput().getType()).getRank() -
+                1} ||
+        zero.getRhs().getType() != zero.getType())
+      return std::nullopt;
+    c.emptyRowsOf = max.getInput();
+    c.maybeDead = {eq, max};
+    probabilities = zero.getRhs();
+    reader = zero;
+  }
+  auto softmax = probabilities.getDefiningOp<dopt::SoftmaxOp>();
+  if (!softmax || !onlyFeeds(softmax.getResult(), reader))
     return std::nullopt;
   auto type = cast<RankedTensorType>(softmax.getType());
   if (softmax.getAxis() != type.getRank() - 1 || type.getRank() < 2)
     return std::nullopt;
-  c.ops = {product, softmax};
+  c.ops = {product};
+  if (reader != product.getOperation())
+    c.ops.push_back(reader);
+  c.ops.push_back(softmax);
   Value s = softmax.getInput();
   auto step = [&](Operation *op) {
     if (!op || !onlyFeeds(op->getResult(0), c.ops.back()))
@@ -121,6 +154,10 @@ std::optional<Chain> matchChain(dopt::MatMulOp product) {
   auto scores = s.getDefiningOp<dopt::MatMulOp>();
   if (!scores || !step(scores))
     return std::nullopt;
+  // The rows zeroed must be those the bias masks whole, with no keep mask
+  // beside it.
+  if (c.emptyRowsOf && (c.emptyRowsOf != c.bias || c.keep))
+    return std::nullopt;
   c.query = scores.getLhs();
   c.keyT = scores.getRhs();
   return c;
@@ -175,10 +212,14 @@ struct FuseAttentionPass
         query = dopt::MulOp::create(b, loc, query, c->scaleValue);
       auto attention = dopt::AttentionOp::create(
           b, loc, query, key, c->value, c->keep, c->bias,
-          b.getF64FloatAttr(c->scale));
+          b.getF64FloatAttr(c->scale),
+          c->emptyRowsOf ? b.getUnitAttr() : UnitAttr());
       product.getResult().replaceAllUsesWith(attention.getResult());
       for (Operation *op : c->ops)
         op->erase();
+      for (Operation *op : c->maybeDead)
+        if (op->use_empty())
+          op->erase();
       if (t && t->use_empty())
         t->erase();
     }

@@ -49,3 +49,17 @@ func.func @one_step_bf16(%q: tensor<3x5xbf16>, %k: tensor<4x5xbf16>, %v: tensor<
   %0 = dopt.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<3x5xbf16>, tensor<4x5xbf16>, tensor<4x2xbf16>) -> tensor<3x2xbf16>
   return %0 : tensor<3x2xbf16>
 }
+
+// -----
+
+// empty_rows_zero: a row that summed nothing (every key masked) is 0.
+// CHECK-LABEL: func.func @empty_rows
+// CHECK: %[[SUM:.*]] = dopt.add {{.*}} -> tensor<3x1xf32>
+// CHECK: %[[OUT:.*]] = dopt.div %{{.*}}, %[[SUM]]
+// CHECK: %[[EMPTY:.*]] = dopt.equal %[[SUM]], %{{.*}}
+// CHECK: %[[Z:.*]] = dopt.where %[[EMPTY]], %{{.*}}, %[[OUT]]
+// CHECK: return %[[Z]]
+func.func @empty_rows(%q: tensor<3x5xf32>, %k: tensor<4x5xf32>, %v: tensor<4x2xf32>, %m: tensor<3x4xf32>) -> tensor<3x2xf32> {
+  %0 = dopt.attention %q, %k, %v bias %m {scale = 1.0 : f64, empty_rows_zero} : (tensor<3x5xf32>, tensor<4x5xf32>, tensor<4x2xf32>, tensor<3x4xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}

@@ -63,6 +63,30 @@ func.func @computed_scale(%q: tensor<2x6x8xf32>, %k: tensor<2x6x8xf32>, %v: tens
 
 // -----
 
+// ONNX Attention's masked form: a float mask added, and the rows it masks
+// whole zeroed after the softmax (where(reduce_max(mask) == -inf, 0, p)):
+// empty_rows_zero; the test of the rows goes with the chain.
+// CHECK-LABEL: func.func @empty_rows_zero
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x6x8xf32>, %[[K:.*]]: tensor<2x6x8xf32>, %[[V:.*]]: tensor<2x6x3xf32>, %[[M:.*]]: tensor<1x6x6xf32>)
+// CHECK: dopt.attention %[[Q]], %[[K]], %[[V]] bias %[[M]] {empty_rows_zero, scale = 1.000000e+00 : f64}
+// CHECK-NOT: dopt.reduce_max
+// CHECK-NOT: dopt.equal
+func.func @empty_rows_zero(%q: tensor<2x6x8xf32>, %k: tensor<2x6x8xf32>, %v: tensor<2x6x3xf32>, %m: tensor<1x6x6xf32>) -> tensor<2x6x3xf32> {
+  %kt = dopt.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x6x8xf32>) -> tensor<2x8x6xf32>
+  %s = dopt.matmul %q, %kt : (tensor<2x6x8xf32>, tensor<2x8x6xf32>) -> tensor<2x6x6xf32>
+  %a = dopt.add %s, %m : (tensor<2x6x6xf32>, tensor<1x6x6xf32>) -> tensor<2x6x6xf32>
+  %p = dopt.softmax %a {axis = 2 : i64} : (tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
+  %rm = dopt.reduce_max %m {axes = array<i64: 2>} : (tensor<1x6x6xf32>) -> tensor<1x6x1xf32>
+  %ninf = dopt.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %empty = dopt.equal %rm, %ninf : (tensor<1x6x1xf32>, tensor<f32>) -> tensor<1x6x1xi1>
+  %zero = dopt.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %z = dopt.where %empty, %zero, %p : (tensor<1x6x1xi1>, tensor<f32>, tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
+  %o = dopt.matmul %z, %v : (tensor<2x6x6xf32>, tensor<2x6x3xf32>) -> tensor<2x6x3xf32>
+  return %o : tensor<2x6x3xf32>
+}
+
+// -----
+
 // Not fused: the probabilities are read again (a training step's backward
 // pass does), the softmax is not over the keys, the masked fill is not a
 // large negative constant, the query's batch broadcasts.

@@ -462,7 +462,9 @@ def Dopt_AttentionOp
     given) is added; the softmax is over the keys. `query` is [..., Tq, D],
     `key` [..., Tk, D], `value` [..., Tk, Dv] with the same leading
     dimensions; `keep` and `bias` broadcast to [..., Tq, Tk]. The result is
-    [..., Tq, Dv] of the query's type.
+    [..., Tq, Dv] of the query's type. A query whose every key is masked
+    (-inf) has no softmax: its output is NaN, as the exported softmax gives,
+    or 0 with `empty_rows_zero` (ONNX Attention's rule).
 
     distopt-fuse-attention makes it of an exporter's chain (matmul, scale,
     where, add, softmax, matmul); its lowering (distopt-expand-attention)
@@ -479,7 +481,8 @@ def Dopt_AttentionOp
   }];
   let arguments = (ins Dopt_FloatTensor:$query, Dopt_FloatTensor:$key,
                    Dopt_FloatTensor:$value, Optional<Dopt_BoolTensor>:$keep,
-                   Optional<Dopt_FloatTensor>:$bias, F64Attr:$scale);
+                   Optional<Dopt_FloatTensor>:$bias, F64Attr:$scale,
+                   UnitAttr:$empty_rows_zero);
   let results = (outs Dopt_FloatTensor:$output);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`keep` $keep^)? (`bias` $bias^)? attr-dict

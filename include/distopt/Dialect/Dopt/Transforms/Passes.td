@@ -106,10 +106,11 @@ def FuseAttentionPass : Pass<"distopt-fuse-attention", "mlir::ModuleOp"> {
      * `where(keep, s, c)` with c a constant scalar of -inf or at most
        -1e30 (what exporters write for masked positions) gives `keep`;
      * an addition of a tensor gives `bias`;
-     * the softmax is over the last axis.
+     * the softmax is over the last axis; a `where(reduce_max(bias) ==
+       -inf, 0, p)` after it (ONNX Attention's rule for a query whose every
+       key the mask hides) gives `empty_rows_zero`.
     Only a chain whose intermediate values have no other reader is fused (a
-    training step reads the probabilities again in its backward pass: its
-    forward keeps them). Leading dimensions must be equal (no broadcast
+    model that returns its attention probabilities keeps them). Leading dimensions must be equal (no broadcast
     between query, key and value).
 
     Before:
