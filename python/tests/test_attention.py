@@ -336,3 +336,24 @@ def test_onnx_attention_fuses_and_computes_as_unfused(tmp_path, form):
     plain = np.load(tmp_path / "plain" / "out" / "y.npy")
     assert not np.isnan(plain).any()
     np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
+
+
+def test_fused_attention_on_the_gpu_targets(tmp_path):
+    """The loop over blocks of keys stays on the host (its products are
+    library calls) and launches the kernels of each step: cuda-emu computes
+    what ONNX Runtime does, and the CUDA target compiles and assembles it."""
+    from test_cuda import HAVE_CUDA
+    model = attention_model(1, 2, 600, 600, 16, 8, causal=True, bias=True)
+    path = tmp_path / "att.onnx"
+    onnx.save(model, path)
+    feeds = feeds_for(model, np.random.default_rng(9), padded=7)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    cli.compile_and_run(path, feeds, tmp_path / "emu", "--target", "cuda-emu")
+    got = np.load(tmp_path / "emu" / "out" / "y.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    if HAVE_CUDA:
+        gpu = run(DISTOPT, "compile", path, "--target", "cuda", "--emit=gpu", "-o", "-").stdout
+        loop = gpu[gpu.index("scf.for"):]
+        assert "gpu.launch_func" in loop and "call @dort_batch_matmul_f32" in loop
+        run(DISTOPT, "compile", path, "--target", "cuda", "-o", tmp_path / "att.dx")
+        assert (tmp_path / "att.dx" / "att").exists()

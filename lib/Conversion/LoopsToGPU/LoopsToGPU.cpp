@@ -42,6 +42,8 @@
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <functional>
+
 namespace distopt {
 #define GEN_PASS_DEF_MAPLOOPSTOGPUPASS
 #include "distopt/Conversion/Passes.h.inc"
@@ -1650,7 +1652,10 @@ struct MapLoopsToGPUPass
         scalars.push_back(loop);
     for (scf::ForOp loop : scalars)
       splitLongScalarReduction(loop);
-    for (Block &block : fn.getBody()) {
+    // Maps the ops of `block` (the function's, or the body of a host loop
+    // that calls the runtime) to kernels; defined below, recursive.
+    std::function<void(Block &)> mapBlock;
+    mapBlock = [&](Block &block) {
       SmallVector<Operation *> ops;
       for (Operation &op : block)
         ops.push_back(&op);
@@ -1717,6 +1722,19 @@ struct MapLoopsToGPUPass
           ok = false;
           continue;
         }
+        // A sequential loop that calls the runtime (fused attention's loop
+        // over blocks of keys, whose GEMMs are library calls) runs on the
+        // host; its body's loops become kernels of their own.
+        if (auto loop = dyn_cast<scf::ForOp>(op)) {
+          bool calls = loop->walk([](func::CallOp) {
+                             return WalkResult::interrupt();
+                           }).wasInterrupted();
+          if (calls) {
+            flush();
+            mapBlock(*loop.getBody());
+            continue;
+          }
+        }
         if (auto par = dyn_cast<scf::ParallelOp>(op)) {
           flush();
           if (par->getBlock() != &block)
@@ -1749,7 +1767,9 @@ struct MapLoopsToGPUPass
         pending.push_back(op);
       }
       flush();
-    }
+    };
+    for (Block &block : fn.getBody())
+      mapBlock(block);
     if (!ok)
       return signalPassFailure();
     for (gpu::LaunchOp launch : launches) {

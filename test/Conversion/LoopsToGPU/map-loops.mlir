@@ -797,3 +797,31 @@ func.func @dependent_sums(%x: memref<1000xf32>, %arena: memref<64xi8>) {
   }
   return
 }
+
+// A sequential loop that calls the runtime (fused attention's loop over
+// blocks of keys, whose products are library calls) stays on the host; the
+// loop nests in its body become kernels launched from it.
+// CHECK-LABEL: func.func @host_loop_with_runtime_calls
+// CHECK: scf.for
+// CHECK-NEXT: func.call @library(%{{.*}})
+// CHECK: gpu.launch
+// CHECK: gpu.terminator
+// CHECK: return
+func.func private @library(memref<64xf32>)
+func.func @host_loop_with_runtime_calls(%a: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %two = arith.constant 2.0 : f32
+  scf.for %i = %c0 to %c4 step %c1 {
+    func.call @library(%a) : (memref<64xf32>) -> ()
+    scf.parallel (%j) = (%c0) to (%c64) step (%c1) {
+      %x = memref.load %a[%j] : memref<64xf32>
+      %y = arith.mulf %x, %two : f32
+      memref.store %y, %a[%j] : memref<64xf32>
+      scf.reduce
+    }
+  }
+  return
+}
