@@ -1,7 +1,7 @@
 //===- CudaCollectives.cpp - collectives staged through host memory -------===//
 //
-// The collectives of Distributed.h on device buffers (dort_cuda_shard_*):
-// each view is downloaded to host memory, handed to the CPU runtime's
+// The CUDA device's collectives (Distributed.h's, on device buffers):
+// each view is downloaded to host memory, handed to the CPU device's
 // collective (MPI), and what it wrote uploaded back. With
 // DISTOPT_CUDA_COMM=nccl the all-reduces, all-gathers and reduce-scatters
 // NCCL can take go to NCCL on the rank's stream instead (Nccl.cpp).

@@ -80,7 +80,7 @@ struct DeviceState {
   bool capturing = false, captureBroken = false;
   std::multimap<size_t, void *> captureFree;
   std::vector<void *> captureOwned;
-  // Index checks (dort_cuda_index_fault): per check (keyed by its message,
+  // Index checks (CudaDevice::index_fault): per check (keyed by its message,
   // a host global), the pinned pair its fault is copied into during a run
   // and read after it (reportIndexFaults), and the check's host operands.
   struct IndexCheck {
