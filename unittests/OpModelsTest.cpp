@@ -56,58 +56,57 @@ protected:
     ctx.loadDialect<dopt::DoptDialect, mlir::shard::ShardDialect>();
   }
 
-  /// The registered ops of `dialect`.
-  std::vector<mlir::RegisteredOperationName> opsOf(llvm::StringRef dialect) {
-    std::vector<mlir::RegisteredOperationName> ops;
-    for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations())
-      if (op.getDialectNamespace() == dialect)
-        ops.push_back(op);
-    return ops;
+  /// Every dopt op either answers (`answers`) or is in `exempt`, never
+  /// both: what answering is (`what`), where an answer goes (`where`), and
+  /// the exemption (`exemptAs`, the list's name `list`).
+  void expectAnsweredOrExempt(
+      llvm::function_ref<bool(mlir::RegisteredOperationName)> answers,
+      const llvm::StringSet<> &exempt, llvm::StringRef what,
+      llvm::StringRef where, llvm::StringRef exemptAs, llvm::StringRef list) {
+    for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations()) {
+      if (op.getDialectNamespace() != dopt::DoptDialect::getDialectNamespace())
+        continue;
+      bool answered = answers(op);
+      EXPECT_NE(answered, exempt.contains(op.getStringRef()))
+          << op.getStringRef().str()
+          << (answered
+                  ? " has " + what.str() + " but is listed as " + exemptAs.str()
+                  : " has no " + what.str() + ": give it one (" + where.str() +
+                        ") or list it in " + list.str());
+    }
   }
 
   mlir::MLIRContext ctx;
 };
 
 TEST_F(OpModelsTest, EveryOpHasAShardingRuleOrIsReplicated) {
-  for (mlir::RegisteredOperationName op : opsOf("dopt")) {
-    bool rule = op.hasInterface<dopt::ShardingRuleOpInterface>() ||
-                op.hasInterface<dopt::ElementwiseOpInterface>() ||
-                op.getStringRef() == dopt::ExpandOp::getOperationName();
-    bool listed = kReplicatedOnly.contains(op.getStringRef());
-    EXPECT_NE(rule, listed)
-        << op.getStringRef().str()
-        << (rule ? " has a sharding rule but is listed as replicated only"
-                 : " has no sharding rule: give it one "
-                   "(lib/Planner/ShardingRules.cpp) or list it in "
-                   "kReplicatedOnly");
-  }
+  expectAnsweredOrExempt(
+      [](mlir::RegisteredOperationName op) {
+        return op.hasInterface<dopt::ShardingRuleOpInterface>() ||
+               op.hasInterface<dopt::ElementwiseOpInterface>() ||
+               op.getStringRef() == dopt::ExpandOp::getOperationName();
+      },
+      kReplicatedOnly, "a sharding rule", "lib/Planner/ShardingRules.cpp",
+      "replicated only", "kReplicatedOnly");
 }
 
 TEST_F(OpModelsTest, EveryOpHasACostOrIsPricedByItsBytes) {
-  for (mlir::RegisteredOperationName op : opsOf("dopt")) {
-    bool cost = op.hasInterface<dopt::CostOpInterface>() ||
-                op.hasInterface<dopt::ElementwiseOpInterface>();
-    bool listed = kPricedByBytes.contains(op.getStringRef());
-    EXPECT_NE(cost, listed)
-        << op.getStringRef().str()
-        << (cost ? " has a cost formula but is listed as priced by its bytes"
-                 : " has no cost formula: give it one "
-                   "(lib/Planner/CostModel.cpp) or list it in "
-                   "kPricedByBytes");
-  }
+  expectAnsweredOrExempt(
+      [](mlir::RegisteredOperationName op) {
+        return op.hasInterface<dopt::CostOpInterface>() ||
+               op.hasInterface<dopt::ElementwiseOpInterface>();
+      },
+      kPricedByBytes, "a cost formula", "lib/Planner/CostModel.cpp",
+      "priced by its bytes", "kPricedByBytes");
 }
 
 TEST_F(OpModelsTest, EveryOpHasAGradientOrIsNotDifferentiable) {
-  for (mlir::RegisteredOperationName op : opsOf("dopt")) {
-    bool gradient = op.hasInterface<dopt::GradientOpInterface>();
-    bool listed = kNotDifferentiable.contains(op.getStringRef());
-    EXPECT_NE(gradient, listed)
-        << op.getStringRef().str()
-        << (gradient ? " has a gradient but is listed as not differentiable"
-                     : " has no gradient: give it one "
-                       "(lib/Training/AutodiffRules.cpp) or list it in "
-                       "kNotDifferentiable");
-  }
+  expectAnsweredOrExempt(
+      [](mlir::RegisteredOperationName op) {
+        return op.hasInterface<dopt::GradientOpInterface>();
+      },
+      kNotDifferentiable, "a gradient", "lib/Training/AutodiffRules.cpp",
+      "not differentiable", "kNotDifferentiable");
 }
 
 TEST_F(OpModelsTest, TensorParallelCollectivesHaveGradients) {

@@ -424,9 +424,9 @@ LogicalResult driver::compile(MLIRContext &context,
     // The attention chains are one op each before planning, so the plan
     // prices and splits what the program computes, and autodiff
     // differentiates the fused op (recomputing its probabilities).
-    if (!module || (options.fuseAttention && failed(fuseAttention(*module))) ||
-        failed(autocast(*module, options.precision,
-                        /*storeWeights=*/!options.training())))
+    if (!module || failed(prepareImported(
+                       *module, options.fuseAttention, options.precision,
+                       /*storeWeights=*/!options.training())))
       return failure();
     // A training step's `train` reads samples along the batch dimension of
     // each data input (the manifest's batch_dim); --accumulate cuts the
@@ -563,9 +563,8 @@ LogicalResult driver::compile(MLIRContext &context,
       evalModule = importONNXFile(context, input, evalOptions);
       // (fp32 master weights, shared with the step by name.)
       if (!evalModule ||
-          (options.fuseAttention && failed(fuseAttention(*evalModule))) ||
-          failed(autocast(*evalModule, options.precision,
-                          /*storeWeights=*/false)))
+          failed(prepareImported(*evalModule, options.fuseAttention,
+                                 options.precision, /*storeWeights=*/false)))
         return failure();
       std::string error; // the step's annotation succeeded on this model
       if (!annotateBatchDims(*evalModule, error)) {

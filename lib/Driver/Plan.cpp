@@ -72,8 +72,8 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   bool storeWeights = request.mode == PlanMode::Infer;
   out.module = importONNXFile(context, request.input, importOptions);
   // Plans price the fused attention the program computes.
-  if (!out.module || failed(fuseAttention(*out.module)) ||
-      failed(autocast(*out.module, request.precision, storeWeights)))
+  if (!out.module || failed(prepareImported(*out.module, /*fuseAttention=*/true,
+                                            request.precision, storeWeights)))
     return failure();
   func::FuncOp func = firstFunction(*out.module);
   if (!func || func.getNumArguments() == 0)
@@ -130,8 +130,9 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
   if (probe != options.globalBatch) {
     importOptions.batchSize = options.globalBatch;
     out.annotated = importONNXFile(context, request.input, importOptions);
-    if (!out.annotated || failed(fuseAttention(*out.annotated)) ||
-        failed(autocast(*out.annotated, request.precision, storeWeights)))
+    if (!out.annotated ||
+        failed(prepareImported(*out.annotated, /*fuseAttention=*/true,
+                               request.precision, storeWeights)))
       return failure();
     llvm::Expected<PlanGraph> g2 =
         rebindPlanGraph(out.graph, firstFunction(*out.annotated));

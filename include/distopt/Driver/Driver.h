@@ -147,21 +147,19 @@ partitionForCluster(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const PartitionRequest &request);
 
 //===----------------------------------------------------------------------===//
-// Precision (Precision.cpp)
+// Preparing the imported model (Prepare.cpp)
 //===----------------------------------------------------------------------===//
 
-/// --precision bf16|fp16: rewrites `module` as imported to compute in 16 bits
-/// where each op's policy says (distopt-autocast), before it is planned, so
-/// the plan prices the program that runs. `storeWeights` (inference): the
-/// weights read only in 16 bits become 16-bit weights. Nothing to do for
-/// fp32, tf32 or no precision.
-mlir::LogicalResult autocast(mlir::ModuleOp module,
-                             std::optional<planner::DType> precision,
-                             bool storeWeights);
-
-/// The attention chains of an imported model as one dopt.attention each
-/// (distopt-fuse-attention), before it is planned and differentiated.
-mlir::LogicalResult fuseAttention(mlir::ModuleOp module);
+/// Rewrites `module` as imported, before it is planned, so the plan prices
+/// the program that runs: with `fuseAttention`, its attention chains become
+/// one dopt.attention each (distopt-fuse-attention; autodiff then
+/// differentiates the fused op); with --precision bf16|fp16, it computes in
+/// 16 bits where each op's policy says (distopt-autocast; `storeWeights`,
+/// for inference: the weights read only in 16 bits become 16-bit weights).
+/// fp32, tf32 and no precision leave the widths alone.
+mlir::LogicalResult prepareImported(mlir::ModuleOp module, bool fuseAttention,
+                                    std::optional<planner::DType> precision,
+                                    bool storeWeights);
 
 //===----------------------------------------------------------------------===//
 // Planning alone (Plan.cpp)

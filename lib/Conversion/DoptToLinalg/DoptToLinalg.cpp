@@ -608,20 +608,9 @@ struct DoptPattern : OpConversionPattern<OpTy> {
 
 /// The exponent of a pow when it is a constant 2, 3 or 4 (every element).
 
-/// A float constant with one value in every element (a splat), or nothing.
-std::optional<double> splatFloatConstant(Value v) {
-  auto c = v.getDefiningOp<dopt::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
-
 /// The exponent of a pow when it is a constant 2, 3 or 4 (every element).
 std::optional<int> smallIntegerExponent(Value exponent) {
-  std::optional<double> v = splatFloatConstant(exponent);
+  std::optional<double> v = dopt::splatFloatConstant(exponent);
   if (v && (*v == 2.0 || *v == 3.0 || *v == 4.0))
     return static_cast<int>(*v);
   return std::nullopt;
@@ -661,7 +650,7 @@ struct BinaryPattern : DoptPattern<OpTy> {
     // an ulp, which moves a quantizer's rounding (DynamicQuantizeLinear's
     // range / 255) off ONNX Runtime's.
     if constexpr (kind == BinKind::Div) {
-      std::optional<double> c = splatFloatConstant(op.getRhs());
+      std::optional<double> c = dopt::splatFloatConstant(op.getRhs());
       int exponent = 0;
       if (c && isa<FloatType>(elt) && elt == rhsElt && *c != 0.0 &&
           std::isfinite(*c) && std::isfinite(1.0 / *c) &&

@@ -84,6 +84,16 @@ int64_t dopt::transposedOutputSize(int64_t in, int64_t kernel,
          padBegin - padEnd;
 }
 
+std::optional<double> dopt::splatFloatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
 int64_t dopt::sliceSize(int64_t start, int64_t end, int64_t step) {
   if (step > 0)
     return end > start ? (end - start + step - 1) / step : 0;

@@ -37,6 +37,9 @@ bool isF32Tensor(Type t) {
 }
 
 struct Autocaster {
+  Autocaster(func::FuncOp func, Type half, Type f32)
+      : func(func), half(half), f32(f32) {}
+
   func::FuncOp func;
   Type half, f32;
   /// Values whose type the pass changed from f32 to `half`.
@@ -224,7 +227,7 @@ struct AutocastPass : distopt::impl::AutocastPassBase<AutocastPass> {
       module.emitError("distopt-autocast: no @main function");
       return signalPassFailure();
     }
-    Autocaster a{main, half, Float32Type::get(ctx)};
+    Autocaster a(main, half, Float32Type::get(ctx));
     if (failed(a.run()))
       return signalPassFailure();
     if (storeWeights)

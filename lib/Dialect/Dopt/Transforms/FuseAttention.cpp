@@ -19,18 +19,6 @@ using namespace distopt;
 
 namespace {
 
-/// The value of a constant scalar (a tensor of one element), if `v` is one.
-std::optional<double> scalarConstant(Value v) {
-  auto c = v.getDefiningOp<dopt::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!dense || dense.getNumElements() != 1 ||
-      !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  return (*dense.getValues<APFloat>().begin()).convertToDouble();
-}
-
 /// Whether `v` is read by `user` alone.
 bool onlyFeeds(Value v, Operation *user) {
   return v.hasOneUse() && *v.getUsers().begin() == user;
@@ -64,11 +52,12 @@ std::optional<Chain> matchChain(dopt::MatMulOp product) {
   // every key m masks are 0.
   if (auto zero = probabilities.getDefiningOp<dopt::WhereOp>();
       zero && onlyFeeds(zero.getResult(), product)) {
-    std::optional<double> fill = scalarConstant(zero.getLhs());
+    std::optional<double> fill = dopt::splatFloatConstant(zero.getLhs());
     auto eq = zero.getCondition().getDefiningOp<dopt::EqualOp>();
     auto max = eq ? eq.getLhs().getDefiningOp<dopt::ReduceMaxOp>()
                   : dopt::ReduceMaxOp();
-    std::optional<double> inf = eq ? scalarConstant(eq.getRhs()) : std::nullopt;
+    std::optional<double> inf =
+        eq ? dopt::splatFloatConstant(eq.getRhs()) : std::nullopt;
     if (!fill || *fill != 0.0 || !max || !inf || !std::isinf(*inf) ||
         *inf > 0 || !max.getKeepdims() ||
         max.getAxes() !=
@@ -115,7 +104,7 @@ std::optional<Chain> matchChain(dopt::MatMulOp product) {
       return std::nullopt;
   }
   if (auto where = s.getDefiningOp<dopt::WhereOp>(); where && step(where)) {
-    std::optional<double> fill = scalarConstant(where.getRhs());
+    std::optional<double> fill = dopt::splatFloatConstant(where.getRhs());
     if (!fill || !(std::isinf(*fill) ? *fill < 0 : *fill <= -1e30) ||
         where.getLhs().getType() != where.getType())
       return std::nullopt;
@@ -134,7 +123,7 @@ std::optional<Chain> matchChain(dopt::MatMulOp product) {
       std::swap(factor, other);
     if (!isScalar(factor) || other.getType() != mul.getType())
       return std::nullopt;
-    if (std::optional<double> k = scalarConstant(factor))
+    if (std::optional<double> k = dopt::splatFloatConstant(factor))
       c.scale = *k;
     else
       c.scaleValue = factor;
@@ -142,7 +131,7 @@ std::optional<Chain> matchChain(dopt::MatMulOp product) {
   } else if (auto div = s.getDefiningOp<dopt::DivOp>(); div && step(div)) {
     if (!isScalar(div.getRhs()) || div.getLhs().getType() != div.getType())
       return std::nullopt;
-    std::optional<double> k = scalarConstant(div.getRhs());
+    std::optional<double> k = dopt::splatFloatConstant(div.getRhs());
     if (k && *k == 0)
       return std::nullopt;
     if (k)

@@ -70,6 +70,10 @@ int64_t transposedOutputSize(int64_t in, int64_t kernel, int64_t stride,
                              int64_t padBegin, int64_t padEnd,
                              int64_t dilation, int64_t outputPadding);
 
+/// The value of `v` when it is a dopt.constant of floats holding one value
+/// in every element (a splat, a scalar among them), else std::nullopt.
+std::optional<double> splatFloatConstant(mlir::Value v);
+
 /// Number of elements selected by a normalised slice (see dopt.slice).
 int64_t sliceSize(int64_t start, int64_t end, int64_t step);
 
