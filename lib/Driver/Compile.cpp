@@ -302,7 +302,7 @@ LogicalResult driver::compile(MLIRContext &context,
   if (options.train && (!optimizer || options.loss.empty())) {
     WithColor::error() << "--train compiles a training step: it needs --loss "
                           "KIND[:OUTPUT] and --optimizer "
-                       << planner::optimizerChoices("|") << "\n";
+                       << namesOf(planner::kOptimizers, "|", "|") << "\n";
     return failure();
   }
   if (options.accumulate &&

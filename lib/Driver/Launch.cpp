@@ -91,3 +91,31 @@ int distopt::driver::runLaunchCommand(const LaunchCommand &cmd,
     error = "cannot run " + cmd.program + ": " + message;
   return rc;
 }
+
+bool distopt::driver::takeRankFlag(std::vector<std::string> &modelArgs,
+                                   std::optional<int64_t> &ranks,
+                                   std::string &error) {
+  if (modelArgs.empty() || !StringRef(modelArgs[0]).starts_with("-n"))
+    return true;
+  StringRef value = StringRef(modelArgs[0]).drop_front(2);
+  size_t used = 1;
+  if (value.empty() && modelArgs.size() > 1) {
+    value = modelArgs[1];
+    used = 2;
+  } else {
+    value.consume_front("=");
+  }
+  int64_t n = 0;
+  if (value.getAsInteger(10, n) || n < 1) {
+    error = "-n after the bundle takes a rank count, got '" +
+            modelArgs[used - 1] + "'";
+    return false;
+  }
+  if (ranks && n != *ranks) {
+    error = ("-n " + Twine(*ranks) + " and -n " + Twine(n) + " disagree").str();
+    return false;
+  }
+  ranks = n;
+  modelArgs.erase(modelArgs.begin(), modelArgs.begin() + used);
+  return true;
+}

@@ -35,20 +35,6 @@ using llvm::StringRef;
 // DType
 //===----------------------------------------------------------------------===//
 
-static constexpr const char *kDTypeNames[kNumDTypes] = {"fp32", "tf32", "bf16",
-                                                        "fp16"};
-
-StringRef distopt::planner::dtypeName(DType dtype) {
-  return kDTypeNames[static_cast<unsigned>(dtype)];
-}
-
-std::optional<DType> distopt::planner::parseDType(StringRef name) {
-  for (unsigned i = 0; i < kNumDTypes; ++i)
-    if (name == kDTypeNames[i])
-      return static_cast<DType>(i);
-  return std::nullopt;
-}
-
 unsigned distopt::planner::dtypeBytes(DType dtype) {
   switch (dtype) {
   case DType::FP32:
@@ -237,7 +223,7 @@ template <> struct ScalarTraits<ByteCount> {
 template <> struct MappingTraits<PeakFlops> {
   static void mapping(IO &io, PeakFlops &p) {
     for (unsigned i = 0; i < kNumDTypes; ++i)
-      io.mapRequired(kDTypeNames[i], p.perDType[i]);
+      io.mapRequired(dtypeName(static_cast<DType>(i)), p.perDType[i]);
   }
   static std::string validate(IO &, PeakFlops &) {
     distopt::planner::detail::setUnknownKeyHint(

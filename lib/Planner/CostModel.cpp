@@ -50,72 +50,9 @@ std::optional<OpClass> distopt::planner::parseOpClass(StringRef name) {
   return std::nullopt;
 }
 
-StringRef distopt::planner::recomputeName(Recompute r) {
-  switch (r) {
-  case Recompute::Off:
-    return "off";
-  case Recompute::Selective:
-    return "selective";
-  case Recompute::Full:
-    return "full";
-  }
-  return "off";
-}
-
-StringRef distopt::planner::collectiveAlgoName(CollectiveAlgo algo) {
-  switch (algo) {
-  case CollectiveAlgo::Ring:
-    return "ring";
-  case CollectiveAlgo::Tree:
-    return "tree";
-  case CollectiveAlgo::Hierarchical:
-    return "hierarchical";
-  }
-  return "ring";
-}
-
-StringRef distopt::planner::optimizerName(Optimizer opt) {
-  switch (opt) {
-  case Optimizer::SGD:
-    return "sgd";
-  case Optimizer::Momentum:
-    return "momentum";
-  case Optimizer::Adam:
-    return "adam";
-  case Optimizer::AdamW:
-    return "adamw";
-  }
-  return "sgd";
-}
-
-static constexpr Optimizer kOptimizers[] = {Optimizer::SGD, Optimizer::Momentum,
-                                            Optimizer::Adam, Optimizer::AdamW};
-
-std::optional<Optimizer> distopt::planner::parseOptimizer(StringRef name) {
-  for (Optimizer opt : kOptimizers)
-    if (optimizerName(opt) == name)
-      return opt;
-  return std::nullopt;
-}
-
 std::string distopt::planner::unknownOptimizer(StringRef name) {
   return "--optimizer: unknown optimizer '" + name.str() + "' (expected " +
-         optimizerChoices(", ", " or ") + ")";
-}
-
-std::string distopt::planner::optimizerChoices(StringRef sep, StringRef last) {
-  std::string out;
-  size_t n = std::size(kOptimizers);
-  for (size_t i = 0; i < n; ++i) {
-    if (i)
-      out += (i + 1 == n && !last.empty() ? last : sep).str();
-    out += optimizerName(kOptimizers[i]).str();
-  }
-  return out;
-}
-
-StringRef distopt::planner::pipelineScheduleName(PipelineSchedule s) {
-  return s == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
+         namesOf(kOptimizers) + ")";
 }
 
 //===----------------------------------------------------------------------===//

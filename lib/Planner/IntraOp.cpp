@@ -31,20 +31,6 @@ std::string distopt::planner::shardingStateName(int64_t state) {
   return "S(" + std::to_string(state) + ")";
 }
 
-llvm::StringRef distopt::planner::collectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return "all_reduce";
-  case CollectiveKind::AllGather:
-    return "all_gather";
-  case CollectiveKind::ReduceScatter:
-    return "reduce_scatter";
-  case CollectiveKind::AllToAll:
-    return "all_to_all";
-  }
-  return "?";
-}
-
 namespace {
 
 bool isPartial(int64_t s) {

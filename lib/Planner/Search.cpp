@@ -848,18 +848,6 @@ llvm::Expected<PlanResult> Searcher::run() {
 
 } // namespace
 
-llvm::StringRef distopt::planner::gradientSyncName(GradientSync s) {
-  switch (s) {
-  case GradientSync::AllReduce:
-    return "allreduce";
-  case GradientSync::ParameterServer:
-    return "ps";
-  case GradientSync::Async:
-    return "async";
-  }
-  return "?";
-}
-
 namespace {
 
 /// The elements of each float weight of the graph (what servers hold).

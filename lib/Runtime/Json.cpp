@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace distopt::runtime {
 
@@ -18,21 +19,11 @@ const JsonValue *JsonValue::get(std::string_view key) const {
 }
 
 const char *JsonValue::kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Null:
-    return "null";
-  case Kind::Bool:
-    return "boolean";
-  case Kind::Number:
-    return "number";
-  case Kind::String:
-    return "string";
-  case Kind::Array:
-    return "array";
-  case Kind::Object:
-    return "object";
-  }
-  return "?";
+  // In the order of Kind.
+  static const char *const kNames[] = {"null",   "boolean", "number",
+                                       "string", "array",   "object"};
+  unsigned i = static_cast<unsigned>(kind);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 JsonValue JsonValue::makeBool(bool b) {

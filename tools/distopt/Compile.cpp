@@ -126,7 +126,6 @@ static cl::opt<std::string> freezeWeights(
              "expression get no gradient"),
     cl::value_desc("REGEX"), cl::sub(tool::compileCommand()));
 
-
 int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                      StringRef emit, StringRef cpuName, bool printGeneric) {
   driver::CompileOptions options;
@@ -140,33 +139,31 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     return 1;
   };
   if (!emit.empty() &&
-      !driver::parseNamed("emit", driver::kEmits, emit, options.emit, error))
+      !parseNamed("emit", driver::kEmits, emit, options.emit, error))
     return usage();
-  if (!driver::parseNamed("runtime-link", driver::kRuntimeLinks, runtimeLink,
-                          options.runtimeLink, error) ||
-      !driver::parseNamed("target", driver::kTargets, compileTarget,
-                          options.target, error))
+  if (!parseNamed("runtime-link", driver::kRuntimeLinks, runtimeLink,
+                  options.runtimeLink, error) ||
+      !parseNamed("target", driver::kTargets, compileTarget, options.target,
+                  error))
     return usage();
   // Only the emulation reads --emulate-threads; other targets accept any.
   if (emulateThreads.getNumOccurrences() &&
-      !driver::parseNamed("emulate-threads", driver::kEmulatedThreads,
-                          options.target == driver::Target::CUDAEmulation
-                              ? StringRef(emulateThreads)
-                              : StringRef("reverse"),
-                          options.emulateThreads, error))
+      !parseNamed("emulate-threads", driver::kEmulatedThreads,
+                  options.target == driver::Target::CUDAEmulation
+                      ? StringRef(emulateThreads)
+                      : StringRef("reverse"),
+                  options.emulateThreads, error))
     return usage();
   options.cudaToolkit = cudaToolkit;
   options.cudaArchs.assign(cudaArchs.begin(), cudaArchs.end());
-  if (outlineOps.getNumOccurrences())
-    options.outlineOps = outlineOps.getValue();
+  setIfGiven(outlineOps, options.outlineOps);
   options.codegenThreads = codegenThreads;
   options.fuseAttention = fuseAttention;
   options.codegenSplitMin = codegenSplitMin;
 
   options.gradients = compileGradients;
   options.loss = compileLoss;
-  if (compileLabels.getNumOccurrences())
-    options.labels = compileLabels.getValue();
+  setIfGiven(compileLabels, options.labels);
   if (!compileOptimizer.empty()) {
     options.optimizer = planner::parseOptimizer(compileOptimizer);
     if (!options.optimizer) {
@@ -176,10 +173,8 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   }
   options.nesterov = compileNesterov;
   options.train = compileTrain;
-  if (accumulateSteps.getNumOccurrences())
-    options.accumulate = accumulateSteps.getValue();
-  if (freezeWeights.getNumOccurrences())
-    options.freezeWeights = freezeWeights.getValue();
+  setIfGiven(accumulateSteps, options.accumulate);
+  setIfGiven(freezeWeights, options.freezeWeights);
 
   if (!distributionFromFlags(options.distribution, error) ||
       !precisionFromFlags(options.precision, error))

@@ -141,57 +141,20 @@ cl::opt<std::string>
                 cl::desc("Efficiency profile (YAML) over the defaults"),
                 cl::value_desc("file"), PlanAndCompile());
 
-/// Splits "key=value"; reports a usage error when malformed.
-bool splitAssignment(StringRef flag, StringRef arg, StringRef &key,
-                     StringRef &value) {
-  std::tie(key, value) = arg.split('=');
-  if (key.empty() || !arg.contains('=')) {
-    WithColor::error() << "--" << flag << " expects name=value, got '" << arg
-                       << "'\n";
-    return false;
-  }
-  return true;
-}
-
 } // namespace
 
 /// Builds import options from the command line; false after a usage error.
 bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
-  for (StringRef arg : importShapes) {
-    StringRef name, spec;
-    if (!splitAssignment("shape", arg, name, spec))
-      return false;
-    std::optional<SmallVector<int64_t>> dims = distopt::parseShapeSpec(spec);
-    if (!dims) {
-      WithColor::error() << "--shape " << arg
-                         << ": expected dimensions like 32x256\n";
-      return false;
-    }
-    options.inputShapes[name] = *dims;
-  }
-  for (StringRef arg : importDims) {
-    StringRef name, value;
-    int64_t n;
-    if (!splitAssignment("dim", arg, name, value))
-      return false;
-    if (value.getAsInteger(10, n) || n < 0) {
-      WithColor::error() << "--dim " << arg
-                         << ": expected a non-negative integer\n";
-      return false;
-    }
-    options.symbolicDims[name] = n;
-  }
-  for (StringRef arg : importFreeze) {
-    StringRef name, file;
-    if (!splitAssignment("freeze", arg, name, file))
-      return false;
-    std::string error;
-    if (!distopt::driver::readFrozenInput(file, options.frozenInputs[name],
-                                          error)) {
-      WithColor::error() << "--freeze " << arg << ": " << error << "\n";
-      return false;
-    }
-  }
+  using driver::ImportSetting;
+  std::string error;
+  for (auto [flag, setting] : {std::pair(&importShapes, ImportSetting::Shape),
+                               std::pair(&importDims, ImportSetting::Dim),
+                               std::pair(&importFreeze, ImportSetting::Freeze)})
+    for (StringRef arg : *flag)
+      if (!driver::addImportSetting(setting, arg, options, error)) {
+        WithColor::error() << error << "\n";
+        return false;
+      }
   options.inlineWeights = importInlineWeights;
   if (importText)
     options.textFormat = true;
@@ -202,42 +165,32 @@ bool distopt::tool::distributionFromFlags(
     distopt::driver::DistributionOptions &out, std::string &error) {
   out.cluster = clusterSpec;
   auto given = [](auto &opt) { return opt.getNumOccurrences() > 0; };
-  if (given(forceDP))
-    out.dp = forceDP;
-  if (given(forceTP))
-    out.tp = forceTP;
-  if (given(forcePP))
-    out.pp = forcePP;
-  if (given(forceMicro))
-    out.microbatches = forceMicro;
+  setIfGiven(forceDP, out.dp);
+  setIfGiven(forceTP, out.tp);
+  setIfGiven(forcePP, out.pp);
+  setIfGiven(forceMicro, out.microbatches);
   out.microbatchStatistics = microbatchStatistics;
   if (!forceRecompute.empty() &&
-      !driver::parseNamed("recompute", driver::kRecomputes, forceRecompute,
-                          out.recompute, error))
+      !parseNamed("recompute", planner::kRecomputes, forceRecompute,
+                  out.recompute, error))
     return false;
   PipelineSchedule schedule;
-  if (!driver::parseNamed("schedule", driver::kSchedules, pipelineSchedule,
-                          schedule, error))
+  if (!parseNamed("schedule", planner::kSchedules, pipelineSchedule, schedule,
+                  error))
     return false;
   if (given(pipelineSchedule))
     out.schedule = schedule;
-  if (given(bucketMB))
-    out.bucketMiB = bucketMB;
+  setIfGiven(bucketMB, out.bucketMiB);
   DType grad;
-  if (!driver::parseNamed("grad-dtype", driver::kGradDtypes, gradDtype, grad,
-                          error))
+  if (!parseNamed("grad-dtype", driver::kGradDtypes, gradDtype, grad, error))
     return false;
   if (given(gradDtype))
     out.gradDtype = grad;
-  if (given(zeroFlag))
-    out.zero = zeroFlag;
-  if (!driver::parseNamed("sync", driver::kGradientSyncs, syncFlag, out.sync,
-                          error))
+  setIfGiven(zeroFlag, out.zero);
+  if (!parseNamed("sync", planner::kGradientSyncs, syncFlag, out.sync, error))
     return false;
-  if (given(serversFlag))
-    out.servers = serversFlag;
-  if (given(backupWorkersFlag))
-    out.backupWorkers = backupWorkersFlag;
+  setIfGiven(serversFlag, out.servers);
+  setIfGiven(backupWorkersFlag, out.backupWorkers);
   out.profile = profileFile;
   return true;
 }
@@ -246,6 +199,5 @@ bool distopt::tool::precisionFromFlags(std::optional<planner::DType> &out,
                                        std::string &error) {
   if (precisionFlag.empty())
     return true;
-  return driver::parseNamed("precision", driver::kPrecisions, precisionFlag,
-                            out, error);
+  return parseNamed("precision", planner::kDTypes, precisionFlag, out, error);
 }

@@ -73,11 +73,6 @@ cl::opt<std::string> jsonFile("json",
                               cl::value_desc("file"),
                               cl::sub(distopt::tool::planCommand()));
 
-int usage(const Twine &msg) {
-  WithColor::error(errs(), "distopt plan") << msg << "\n";
-  return 1;
-}
-
 } // namespace
 
 int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
@@ -86,30 +81,28 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   {
     std::string error;
     if (!distributionFromFlags(request.distribution, error))
-      return usage(error);
+      return fail("plan", error);
   }
   if (request.distribution.cluster.empty())
-    return usage("--cluster is required (e.g. --cluster dgx-a100x8 or "
-                 "--cluster local:4)");
+    return fail("plan", "--cluster is required (e.g. --cluster dgx-a100x8 or "
+                        "--cluster local:4)");
   std::string error;
-  if (!distopt::driver::parseNamed("mode", distopt::driver::kPlanModes, mode,
-                                   request.mode, error) ||
+  // --emit ir: the annotated IR instead of the summary.
+  static constexpr distopt::NamedValue<bool> kEmits[] = {
+      {"summary", false}, {"ir", true}};
+  if (!distopt::parseNamed("emit", kEmits, emit, request.annotate, error) ||
+      !distopt::parseNamed("mode", distopt::planner::kPlanModes, mode,
+                           request.mode, error) ||
       !precisionFromFlags(request.precision, error) ||
-      !distopt::driver::parseNamed("segment-solver",
-                                   distopt::driver::kSegmentSolvers,
-                                   segmentSolver, request.segmentSolver, error))
-    return usage(error);
+      !distopt::parseNamed("segment-solver", distopt::planner::kIntraOpSolvers,
+                           segmentSolver, request.segmentSolver, error))
+    return fail("plan", error);
   if (std::optional<Optimizer> opt = parseOptimizer(optimizer))
     request.optimizer = *opt;
   else
-    return usage(unknownOptimizer(optimizer));
-  if (emit != "summary" && emit != "ir")
-    return usage("--emit must be summary or ir, got '" + emit + "'");
-  request.annotate = emit == "ir";
-  if (globalBatch.getNumOccurrences())
-    request.globalBatch = globalBatch;
-  if (seqLen.getNumOccurrences())
-    request.seqLen = seqLen;
+    return fail("plan", unknownOptimizer(optimizer));
+  setIfGiven(globalBatch, request.globalBatch);
+  setIfGiven(seqLen, request.seqLen);
   request.loss = planLoss;
   if (!importOptionsFromFlags(request.import))
     return 1;
@@ -131,12 +124,12 @@ int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   if (!reportFile.empty() &&
       !distopt::driver::writeOutputFile(
           reportFile, [&](raw_ostream &os) { p.writeHTML(os); }, err))
-    return usage(err);
+    return fail("plan", err);
   if (!jsonFile.empty() &&
       !distopt::driver::writeOutputFile(
           jsonFile,
           [&](raw_ostream &os) { os << formatv("{0:2}", p.toJSON()) << "\n"; },
           err))
-    return usage(err);
+    return fail("plan", err);
   return 0;
 }

@@ -39,10 +39,6 @@ cl::opt<int64_t> ranksOpt("n", cl::desc("Number of ranks (default: the "
                           cl::init(0), cl::value_desc("N"),
                           cl::sub(distopt::tool::runCommand()));
 
-int error(const Twine &msg) {
-  WithColor::error(errs(), "distopt run") << msg << "\n";
-  return 1;
-}
 } // namespace
 
 int distopt::tool::runBundle() {
@@ -51,31 +47,15 @@ int distopt::tool::runBundle() {
   std::optional<int64_t> ranks;
   if (ranksOpt.getNumOccurrences())
     ranks = ranksOpt;
-  if (!passed.empty() && StringRef(passed[0]).starts_with("-n")) {
-    StringRef value = StringRef(passed[0]).drop_front(2);
-    size_t used = 1;
-    if (value.empty() && passed.size() > 1) {
-      value = passed[1];
-      used = 2;
-    } else {
-      value.consume_front("=");
-    }
-    int64_t n = 0;
-    if (value.getAsInteger(10, n) || n < 1)
-      return error("-n after the bundle takes a rank count, got '" +
-                   (used == 2 ? passed[1] : passed[0]) + "'");
-    if (ranks && n != *ranks)
-      return error("-n " + Twine(*ranks) + " and -n " + Twine(n) + " disagree");
-    ranks = n;
-    passed.erase(passed.begin(), passed.begin() + used);
-  }
   std::string message;
+  if (!driver::takeRankFlag(passed, ranks, message))
+    return fail("run", message);
   FailureOr<driver::LaunchCommand> command =
       driver::launchCommand(bundle, ranks, passed, message);
   if (failed(command))
-    return error(message);
+    return fail("run", message);
   int rc = driver::runLaunchCommand(*command, message);
   if (rc < 0)
-    return error(message);
+    return fail("run", message);
   return rc;
 }

@@ -13,6 +13,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/WithColor.h"
 
 #include <string>
 
@@ -43,6 +44,20 @@ struct ImportPlanAndCompile {
     PlanAndCompile().apply(o);
   }
 };
+
+/// Prints "distopt SUB: error: MSG" and returns the exit status 1.
+inline int fail(llvm::StringRef subcommand, const llvm::Twine &msg) {
+  llvm::WithColor::error(llvm::errs(), ("distopt " + subcommand).str())
+      << msg << "\n";
+  return 1;
+}
+
+/// Sets `field` to the flag's value where the flag was given.
+template <class Opt, class Field>
+void setIfGiven(const Opt &flag, Field &field) {
+  if (flag.getNumOccurrences())
+    field = flag.getValue();
+}
 
 /// The flags `plan` and `compile` share (Flags.cpp) (--cluster, the degrees, gradient
 /// synchronisation, pipelines, parameter servers, --profile); false with

@@ -11,13 +11,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Driver/Driver.h"
 #include "distopt/Import/ONNX/Importer.h"
 
 #include "Tool.h"
 
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -58,30 +56,21 @@ static cl::opt<std::string>
     compileCPU("cpu", cl::desc("Target CPU (default: native, the host's)"),
                cl::init("native"), cl::sub(compileCmd));
 
-
-namespace {
-int runImport(MLIRContext &context) {
+static int runImport(MLIRContext &context) {
   distopt::ONNXImportOptions options;
   if (!distopt::tool::importOptionsFromFlags(options))
     return 1;
-  OwningOpRef<ModuleOp> module =
-      distopt::importONNXFile(context, importInput, options);
-  if (!module)
-    return 1;
-  OpPrintingFlags flags;
-  if (importGeneric)
-    flags.printGenericOpForm();
   std::string error;
-  if (!distopt::driver::writeOutputFile(
+  if (failed(distopt::driver::importToFile(
+          context, importInput, options,
           importOutput.empty() ? StringRef("-") : StringRef(importOutput),
-          [&](raw_ostream &os) { module->print(os, flags), os << "\n"; },
-          error)) {
-    WithColor::error() << error << "\n";
+          importGeneric, error))) {
+    if (!error.empty())
+      WithColor::error() << error << "\n";
     return 1;
   }
   return 0;
 }
-} // namespace
 
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);

@@ -27,19 +27,9 @@ enum class Layout { Row, RowPadded, Col, ColPadded, Strided };
 const Layout kLayouts[] = {Layout::Row, Layout::RowPadded, Layout::Col,
                            Layout::ColPadded, Layout::Strided};
 const char *layoutName(Layout l) {
-  switch (l) {
-  case Layout::Row:
-    return "row";
-  case Layout::RowPadded:
-    return "row-padded";
-  case Layout::Col:
-    return "col";
-  case Layout::ColPadded:
-    return "col-padded";
-  case Layout::Strided:
-    return "strided";
-  }
-  return "?";
+  static const char *const kNames[] = {"row", "row-padded", "col",
+                                       "col-padded", "strided"};
+  return kNames[static_cast<unsigned>(l)];
 }
 
 struct Placement {

@@ -48,6 +48,27 @@ void registerDialects(mlir::DialectRegistry &registry);
 bool readFrozenInput(llvm::StringRef file, ONNXFrozenInput &out,
                      std::string &error);
 
+/// What a `NAME=VALUE` import setting sets (Import.cpp).
+enum class ImportSetting {
+  Shape,  ///< `--shape x=32x256`: a graph input's concrete shape
+  Dim,    ///< `--dim batch=32`: a symbolic dimension's value
+  Freeze, ///< `--freeze name=file.npy`: an input bound at compile time
+};
+
+/// Parses `NAME=VALUE` (`arg`) as `setting` into `options`; false with
+/// `error` naming the flag and saying what was expected.
+bool addImportSetting(ImportSetting setting, llvm::StringRef arg,
+                      ONNXImportOptions &options, std::string &error);
+
+/// `distopt import`: imports `input` and writes its dopt IR to `output`
+/// ("-": stdout), in generic form where asked. Import errors are printed as
+/// diagnostics; a file that cannot be written fails with `error`.
+mlir::LogicalResult importToFile(mlir::MLIRContext &context,
+                                 llvm::StringRef input,
+                                 const ONNXImportOptions &options,
+                                 llvm::StringRef output, bool printGeneric,
+                                 std::string &error);
+
 //===----------------------------------------------------------------------===//
 // Diagnostics (Diagnostics.cpp)
 //===----------------------------------------------------------------------===//
@@ -242,6 +263,13 @@ struct LaunchCommand {
 mlir::FailureOr<LaunchCommand>
 launchCommand(llvm::StringRef bundle, std::optional<int64_t> ranks,
               llvm::ArrayRef<std::string> modelArgs, std::string &error);
+
+/// Takes `distopt run`'s `-n N` (`-nN`, `-n=N`) from the front of
+/// `modelArgs` (the arguments after the bundle, where users also put it)
+/// into `ranks`; false with `error` where its value is not a rank count or
+/// disagrees with a `ranks` already given.
+bool takeRankFlag(std::vector<std::string> &modelArgs,
+                  std::optional<int64_t> &ranks, std::string &error);
 
 /// Runs `command` and waits: its exit status, or -1 with `error` where it
 /// could not be started.

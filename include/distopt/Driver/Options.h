@@ -64,13 +64,9 @@ enum class RuntimeLink { Static, Shared };
 /// The order the CUDA emulation runs a kernel's threads in.
 enum class EmulatedThreads { Reverse, Forward };
 
-/// An option's value and its name, as the command line (and a Python API's
-/// keyword arguments) spell it.
-template <typename E> struct NamedValue {
-  llvm::StringLiteral name;
-  E value;
-};
-
+/// The names of the driver's choices, as the command line and a Python API
+/// spell them (the planner's choices are named beside their enums:
+/// planner::kDTypes, kOptimizers, kPlanModes, kGradientSyncs, ...).
 inline constexpr NamedValue<Target> kTargets[] = {
     {"cpu", Target::CPU},
     {"cuda", Target::CUDA},
@@ -85,60 +81,10 @@ inline constexpr NamedValue<RuntimeLink> kRuntimeLinks[] = {
 inline constexpr NamedValue<EmulatedThreads> kEmulatedThreads[] = {
     {"reverse", EmulatedThreads::Reverse},
     {"forward", EmulatedThreads::Forward}};
-inline constexpr NamedValue<planner::PlanMode> kPlanModes[] = {
-    {"train", planner::PlanMode::Train}, {"infer", planner::PlanMode::Infer}};
-inline constexpr NamedValue<planner::IntraOpSolver> kSegmentSolvers[] = {
-    {"auto", planner::IntraOpSolver::Auto},
-    {"ilp", planner::IntraOpSolver::ILP},
-    {"elimination", planner::IntraOpSolver::Elimination}};
-inline constexpr NamedValue<planner::Recompute> kRecomputes[] = {
-    {"off", planner::Recompute::Off},
-    {"selective", planner::Recompute::Selective},
-    {"full", planner::Recompute::Full}};
-inline constexpr NamedValue<planner::PipelineSchedule> kSchedules[] = {
-    {"1f1b", planner::PipelineSchedule::OneFOneB},
-    {"gpipe", planner::PipelineSchedule::GPipe}};
 inline constexpr NamedValue<planner::DType> kGradDtypes[] = {
     {"fp32", planner::DType::FP32},
     {"fp16", planner::DType::FP16},
     {"bf16", planner::DType::BF16}};
-inline constexpr NamedValue<planner::DType> kPrecisions[] = {
-    {"fp32", planner::DType::FP32},
-    {"tf32", planner::DType::TF32},
-    {"bf16", planner::DType::BF16},
-    {"fp16", planner::DType::FP16}};
-inline constexpr NamedValue<planner::GradientSync> kGradientSyncs[] = {
-    {"allreduce", planner::GradientSync::AllReduce},
-    {"ps", planner::GradientSync::ParameterServer},
-    {"async", planner::GradientSync::Async}};
-
-/// Sets `out` to the value named `name` among `values`; else false with
-/// `error` = "--OPTION must be a, b or c, got 'NAME'".
-template <typename E, size_t N>
-bool parseNamed(llvm::StringRef option, const NamedValue<E> (&values)[N],
-                llvm::StringRef name, E &out, std::string &error) {
-  for (const NamedValue<E> &v : values)
-    if (v.name == name) {
-      out = v.value;
-      return true;
-    }
-  error = "--" + option.str() + " must be ";
-  for (size_t i = 0; i < N; ++i)
-    error += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + values[i].name.str();
-  error += ", got '" + name.str() + "'";
-  return false;
-}
-/// The same into an optional.
-template <typename E, size_t N>
-bool parseNamed(llvm::StringRef option, const NamedValue<E> (&values)[N],
-                llvm::StringRef name, std::optional<E> &out,
-                std::string &error) {
-  E value{};
-  if (!parseNamed(option, values, name, value, error))
-    return false;
-  out = value;
-  return true;
-}
 
 /// `distopt compile`.
 struct CompileOptions {

@@ -30,6 +30,8 @@
 #ifndef DISTOPT_PLANNER_CLUSTER_H
 #define DISTOPT_PLANNER_CLUSTER_H
 
+#include "distopt/Support/NamedValues.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -46,10 +48,16 @@ namespace distopt::planner {
 enum class DType : unsigned { FP32 = 0, TF32 = 1, BF16 = 2, FP16 = 3 };
 constexpr unsigned kNumDTypes = 4;
 
-/// "fp32", "tf32", "bf16", "fp16".
-llvm::StringRef dtypeName(DType dtype);
+inline constexpr NamedValue<DType> kDTypes[] = {{"fp32", DType::FP32},
+                                                {"tf32", DType::TF32},
+                                                {"bf16", DType::BF16},
+                                                {"fp16", DType::FP16}};
+static_assert(std::size(kDTypes) == kNumDTypes);
+inline llvm::StringRef dtypeName(DType dtype) { return nameOf(kDTypes, dtype); }
 /// Inverse of dtypeName; std::nullopt for anything else.
-std::optional<DType> parseDType(llvm::StringRef name);
+inline std::optional<DType> parseDType(llvm::StringRef name) {
+  return valueNamed(kDTypes, name);
+}
 /// Bytes one element occupies in memory (TF32 is stored as fp32: 4).
 unsigned dtypeBytes(DType dtype);
 /// True for the 16-bit types (bf16, fp16), which are trained in mixed

@@ -144,7 +144,13 @@ OpCost backwardCost(const OpCost &forward);
 
 /// Activation recomputation policy (Korthikanti et al. 2022).
 enum class Recompute { Off, Selective, Full };
-llvm::StringRef recomputeName(Recompute r);
+inline constexpr NamedValue<Recompute> kRecomputes[] = {
+    {"off", Recompute::Off},
+    {"selective", Recompute::Selective},
+    {"full", Recompute::Full}};
+inline llvm::StringRef recomputeName(Recompute r) {
+  return nameOf(kRecomputes, r);
+}
 
 /// FLOPs of one training step for a model whose forward pass costs
 /// `forwardFlops`: forward + backward (2×) = 3·F; full recomputation reruns
@@ -165,7 +171,13 @@ struct LinkParams {
 };
 
 enum class CollectiveAlgo { Ring, Tree, Hierarchical };
-llvm::StringRef collectiveAlgoName(CollectiveAlgo algo);
+inline constexpr NamedValue<CollectiveAlgo> kCollectiveAlgos[] = {
+    {"ring", CollectiveAlgo::Ring},
+    {"tree", CollectiveAlgo::Tree},
+    {"hierarchical", CollectiveAlgo::Hierarchical}};
+inline llvm::StringRef collectiveAlgoName(CollectiveAlgo algo) {
+  return nameOf(kCollectiveAlgos, algo);
+}
 
 /// Pure α–β formulas for n ranks and S bytes (see each function).
 /// All return 0 for n <= 1.
@@ -272,11 +284,17 @@ double pointToPointTime(const Cluster &cluster, int64_t src, int64_t dst,
 /// The optimizers distopt trains with: one list, the names `distopt plan
 /// --optimizer` and `distopt compile --optimizer` take.
 enum class Optimizer { SGD, Momentum, Adam, AdamW };
-llvm::StringRef optimizerName(Optimizer opt);
-std::optional<Optimizer> parseOptimizer(llvm::StringRef name);
-/// The names of the list joined by `sep`, the last two by `last` (default
-/// `sep`): "sgd, momentum, adam or adamw", "sgd|momentum|adam|adamw".
-std::string optimizerChoices(llvm::StringRef sep, llvm::StringRef last = "");
+inline constexpr NamedValue<Optimizer> kOptimizers[] = {
+    {"sgd", Optimizer::SGD},
+    {"momentum", Optimizer::Momentum},
+    {"adam", Optimizer::Adam},
+    {"adamw", Optimizer::AdamW}};
+inline llvm::StringRef optimizerName(Optimizer opt) {
+  return nameOf(kOptimizers, opt);
+}
+inline std::optional<Optimizer> parseOptimizer(llvm::StringRef name) {
+  return valueNamed(kOptimizers, name);
+}
 /// The error for an --optimizer not in the list: "--optimizer: unknown
 /// optimizer 'lion' (expected sgd, momentum, adam or adamw)".
 std::string unknownOptimizer(llvm::StringRef name);
@@ -328,7 +346,11 @@ LayerActivation transformerLayerActivation(int64_t seq, int64_t microBatch,
                                            bool sequenceParallel);
 
 enum class PipelineSchedule { GPipe, OneFOneB };
-llvm::StringRef pipelineScheduleName(PipelineSchedule s);
+inline constexpr NamedValue<PipelineSchedule> kSchedules[] = {
+    {"1f1b", PipelineSchedule::OneFOneB}, {"gpipe", PipelineSchedule::GPipe}};
+inline llvm::StringRef pipelineScheduleName(PipelineSchedule s) {
+  return nameOf(kSchedules, s);
+}
 
 /// Micro-batches whose activations stage `stageIndex` (0-based) of `stages`
 /// holds at its peak: GPipe all m; 1F1B min(m, stages − stageIndex).

@@ -51,7 +51,14 @@ constexpr int64_t kPartialMean = -4;
 std::string shardingStateName(int64_t state);
 
 enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll };
-llvm::StringRef collectiveKindName(CollectiveKind kind);
+inline constexpr NamedValue<CollectiveKind> kCollectiveKinds[] = {
+    {"all_reduce", CollectiveKind::AllReduce},
+    {"all_gather", CollectiveKind::AllGather},
+    {"reduce_scatter", CollectiveKind::ReduceScatter},
+    {"all_to_all", CollectiveKind::AllToAll}};
+inline llvm::StringRef collectiveKindName(CollectiveKind kind) {
+  return nameOf(kCollectiveKinds, kind);
+}
 
 /// One collective the chosen strategies need, per micro-batch.
 struct PlannedCollective {
@@ -67,6 +74,10 @@ struct PlannedCollective {
 /// the ILP elsewhere; the others force one (Elimination fails on a problem
 /// too wide for it).
 enum class IntraOpSolver { Auto, ILP, Elimination };
+inline constexpr NamedValue<IntraOpSolver> kIntraOpSolvers[] = {
+    {"auto", IntraOpSolver::Auto},
+    {"ilp", IntraOpSolver::ILP},
+    {"elimination", IntraOpSolver::Elimination}};
 
 struct IntraOpOptions {
   IntraOpSolver solver = IntraOpSolver::Auto;

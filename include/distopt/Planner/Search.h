@@ -44,13 +44,21 @@
 namespace distopt::planner {
 
 enum class PlanMode { Train, Infer };
+inline constexpr NamedValue<PlanMode> kPlanModes[] = {
+    {"train", PlanMode::Train}, {"infer", PlanMode::Infer}};
 
 /// How data-parallel training combines the replicas' gradients: a ring
 /// all-reduce among them, synchronous parameter servers (every worker's
 /// gradient, or the first N of N + backups, per step), or asynchronous ones
 /// (each gradient applied when it arrives).
 enum class GradientSync { AllReduce, ParameterServer, Async };
-llvm::StringRef gradientSyncName(GradientSync s);
+inline constexpr NamedValue<GradientSync> kGradientSyncs[] = {
+    {"allreduce", GradientSync::AllReduce},
+    {"ps", GradientSync::ParameterServer},
+    {"async", GradientSync::Async}};
+inline llvm::StringRef gradientSyncName(GradientSync s) {
+  return nameOf(kGradientSyncs, s);
+}
 
 struct PlanOptions {
   PlanMode mode = PlanMode::Train;
