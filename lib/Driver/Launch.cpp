@@ -2,7 +2,8 @@
 //
 // A single-rank bundle runs directly; a multi-rank bundle under
 // `mpirun -np N` (with --oversubscribe when N exceeds this machine's
-// hardware threads, and --allow-run-as-root for root).
+// hardware threads, and --allow-run-as-root for root), on this machine or
+// on the hosts of --hosts/--hostfile, or under srun in a Slurm allocation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,14 +16,123 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/WithColor.h"
 
+#include <cstdlib>
 #include <thread>
 #include <unistd.h>
 
 using namespace llvm;
 
+namespace {
+
+/// A positive slot count; false where `text` is not one.
+bool parseSlots(StringRef text, int64_t &slots) {
+  return !text.getAsInteger(10, slots) && slots >= 1;
+}
+
+/// The variables every rank on another host needs from this environment.
+bool exported(StringRef name) {
+  return name.starts_with("DISTOPT_") || name.starts_with("OMP_") ||
+         name.starts_with("OPENBLAS_") || name.starts_with("NCCL_") ||
+         name == "LD_LIBRARY_PATH";
+}
+
+/// Warnings where filling `hosts` in order splits a tensor-parallel group
+/// (`tensor` consecutive ranks) over two hosts.
+std::vector<std::string>
+placementWarnings(ArrayRef<distopt::driver::HostSlots> hosts, int64_t ranks,
+                  int64_t tensor) {
+  std::vector<std::string> warnings;
+  if (tensor <= 1 || hosts.empty())
+    return warnings;
+  std::vector<size_t> hostOf;
+  for (size_t h = 0; h < hosts.size() && (int64_t)hostOf.size() < ranks; ++h)
+    for (int64_t i = 0; i < hosts[h].slots && (int64_t)hostOf.size() < ranks;
+         ++i)
+      hostOf.push_back(h);
+  for (int64_t first = 0; first + tensor <= ranks; first += tensor) {
+    size_t a = hostOf[first], b = hostOf[first + tensor - 1];
+    if (a == b)
+      continue;
+    warnings.push_back(
+        ("ranks " + Twine(first) + "-" + Twine(first + tensor - 1) +
+         " (a tensor-parallel group) are placed on " + hosts[a].host + " and " +
+         hosts[b].host +
+         ": their collectives cross the network; give each host a multiple "
+         "of " +
+         Twine(tensor) + " slots")
+            .str());
+  }
+  return warnings;
+}
+
+} // namespace
+
+bool distopt::driver::parseHosts(StringRef spec, std::vector<HostSlots> &hosts,
+                                 std::string &error) {
+  SmallVector<StringRef> entries;
+  spec.split(entries, ',');
+  for (StringRef entry : entries) {
+    auto [host, slots] = entry.trim().split(':');
+    HostSlots h{host.str(), 1};
+    if (host.empty() || (entry.contains(':') && !parseSlots(slots, h.slots))) {
+      error = ("--hosts: '" + entry + "' is not HOST or HOST:SLOTS").str();
+      return false;
+    }
+    hosts.push_back(std::move(h));
+  }
+  return true;
+}
+
+bool distopt::driver::readHostfile(StringRef path,
+                                   std::vector<HostSlots> &hosts,
+                                   std::string &error) {
+  auto buf = MemoryBuffer::getFile(path);
+  if (!buf) {
+    error = ("cannot read hostfile '" + path + "': " + buf.getError().message())
+                .str();
+    return false;
+  }
+  SmallVector<StringRef> lines;
+  (*buf)->getBuffer().split(lines, '\n');
+  size_t before = hosts.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    StringRef line = lines[i].split('#').first.trim();
+    if (line.empty())
+      continue;
+    auto fail = [&](const Twine &what) {
+      error = (path + ":" + Twine(i + 1) + ": " + what).str();
+      return false;
+    };
+    SmallVector<StringRef> words;
+    line.split(words, ' ', -1, false);
+    auto [host, slots] = words[0].split(':');
+    HostSlots h{host.str(), 1};
+    if (host.empty() || (words[0].contains(':') && !parseSlots(slots, h.slots)))
+      return fail("'" + words[0] + "' is not HOST or HOST:SLOTS");
+    for (StringRef word : ArrayRef(words).drop_front()) {
+      auto [key, value] = word.split('=');
+      if (key == "slots" && parseSlots(value, h.slots))
+        continue;
+      int64_t maxSlots; // Open MPI's limit on oversubscription: not ours
+      if (key == "max_slots" && parseSlots(value, maxSlots))
+        continue;
+      return fail("'" + word +
+                  "' is not slots=N or max_slots=N (a line is HOST "
+                  "[slots=N])");
+    }
+    hosts.push_back(std::move(h));
+  }
+  if (hosts.size() == before) {
+    error = ("hostfile '" + path + "' names no host").str();
+    return false;
+  }
+  return true;
+}
+
 FailureOr<distopt::driver::LaunchCommand>
-distopt::driver::launchCommand(StringRef bundle, std::optional<int64_t> ranks,
+distopt::driver::launchCommand(StringRef bundle, const LaunchOptions &options,
                                ArrayRef<std::string> modelArgs,
                                std::string &error) {
   auto fail = [&](const Twine &msg) {
@@ -39,10 +149,15 @@ distopt::driver::launchCommand(StringRef bundle, std::optional<int64_t> ranks,
   Expected<json::Value> manifest = json::parse((*buf)->getBuffer());
   if (!manifest)
     return fail(manifestPath + ": " + toString(manifest.takeError()));
-  int64_t bundleRanks = 1;
-  if (auto *obj = manifest->getAsObject())
+  int64_t bundleRanks = 1, tensor = 1;
+  if (auto *obj = manifest->getAsObject()) {
     if (auto r = obj->getInteger("ranks"))
       bundleRanks = *r;
+    // The grid is stages x data x tensor: the last axis is the tensor's.
+    if (auto *grid = obj->getArray("grid"); grid && !grid->empty())
+      tensor = grid->back().getAsInteger().value_or(1);
+  }
+  const std::optional<int64_t> &ranks = options.ranks;
   if (ranks && *ranks != bundleRanks)
     return fail("the bundle was compiled for " + Twine(bundleRanks) +
                 (bundleRanks == 1 ? " rank" : " ranks") + "; -n " +
@@ -50,18 +165,46 @@ distopt::driver::launchCommand(StringRef bundle, std::optional<int64_t> ranks,
                 " does not match (compile again with --cluster for another "
                 "count)");
   // The executable: named after the bundle directory, as distopt compile
-  // writes it.
+  // writes it; absolute, as other hosts start it from their own directory.
   SmallString<256> exe(bundle);
   while (exe.size() > 1 && exe.back() == '/')
     exe.pop_back();
   sys::path::append(exe, sys::path::stem(exe));
   if (!sys::fs::can_execute(exe))
     return fail("no executable '" + exe + "' in the bundle");
+  sys::fs::make_absolute(exe);
+
+  Launcher launcher = options.launcher;
+  bool inSlurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (launcher == Launcher::Auto && bundleRanks > 1)
+    launcher =
+        inSlurm && options.hosts.empty() ? Launcher::Srun : Launcher::MPIRun;
+  if (launcher == Launcher::Srun && !options.hosts.empty())
+    return fail("--hosts and --hostfile go with mpirun; under srun the "
+                "Slurm allocation places the ranks");
+  if (launcher == Launcher::Auto && !options.hosts.empty())
+    launcher = Launcher::MPIRun;
 
   LaunchCommand cmd;
-  if (bundleRanks == 1) {
+  if (launcher == Launcher::Auto) {
     cmd.program = std::string(exe);
     cmd.args = {cmd.program};
+  } else if (launcher == Launcher::Srun) {
+    ErrorOr<std::string> srun = sys::findProgramByName("srun");
+    if (!srun)
+      return fail("srun not found on PATH; this bundle needs " +
+                  Twine(bundleRanks) + " ranks (or pass --launcher mpirun)");
+    if (const char *tasks = std::getenv("SLURM_NTASKS")) {
+      int64_t n = 0;
+      if (!StringRef(tasks).getAsInteger(10, n) && n < bundleRanks)
+        return fail("the Slurm allocation has " + Twine(n) +
+                    " tasks (SLURM_NTASKS); this bundle needs " +
+                    Twine(bundleRanks) + " (sbatch --ntasks " +
+                    Twine(bundleRanks) + ")");
+    }
+    cmd.program = *srun;
+    cmd.args = {cmd.program, "--ntasks", std::to_string(bundleRanks),
+                "--kill-on-bad-exit=1", std::string(exe)};
   } else {
     ErrorOr<std::string> mpirun = sys::findProgramByName("mpirun");
     if (!mpirun)
@@ -70,9 +213,30 @@ distopt::driver::launchCommand(StringRef bundle, std::optional<int64_t> ranks,
                   Twine(bundleRanks) + " ranks");
     cmd.program = *mpirun;
     cmd.args = {cmd.program, "-np", std::to_string(bundleRanks)};
-    if (static_cast<unsigned>(bundleRanks) >
-        std::thread::hardware_concurrency())
-      cmd.args.push_back("--oversubscribe");
+    if (options.hosts.empty()) {
+      if (static_cast<unsigned>(bundleRanks) >
+          std::thread::hardware_concurrency())
+        cmd.args.push_back("--oversubscribe");
+    } else {
+      int64_t slots = 0;
+      std::string list;
+      for (const HostSlots &h : options.hosts) {
+        slots += h.slots;
+        list +=
+            (list.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+      }
+      if (slots < bundleRanks)
+        return fail("the hosts offer " + Twine(slots) +
+                    " slots; this bundle needs " + Twine(bundleRanks) +
+                    " ranks");
+      cmd.args.insert(cmd.args.end(), {"--host", list, "--map-by", "slot"});
+      for (char **env = environ; *env; ++env) {
+        StringRef name = StringRef(*env).split('=').first;
+        if (exported(name))
+          cmd.args.insert(cmd.args.end(), {"-x", name.str()});
+      }
+      cmd.warnings = placementWarnings(options.hosts, bundleRanks, tensor);
+    }
     if (::geteuid() == 0)
       cmd.args.push_back("--allow-run-as-root");
     cmd.args.push_back(std::string(exe));
@@ -92,30 +256,71 @@ int distopt::driver::runLaunchCommand(const LaunchCommand &cmd,
   return rc;
 }
 
-bool distopt::driver::takeRankFlag(std::vector<std::string> &modelArgs,
-                                   std::optional<int64_t> &ranks,
-                                   std::string &error) {
-  if (modelArgs.empty() || !StringRef(modelArgs[0]).starts_with("-n"))
-    return true;
-  StringRef value = StringRef(modelArgs[0]).drop_front(2);
-  size_t used = 1;
-  if (value.empty() && modelArgs.size() > 1) {
-    value = modelArgs[1];
-    used = 2;
-  } else {
-    value.consume_front("=");
+bool distopt::driver::takeLaunchFlags(std::vector<std::string> &modelArgs,
+                                      LaunchOptions &options,
+                                      std::string &error) {
+  while (!modelArgs.empty()) {
+    StringRef arg = modelArgs[0], flag, value;
+    for (StringRef f : {"--hostfile", "--hosts", "--launcher", "-n"})
+      if (arg.starts_with(f) &&
+          (f == "-n" || arg.size() == f.size() || arg[f.size()] == '=')) {
+        flag = f;
+        break;
+      }
+    if (flag.empty())
+      return true;
+    value = arg.drop_front(flag.size());
+    size_t used = 1;
+    if (value.empty() && modelArgs.size() > 1) {
+      value = modelArgs[1];
+      used = 2;
+    } else {
+      value.consume_front("=");
+    }
+    if (flag == "-n") {
+      int64_t n = 0;
+      if (value.getAsInteger(10, n) || n < 1) {
+        error = "-n after the bundle takes a rank count, got '" +
+                modelArgs[used - 1] + "'";
+        return false;
+      }
+      if (options.ranks && n != *options.ranks) {
+        error = ("-n " + Twine(*options.ranks) + " and -n " + Twine(n) +
+                 " disagree")
+                    .str();
+        return false;
+      }
+      options.ranks = n;
+    } else if (flag == "--hosts") {
+      if (!parseHosts(value, options.hosts, error))
+        return false;
+    } else if (flag == "--hostfile") {
+      if (!readHostfile(value, options.hosts, error))
+        return false;
+    } else if (!parseNamed("launcher", kLaunchers, value, options.launcher,
+                           error)) {
+      return false;
+    }
+    modelArgs.erase(modelArgs.begin(), modelArgs.begin() + used);
   }
-  int64_t n = 0;
-  if (value.getAsInteger(10, n) || n < 1) {
-    error = "-n after the bundle takes a rank count, got '" +
-            modelArgs[used - 1] + "'";
-    return false;
-  }
-  if (ranks && n != *ranks) {
-    error = ("-n " + Twine(*ranks) + " and -n " + Twine(n) + " disagree").str();
-    return false;
-  }
-  ranks = n;
-  modelArgs.erase(modelArgs.begin(), modelArgs.begin() + used);
   return true;
+}
+
+int distopt::driver::runBundle(StringRef bundle, LaunchOptions options,
+                               std::vector<std::string> modelArgs, bool dryRun,
+                               raw_ostream &out, raw_ostream &log,
+                               std::string &error) {
+  if (!takeLaunchFlags(modelArgs, options, error))
+    return -1;
+  FailureOr<LaunchCommand> command =
+      launchCommand(bundle, options, modelArgs, error);
+  if (failed(command))
+    return -1;
+  for (const std::string &warning : command->warnings)
+    WithColor::warning(log, "distopt run") << warning << "\n";
+  if (!dryRun)
+    return runLaunchCommand(*command, error);
+  for (const std::string &arg : command->args)
+    out << arg << "\n";
+  return 0;
 }

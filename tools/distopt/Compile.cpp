@@ -134,18 +134,13 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   options.printGeneric = printGeneric;
   options.cpu = cpuName.str();
   std::string error;
-  auto usage = [&] {
-    WithColor::error() << error << "\n";
-    return 1;
-  };
-  if (!emit.empty() &&
-      !parseNamed("emit", driver::kEmits, emit, options.emit, error))
-    return usage();
-  if (!parseNamed("runtime-link", driver::kRuntimeLinks, runtimeLink,
+  if ((!emit.empty() &&
+       !parseNamed("emit", driver::kEmits, emit, options.emit, error)) ||
+      !parseNamed("runtime-link", driver::kRuntimeLinks, runtimeLink,
                   options.runtimeLink, error) ||
       !parseNamed("target", driver::kTargets, compileTarget, options.target,
                   error))
-    return usage();
+    return fail("compile", error);
   // Only the emulation reads --emulate-threads; other targets accept any.
   if (emulateThreads.getNumOccurrences() &&
       !parseNamed("emulate-threads", driver::kEmulatedThreads,
@@ -153,7 +148,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
                       ? StringRef(emulateThreads)
                       : StringRef("reverse"),
                   options.emulateThreads, error))
-    return usage();
+    return fail("compile", error);
   options.cudaToolkit = cudaToolkit;
   options.cudaArchs.assign(cudaArchs.begin(), cudaArchs.end());
   setIfGiven(outlineOps, options.outlineOps);
@@ -168,7 +163,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
     options.optimizer = planner::parseOptimizer(compileOptimizer);
     if (!options.optimizer) {
       error = planner::unknownOptimizer(compileOptimizer);
-      return usage();
+      return fail("compile", error);
     }
   }
   options.nesterov = compileNesterov;
@@ -178,7 +173,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
 
   if (!distributionFromFlags(options.distribution, error) ||
       !precisionFromFlags(options.precision, error))
-    return usage();
+    return fail("compile", error);
   // Planned IR (.mlir) carries its imports; ONNX models read the flags.
   if (!input.ends_with(".mlir") && !importOptionsFromFlags(options.import))
     return 1;

@@ -164,7 +164,6 @@ bool distopt::tool::importOptionsFromFlags(ONNXImportOptions &options) {
 bool distopt::tool::distributionFromFlags(
     distopt::driver::DistributionOptions &out, std::string &error) {
   out.cluster = clusterSpec;
-  auto given = [](auto &opt) { return opt.getNumOccurrences() > 0; };
   setIfGiven(forceDP, out.dp);
   setIfGiven(forceTP, out.tp);
   setIfGiven(forcePP, out.pp);
@@ -174,18 +173,15 @@ bool distopt::tool::distributionFromFlags(
       !parseNamed("recompute", planner::kRecomputes, forceRecompute,
                   out.recompute, error))
     return false;
-  PipelineSchedule schedule;
-  if (!parseNamed("schedule", planner::kSchedules, pipelineSchedule, schedule,
-                  error))
+  // Unless given, --schedule and --grad-dtype leave the plan's choice.
+  if ((pipelineSchedule.getNumOccurrences() &&
+       !parseNamed("schedule", planner::kSchedules, pipelineSchedule,
+                   out.schedule, error)) ||
+      (gradDtype.getNumOccurrences() &&
+       !parseNamed("grad-dtype", driver::kGradDtypes, gradDtype, out.gradDtype,
+                   error)))
     return false;
-  if (given(pipelineSchedule))
-    out.schedule = schedule;
   setIfGiven(bucketMB, out.bucketMiB);
-  DType grad;
-  if (!parseNamed("grad-dtype", driver::kGradDtypes, gradDtype, grad, error))
-    return false;
-  if (given(gradDtype))
-    out.gradDtype = grad;
   setIfGiven(zeroFlag, out.zero);
   if (!parseNamed("sync", planner::kGradientSyncs, syncFlag, out.sync, error))
     return false;

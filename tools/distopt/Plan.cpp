@@ -78,15 +78,12 @@ cl::opt<std::string> jsonFile("json",
 int distopt::tool::runPlan(mlir::MLIRContext &context, StringRef input) {
   distopt::driver::PlanRequest request;
   request.input = input.str();
-  {
-    std::string error;
-    if (!distributionFromFlags(request.distribution, error))
-      return fail("plan", error);
-  }
+  std::string error;
+  if (!distributionFromFlags(request.distribution, error))
+    return fail("plan", error);
   if (request.distribution.cluster.empty())
     return fail("plan", "--cluster is required (e.g. --cluster dgx-a100x8 or "
                         "--cluster local:4)");
-  std::string error;
   // --emit ir: the annotated IR instead of the summary.
   static constexpr distopt::NamedValue<bool> kEmits[] = {
       {"summary", false}, {"ir", true}};

@@ -1,13 +1,10 @@
 //===- distopt.cpp - the distopt command-line driver ----------------------===//
 //
-//   distopt import model.onnx [-o model.mlir] [--dim batch=32]
-//                             [--shape x=32x256] [--inline-weights]
-//   distopt compile model.onnx [-o model.dx] [--emit=graph|linalg|llvm]
-//   distopt plan model.onnx --cluster SPEC [--mode train|infer] ... (Plan.cpp)
-//   distopt compile model.onnx --cluster local:4 [--dp N --tp N] -o m.dx
-//   distopt run [-n N] m.dx --input x=x.npy ...                  (Run.cpp)
+//   distopt import|plan|compile|run|ops ...   (`distopt SUB --help`)
 //
-// Each subcommand is a cl::SubCommand.
+// Each subcommand is a cl::SubCommand: import and ops here, plan in
+// Plan.cpp, compile in Compile.cpp, run in Run.cpp; Flags.cpp holds the
+// flags they share.
 //
 //===----------------------------------------------------------------------===//
 

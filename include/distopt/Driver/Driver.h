@@ -248,32 +248,90 @@ plan(mlir::MLIRContext &context, const PlanRequest &request);
 // Launching a bundle (Launch.cpp)
 //===----------------------------------------------------------------------===//
 
+/// What starts the ranks of a multi-rank bundle.
+enum class Launcher {
+  Auto,   ///< srun inside a Slurm allocation without hosts given; else mpirun
+  MPIRun, ///< Open MPI's mpirun (on this machine, or on the hosts given)
+  Srun,   ///< Slurm's srun (the ranks of the allocation)
+};
+inline constexpr NamedValue<Launcher> kLaunchers[] = {
+    {"auto", Launcher::Auto},
+    {"mpirun", Launcher::MPIRun},
+    {"srun", Launcher::Srun}};
+
+/// A host and how many ranks it runs.
+struct HostSlots {
+  std::string host;
+  int64_t slots = 1;
+};
+
+/// `--hosts a:8,b:8` (a host without `:N` takes one rank) into `hosts`;
+/// false with `error` saying which entry is malformed.
+bool parseHosts(llvm::StringRef spec, std::vector<HostSlots> &hosts,
+                std::string &error);
+/// An Open MPI hostfile (`host`, `host slots=N [max_slots=M]` or `host:N`
+/// a line, `#` comments) into `hosts`; false with `error` naming the file
+/// and line of a malformed entry.
+bool readHostfile(llvm::StringRef path, std::vector<HostSlots> &hosts,
+                  std::string &error);
+
+/// How `distopt run` starts a bundle.
+struct LaunchOptions {
+  /// The rank count; must equal the bundle's where given.
+  std::optional<int64_t> ranks;
+  /// The hosts to place ranks on, in order, each up to its slots (rank r
+  /// on the host whose slots hold it); empty: this machine.
+  std::vector<HostSlots> hosts;
+  Launcher launcher = Launcher::Auto;
+};
+
 /// The command that runs a bundle: `program` and its argv (args[0] is the
-/// program).
+/// program), and what the launcher should say before starting it.
 struct LaunchCommand {
   std::string program;
   std::vector<std::string> args;
+  /// Placement the plan did not assume (a tensor-parallel group split over
+  /// hosts): the run works, with its collectives over the network.
+  std::vector<std::string> warnings;
 };
 
 /// `distopt run`'s command for `bundle`: its executable alone for a
-/// single-rank bundle; `mpirun -np N [--oversubscribe] [--allow-run-as-root]
-/// EXE` for N ranks (N from the manifest; `ranks`, where given, must equal
-/// it); `modelArgs` after. Fails with `error` saying why (no manifest, no
-/// executable, no mpirun, another rank count).
+/// single-rank bundle on this machine; for N ranks (N from the manifest;
+/// `options.ranks`, where given, must equal it) `mpirun -np N` on this
+/// machine (`--oversubscribe` beyond its hardware threads) or on
+/// `options.hosts` (`--host a:8,b:8 --map-by slot`, the DISTOPT_, OMP_,
+/// OPENBLAS_ and NCCL_ variables and LD_LIBRARY_PATH exported to every
+/// rank), or `srun --ntasks N` in a Slurm allocation; `modelArgs` after.
+/// Ranks are numbered row-major over the bundle's grid (stages x data x
+/// tensor), so filling hosts in order keeps tensor groups inside a host and
+/// puts pipeline stages on successive hosts. Fails with `error` saying why
+/// (no manifest, no executable, no launcher, another rank count, fewer
+/// slots or Slurm tasks than ranks).
 mlir::FailureOr<LaunchCommand>
-launchCommand(llvm::StringRef bundle, std::optional<int64_t> ranks,
+launchCommand(llvm::StringRef bundle, const LaunchOptions &options,
               llvm::ArrayRef<std::string> modelArgs, std::string &error);
 
-/// Takes `distopt run`'s `-n N` (`-nN`, `-n=N`) from the front of
-/// `modelArgs` (the arguments after the bundle, where users also put it)
-/// into `ranks`; false with `error` where its value is not a rank count or
-/// disagrees with a `ranks` already given.
-bool takeRankFlag(std::vector<std::string> &modelArgs,
-                  std::optional<int64_t> &ranks, std::string &error);
+/// Takes `distopt run`'s own flags from the front of `modelArgs` (the
+/// arguments after the bundle, where users also put them) into `options`:
+/// `-n N` (`-nN`, `-n=N`), `--hosts SPEC`, `--hostfile FILE` and
+/// `--launcher NAME` (also as `--flag=value`); false with `error` where a
+/// value is malformed or an `-n` disagrees with one already given.
+bool takeLaunchFlags(std::vector<std::string> &modelArgs,
+                     LaunchOptions &options, std::string &error);
 
 /// Runs `command` and waits: its exit status, or -1 with `error` where it
 /// could not be started.
 int runLaunchCommand(const LaunchCommand &command, std::string &error);
+
+/// `distopt run`: takes the launcher's flags after the bundle
+/// (takeLaunchFlags), builds the command (launchCommand), prints its
+/// warnings to `log`, and runs it, or with `dryRun` prints it to `out` (an
+/// argument a line). The bundle's exit status, or -1 with `error` where it
+/// could not be started or the flags are wrong.
+int runBundle(llvm::StringRef bundle, LaunchOptions options,
+              std::vector<std::string> modelArgs, bool dryRun,
+              llvm::raw_ostream &out, llvm::raw_ostream &log,
+              std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Compiling (Compile.cpp)
