@@ -112,8 +112,6 @@ runtime::StageBuffer modelBuffer(runtime::StageBuffer::Kind kind,
   return b;
 }
 
-/// Where the runtime finds libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR,
-/// else the build tree this driver was built in, else <bindir>/../lib.
 /// The range an integer input's values must lie in where the program reads
 /// them as indices: the dopt.check_indices its values reach unchanged
 /// (through reshapes, transposes, slices, broadcasts, widening casts and the
@@ -161,17 +159,23 @@ std::optional<std::pair<int64_t, int64_t>> indexRangeOf(Value input,
   return range;
 }
 
+/// Where bundles find libdistopt_runtime*.a: $DISTOPT_RUNTIME_LIB_DIR, else
+/// <bindir>/../lib where it holds them (an installed distopt), else the
+/// build tree this driver was built in.
 std::string runtimeLibDir() {
   if (std::optional<std::string> env =
           llvm::sys::Process::GetEnv("DISTOPT_RUNTIME_LIB_DIR"))
     return *env;
-#ifdef DISTOPT_RUNTIME_LIB_DIR
-  if (llvm::sys::fs::exists(DISTOPT_RUNTIME_LIB_DIR))
-    return DISTOPT_RUNTIME_LIB_DIR;
-#endif
   std::string exe = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
   SmallString<256> dir(llvm::sys::path::parent_path(exe));
   llvm::sys::path::append(dir, "..", "lib");
+  llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/true);
+  SmallString<256> archive(dir);
+  llvm::sys::path::append(archive, "libdistopt_runtime.a");
+#ifdef DISTOPT_RUNTIME_LIB_DIR
+  if (!llvm::sys::fs::exists(archive))
+    return DISTOPT_RUNTIME_LIB_DIR;
+#endif
   return std::string(dir);
 }
 
@@ -1148,6 +1152,7 @@ LogicalResult driver::compile(MLIRContext &context,
   SmallString<256> sourcePath(modelPath);
   llvm::sys::fs::make_absolute(sourcePath);
   manifest.source = std::string(sourcePath);
+  manifest.compiler = version();
   manifest.ranks = ranks;
   for (auto &[index, in] : modelInputs)
     manifest.inputs.push_back(std::move(in));

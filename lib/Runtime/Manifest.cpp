@@ -383,9 +383,10 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
     m.source = source->asString();
   }
   using StringField = std::pair<const char *, std::string *>;
-  for (auto [key, field] : {StringField{"target", &m.target},
-                            StringField{"codegen", &m.codegen},
-                            StringField{"precision", &m.precision}})
+  for (auto [key, field] :
+       {StringField{"compiler", &m.compiler}, StringField{"target", &m.target},
+        StringField{"codegen", &m.codegen},
+        StringField{"precision", &m.precision}})
     if (const JsonValue *v = root.get(key)) {
       if (!v->isString())
         return check.wrongType(key, "a string", *v);
@@ -653,6 +654,8 @@ std::string Manifest::toJson() const {
       {"ranks", JsonValue::makeInteger(ranks)}};
   if (!source.empty())
     members.emplace_back("source", JsonValue::makeString(source));
+  if (!compiler.empty())
+    members.emplace_back("compiler", JsonValue::makeString(compiler));
   if (stepFlops > 0)
     members.emplace_back("step_flops", JsonValue::makeDouble(stepFlops));
   if (!target.empty())

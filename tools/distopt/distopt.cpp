@@ -14,7 +14,6 @@
 #include "Tool.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
@@ -71,10 +70,8 @@ static int runImport(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
-  cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "distopt " << DISTOPT_VERSION << " (LLVM/MLIR " << LLVM_VERSION_STRING
-       << ")\n";
-  });
+  cl::SetVersionPrinter(
+      [](raw_ostream &os) { os << distopt::driver::version() << "\n"; });
   // `distopt --help` lists the subcommands. The LLVM and MLIR libraries
   // register their own options at the top level (hundreds of target
   // backends' flags): they still work, but only --help-hidden lists them.

@@ -130,6 +130,19 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
                 "outputs": [{"name": "w", "dtype": "float32", "shape": [8]}]}}})");
 }
 
+TEST(Manifest, RecordsTheCompilerThatWroteIt) {
+  std::string text = edit("\"format\": 1,",
+                          "\"format\": 1, \"compiler\": \"distopt 0.1.0 (git "
+                          "0123456789ab, LLVM/MLIR 22.1.8)\",");
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text, m, error)) << error;
+  EXPECT_EQ(m.compiler, "distopt 0.1.0 (git 0123456789ab, LLVM/MLIR 22.1.8)");
+  expectRoundTrip(text.c_str());
+  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"compiler\": 1,")),
+            "compiler: expected a string, found number");
+}
+
 TEST(Manifest, PrecisionIsOneOfTheDtypes) {
   EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"precision\": \"fp8\",")),
             "precision: unknown precision \"fp8\" (fp32, tf32, bf16 or fp16)");

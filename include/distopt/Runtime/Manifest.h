@@ -127,6 +127,10 @@ struct Manifest {
   /// bundles written before it was recorded). `train --save-onnx` rewrites
   /// its initializers.
   std::string source;
+  /// The distopt that wrote the bundle: version, git commit and LLVM
+  /// (`distopt --version`; empty for bundles written before it was
+  /// recorded).
+  std::string compiler;
   /// "cuda" for a bundle of CUDA programs (empty: the CPU's).
   std::string target;
   /// "cuda-emu" for a CPU bundle running the CUDA target's kernels thread

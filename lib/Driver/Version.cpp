@@ -1,0 +1,12 @@
+//===- Version.cpp - which distopt this is --------------------------------===//
+
+#include "distopt/Driver/Driver.h"
+
+#include "GitVersion.inc"
+
+#include "llvm/Config/llvm-config.h"
+
+std::string distopt::driver::version() {
+  return "distopt " DISTOPT_VERSION " (git " DISTOPT_GIT_COMMIT
+         ", LLVM/MLIR " LLVM_VERSION_STRING ")";
+}
