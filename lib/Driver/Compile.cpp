@@ -1260,6 +1260,14 @@ LogicalResult driver::compile(MLIRContext &context,
   if (failed(cpu::linkExecutable(objects, pathIn(exeName), runtimeLibDir(),
                                  error, targetLibs, shared)))
     return fail(error);
+  // A single CPU program also as a shared library, for host processes
+  // (the Python package's Bundle.run; Runtime/BundleAPI.h).
+  if (options.sharedLibrary && manifest.ranks == 1 && !toCUDA && !pipeline &&
+      servers.servers == 0 &&
+      failed(cpu::linkExecutable(objects, pathIn(exeName + ".so"),
+                                 runtimeLibDir(), error, {},
+                                 "distopt_runtime_shared", /*library=*/true)))
+    return fail(error);
   for (const std::string &o : objects)
     llvm::sys::fs::remove(o);
 

@@ -37,6 +37,12 @@ static cl::opt<bool> fuseAttention(
     cl::desc("Compute attention without its score matrix (default true; "
              "false keeps the exported ops, for comparisons)"),
     cl::init(true), cl::Hidden, cl::sub(tool::compileCommand()));
+static cl::opt<bool> sharedLibrary(
+    "shared-library",
+    cl::desc("Also write the program as <model>.so (single-rank CPU "
+             "bundles), which a host process (the Python package) loads to "
+             "run it in process"),
+    cl::sub(tool::compileCommand()));
 static cl::opt<unsigned> codegenThreads(
     "codegen-threads",
     cl::desc("Threads for machine code generation: a large program's "
@@ -154,6 +160,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   setIfGiven(outlineOps, options.outlineOps);
   options.codegenThreads = codegenThreads;
   options.fuseAttention = fuseAttention;
+  options.sharedLibrary = sharedLibrary;
   options.codegenSplitMin = codegenSplitMin;
 
   options.gradients = compileGradients;

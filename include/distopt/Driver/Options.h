@@ -133,6 +133,10 @@ struct CompileOptions {
   /// without their score matrix (false: the chains as exported; for
   /// comparisons).
   bool fuseAttention = true;
+  /// --shared-library: a single-rank CPU bundle also holds its program as
+  /// `<model>.so`, which a host process (the Python package) loads to run
+  /// it in process (Runtime/BundleAPI.h).
+  bool sharedLibrary = false;
   /// --cuda-toolkit (empty: the default one) and --cuda-arch.
   std::string cudaToolkit;
   std::vector<std::string> cudaArchs;

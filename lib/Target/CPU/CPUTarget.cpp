@@ -523,19 +523,24 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
                                   StringRef output, StringRef runtimeLibDir,
                                   std::string &errorMessage,
                                   ArrayRef<std::string> targetLibs,
-                                  StringRef sharedRuntime) {
+                                  StringRef sharedRuntime, bool library) {
+  assert((!library || !sharedRuntime.empty()) &&
+         "a program library loads the shared runtime");
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc) {
     errorMessage = "no C compiler driver 'cc' on PATH to link with";
     return failure();
   }
   SmallVector<std::string> args = {*cc, "-o", output.str()};
+  if (library)
+    args.push_back("-shared");
   llvm::append_range(args, objects);
   args.push_back("-L" + runtimeLibDir.str());
   if (!sharedRuntime.empty()) {
     // main() from its archive, the rest from the shared library, found
     // beside the build's archives or through LD_LIBRARY_PATH (a runpath).
-    args.push_back("-ldistopt_runtime_main");
+    if (!library)
+      args.push_back("-ldistopt_runtime_main");
     args.push_back("-l" + sharedRuntime.str());
     args.push_back("-Wl,--enable-new-dtags,-rpath," + runtimeLibDir.str());
     args.push_back("-lopenblas");

@@ -129,13 +129,15 @@ emitObjectFiles(llvm::Module &llvmModule, llvm::StringRef path,
 /// `targetLibs` (a device target's runtime and libraries) come before it.
 /// With `sharedRuntime` (a shared library name, e.g. distopt_runtime_shared)
 /// the executable loads that library instead of linking the runtime's
-/// archives and `targetLibs` (the shared library holds them).
-mlir::LogicalResult linkExecutable(llvm::ArrayRef<std::string> objects,
-                                   llvm::StringRef output,
-                                   llvm::StringRef runtimeLibDir,
-                                   std::string &errorMessage,
-                                   llvm::ArrayRef<std::string> targetLibs = {},
-                                   llvm::StringRef sharedRuntime = {});
+/// archives and `targetLibs` (the shared library holds them). With
+/// `library`, the output is a shared library (`<model>.so`: the program
+/// without main(), for a host process; BundleAPI.h), which needs
+/// `sharedRuntime`.
+mlir::LogicalResult
+linkExecutable(llvm::ArrayRef<std::string> objects, llvm::StringRef output,
+               llvm::StringRef runtimeLibDir, std::string &errorMessage,
+               llvm::ArrayRef<std::string> targetLibs = {},
+               llvm::StringRef sharedRuntime = {}, bool library = false);
 
 } // namespace distopt::cpu
 

@@ -1,0 +1,173 @@
+"""The compiler: `distopt plan` and `distopt compile`, called as a program
+with keyword arguments turned into its flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class DistoptError(RuntimeError):
+    """A distopt command or a compiled program failed; the message is
+    distopt's own (it names the ONNX node, the flag or the input)."""
+
+
+def tool() -> Path:
+    """The `distopt` program: $DISTOPT, else `distopt` on PATH, else the
+    build tree beside this package's sources."""
+    if os.environ.get("DISTOPT"):
+        return Path(os.environ["DISTOPT"])
+    found = shutil.which("distopt")
+    if found:
+        return Path(found)
+    here = Path(__file__).resolve().parents[2]
+    built = here / "build" / "bin" / "distopt"
+    if built.exists():
+        return built
+    raise DistoptError("the distopt program was not found: set DISTOPT, put it on PATH, "
+                       "or build it (scripts/build)")
+
+
+def version() -> str:
+    """`distopt --version`: version, git commit, LLVM/MLIR."""
+    return _run(["--version"]).strip()
+
+
+def _run(args: list[str]) -> str:
+    proc = subprocess.run([str(tool()), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        message = proc.stderr.strip() or proc.stdout.strip()
+        raise DistoptError(message or f"distopt {args[0]} failed ({proc.returncode})")
+    return proc.stdout
+
+
+def flags(options: Mapping[str, Any]) -> list[str]:
+    """Keyword arguments as command-line flags: `name=value` is
+    `--name=value` with `_` as `-`; True is the bare flag, False and None
+    are left out; `dims`, `shapes` and `freeze` take dicts (`--dim k=v`
+    each; a shape is a sequence of sizes)."""
+    out: list[str] = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        if key in ("dims", "shapes", "freeze"):
+            if not isinstance(value, Mapping):
+                raise TypeError(f"{key} takes a dict, got {type(value).__name__}")
+            flag = {"dims": "--dim", "shapes": "--shape", "freeze": "--freeze"}[key]
+            for name, v in value.items():
+                if key == "shapes":
+                    v = "x".join(str(int(d)) for d in v)
+                out.append(f"{flag}={name}={v}")
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out.append(f"{flag}={','.join(str(v) for v in value)}")
+        else:
+            out.append(f"{flag}={value}")
+    return out
+
+
+class _ModelPath:
+    """A path to the model: the file given, or an onnx.ModelProto saved in
+    a temporary directory for the duration of the call."""
+
+    def __init__(self, model):
+        self._tmp = None
+        if isinstance(model, (str, os.PathLike)):
+            self.path = Path(model)
+            if not self.path.exists():
+                raise FileNotFoundError(f"no model file '{self.path}'")
+        elif hasattr(model, "SerializeToString") and hasattr(model, "graph"):
+            import onnx
+            self._tmp = tempfile.TemporaryDirectory(prefix="distopt-model-")
+            self.path = Path(self._tmp.name) / ((model.graph.name or "model") + ".onnx")
+            onnx.save(model, str(self.path))
+        else:
+            raise TypeError("model must be a path or an onnx.ModelProto, got "
+                            f"{type(model).__name__}")
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc):
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+class Plan:
+    """A plan `distopt plan` found: its JSON fields as attributes
+    (`plan.dp`, `plan.tp`, `plan.pp`, `plan.microbatches`,
+    `plan.predicted_step_time_s`, `plan.rejected`, ...)."""
+
+    def __init__(self, data: dict, summary: str, report: str):
+        self._data = data
+        self._summary = summary
+        self._report = report
+
+    def __getattr__(self, name: str):
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(f"a plan has no field '{name}' (fields: "
+                                 f"{', '.join(sorted(self._data))})") from None
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._data))
+
+    def __repr__(self) -> str:
+        d = self._data
+        return (f"Plan(dp={d.get('dp')}, tp={d.get('tp')}, pp={d.get('pp')}, "
+                f"microbatches={d.get('microbatches')}, "
+                f"predicted_step_time_s={d.get('predicted_step_time_s')})")
+
+    def explain(self) -> str:
+        """The readable plan: the chosen split, its predicted time and
+        memory, the stages and the rejected alternatives with why."""
+        return self._summary
+
+    def to_json(self) -> dict:
+        """The plan as `distopt plan --json` writes it."""
+        return json.loads(json.dumps(self._data))
+
+    def report_html(self, path) -> Path:
+        """Writes the self-contained HTML report (`distopt plan --report`)."""
+        Path(path).write_text(self._report)
+        return Path(path)
+
+
+def plan(model, cluster: str, **options) -> Plan:
+    """Plans `model` (a path or an onnx.ModelProto) for `cluster` (a preset,
+    `local:N`, `NxPRESET` or a YAML file) with `distopt plan`'s options
+    (mode, global_batch, seq_len, dp, tp, pp, microbatches, precision,
+    optimizer, recompute, schedule, sync, ...)."""
+    with _ModelPath(model) as path, tempfile.TemporaryDirectory(prefix="distopt-plan-") as tmp:
+        js, html = Path(tmp) / "plan.json", Path(tmp) / "plan.html"
+        summary = _run(["plan", str(path), f"--cluster={cluster}", f"--json={js}",
+                        f"--report={html}", *flags(options)])
+        return Plan(json.loads(js.read_text()), summary, html.read_text())
+
+
+def compile(model, out=None, **options):
+    """Compiles `model` (a path or an onnx.ModelProto) into a bundle with
+    `distopt compile`'s options (dims, shapes, cluster, dp, tp, pp, loss,
+    optimizer, precision, target, ...) and opens it. `out` defaults to
+    `<model>.dx` beside a model file, and a temporary directory for a
+    ModelProto."""
+    from ._bundle import Bundle
+    with _ModelPath(model) as path:
+        if out is None and isinstance(model, (str, os.PathLike)):
+            out = path.with_suffix(".dx")
+        elif out is None:
+            out = Path(tempfile.mkdtemp(prefix="distopt-bundle-")) / "model.dx"
+        # The program also as a shared library, so that Bundle.run runs a
+        # single-rank CPU bundle in this process.
+        options.setdefault("shared_library", True)
+        _run(["compile", str(path), "-o", str(out), *flags(options)])
+    return Bundle(out)

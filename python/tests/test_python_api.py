@@ -1,0 +1,144 @@
+"""The Python package `distopt`: plan, compile, and run bundles on numpy
+arrays, in this process (a single-rank CPU bundle's `<model>.so`) or
+through `distopt run` (several ranks), against ONNX Runtime; errors as
+Python exceptions with distopt's messages."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from cli import DISTOPT
+
+import distopt
+import gen_models  # noqa: E402  (python/testmodels, put on the path by cli)
+
+pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    gen_models.generate(str(d), ["gpt", "mlp", "cnn"])
+    return d
+
+
+def ort_run(path, feeds):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_version():
+    assert distopt.version().startswith("distopt ")
+    assert "LLVM/MLIR 22" in distopt.version()
+
+
+@pytest.mark.parametrize("name,dims,feed", [
+    ("gpt", {"batch": 4}, lambda r: {"input_ids": r.integers(0, 100, (4, 16)).astype(np.int64)}),
+    ("mlp", {"batch": 3}, lambda r: {"x": r.standard_normal((3, 64)).astype(np.float32)}),
+    ("cnn", {"N": 2}, lambda r: {"x": r.standard_normal((2, 3, 32, 32)).astype(np.float32)}),
+])
+def test_compile_and_run_in_process(models, tmp_path, name, dims, feed):
+    bundle = distopt.compile(models / f"{name}.onnx", out=tmp_path / "m.dx", dims=dims)
+    assert bundle.in_process
+    assert [i.name for i in bundle.inputs] == list(feed(np.random.default_rng(0)))
+    feeds = feed(np.random.default_rng(1))
+    got = bundle.run(feeds)
+    want = ort_run(models / f"{name}.onnx", feeds)
+    assert list(got) == [o.name for o in bundle.outputs]
+    for g, w in zip(got.values(), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    # Runs again with other inputs; outputs are the caller's own arrays.
+    feeds2 = feed(np.random.default_rng(2))
+    got2 = bundle.run(feeds2)
+    for g, w in zip(got2.values(), ort_run(models / f"{name}.onnx", feeds2)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(next(iter(got.values())), next(iter(got2.values())))
+    bundle.close()
+
+
+def test_model_proto_and_reopen(models, tmp_path):
+    proto = onnx.load(str(models / "mlp.onnx"))
+    bundle = distopt.compile(proto, dims={"batch": 2})
+    assert (bundle.path / "manifest.json").exists()
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    again = distopt.Bundle(bundle.path)
+    np.testing.assert_array_equal(again.run({"x": x})["y"], bundle.run({"x": x})["y"])
+    shutil.rmtree(bundle.path.parent)
+
+
+def test_errors_are_exceptions(models, tmp_path):
+    bundle = distopt.compile(models / "gpt.onnx", out=tmp_path / "g.dx", dims={"batch": 2})
+    ids = np.zeros((2, 16), np.int64)
+    with pytest.raises(ValueError, match="unknown input 'ids'; the model's inputs are 'input_ids'"):
+        bundle.run({"ids": ids})
+    with pytest.raises(ValueError, match="missing input 'input_ids'"):
+        bundle.run({})
+    with pytest.raises(TypeError, match="input 'input_ids': wrong dtype: expected int64, got int32"):
+        bundle.run({"input_ids": ids.astype(np.int32)})
+    with pytest.raises(ValueError, match=r"wrong shape: expected \[2, 16\], got \[16, 2\]"):
+        bundle.run({"input_ids": ids.reshape(16, 2)})
+    # The runtime's index check: the process lives on, the bundle too.
+    bad = ids.copy()
+    bad[1, 3] = 100
+    with pytest.raises(distopt.DistoptError,
+                       match=r"ONNX node '/transformer/wte/Gather' \(Gather\).*index 100 at "
+                             r"\[1, 3\] is outside \[-100, 99\]"):
+        bundle.run({"input_ids": bad})
+    assert np.isfinite(bundle.run({"input_ids": ids})["logits"]).all()
+    # Compiler errors carry distopt's message.
+    with pytest.raises(distopt.DistoptError, match="Unknown command line argument '--bogus=3'"):
+        distopt.compile(models / "gpt.onnx", out=tmp_path / "x.dx", bogus=3)
+    with pytest.raises(distopt.DistoptError, match="--precision must be fp32, tf32, bf16 or "
+                                                   "fp16, got 'fp8'"):
+        distopt.compile(models / "gpt.onnx", out=tmp_path / "x.dx", dims={"batch": 2},
+                        precision="fp8")
+    with pytest.raises(FileNotFoundError):
+        distopt.compile(tmp_path / "none.onnx")
+    with pytest.raises(distopt.DistoptError, match="is not a bundle"):
+        distopt.Bundle(tmp_path)
+
+
+def test_multi_rank_bundle_runs_through_distopt_run(models, tmp_path):
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    bundle = distopt.compile(models / "gpt.onnx", out=tmp_path / "g.dx", dims={"batch": 4},
+                             cluster="local:2", dp=2)
+    assert bundle.ranks == 2 and not bundle.in_process
+    # The whole batch in, the whole outputs out, as `distopt run`'s files.
+    assert bundle.inputs[0].shape == (4, 16)
+    ids = np.random.default_rng(0).integers(0, 100, (4, 16)).astype(np.int64)
+    got = bundle.run({"input_ids": ids})["logits"]
+    np.testing.assert_allclose(got, ort_run(models / "gpt.onnx", {"input_ids": ids})[0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_plan(models, tmp_path):
+    p = distopt.plan(models / "gpt.onnx", cluster="local:4", global_batch=8, mode="infer")
+    assert p.dp * p.tp * p.pp == p.devices_used
+    assert p.explain().startswith("distopt plan: gpt.onnx on local:4")
+    assert p.to_json()["cluster"]["spec"] == "local:4"
+    assert json.loads(json.dumps(p.to_json())) == p.to_json()
+    html = p.report_html(tmp_path / "plan.html")
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    forced = distopt.plan(models / "gpt.onnx", cluster="local:4", global_batch=8, mode="infer",
+                          dp=2, tp=2)
+    assert (forced.dp, forced.tp) == (2, 2)
+    with pytest.raises(AttributeError, match="a plan has no field 'bogus'"):
+        forced.bogus
+    with pytest.raises(distopt.DistoptError, match="--mode must be train or infer, got 'x'"):
+        distopt.plan(models / "gpt.onnx", cluster="local:4", global_batch=8, mode="x")
+
+
+def test_flags():
+    from distopt._tool import flags
+    assert flags({"dims": {"batch": 8}, "shapes": {"x": (2, 3)}, "grad_dtype": "bf16",
+                  "microbatch_statistics": True, "zero": None, "train": False,
+                  "cuda_arch": ["sm_80", "sm_90"]}) == [
+        "--dim=batch=8", "--shape=x=2x3", "--grad-dtype=bf16", "--microbatch-statistics",
+        "--cuda-arch=sm_80,sm_90"]
+    with pytest.raises(TypeError, match="dims takes a dict"):
+        flags({"dims": 8})
