@@ -9,13 +9,14 @@ import ctypes
 import json
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Iterable, Mapping, Union
 
 import numpy as np
 
-from ._tool import DistoptError, tool
+from ._tool import DistoptError, flags, tool
 
 
 def _numpy_dtype(name: str):
@@ -146,6 +147,22 @@ class Bundle:
             out[info.name] = np.frombuffer(raw, dtype=info.dtype).reshape(info.shape).copy()
         return out
 
+    def train(self, data: Data, steps=None, epochs=None,
+              callback: Callable[[dict], None] | None = None, **hyper) -> list[dict]:
+        """Trains a training-step bundle (compiled with a loss and an
+        optimizer) as `distopt run BUNDLE train` does, and returns its log:
+        one dict a step (`step`, `loss`, `lr`, `grad_norm`,
+        `samples_per_s`, ...), each also passed to `callback` as the step
+        ends. `data` is the whole data set (name -> array, samples along
+        axis 0; shuffled per epoch unless `no_shuffle=True`) or an
+        iterable of batches (name -> array in the model's layout, e.g. a
+        torch DataLoader's), one step each, in order. `hyper` are the
+        train mode's flags (`lr`, `betas=(0.9, 0.95)`, `weight_decay`,
+        `clip_grad_norm`, `lr_schedule`, `warmup_steps`, `checkpoint_dir`,
+        `checkpoint_every`, `resume`, `save_weights`, `save_onnx`, ...:
+        docs/training.md). Several ranks run under `distopt run`'s launcher."""
+        return train(self, data, steps, epochs, callback, **hyper)
+
     def _run_process(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
         """`distopt run` on .npy files (a bundle of several ranks, a
         pipeline or a GPU program)."""
@@ -167,6 +184,107 @@ class Bundle:
                 f = _output_file(tmp / "out", info.name, files)
                 out[info.name] = np.load(f)
             return out
+
+
+Data = Union[Mapping[str, np.ndarray], Iterable[Mapping[str, np.ndarray]]]
+
+
+def _data_files(bundle: "Bundle", data: Data, directory: Path):
+    """Writes the training data as one .npy file per data input, samples
+    along axis 0 (the train mode's layout). A dict is the whole data set;
+    an iterable gives batches in the model's layout (its batch dimension
+    from the manifest), one step each, in order. Returns the --data flags
+    and, for an iterable, the number of batches."""
+    batch_dims = {t["name"]: t.get("batch_dim", 0) for t in bundle.manifest.get("inputs", [])}
+    batch_dims = {k: (0 if v < 0 else v) for k, v in batch_dims.items()}
+    if isinstance(data, Mapping):
+        arrays, batches = {k: np.asarray(v) for k, v in data.items()}, None
+    else:
+        parts: dict[str, list[np.ndarray]] = {}
+        batches = 0
+        # Samples a step takes: the data input's batch (times the
+        # micro-batches one step accumulates).
+        per_step = {}
+        for t in bundle.manifest.get("inputs", []):
+            shape = t.get("global_shape", t["shape"])
+            if shape:
+                per_step[t["name"]] = (shape[batch_dims[t["name"]]] *
+                                       int(bundle.manifest.get("accumulate", 1)))
+        for i, batch in enumerate(data):
+            if not isinstance(batch, Mapping):
+                raise TypeError(f"batch {i}: expected a dict of arrays, got "
+                                f"{type(batch).__name__}")
+            if parts and set(batch) != set(parts):
+                raise ValueError(f"batch {i} holds {sorted(batch)}, batch 0 held "
+                                 f"{sorted(parts)}")
+            for k, v in batch.items():
+                v = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+                v = np.moveaxis(v, batch_dims.get(k, 0), 0) if v.ndim else v
+                if k in per_step and (v.ndim == 0 or v.shape[0] != per_step[k]):
+                    got = v.shape[0] if v.ndim else "no"
+                    raise ValueError(f"batch {i}: '{k}' holds {got} samples; a step takes "
+                                     f"{per_step[k]} (the compiled batch; a DataLoader's last "
+                                     f"batch needs drop_last=True)")
+                parts.setdefault(k, []).append(v)
+            batches += 1
+        if not batches:
+            raise ValueError("the data iterable gave no batch")
+        arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    args = []
+    for i, (name, a) in enumerate(arrays.items()):
+        f = directory / f"data{i}.npy"
+        np.save(f, np.ascontiguousarray(a))
+        args.append(f"--data={name}={f}")
+    return args, batches
+
+
+def _read_log(path: Path, seen: int, callback, records: list) -> int:
+    if not path.exists():
+        return seen
+    lines = path.read_text().splitlines()
+    # A line is complete when followed by another, or when the run ended.
+    for line in lines[seen:]:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        records.append(record)
+        seen += 1
+        if callback is not None:
+            callback(record)
+    return seen
+
+
+def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
+          callback: Callable[[dict], None] | None = None, **hyper) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix="distopt-train-") as tmp:
+        tmp = Path(tmp)
+        args, batches = _data_files(bundle, data, tmp)
+        if batches is not None:
+            # Batches as given, in their order, one a step.
+            hyper.setdefault("no_shuffle", True)
+            if steps is None and epochs is None:
+                steps = batches
+        if steps is None and epochs is None:
+            raise ValueError("give steps= or epochs= (or an iterable of batches)")
+        log = tmp / "log.jsonl"
+        cmd = [str(tool()), "run", str(bundle.path), "train", *args,
+               *([f"--steps={steps}"] if steps is not None else []),
+               *([f"--epochs={epochs}"] if epochs is not None else []),
+               f"--log={log}", *flags(hyper)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        records: list[dict] = []
+        seen = 0
+        while proc.poll() is None:
+            seen = _read_log(log, seen, callback, records)
+            time.sleep(0.05)
+        stdout, stderr = proc.communicate()
+        seen = _read_log(log, seen, callback, records)
+        if proc.returncode != 0:
+            raise DistoptError("\n".join(l for l in stderr.splitlines()
+                                          if "error" in l.lower()) or stderr.strip())
+        return records
 
 
 def _output_file(directory: Path, name: str, files) -> Path:

@@ -142,3 +142,72 @@ def test_flags():
         "--cuda-arch=sm_80,sm_90"]
     with pytest.raises(TypeError, match="dims takes a dict"):
         flags({"dims": 8})
+
+
+@pytest.fixture(scope="module")
+def step(models, tmp_path_factory):
+    """The demo GPT as an AdamW training step at batch 4, and a data set of
+    24 samples (next-token labels)."""
+    d = tmp_path_factory.mktemp("step")
+    bundle = distopt.compile(models / "gpt.onnx", out=d / "step.dx", dims={"batch": 4},
+                             loss="cross-entropy:logits", optimizer="adamw")
+    r = np.random.default_rng(0)
+    ids = r.integers(0, 100, (24, 16)).astype(np.int64)
+    labels = np.roll(ids, -1, axis=1)
+    return bundle, {"input_ids": ids, "labels": labels}
+
+
+def cli_train(bundle, data, tmp_path, *flags, ranks=1):
+    files = []
+    for k, v in data.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        files += ["--data", f"{k}={tmp_path / (k + '.npy')}"]
+    log = tmp_path / "cli.jsonl"
+    from cli import run
+    run(DISTOPT, "run", "-n", ranks, bundle.path, "train", *files, *flags, "--log", log)
+    return [json.loads(l) for l in log.read_text().splitlines()]
+
+
+def test_train_on_a_data_set_as_the_cli(step, tmp_path):
+    bundle, data = step
+    seen = []
+    log = bundle.train(data, steps=8, lr=3e-3, betas=(0.9, 0.95), callback=seen.append)
+    assert [r["step"] for r in log] == list(range(1, 9))
+    assert seen == log
+    want = cli_train(bundle, data, tmp_path, "--steps", 8, "--lr", 3e-3, "--betas", "0.9,0.95")
+    assert [r["loss"] for r in log] == [r["loss"] for r in want]
+    assert log[-1]["loss"] < log[0]["loss"]
+
+
+def test_train_on_an_iterable_of_batches(step, tmp_path):
+    bundle, data = step
+
+    def batches():  # what a DataLoader gives: one dict of arrays a step
+        for i in range(0, 24, 4):
+            yield {k: v[i:i + 4] for k, v in data.items()}
+
+    log = bundle.train(batches(), lr=3e-3)
+    assert len(log) == 6
+    want = cli_train(bundle, data, tmp_path, "--steps", 6, "--lr", 3e-3, "--no-shuffle")
+    assert [r["loss"] for r in log] == [r["loss"] for r in want]
+    with pytest.raises(ValueError, match="batch 1: 'input_ids' holds 3 samples; a step "
+                                         r"takes 4 \(the compiled batch"):
+        bundle.train(iter([{k: v[:4] for k, v in data.items()},
+                           {k: v[4:7] for k, v in data.items()}]))
+    with pytest.raises(ValueError, match="give steps= or epochs="):
+        bundle.train(data)
+    with pytest.raises(distopt.DistoptError, match="labels"):
+        bundle.train({"input_ids": data["input_ids"]}, steps=1)
+
+
+def test_train_data_parallel(models, step, tmp_path):
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    _, data = step
+    dp = distopt.compile(models / "gpt.onnx", out=tmp_path / "dp.dx", dims={"batch": 4},
+                         loss="cross-entropy:logits", optimizer="adamw", cluster="local:2",
+                         dp=2)
+    one = step[0].train(data, steps=4, lr=3e-3, no_shuffle=True)
+    two = dp.train(data, steps=4, lr=3e-3, no_shuffle=True)
+    for a, b in zip(one, two):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"])
