@@ -171,3 +171,42 @@ def compile(model, out=None, **options):
         options.setdefault("shared_library", True)
         _run(["compile", str(path), "-o", str(out), *flags(options)])
     return Bundle(out)
+
+
+def from_torch(module, example_inputs, out=None, *, input_names=None, output_names=None,
+               dynamic_batch: bool = False, opset: int = 17, **options):
+    """Exports `module` with torch.onnx.export on `example_inputs` (a tensor
+    or a tuple of tensors) and compiles the ONNX model with `options`
+    (those of compile). Inputs are named `input_names` (default input0,
+    input1, ...; one input: "input"), outputs `output_names` (default
+    output0, ...; one output: "output"). The model is exported in eval mode
+    with the example's static shapes; `dynamic_batch=True` exports
+    dimension 0 as a symbol `batch` (bind it with dims={"batch": N})."""
+    import torch
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    if input_names is None:
+        input_names = (["input"] if len(example_inputs) == 1 else
+                       [f"input{i}" for i in range(len(example_inputs))])
+    with torch.no_grad():
+        probe = module(*example_inputs)
+    n_out = len(probe) if isinstance(probe, (tuple, list)) else 1
+    if output_names is None:
+        output_names = ["output"] if n_out == 1 else [f"output{i}" for i in range(n_out)]
+    axes = None
+    if dynamic_batch:
+        axes = {n: {0: "batch"} for n in [*input_names, *output_names]}
+    was_training = module.training
+    module.eval()
+    try:
+        with tempfile.TemporaryDirectory(prefix="distopt-torch-") as tmp:
+            path = Path(tmp) / ((type(module).__name__ or "model") + ".onnx")
+            torch.onnx.export(module, example_inputs, str(path), input_names=input_names,
+                              output_names=output_names, dynamic_axes=axes,
+                              opset_version=opset, do_constant_folding=True)
+            if out is None:
+                out = Path(tempfile.mkdtemp(prefix="distopt-bundle-")) / "model.dx"
+            return compile(path, out=out, **options)
+    finally:
+        module.train(was_training)

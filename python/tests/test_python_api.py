@@ -211,3 +211,53 @@ def test_train_data_parallel(models, step, tmp_path):
     two = dp.train(data, steps=4, lr=3e-3, no_shuffle=True)
     for a, b in zip(one, two):
         assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"])
+
+
+FROM_TORCH = r"""
+import json, sys
+import numpy as np, torch, distopt
+torch.manual_seed(0)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2))
+        self.encoder = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        self.head = torch.nn.Linear(8, 5)
+    def forward(self, image, mask_bias):
+        x = self.conv(image).flatten(2).transpose(1, 2)     # [B, 16, 8] tokens
+        x = self.encoder(x + mask_bias)
+        return self.head(x.mean(1)), x
+
+net = Net().eval()
+image, bias = torch.randn(2, 3, 8, 8), torch.randn(2, 16, 8)
+bundle = distopt.from_torch(net, (image, bias), sys.argv[1], input_names=["image", "bias"],
+                            output_names=["logits", "tokens"])
+got = bundle.run({"image": image.numpy(), "bias": bias.numpy()})
+with torch.no_grad():
+    want = net(image, bias)
+err = {k: float(np.abs(got[k] - w.numpy()).max()) for k, w in zip(["logits", "tokens"], want)}
+batch = distopt.from_torch(net, (image, bias), sys.argv[1] + "5", dynamic_batch=True,
+                           dims={"batch": 5})
+print(json.dumps({"err": err, "inputs": [list(i.shape) for i in batch.inputs],
+                  "in_process": bundle.in_process, "training": net.training}))
+"""
+
+
+def test_from_torch(tmp_path):
+    from conftest import TORCH_PY, torch_available
+    if not torch_available():
+        pytest.skip("Debian's python3-torch is not installed")
+    import os
+    import subprocess
+    from cli import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), DISTOPT=str(DISTOPT))
+    proc = subprocess.run([TORCH_PY, "-c", FROM_TORCH, str(tmp_path / "net.dx")],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["in_process"] and not result["training"]
+    assert result["err"]["logits"] < 1e-4 and result["err"]["tokens"] < 1e-4, result
+    assert result["inputs"] == [[5, 3, 8, 8], [5, 16, 8]]
