@@ -15,7 +15,7 @@ runs inside this process, others through `distopt run`.
 """
 
 from ._bundle import Bundle, TensorInfo
-from ._tool import DistoptError, Plan, compile, from_torch, plan, tool, version
+from ._tool import DistoptError, Plan, compile, from_torch, launch, plan, tool, version
 
-__all__ = ["Bundle", "DistoptError", "Plan", "TensorInfo", "compile", "from_torch", "plan",
-           "tool", "version"]
+__all__ = ["Bundle", "DistoptError", "Plan", "TensorInfo", "compile", "from_torch", "launch",
+           "plan", "tool", "version"]

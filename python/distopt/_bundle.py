@@ -66,8 +66,8 @@ class Bundle:
     @property
     def in_process(self) -> bool:
         """Whether run() runs the program in this process (a single-rank
-        CPU bundle with its shared-library program)."""
-        return (self.path / f"{self.name}.so").exists()
+        CPU bundle with its shared-library program, outside an MPI job)."""
+        return (self.path / f"{self.name}.so").exists() and mpi_rank() is None
 
     def _check(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         names = [i.name for i in self.inputs]
@@ -173,17 +173,51 @@ class Bundle:
                 f = tmp / f"in{len(args)}.npy"
                 np.save(f, a)
                 args.append(f"--input={info.name}={f}")
-            proc = subprocess.run([str(tool()), "run", str(self.path), *args,
-                                   f"--output-dir={tmp / 'out'}"],
+            proc = subprocess.run(bundle_command(self, *args, f"--output-dir={tmp / 'out'}"),
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise DistoptError(proc.stderr.strip() or proc.stdout.strip())
+            if mpi_rank() not in (None, 0):
+                return {}  # rank 0 writes the outputs
             files = sorted((tmp / "out").glob("*.npy"))
             out = {}
             for info in self.outputs:
                 f = _output_file(tmp / "out", info.name, files)
                 out[info.name] = np.load(f)
             return out
+
+
+def mpi_rank():
+    """This process's rank when it is one rank of an MPI job (started by
+    mpirun, or by srun with several tasks), else None."""
+    import os
+    for size, rank in (("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+                       ("PMI_SIZE", "PMI_RANK"), ("PMIX_SIZE", "PMIX_RANK")):
+        if size in os.environ and rank in os.environ:
+            return int(os.environ[rank])
+    if "SLURM_STEP_ID" in os.environ and int(os.environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
+        return int(os.environ.get("SLURM_PROCID", "0"))
+    return None
+
+
+_rank_taken = False
+
+
+def bundle_command(bundle: "Bundle", *args: str) -> list[str]:
+    """The command that runs `bundle` with its executable's `args`: `distopt
+    run` (which launches its ranks), or, inside an MPI job, the executable
+    itself, which takes this process's place as the job's rank (each rank
+    runs the same script: the bundle's ranks are the job's)."""
+    global _rank_taken
+    if mpi_rank() is not None:
+        if _rank_taken:
+            raise DistoptError(
+                "inside an MPI job this process has already run a bundle as its rank; "
+                "a job's rank can start MPI once, so run one program per job (or "
+                "call Bundle.run/train outside mpirun, where distopt run launches them)")
+        _rank_taken = True
+        return [str(bundle.path / bundle.name), *args]
+    return [str(tool()), "run", str(bundle.path), *args]
 
 
 Data = Union[Mapping[str, np.ndarray], Iterable[Mapping[str, np.ndarray]]]
@@ -268,7 +302,7 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
         if steps is None and epochs is None:
             raise ValueError("give steps= or epochs= (or an iterable of batches)")
         log = tmp / "log.jsonl"
-        cmd = [str(tool()), "run", str(bundle.path), "train", *args,
+        cmd = [*bundle_command(bundle, "train"), *args,
                *([f"--steps={steps}"] if steps is not None else []),
                *([f"--epochs={epochs}"] if epochs is not None else []),
                f"--log={log}", *flags(hyper)]

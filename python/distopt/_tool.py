@@ -210,3 +210,30 @@ def from_torch(module, example_inputs, out=None, *, input_names=None, output_nam
             return compile(path, out=out, **options)
     finally:
         module.train(was_training)
+
+
+def launch(script, ranks: int, *args, hosts=None, hostfile=None, python=None) -> None:
+    """Runs the Python `script` (with `args`) as `ranks` ranks of one MPI
+    job (mpirun: on this machine, or on `hosts` "a:8,b:8" / `hostfile`),
+    each rank running the whole script: a Bundle.run or Bundle.train in it
+    runs the bundle's program as that rank (ranks must equal the
+    bundle's), and the results come back on rank 0. Raises DistoptError
+    when the job fails."""
+    import sys
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise DistoptError("mpirun not found on PATH (install openmpi-bin)")
+    cmd = [mpirun, "-np", str(int(ranks))]
+    if hosts or hostfile:
+        cmd += ["--host", hosts] if hosts else ["--hostfile", str(hostfile)]
+        cmd += ["--map-by", "slot"]
+        cmd += [a for k in os.environ if k.startswith(("DISTOPT_", "OMP_", "PYTHON"))
+                for a in ("-x", k)]
+    elif int(ranks) > (os.cpu_count() or 1):
+        cmd.append("--oversubscribe")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [python or sys.executable, str(script), *map(str, args)]
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0:
+        raise DistoptError(f"the job {' '.join(cmd)} failed (exit status {proc.returncode})")

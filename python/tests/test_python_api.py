@@ -261,3 +261,45 @@ def test_from_torch(tmp_path):
     assert result["in_process"] and not result["training"]
     assert result["err"]["logits"] < 1e-4 and result["err"]["tokens"] < 1e-4, result
     assert result["inputs"] == [[5, 3, 8, 8], [5, 16, 8]]
+
+
+RANK_SCRIPT = r"""
+import json, sys
+import numpy as np, distopt
+bundle = distopt.Bundle(sys.argv[1])
+data = {k: np.load(f"{sys.argv[2]}/{k}.npy") for k in ("input_ids", "labels")}
+log = bundle.train(data, steps=3, lr=3e-3, no_shuffle=True)
+from distopt._bundle import mpi_rank
+with open(f"{sys.argv[3]}/rank{mpi_rank()}.json", "w") as f:
+    json.dump([r["loss"] for r in log], f)
+# A rank starts MPI once a job: a second program is refused, clearly.
+try:
+    bundle.train(data, steps=1)
+except distopt.DistoptError as e:
+    open(f"{sys.argv[3]}/second{mpi_rank()}.txt", "w").write(str(e))
+"""
+
+
+def test_the_same_script_on_every_rank(models, step, tmp_path):
+    """distopt.launch runs a script as the ranks of one MPI job; each rank's
+    Bundle.train runs the bundle's executable as that rank, and rank 0
+    gets the log: the losses `distopt run` gives."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    _, data = step
+    for k, v in data.items():
+        np.save(tmp_path / f"{k}.npy", v)
+    dp = distopt.compile(models / "gpt.onnx", out=tmp_path / "dp.dx", dims={"batch": 4},
+                         loss="cross-entropy:logits", optimizer="adamw", cluster="local:2",
+                         dp=2)
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    distopt.launch(script, 2, dp.path, tmp_path, tmp_path)
+    want = [r["loss"] for r in dp.train(data, steps=3, lr=3e-3, no_shuffle=True)]
+    for r in (0, 1):
+        assert "has already run a bundle as its rank" in (tmp_path / f"second{r}.txt").read_text()
+    assert json.loads((tmp_path / "rank0.json").read_text()) == want
+    assert json.loads((tmp_path / "rank1.json").read_text()) == []
+    # The wrong number of ranks: the bundle's executable refuses.
+    with pytest.raises(distopt.DistoptError, match="failed"):
+        distopt.launch(script, 3, dp.path, tmp_path, tmp_path)
