@@ -26,11 +26,6 @@ using namespace llvm;
 
 namespace {
 
-/// A positive slot count; false where `text` is not one.
-bool parseSlots(StringRef text, int64_t &slots) {
-  return !text.getAsInteger(10, slots) && slots >= 1;
-}
-
 /// The variables every rank on another host needs from this environment.
 bool exported(StringRef name) {
   return name.starts_with("DISTOPT_") || name.starts_with("OMP_") ||
@@ -71,64 +66,10 @@ placementWarnings(ArrayRef<distopt::driver::HostSlots> hosts, int64_t ranks,
 
 bool distopt::driver::parseHosts(StringRef spec, std::vector<HostSlots> &hosts,
                                  std::string &error) {
-  SmallVector<StringRef> entries;
-  spec.split(entries, ',');
-  for (StringRef entry : entries) {
-    auto [host, slots] = entry.trim().split(':');
-    HostSlots h{host.str(), 1};
-    if (host.empty() || (entry.contains(':') && !parseSlots(slots, h.slots))) {
-      error = ("--hosts: '" + entry + "' is not HOST or HOST:SLOTS").str();
-      return false;
-    }
-    hosts.push_back(std::move(h));
-  }
-  return true;
-}
-
-bool distopt::driver::readHostfile(StringRef path,
-                                   std::vector<HostSlots> &hosts,
-                                   std::string &error) {
-  auto buf = MemoryBuffer::getFile(path);
-  if (!buf) {
-    error = ("cannot read hostfile '" + path + "': " + buf.getError().message())
-                .str();
-    return false;
-  }
-  SmallVector<StringRef> lines;
-  (*buf)->getBuffer().split(lines, '\n');
-  size_t before = hosts.size();
-  for (size_t i = 0; i < lines.size(); ++i) {
-    StringRef line = lines[i].split('#').first.trim();
-    if (line.empty())
-      continue;
-    auto fail = [&](const Twine &what) {
-      error = (path + ":" + Twine(i + 1) + ": " + what).str();
-      return false;
-    };
-    SmallVector<StringRef> words;
-    line.split(words, ' ', -1, false);
-    auto [host, slots] = words[0].split(':');
-    HostSlots h{host.str(), 1};
-    if (host.empty() || (words[0].contains(':') && !parseSlots(slots, h.slots)))
-      return fail("'" + words[0] + "' is not HOST or HOST:SLOTS");
-    for (StringRef word : ArrayRef(words).drop_front()) {
-      auto [key, value] = word.split('=');
-      if (key == "slots" && parseSlots(value, h.slots))
-        continue;
-      int64_t maxSlots; // Open MPI's limit on oversubscription: not ours
-      if (key == "max_slots" && parseSlots(value, maxSlots))
-        continue;
-      return fail("'" + word +
-                  "' is not slots=N or max_slots=N (a line is HOST "
-                  "[slots=N])");
-    }
-    hosts.push_back(std::move(h));
-  }
-  if (hosts.size() == before) {
-    error = ("hostfile '" + path + "' names no host").str();
-    return false;
-  }
-  return true;
+  if (planner::parseHosts(spec, hosts, error))
+    return true;
+  error = "--hosts: " + error;
+  return false;
 }
 
 FailureOr<distopt::driver::LaunchCommand>
@@ -292,7 +233,7 @@ bool distopt::driver::takeLaunchFlags(std::vector<std::string> &modelArgs,
       }
       options.ranks = n;
     } else if (flag == "--hosts") {
-      if (!parseHosts(value, options.hosts, error))
+      if (!driver::parseHosts(value, options.hosts, error))
         return false;
     } else if (flag == "--hostfile") {
       if (!readHostfile(value, options.hosts, error))

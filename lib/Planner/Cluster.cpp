@@ -572,7 +572,8 @@ static std::string knownSpecsHint() {
   std::vector<std::string> names = clusterPresetNames();
   for (size_t i = 0; i < names.size(); ++i)
     hint += (i ? ", " : "") + names[i];
-  hint += ") or NxPRESET (e.g. 128xdgx-a100x8)";
+  hint += "), NxPRESET (e.g. 128xdgx-a100x8), hosts:A:N,B:N or "
+          "hostfile:FILE";
   return hint;
 }
 
@@ -596,6 +597,20 @@ distopt::planner::resolveCluster(StringRef specOrPreset) {
           spec.str().c_str());
     unsigned threads = std::thread::hardware_concurrency();
     return makeLocalCluster(ranks, threads, physicalMemoryBytes());
+  }
+
+  if (spec.starts_with("hosts:") || spec.starts_with("hostfile:")) {
+    std::vector<HostSlots> hosts;
+    std::string error;
+    StringRef rest = spec;
+    bool ok = rest.consume_front("hosts:") ? parseHosts(rest, hosts, error)
+                                           : (rest.consume_front("hostfile:"),
+                                              readHostfile(rest, hosts, error));
+    if (!ok)
+      return fail(error);
+    return makeHostsCluster(hosts, specOrPreset.trim(),
+                            std::thread::hardware_concurrency(),
+                            physicalMemoryBytes());
   }
 
   bool looksLikePath = spec.contains('/') || spec.contains('\\') ||

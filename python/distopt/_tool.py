@@ -18,17 +18,20 @@ class DistoptError(RuntimeError):
 
 
 def tool() -> Path:
-    """The `distopt` program: $DISTOPT, else `distopt` on PATH, else the
-    build tree beside this package's sources."""
+    """The `distopt` program: $DISTOPT, else `distopt` on PATH, else the one
+    installed with this package (`cmake --install`: <prefix>/bin beside
+    <prefix>/lib/python3/site-packages), else the build tree beside this
+    package's sources."""
     if os.environ.get("DISTOPT"):
         return Path(os.environ["DISTOPT"])
     found = shutil.which("distopt")
     if found:
         return Path(found)
-    here = Path(__file__).resolve().parents[2]
-    built = here / "build" / "bin" / "distopt"
-    if built.exists():
-        return built
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[4] / "bin" / "distopt",
+                      here.parents[2] / "build" / "bin" / "distopt"):
+        if candidate.exists():
+            return candidate
     raise DistoptError("the distopt program was not found: set DISTOPT, put it on PATH, "
                        "or build it (scripts/build)")
 

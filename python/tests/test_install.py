@@ -32,7 +32,8 @@ def test_layout(prefix):
     for f in ["bin/distopt", "bin/distopt-opt", "lib/libdistopt_runtime.a",
               "lib/libdistopt_runtime_main.a", "lib/libdistopt_runtime_shared.so",
               "include/distopt/Runtime/Runtime.h", "include/distopt/Runtime/ABI.def",
-              "share/doc/distopt/README.md", "share/doc/distopt/architecture.md"]:
+              "share/doc/distopt/README.md", "share/doc/distopt/architecture.md",
+              "lib/python3/site-packages/distopt/__init__.py"]:
         assert (prefix / f).exists(), f
 
 
@@ -61,3 +62,18 @@ def test_installed_compiles_and_runs(prefix, tmp_path, link):
     np.save(tmp_path / "x.npy", x)
     run(bundle / "m", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
     assert np.isfinite(np.load(tmp_path / "out" / "y.npy")).all()
+
+
+def test_installed_python_package_finds_installed_distopt(prefix, tmp_path):
+    import os
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("DISTOPT", "PYTHONPATH")}
+    env["PATH"] = "/usr/bin:/bin"
+    env["PYTHONPATH"] = str(prefix / "lib/python3/site-packages")
+    proc = subprocess.run([sys.executable, "-c",
+                           "import distopt; print(distopt.__file__); print(distopt.tool())"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    module, tool = proc.stdout.split()
+    assert module.startswith(str(prefix)), module
+    assert tool == str(prefix / "bin" / "distopt")

@@ -28,9 +28,13 @@ pytestmark = [
 ]
 
 FAKE_SSH = """#!/bin/sh
-# ssh's stand-in: drops the options and the host, runs the command here.
+# ssh's stand-in: drops the options and the host, runs the command here,
+# with a session directory of the host's own (daemons of two "hosts" on one
+# machine would otherwise share one, and other jobs' too).
 while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
 echo "$1" >> "{log}"
+export OMPI_MCA_orte_tmpdir_base="{sessions}/$1"
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 shift
 exec /bin/sh -c "$*"
 """
@@ -79,7 +83,7 @@ def gpt(tmp_path_factory):
 
 def remote_env(tmp_path):
     log = tmp_path / "hosts.log"
-    agent = script(tmp_path / "fake-ssh", FAKE_SSH.format(log=log))
+    agent = script(tmp_path / "fake-ssh", FAKE_SSH.format(log=log, sessions=tmp_path / "sessions"))
     return log, {"OMPI_MCA_plm_rsh_agent": str(agent), "OMPI_MCA_btl": "self,tcp"}
 
 
@@ -188,3 +192,29 @@ def test_launch_errors(gpt, tmp_path):
     p = launch(DISTOPT, "run", d / "g.dx", extra_env={"SLURM_JOB_ID": "1", "PATH": "/nonexistent"})
     assert p.returncode != 0
     assert "srun not found on PATH; this bundle needs 4 ranks" in p.stderr
+
+
+def test_plan_for_the_hosts(gpt, tmp_path):
+    """A cluster spec made of the hostfile the job runs on: the plan keeps
+    tensor groups inside a host, and the bundle runs there."""
+    d, want = gpt
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node-a slots=2\nnode-b slots=2\n")
+    p = launch(DISTOPT, "plan", d / "gpt.onnx", "--cluster", f"hostfile:{hostfile}",
+               "--dim", "batch=8", "--mode", "infer", "--tp", 2)
+    assert p.returncode == 0, p.stderr
+    assert f"on hostfile:{hostfile} (4 x CPU core" in p.stdout and "2 nodes" in p.stdout, p.stdout
+    bundle = tmp_path / "h.dx"
+    p = launch(DISTOPT, "compile", d / "gpt.onnx", "--cluster", f"hostfile:{hostfile}",
+               "--dim", "batch=8", "--tp", 2, "-o", bundle)
+    assert p.returncode == 0, p.stderr
+    _, extra = remote_env(tmp_path)
+    p = launch(DISTOPT, "run", "--hostfile", hostfile, bundle, "--input",
+               f"input_ids={d / 'ids.npy'}", "--output-dir", tmp_path / "out", extra_env=extra)
+    assert p.returncode == 0, p.stderr
+    assert "warning" not in p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "logits.npy"), want,
+                               rtol=1e-5, atol=1e-6)
+    p = launch(DISTOPT, "plan", d / "gpt.onnx", "--cluster", "hosts:a:2,b:4", "--dim", "batch=8")
+    assert p.returncode != 0
+    assert "host a has 2 slots and b 4; the planner's nodes are alike" in p.stderr

@@ -577,3 +577,58 @@ TEST(ClusterFuzzRegressions, ReadAgain) {
         (*buf)->getBufferSize());
   }
 }
+
+TEST(HostsCluster, NodesOfThisMachinesRanksOverEthernet) {
+  std::vector<HostSlots> hosts = {{"a", 2}, {"b", 2}, {"c", 2}};
+  Cluster c =
+      ok(makeHostsCluster(hosts, "hosts:a:2,b:2,c:2", 2, uint64_t(24) << 30));
+  Cluster local = ok(makeLocalCluster(2, 2, uint64_t(24) << 30));
+  EXPECT_EQ(c.name, "hosts:a:2,b:2,c:2");
+  EXPECT_EQ(c.nodes, 3);
+  EXPECT_EQ(c.devicesPerNode, 2);
+  EXPECT_DOUBLE_EQ(c.device.peak(DType::FP32), local.device.peak(DType::FP32));
+  EXPECT_EQ(c.device.memoryCapacity, local.device.memoryCapacity);
+  ASSERT_TRUE(c.interNode.has_value());
+  EXPECT_DOUBLE_EQ(c.interNode->bandwidth, 1.25e9);
+  EXPECT_DOUBLE_EQ(c.interNode->latency, 50e-6);
+  std::string e = errorOf(makeHostsCluster({{"a", 2}, {"b", 4}}, "x", 2, 0));
+  EXPECT_NE(e.find("host a has 2 slots and b 4; the planner's nodes are alike"),
+            std::string::npos)
+      << e;
+}
+
+TEST(HostsCluster, FromASpecOrAHostfile) {
+  Cluster c = ok(resolveCluster("hosts:n1:4,n2:4"));
+  EXPECT_EQ(c.nodes, 2);
+  EXPECT_EQ(c.devicesPerNode, 4);
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(
+      llvm::sys::fs::createTemporaryFile("distopt-hosts", "txt", path));
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << "# the nodes\nn1 slots=4 max_slots=8\nn2:4\n\nn3 slots=4\n";
+  }
+  Cluster f = ok(resolveCluster(("hostfile:" + path).str()));
+  EXPECT_EQ(f.nodes, 3);
+  EXPECT_EQ(f.devicesPerNode, 4);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << "n1 slots=4\nn2 cores=4\n";
+  }
+  std::string e = errorOf(resolveCluster(("hostfile:" + path).str()));
+  EXPECT_NE(e.find(":2: 'cores=4' is not slots=N or max_slots=N"),
+            std::string::npos)
+      << e;
+  llvm::sys::fs::remove(path);
+  e = errorOf(resolveCluster("hosts:n1:x"));
+  EXPECT_NE(e.find("invalid cluster 'hosts:n1:x': 'n1:x' is not HOST or "
+                   "HOST:SLOTS"),
+            std::string::npos)
+      << e;
+  e = errorOf(resolveCluster("hostfile:/nonexistent/hosts"));
+  EXPECT_NE(e.find("cannot read hostfile '/nonexistent/hosts'"),
+            std::string::npos)
+      << e;
+}

@@ -263,21 +263,14 @@ inline constexpr NamedValue<Launcher> kLaunchers[] = {
     {"mpirun", Launcher::MPIRun},
     {"srun", Launcher::Srun}};
 
-/// A host and how many ranks it runs.
-struct HostSlots {
-  std::string host;
-  int64_t slots = 1;
-};
-
+/// A host and how many ranks it runs; an Open MPI hostfile's hosts
+/// (planner/Cluster.h: a cluster spec can be made of them too).
+using planner::HostSlots;
+using planner::readHostfile;
 /// `--hosts a:8,b:8` (a host without `:N` takes one rank) into `hosts`;
-/// false with `error` saying which entry is malformed.
+/// false with `error` = "--hosts: 'ENTRY' is not HOST or HOST:SLOTS".
 bool parseHosts(llvm::StringRef spec, std::vector<HostSlots> &hosts,
                 std::string &error);
-/// An Open MPI hostfile (`host`, `host slots=N [max_slots=M]` or `host:N`
-/// a line, `#` comments) into `hosts`; false with `error` naming the file
-/// and line of a malformed entry.
-bool readHostfile(llvm::StringRef path, std::vector<HostSlots> &hosts,
-                  std::string &error);
 
 /// How `distopt run` starts a bundle.
 struct LaunchOptions {

@@ -124,9 +124,36 @@ std::string printCluster(const Cluster &cluster);
 ///  * `PRESET`     a preset compiled in from clusters/ (clusterPresetNames);
 ///  * `NxPRESET`   N nodes of a preset (e.g. `128xdgx-a100x8`): the preset's
 ///                 node count is multiplied by N;
+///  * `hosts:a:8,b:8`, `hostfile:FILE`  CPU hosts like this machine, each
+///                 running its slots as ranks (makeHostsCluster);
 ///  * a path       a YAML file (anything with '/', or ending .yaml/.yml, or an
 ///                 existing file).
 llvm::Expected<Cluster> resolveCluster(llvm::StringRef specOrPreset);
+
+/// A host and how many ranks it runs (Hosts.cpp).
+struct HostSlots {
+  std::string host;
+  int64_t slots = 1;
+};
+/// `a:8,b:8` (a host without `:N` takes one rank) into `hosts`; false with
+/// `error` = "'ENTRY' is not HOST or HOST:SLOTS".
+bool parseHosts(llvm::StringRef spec, std::vector<HostSlots> &hosts,
+                std::string &error);
+/// An Open MPI hostfile (`host`, `host slots=N [max_slots=M]` or `host:N`
+/// a line, `#` comments) into `hosts`; false with `error` naming the file
+/// and line of a malformed entry.
+bool readHostfile(llvm::StringRef path, std::vector<HostSlots> &hosts,
+                  std::string &error);
+/// The cluster of `hosts`, named `name`: as many nodes, each with its
+/// slots as ranks that have what `local:SLOTS` gives a rank of this machine
+/// (the hosts are taken to be machines like this one), joined by 10 Gigabit
+/// Ethernet (1.25 GB/s, 50 us; a YAML spec describes another network).
+/// Fails where the hosts' slot counts differ (the planner's nodes are
+/// alike).
+llvm::Expected<Cluster> makeHostsCluster(llvm::ArrayRef<HostSlots> hosts,
+                                         llvm::StringRef name,
+                                         unsigned hardwareThreads,
+                                         uint64_t physicalMemory);
 
 /// Names of the shipped presets usable by name (sorted).
 std::vector<std::string> clusterPresetNames();
