@@ -1,0 +1,110 @@
+"""The manual's examples run as printed.
+
+Every ```sh and ```python block of the pages in MANUAL runs, in order, in
+a directory holding the example files (python/testmodels/
+gen_doc_examples.py: model.onnx, gpt.onnx, x.npy, ...), with `build/` and
+`scripts/` of this checkout beside them and the built `distopt` on PATH.
+A block may carry one marker on the line before its fence:
+
+  <!-- doc-test: skip (REASON) -->   not run; the reason says why (and
+                                     where else it is tested)
+  <!-- doc-test: torch -->           a Python block run under Debian's torch
+  <!-- doc-test: cuda -->            needs the CUDA target (built where a CUDA
+                                     toolkit was found)
+
+Commands that reach other hosts run through Open MPI's launch agent
+pointed at a stand-in for ssh that starts each host's daemon on this
+machine (as test_launch.py). Pages not yet under this test are listed in
+NOT_YET with what they need; a new page must be put in one list or the
+other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli import BUILD, DISTOPT, ROOT, env
+
+import gen_doc_examples  # noqa: E402  (python/testmodels, put on the path by cli)
+
+MANUAL = ["README.md", "docs/python.md", "docs/distributed.md"]
+NOT_YET = {
+    "docs/adding-an-op.md": "no commands",
+    "docs/architecture.md": "no commands (diagrams)",
+    "docs/benchmarks.md": "benchmark commands that run for minutes",
+    "docs/cost-model.md": "its commands name other files",
+    "docs/cpu-codegen.md": "its commands name other files",
+    "docs/cuda-codegen.md": "its commands name other files",
+    "docs/dopt-dialect.md": "no commands",
+    "docs/importing-onnx.md": "its commands name other files",
+    "docs/planner.md": "its commands name other files",
+    "docs/precision.md": "its commands name other files",
+    "docs/strategies.md": "its commands name other files",
+    "docs/training.md": "its commands name other files",
+}
+
+FENCE = re.compile(r"(?:<!-- doc-test: (?P<marker>[^>]*?) -->\n *)?```(?P<lang>sh|python)\n"
+                   r"(?P<body>.*?)```", re.S)
+
+FAKE_SSH = """#!/bin/sh
+# ssh's stand-in: drops the options and the host, runs the command here,
+# with the host's own session directory, over TCP (two daemons on one
+# machine share no memory segment).
+while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+export OMPI_MCA_orte_tmpdir_base="{sessions}/$1" OMPI_MCA_btl=self,tcp
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
+shift
+exec /bin/sh -c "$*"
+"""
+
+
+def blocks(page: str):
+    text = (ROOT / page).read_text()
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start("body"))
+        yield m.group("lang"), m.group("body"), (m.group("marker") or "").strip(), line
+
+
+def test_every_page_is_listed():
+    pages = {"README.md"} | {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert pages == set(MANUAL) | set(NOT_YET), (
+        "put each page in MANUAL (its examples run) or NOT_YET (why not yet)")
+
+
+@pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
+@pytest.mark.parametrize("page", MANUAL)
+def test_examples_run(page, tmp_path):
+    work = tmp_path / "work"
+    gen_doc_examples.write(work)
+    for name in ("build", "scripts"):
+        (work / name).symlink_to(ROOT / name if name == "scripts" else BUILD)
+    agent = tmp_path / "fake-ssh"
+    agent.write_text(FAKE_SSH.format(sessions=tmp_path / "sessions"))
+    agent.chmod(0o755)
+    e = env()
+    e.update(PATH=f"{BUILD / 'bin'}:{e['PATH']}", HOME=str(work),
+             OMPI_MCA_plm_rsh_agent=str(agent), DISTOPT=str(DISTOPT))
+    ran = 0
+    for lang, body, marker, line in blocks(page):
+        where = f"{page}:{line}"
+        if marker.startswith("skip"):
+            assert re.fullmatch(r"skip \(.+\)", marker), f"{where}: a skip says why"
+            continue
+        if marker == "cuda" and not (BUILD / "lib/Runtime/libdistopt_runtime_cuda.a").exists():
+            continue
+        if lang == "sh":
+            cmd = ["bash", "-euo", "pipefail", "-c", body]
+        elif marker == "torch":
+            cmd = ["/usr/bin/python3", "-c", body]
+            e["PYTHONPATH"] = str(ROOT / "python")
+        else:
+            cmd = [str(ROOT / ".venv" / "bin" / "python"), "-c", body]
+        proc = subprocess.run(cmd, cwd=work, env=e, capture_output=True, text=True,
+                              timeout=900)
+        assert proc.returncode == 0, f"{where}: the example fails:\n{body}\n{proc.stderr[-4000:]}"
+        ran += 1
+    assert ran > 0, f"{page}: no example ran"
