@@ -19,7 +19,7 @@ CI runs a share of the sweep that changes every day (`ci_sample`: every
 model under 3 plan kinds and the planner's own choice on local:4, every
 plan kind under at least 3 models, the whole matrix covered every 13
 days); DISTOPT_ZOO_FULL=1 runs all of it, and `scripts/zoo-table` prints
-the whole sweep as the table in the README."""
+the whole sweep as the table in docs/models.md."""
 
 from __future__ import annotations
 
