@@ -5,6 +5,8 @@ test_docs.py runs them there):
 
   model.onnx                 an MLP: x [batch, 256] -> logits [batch, 10]
   model.onnxtxt              one linear layer with that interface, as ONNX text
+  model_with_loss.onnx       model.onnx with its loss: inputs x and t (targets),
+                             output loss
   gpt.onnx                   the demo GPT-style decoder: input_ids [batch, 16]
                              -> logits [batch, 16, 100]
   cnn.onnx                   a small CNN with batch norm in training mode:
@@ -60,6 +62,22 @@ def training_mode_cnn() -> onnx.ModelProto:
     return m
 
 
+def with_loss(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` exported with its loss, as torch exports a module whose
+    forward returns one: SoftmaxCrossEntropyLoss of the logits and the
+    targets `t`, the loss the only output."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    g.input.append(onnx.helper.make_tensor_value_info("t", onnx.TensorProto.INT64, ["batch"]))
+    g.node.append(onnx.helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "t"], ["loss"],
+                                        name="/loss/SoftmaxCrossEntropyLoss", reduction="mean"))
+    del g.output[:]
+    g.output.append(onnx.helper.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, []))
+    onnx.checker.check_model(m)
+    return m
+
+
 def write(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     mlp = gen_models.build_mlp((256, 128, 64, 10))
@@ -72,6 +90,7 @@ def write(out: Path) -> None:
     (out / "model.onnxtxt").write_text(linear_text())
     onnx.save(gen_models.build_gpt(), str(out / "gpt.onnx"))
     onnx.save(training_mode_cnn(), str(out / "cnn.onnx"))
+    onnx.save(with_loss(mlp), str(out / "model_with_loss.onnx"))
     r = np.random.default_rng(0)
     np.save(out / "x.npy", r.standard_normal((32, 256)).astype(np.float32))
     np.save(out / "labels.npy", r.integers(0, 10, 32).astype(np.int64))
