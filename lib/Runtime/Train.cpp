@@ -217,6 +217,11 @@ std::optional<int> openBundle(int argc, char **argv, bool evalMode,
                               const std::string &defaultBundle, TrainArgs &a,
                               std::string &bundleDir, Manifest &m) {
   a.program = baseNameOf(argv[0]);
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--help") {
+      printTrainUsage(stdout, a.program, evalMode);
+      return 0;
+    }
   std::string error;
   if (!parseTrainArgs(argc, argv, a, error, evalMode)) {
     std::fprintf(stderr, "%s: error: %s\n", a.program.c_str(), error.c_str());

@@ -32,6 +32,77 @@ bool parseNamedFile(const std::string &opt, const std::string &value,
 
 } // namespace
 
+void printTrainUsage(std::FILE *out, const std::string &program,
+                     bool evalMode) {
+  const char *p = program.c_str();
+  if (evalMode) {
+    std::fprintf(
+        out,
+        "usage: %s eval --data NAME=FILE ... [--checkpoint DIR] [--bundle "
+        "DIR]\n\n"
+        "Runs the training step's evaluation program over a data set (the "
+        "bundle's\nweights, or a checkpoint's) and prints {\"loss\", "
+        "\"accuracy\", \"samples\"} as JSON.\n",
+        p);
+    return;
+  }
+  std::fprintf(
+      out,
+      "usage: %s train --data NAME=FILE ... (--steps N | --epochs E) "
+      "[options]\n\n"
+      "Trains the compiled step over data files (.npy or TensorProto .pb, "
+      "samples\nalong axis 0, one --data per data input: the model's inputs "
+      "and labels),\nfeeding the updated weights and optimizer state back "
+      "after each step.\n\n"
+      "options:\n"
+      "  --data NAME=FILE          a data input's samples\n"
+      "  --steps N, --epochs E     how long to train (an epoch: every whole "
+      "batch once)\n"
+      "  --lr F                    learning rate (default 1e-3)\n"
+      "  --momentum F              SGD momentum (default 0)\n"
+      "  --betas A,B               Adam's betas (default 0.9,0.999)\n"
+      "  --eps F                   Adam's eps (default 1e-8)\n"
+      "  --weight-decay F          weight decay (default 0)\n"
+      "  --clip-grad-norm F        clip the global gradient norm to F "
+      "(default: off)\n"
+      "  --lr-schedule S           constant (default), cosine or linear "
+      "decay to 0\n"
+      "  --warmup-steps K          linear warm-up over K steps\n"
+      "  --shuffle SEED            a seeded permutation per epoch (default "
+      "seed 0)\n"
+      "  --no-shuffle              the samples in file order\n"
+      "  --accumulate K            must match the compile's --accumulate\n"
+      "  --init-scale S            fp16: the first loss scale (default "
+      "65536)\n"
+      "  --growth-interval N       fp16: good steps before the scale "
+      "doubles (default 2000)\n"
+      "  --log FILE.jsonl          one JSON object a step (loss, lr, "
+      "grad_norm, ...)\n"
+      "  --trace FILE.json         a Chrome trace of every rank's steps\n"
+      "  --checkpoint-dir DIR      write checkpoints there (at the end, and "
+      "every\n"
+      "                            --checkpoint-every K steps)\n"
+      "  --resume DIR              continue from a checkpoint\n"
+      "  --save-weights DIR        the trained weights, one .npy each\n"
+      "  --save-onnx OUT.onnx      the ONNX model with the trained weights\n"
+      "  --save-onnx-external-data its weights in OUT.data beside it\n"
+      "  --eval-data NAME=FILE     evaluate on these data every "
+      "--eval-every K steps\n"
+      "                            and at the end\n"
+      "  --bundle DIR              the bundle (default: this executable's "
+      "directory)\n"
+      "asynchronous parameter servers (compiled with --sync async):\n"
+      "  --stale-lr                divide a gradient's rate by its "
+      "staleness + 1\n"
+      "  --drop-stale K            drop gradients more than K updates old\n"
+      "  --max-staleness K         bound the staleness: workers wait\n"
+      "  --sync-warmup K           the first K steps synchronous\n"
+      "  --delay-compensation F    DC-ASGD's correction with strength F\n"
+      "  --help                    print this help\n\n"
+      "exit status: 0 success, 1 error, 2 usage error.\n",
+      p);
+}
+
 bool parseInt(const std::string &s, int64_t &out, int64_t minimum) {
   char *end = nullptr;
   long long v = std::strtoll(s.c_str(), &end, 10);

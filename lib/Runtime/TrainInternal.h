@@ -140,6 +140,9 @@ struct Named {
 /// An integer of at least `minimum` (1: counts; 0: seeds, warm-up steps).
 bool parseInt(const std::string &s, int64_t &out, int64_t minimum = 1);
 
+/// The usage of `PROGRAM train` (or, with `evalMode`, `PROGRAM eval`).
+void printTrainUsage(std::FILE *out, const std::string &program,
+                     bool evalMode);
 bool parseTrainArgs(int argc, char **argv, TrainArgs &a, std::string &error,
                     bool evalMode = false);
 

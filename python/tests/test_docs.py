@@ -43,6 +43,8 @@ NOT_YET = {
     "docs/benchmarks.md": "benchmark commands that run for minutes",
     "docs/dopt-dialect.md": "no commands",
     "docs/models.md": "no commands (the zoo's table)",
+    "docs/index.md": "no commands (the map of the pages)",
+    "docs/cli.md": "the tools' help (test_cli_reference compares it with them)",
 }
 
 FENCE = re.compile(r"(?:<!-- doc-test: (?P<marker>[^>]*?) -->\n *)?```(?P<lang>sh|python)\n"
@@ -106,3 +108,13 @@ def test_examples_run(page, tmp_path):
         assert proc.returncode == 0, f"{where}: the example fails:\n{body}\n{proc.stderr[-4000:]}"
         ran += 1
     assert ran > 0, f"{page}: no example ran"
+
+
+@pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
+def test_cli_reference():
+    """docs/cli.md is what the built tools print for --help."""
+    import sys
+    sys.path.insert(0, str(ROOT / "python" / "docgen"))
+    import gen_cli_reference
+    assert (ROOT / "docs" / "cli.md").read_text() == gen_cli_reference.reference(DISTOPT), (
+        "docs/cli.md differs from the tools' --help: run scripts/gen-cli-reference")
