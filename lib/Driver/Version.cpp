@@ -7,6 +7,6 @@
 #include "llvm/Config/llvm-config.h"
 
 std::string distopt::driver::version() {
-  return "distopt " DISTOPT_VERSION " (git " DISTOPT_GIT_COMMIT
-         ", LLVM/MLIR " LLVM_VERSION_STRING ")";
+  return "distopt " DISTOPT_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING
+         ", git " DISTOPT_GIT_COMMIT ")";
 }

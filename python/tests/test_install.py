@@ -39,8 +39,8 @@ def test_layout(prefix):
 
 def test_version(prefix):
     out = run(prefix / "bin" / "distopt", "--version").stdout.strip()
-    assert re.fullmatch(r"distopt \d+\.\d+\.\d+ \(git ([0-9a-f]{12}(-dirty)?|unknown), "
-                        r"LLVM/MLIR 22\.\d+\.\d+\)", out), out
+    assert re.fullmatch(r"distopt \d+\.\d+\.\d+ \(LLVM/MLIR 22\.\d+\.\d+, "
+                        r"git ([0-9a-f]{12}(-dirty)?|unknown)\)", out), out
     assert out == run(DISTOPT, "--version").stdout.strip()
 
 

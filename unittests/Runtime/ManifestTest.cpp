@@ -132,12 +132,12 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
 
 TEST(Manifest, RecordsTheCompilerThatWroteIt) {
   std::string text = edit("\"format\": 1,",
-                          "\"format\": 1, \"compiler\": \"distopt 0.1.0 (git "
-                          "0123456789ab, LLVM/MLIR 22.1.8)\",");
+                          "\"format\": 1, \"compiler\": \"distopt 0.1.0 (LLVM/MLIR "
+                          "22.1.8, git 0123456789ab)\",");
   Manifest m;
   std::string error;
   ASSERT_TRUE(parseManifest(text, m, error)) << error;
-  EXPECT_EQ(m.compiler, "distopt 0.1.0 (git 0123456789ab, LLVM/MLIR 22.1.8)");
+  EXPECT_EQ(m.compiler, "distopt 0.1.0 (LLVM/MLIR 22.1.8, git 0123456789ab)");
   expectRoundTrip(text.c_str());
   EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"compiler\": 1,")),
             "compiler: expected a string, found number");

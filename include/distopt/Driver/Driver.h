@@ -69,7 +69,7 @@ mlir::LogicalResult importToFile(mlir::MLIRContext &context,
                                  llvm::StringRef output, bool printGeneric,
                                  std::string &error);
 
-/// "distopt 0.1.0 (git 1a2b3c4d5e6f, LLVM/MLIR 22.1.0)": `distopt
+/// "distopt 0.1.0 (LLVM/MLIR 22.1.0, git 1a2b3c4d5e6f)": `distopt
 /// --version`, and what every bundle's manifest records as its compiler.
 std::string version();
 
