@@ -359,21 +359,40 @@ bool checkSizes(const char *name, const char *which, const MemRef<T, R> *m) {
   return true;
 }
 
+/// The operands of a (batched) matrix product: the kernel's name for its
+/// errors (`caller`, else `dort_<kind>_<suffix>`), and op(A), op(B) and C
+/// as views of their last two dimensions; false after a pending error on
+/// negative sizes.
+template <typename T, int R> struct GemmOperands {
+  char name[64];
+  View<T> a, b, c;
+
+  bool take(const MemRef<T, R> *ma, const MemRef<T, R> *mb,
+            const MemRef<T, R> *mc, int32_t transA, int32_t transB,
+            const char *kind, const char *caller) {
+    if (caller)
+      std::snprintf(name, sizeof(name), "%s", caller);
+    else
+      std::snprintf(name, sizeof(name), "dort_%s_%s", kind, Blas<T>::suffix);
+    if (!checkSizes(name, "A", ma) || !checkSizes(name, "B", mb) ||
+        !checkSizes(name, "C", mc))
+      return false;
+    a = opView(*ma, ma->aligned + ma->offset, transA != 0);
+    b = opView(*mb, mb->aligned + mb->offset, transB != 0);
+    c = opView(*mc, mc->aligned + mc->offset, false);
+    return true;
+  }
+};
+
 template <typename T>
 void matmul2d(const MemRef<T, 2> *a, const MemRef<T, 2> *b,
               const MemRef<T, 2> *c, int32_t transA, int32_t transB, T alpha,
               T beta, const char *caller = nullptr) {
-  char name[64];
-  if (caller)
-    std::snprintf(name, sizeof(name), "%s", caller);
-  else
-    std::snprintf(name, sizeof(name), "dort_matmul_%s", Blas<T>::suffix);
-  if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
-      !checkSizes(name, "C", c))
+  GemmOperands<T, 2> ops;
+  if (!ops.take(a, b, c, transA, transB, "matmul", caller))
     return;
-  View<T> va = opView(*a, a->aligned + a->offset, transA != 0);
-  View<T> vb = opView(*b, b->aligned + b->offset, transB != 0);
-  View<T> vc = opView(*c, c->aligned + c->offset, false);
+  const char *name = ops.name;
+  View<T> &va = ops.a, &vb = ops.b, &vc = ops.c;
   if (va.cols != vb.rows || va.rows != vc.rows || vb.cols != vc.cols) {
     dort_set_pending_error(
         1,
@@ -392,18 +411,12 @@ template <typename T>
 void matmul3d(const MemRef<T, 3> *a, const MemRef<T, 3> *b,
               const MemRef<T, 3> *c, int32_t transA, int32_t transB, T alpha,
               T beta, const char *caller = nullptr) {
-  char name[64];
-  if (caller)
-    std::snprintf(name, sizeof(name), "%s", caller);
-  else
-    std::snprintf(name, sizeof(name), "dort_batch_matmul_%s", Blas<T>::suffix);
-  if (!checkSizes(name, "A", a) || !checkSizes(name, "B", b) ||
-      !checkSizes(name, "C", c))
+  GemmOperands<T, 3> ops;
+  if (!ops.take(a, b, c, transA, transB, "batch_matmul", caller))
     return;
+  const char *name = ops.name;
+  View<T> &va = ops.a, &vb = ops.b, &vc = ops.c;
   int64_t batch = c->sizes[0];
-  View<T> va = opView(*a, a->aligned + a->offset, transA != 0);
-  View<T> vb = opView(*b, b->aligned + b->offset, transB != 0);
-  View<T> vc = opView(*c, c->aligned + c->offset, false);
   bool batchOk = (a->sizes[0] == batch || a->sizes[0] == 1) &&
                  (b->sizes[0] == batch || b->sizes[0] == 1);
   if (!batchOk || va.cols != vb.rows || va.rows != vc.rows ||
