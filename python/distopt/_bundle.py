@@ -52,6 +52,10 @@ class Bundle:
         self.outputs = [self._info(t) for t in self.manifest.get("outputs", [])]
         self._lib = None
         self._handle = None
+        # Training continues between train() calls: the last call's weights
+        # and optimizer state (a checkpoint) and its step count.
+        self._state = None
+        self._steps = 0
 
     @staticmethod
     def _info(t) -> TensorInfo:
@@ -112,10 +116,25 @@ class Bundle:
         self._lib, self._handle = lib, handle
 
     def close(self):
-        """Releases the program and the mapped weights (also on deletion)."""
+        """Releases the program, the mapped weights and the training state
+        (also on deletion)."""
         if self._handle is not None:
             self._lib.dort_bundle_close(self._handle)
             self._handle = None
+        self.reset()
+
+    def reset(self):
+        """Forgets the training state: the next train() starts from the
+        bundle's weights at step 0."""
+        import shutil
+        if self._state is not None:
+            shutil.rmtree(self._state, ignore_errors=True)
+        self._state, self._steps = None, 0
+
+    @property
+    def steps_trained(self) -> int:
+        """The steps train() has run since the bundle was opened (or reset)."""
+        return self._steps
 
     def __del__(self):
         try:
@@ -160,7 +179,10 @@ class Bundle:
         train mode's flags (`lr`, `betas=(0.9, 0.95)`, `weight_decay`,
         `clip_grad_norm`, `lr_schedule`, `warmup_steps`, `checkpoint_dir`,
         `checkpoint_every`, `resume`, `save_weights`, `save_onnx`, ...:
-        docs/training.md). Several ranks run under `distopt run`'s launcher."""
+        docs/training.md). Several ranks run under `distopt run`'s launcher.
+        A further call continues where the last one stopped (its weights,
+        optimizer state and step count; `reset()` starts over), unless
+        `checkpoint_dir` or `resume` is given."""
         return train(self, data, steps, epochs, callback, **hyper)
 
     def _run_process(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -223,27 +245,30 @@ def bundle_command(bundle: "Bundle", *args: str) -> list[str]:
 Data = Union[Mapping[str, np.ndarray], Iterable[Mapping[str, np.ndarray]]]
 
 
-def _data_files(bundle: "Bundle", data: Data, directory: Path):
+def _data_files(bundle: "Bundle", data: Data, directory: Path, first_step: int = 0):
     """Writes the training data as one .npy file per data input, samples
     along axis 0 (the train mode's layout). A dict is the whole data set;
     an iterable gives batches in the model's layout (its batch dimension
-    from the manifest), one step each, in order. Returns the --data flags
-    and, for an iterable, the number of batches."""
+    from the manifest), one step each, in order: the run starting at step
+    `first_step` takes batch j at step first_step + j, which without
+    shuffling reads the file's batch (first_step + j) mod batches. Returns
+    the --data flags, the number of batches of an iterable (else None) and
+    the samples one step takes."""
     batch_dims = {t["name"]: t.get("batch_dim", 0) for t in bundle.manifest.get("inputs", [])}
     batch_dims = {k: (0 if v < 0 else v) for k, v in batch_dims.items()}
+    # Samples a step takes: the data input's batch (times the micro-batches
+    # one step accumulates).
+    per_step = {}
+    for t in bundle.manifest.get("inputs", []):
+        shape = t.get("global_shape", t["shape"])
+        if shape:
+            per_step[t["name"]] = (shape[batch_dims[t["name"]]] *
+                                   int(bundle.manifest.get("accumulate", 1)))
     if isinstance(data, Mapping):
         arrays, batches = {k: np.asarray(v) for k, v in data.items()}, None
     else:
         parts: dict[str, list[np.ndarray]] = {}
         batches = 0
-        # Samples a step takes: the data input's batch (times the
-        # micro-batches one step accumulates).
-        per_step = {}
-        for t in bundle.manifest.get("inputs", []):
-            shape = t.get("global_shape", t["shape"])
-            if shape:
-                per_step[t["name"]] = (shape[batch_dims[t["name"]]] *
-                                       int(bundle.manifest.get("accumulate", 1)))
         for i, batch in enumerate(data):
             if not isinstance(batch, Mapping):
                 raise TypeError(f"batch {i}: expected a dict of arrays, got "
@@ -263,13 +288,16 @@ def _data_files(bundle: "Bundle", data: Data, directory: Path):
             batches += 1
         if not batches:
             raise ValueError("the data iterable gave no batch")
-        arrays = {k: np.concatenate(v) for k, v in parts.items()}
+        shift = first_step % batches
+        arrays = {k: np.concatenate(v[batches - shift:] + v[:batches - shift])
+                  for k, v in parts.items()}
     args = []
     for i, (name, a) in enumerate(arrays.items()):
         f = directory / f"data{i}.npy"
         np.save(f, np.ascontiguousarray(a))
         args.append(f"--data={name}={f}")
-    return args, batches
+    samples = next((per_step[k] for k in arrays if k in per_step), 0)
+    return args, batches, samples, (len(next(iter(arrays.values()))) if arrays else 0)
 
 
 def _read_log(path: Path, seen: int, callback, records: list) -> int:
@@ -291,9 +319,14 @@ def _read_log(path: Path, seen: int, callback, records: list) -> int:
 
 def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
           callback: Callable[[dict], None] | None = None, **hyper) -> list[dict]:
+    # Continue from the previous call (its checkpoint) unless the caller
+    # manages checkpoints, or a job's rank runs its one program.
+    carry = ("checkpoint_dir" not in hyper and "resume" not in hyper
+             and mpi_rank() is None)
+    done = bundle._steps if carry else 0
     with tempfile.TemporaryDirectory(prefix="distopt-train-") as tmp:
         tmp = Path(tmp)
-        args, batches = _data_files(bundle, data, tmp)
+        args, batches, per_step, samples = _data_files(bundle, data, tmp, done)
         if batches is not None:
             # Batches as given, in their order, one a step.
             hyper.setdefault("no_shuffle", True)
@@ -301,6 +334,17 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
                 steps = batches
         if steps is None and epochs is None:
             raise ValueError("give steps= or epochs= (or an iterable of batches)")
+        if epochs is not None and done:
+            # --steps counts from step 0 when resuming: epochs as steps.
+            steps, epochs = epochs * (samples // max(per_step, 1)), None
+        if steps is not None:
+            steps += done
+        if carry:
+            if bundle._state is None:
+                bundle._state = Path(tempfile.mkdtemp(prefix="distopt-state-"))
+            hyper["checkpoint_dir"] = str(bundle._state)
+            if done:
+                hyper["resume"] = str(bundle._state)
         log = tmp / "log.jsonl"
         cmd = [*bundle_command(bundle, "train"), *args,
                *([f"--steps={steps}"] if steps is not None else []),
@@ -318,6 +362,8 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
         if proc.returncode != 0:
             raise DistoptError("\n".join(l for l in stderr.splitlines()
                                           if "error" in l.lower()) or stderr.strip())
+        if carry and records:
+            bundle._steps = int(records[-1]["step"])
         return records
 
 

@@ -9,6 +9,9 @@ A block may carry one marker on the line before its fence:
   <!-- doc-test: skip (REASON) -->   not run; the reason says why (and
                                      where else it is tested)
   <!-- doc-test: torch -->           a Python block run under Debian's torch
+  <!-- doc-test: transformers -->    one run where HuggingFace transformers is
+                                     (scripts/zoo-venv: Debian's torch with
+                                     transformers 4.36)
   <!-- doc-test: cuda -->            needs the CUDA target (built where a CUDA
                                      toolkit was found)
 
@@ -98,8 +101,12 @@ def test_examples_run(page, tmp_path):
             continue
         if lang == "sh":
             cmd = ["bash", "-euo", "pipefail", "-c", body]
-        elif marker == "torch":
-            cmd = ["/usr/bin/python3", "-c", body]
+        elif marker in ("torch", "transformers"):
+            python = "/usr/bin/python3"
+            if marker == "transformers":
+                python = subprocess.run([str(ROOT / "scripts" / "zoo-venv")], check=True,
+                                        capture_output=True, text=True).stdout.strip()
+            cmd = [python, "-c", body]
             e["PYTHONPATH"] = str(ROOT / "python")
         else:
             cmd = [str(ROOT / ".venv" / "bin" / "python"), "-c", body]

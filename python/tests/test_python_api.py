@@ -170,6 +170,7 @@ def cli_train(bundle, data, tmp_path, *flags, ranks=1):
 
 def test_train_on_a_data_set_as_the_cli(step, tmp_path):
     bundle, data = step
+    bundle.reset()
     seen = []
     log = bundle.train(data, steps=8, lr=3e-3, betas=(0.9, 0.95), callback=seen.append)
     assert [r["step"] for r in log] == list(range(1, 9))
@@ -186,6 +187,7 @@ def test_train_on_an_iterable_of_batches(step, tmp_path):
         for i in range(0, 24, 4):
             yield {k: v[i:i + 4] for k, v in data.items()}
 
+    bundle.reset()
     log = bundle.train(batches(), lr=3e-3)
     assert len(log) == 6
     want = cli_train(bundle, data, tmp_path, "--steps", 6, "--lr", 3e-3, "--no-shuffle")
@@ -207,6 +209,7 @@ def test_train_data_parallel(models, step, tmp_path):
     dp = distopt.compile(models / "gpt.onnx", out=tmp_path / "dp.dx", dims={"batch": 4},
                          loss="cross-entropy:logits", optimizer="adamw", cluster="local:2",
                          dp=2)
+    step[0].reset()
     one = step[0].train(data, steps=4, lr=3e-3, no_shuffle=True)
     two = dp.train(data, steps=4, lr=3e-3, no_shuffle=True)
     for a, b in zip(one, two):
@@ -303,3 +306,28 @@ def test_the_same_script_on_every_rank(models, step, tmp_path):
     # The wrong number of ranks: the bundle's executable refuses.
     with pytest.raises(distopt.DistoptError, match="failed"):
         distopt.launch(script, 3, dp.path, tmp_path, tmp_path)
+
+
+def test_train_continues_between_calls(step, tmp_path):
+    """Two calls train as one run of both: the second resumes from the
+    first's weights, optimizer state and step (for a data set: its
+    shuffled order too; for batches: the batches given, in order)."""
+    bundle, data = step
+    bundle.reset()
+    first = bundle.train(data, steps=3, lr=3e-3)
+    second = bundle.train(data, steps=3, lr=3e-3)
+    assert [r["step"] for r in first + second] == list(range(1, 7))
+    assert bundle.steps_trained == 6
+    want = cli_train(bundle, data, tmp_path, "--steps", 6, "--lr", 3e-3)
+    assert [r["loss"] for r in first + second] == [r["loss"] for r in want]
+
+    def batches(lo, hi):
+        for i in range(lo, hi, 4):
+            yield {k: v[i:i + 4] for k, v in data.items()}
+
+    bundle.reset()
+    log = bundle.train(batches(0, 12), lr=3e-3) + bundle.train(batches(12, 24), lr=3e-3)
+    want = cli_train(bundle, data, tmp_path, "--steps", 6, "--lr", 3e-3, "--no-shuffle")
+    assert [r["loss"] for r in log] == [r["loss"] for r in want]
+    bundle.reset()
+    assert bundle.train(data, steps=1, lr=3e-3, no_shuffle=True)[0]["loss"] == want[0]["loss"]
