@@ -15,7 +15,8 @@ runs inside this process, others through `distopt run`.
 """
 
 from ._bundle import Bundle, TensorInfo
-from ._tool import DistoptError, Plan, compile, from_torch, launch, plan, tool, version
+from ._base import DistoptError, tool, version
+from ._tool import Plan, compile, from_torch, launch, plan
 
 __all__ = ["Bundle", "DistoptError", "Plan", "TensorInfo", "compile", "from_torch", "launch",
            "plan", "tool", "version"]

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Mapping, Union
 
 import numpy as np
 
-from ._tool import DistoptError, flags, tool
+from ._base import DistoptError, flags, tool
 
 
 def _numpy_dtype(name: str):
