@@ -331,3 +331,17 @@ def test_train_continues_between_calls(step, tmp_path):
     assert [r["loss"] for r in log] == [r["loss"] for r in want]
     bundle.reset()
     assert bundle.train(data, steps=1, lr=3e-3, no_shuffle=True)[0]["loss"] == want[0]["loss"]
+
+
+@pytest.mark.parametrize("flags,tol", [({"precision": "bf16"}, 2e-2), ({"precision": "fp16"}, 3e-3),
+                                       ({"target": "cuda-emu"}, 1e-5)])
+def test_in_process_other_programs(models, tmp_path, flags, tol):
+    """16-bit programs and the CUDA target's kernels on the CPU run in this
+    process as well, on the same float32 inputs."""
+    bundle = distopt.compile(models / "gpt.onnx", out=tmp_path / "g.dx", dims={"batch": 2},
+                             **flags)
+    assert bundle.in_process
+    ids = np.random.default_rng(0).integers(0, 100, (2, 16)).astype(np.int64)
+    got = bundle.run({"input_ids": ids})["logits"].astype(np.float32)
+    want = ort_run(models / "gpt.onnx", {"input_ids": ids})[0]
+    assert np.abs(got - want).max() <= tol * np.abs(want).max()
