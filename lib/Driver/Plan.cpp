@@ -159,15 +159,15 @@ driver::plan(MLIRContext &context, const PlanRequest &request) {
 }
 
 void driver::PlannedModel::printSummary(llvm::raw_ostream &os) const {
-  planner::printPlanSummary(os, graph, cluster, options, result, context);
+  planner::printPlanSummary(os, {graph, cluster, options, result, context});
 }
 
 llvm::json::Value driver::PlannedModel::toJSON() const {
-  return planner::planToJSON(graph, cluster, options, result, context);
+  return planner::planToJSON({graph, cluster, options, result, context});
 }
 
 void driver::PlannedModel::writeHTML(llvm::raw_ostream &os) const {
-  planner::writePlanHTML(os, graph, cluster, options, result, context);
+  planner::writePlanHTML(os, {graph, cluster, options, result, context});
 }
 
 bool driver::writeOutputFile(

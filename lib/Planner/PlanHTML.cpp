@@ -260,11 +260,8 @@ void writeStageBars(llvm::raw_ostream &os, const Plan &plan,
 } // namespace
 
 void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
-                                     const PlanGraph &graph,
-                                     const Cluster &cluster,
-                                     const PlanOptions &options,
-                                     const PlanResult &result,
-                                     const PlanContext &context) {
+                                     const PlanReport &report) {
+  const auto &[graph, cluster, options, result, context] = report;
   const Plan &p = result.best;
   bool train = options.mode == PlanMode::Train;
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -333,7 +330,7 @@ void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
   }
   std::string text;
   llvm::raw_string_ostream ts(text);
-  printPlanSummary(ts, graph, cluster, options, result, context);
+  printPlanSummary(ts, report);
   os << "<h2>Summary</h2>\n<pre>" << escape(text) << "</pre>\n";
   os << "</body></html>\n";
 }

@@ -152,11 +152,8 @@ std::string distopt::planner::stageLabel(const PlanGraph &graph,
 }
 
 void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
-                                        const PlanGraph &graph,
-                                        const Cluster &cluster,
-                                        const PlanOptions &options,
-                                        const PlanResult &result,
-                                        const PlanContext &context) {
+                                        const PlanReport &report) {
+  const auto &[graph, cluster, options, result, context] = report;
   const Plan &p = result.best;
   bool train = options.mode == PlanMode::Train;
   os << "distopt plan: " << context.modelName << " on " << context.clusterSpec
@@ -384,11 +381,8 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
      << format("%.2f", result.searchSeconds) << " s in all\n";
 }
 
-json::Value distopt::planner::planToJSON(const PlanGraph &graph,
-                                         const Cluster &cluster,
-                                         const PlanOptions &options,
-                                         const PlanResult &result,
-                                         const PlanContext &context) {
+json::Value distopt::planner::planToJSON(const PlanReport &report) {
+  const auto &[graph, cluster, options, result, context] = report;
   auto planObject = [&](const Plan &p) {
     json::Array stages;
     for (auto [k, st] : llvm::enumerate(p.stages)) {

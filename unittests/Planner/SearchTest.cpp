@@ -112,7 +112,7 @@ std::string summary(const PlanGraph &g, const Cluster &c, const PlanOptions &o,
                     const PlanResult &r) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  printPlanSummary(os, g, c, o, r, PlanContext{"test", c.name});
+  printPlanSummary(os, {g, c, o, r, PlanContext{"test", c.name}});
   return s;
 }
 

@@ -22,20 +22,25 @@ struct PlanContext {
   std::string clusterSpec;
 };
 
-void printPlanSummary(llvm::raw_ostream &os, const PlanGraph &graph,
-                      const Cluster &cluster, const PlanOptions &options,
-                      const PlanResult &result, const PlanContext &context);
+/// A plan and what its reports show with it: the graph it was found on,
+/// the cluster, the options of the search, and the problem's names.
+struct PlanReport {
+  const PlanGraph &graph;
+  const Cluster &cluster;
+  const PlanOptions &options;
+  const PlanResult &result;
+  PlanContext context;
+};
 
-llvm::json::Value planToJSON(const PlanGraph &graph, const Cluster &cluster,
-                             const PlanOptions &options,
-                             const PlanResult &result,
-                             const PlanContext &context);
+/// The readable summary `distopt plan` prints.
+void printPlanSummary(llvm::raw_ostream &os, const PlanReport &report);
+
+/// The plan as JSON (`distopt plan --json`).
+llvm::json::Value planToJSON(const PlanReport &report);
 
 /// A self-contained HTML page: summary, SVG pipeline schedule of one step
 /// on the devices, per-stage time and memory bars, rejected alternatives.
-void writePlanHTML(llvm::raw_ostream &os, const PlanGraph &graph,
-                   const Cluster &cluster, const PlanOptions &options,
-                   const PlanResult &result, const PlanContext &context);
+void writePlanHTML(llvm::raw_ostream &os, const PlanReport &report);
 
 /// "1.234 s", "5.678 ms", "9.0 us".
 std::string formatSeconds(double seconds);
