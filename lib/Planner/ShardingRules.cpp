@@ -51,9 +51,12 @@ struct RuleBuilder {
     rule.factors.push_back({size, kind, partial});
     return static_cast<int64_t>(rule.factors.size()) - 1;
   }
-  /// A size-1 dimension is never split: map it to no factor.
-  int64_t orNone(int64_t factor, int64_t dimSize) const {
-    return dimSize == 1 ? -1 : factor;
+  /// A factor for a dimension of `size`, and the dimension's factor: none
+  /// for size 1 (never split; its factor stays, unused).
+  int64_t dim(int64_t size, FactorKind kind = FactorKind::Parallel,
+              PartialKind partial = PartialKind::Sum) {
+    int64_t factor = add(size, kind, partial);
+    return size == 1 ? -1 : factor;
   }
 };
 
@@ -81,7 +84,7 @@ std::optional<OpShardingRule> elementwiseRule(mlir::Operation *op) {
   RuleBuilder b;
   Dims factors;
   for (int64_t size : *resultShape)
-    factors.push_back(b.orNone(b.add(size), size));
+    factors.push_back(b.dim(size));
   for (mlir::Value operand : op->getOperands()) {
     auto shape = shapeOf(operand);
     if (!shape)
@@ -103,7 +106,7 @@ struct SameShapeRule {
     for (auto [d, size] : llvm::enumerate(shape)) {
       FactorKind kind = fixed(static_cast<int64_t>(d)) ? fixedKind
                                                        : FactorKind::Parallel;
-      factors.push_back(b.orNone(b.add(size, kind), size));
+      factors.push_back(b.dim(size, kind));
     }
   }
 };
@@ -161,11 +164,11 @@ std::optional<OpShardingRule> matmulRule(dopt::MatMulOp op) {
   size_t rank = c->size();
   Dims resultFactors;
   for (size_t d = 0; d + 2 < rank; ++d)
-    resultFactors.push_back(b.orNone(b.add((*c)[d]), (*c)[d]));
-  int64_t m = b.orNone(b.add((*c)[rank - 2]), (*c)[rank - 2]);
-  int64_t n = b.orNone(b.add((*c)[rank - 1]), (*c)[rank - 1]);
+    resultFactors.push_back(b.dim((*c)[d]));
+  int64_t m = b.dim((*c)[rank - 2]);
+  int64_t n = b.dim((*c)[rank - 1]);
   int64_t kSize = a->back();
-  int64_t k = b.orNone(b.add(kSize, FactorKind::Reduction), kSize);
+  int64_t k = b.dim(kSize, FactorKind::Reduction);
   resultFactors.push_back(m);
   resultFactors.push_back(n);
   auto operand = [&](ArrayRef<int64_t> shape, int64_t row, int64_t col) {
@@ -187,10 +190,10 @@ std::optional<OpShardingRule> gemmRule(dopt::GemmOp op) {
   if (!c || !a || c->size() != 2 || a->size() != 2)
     return std::nullopt;
   RuleBuilder b;
-  int64_t m = b.orNone(b.add((*c)[0]), (*c)[0]);
-  int64_t n = b.orNone(b.add((*c)[1]), (*c)[1]);
+  int64_t m = b.dim((*c)[0]);
+  int64_t n = b.dim((*c)[1]);
   int64_t kSize = op.getTransA() ? (*a)[0] : (*a)[1];
-  int64_t k = b.orNone(b.add(kSize, FactorKind::Reduction), kSize);
+  int64_t k = b.dim(kSize, FactorKind::Reduction);
   b.rule.operandDims.push_back(op.getTransA() ? Dims{k, m} : Dims{m, k});
   b.rule.operandDims.push_back(op.getTransB() ? Dims{n, k} : Dims{k, n});
   if (op.getC()) {
@@ -217,14 +220,12 @@ std::optional<OpShardingRule> convolutionRule(mlir::Value input,
     return std::nullopt;
   RuleBuilder b;
   bool dense = group == 1;
-  int64_t n = b.orNone(b.add((*y)[0]), (*y)[0]);
+  int64_t n = b.dim((*y)[0]);
   FactorKind channelKind =
       dense ? FactorKind::Parallel : FactorKind::NeedReplication;
-  int64_t o = b.orNone(b.add((*y)[1], channelKind), (*y)[1]);
-  int64_t c = b.orNone(b.add((*x)[1], dense && !bias
-                                          ? FactorKind::Reduction
-                                          : FactorKind::NeedReplication),
-                       (*x)[1]);
+  int64_t o = b.dim((*y)[1], channelKind);
+  int64_t c = b.dim((*x)[1], dense && !bias ? FactorKind::Reduction
+                                            : FactorKind::NeedReplication);
   b.rule.operandDims.push_back(Dims{n, c, -1, -1});
   b.rule.operandDims.push_back(transposed
                                    ? Dims{dense ? c : -1, dense ? o : -1, -1, -1}
@@ -241,13 +242,12 @@ std::optional<OpShardingRule> poolRule(mlir::Operation *op, bool global) {
   if (!x || x->size() != 4)
     return std::nullopt;
   RuleBuilder b;
-  int64_t n = b.orNone(b.add((*x)[0]), (*x)[0]);
-  int64_t c = b.orNone(b.add((*x)[1]), (*x)[1]);
+  int64_t n = b.dim((*x)[0]);
+  int64_t c = b.dim((*x)[1]);
   if (global) {
     // Splitting H leaves each device the mean of its rows: partial means,
     // combined by averaging.
-    int64_t h = b.orNone(
-        b.add((*x)[2], FactorKind::Reduction, PartialKind::Mean), (*x)[2]);
+    int64_t h = b.dim((*x)[2], FactorKind::Reduction, PartialKind::Mean);
     b.rule.operandDims.push_back(Dims{n, c, h, -1});
   } else {
     b.rule.operandDims.push_back(Dims{n, c, -1, -1});
@@ -266,10 +266,8 @@ std::optional<OpShardingRule> reduceRule(mlir::Operation *op,
   Dims in, out;
   for (auto [d, size] : llvm::enumerate(*x)) {
     bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
-    int64_t f = b.orNone(
-        b.add(size, reduced ? FactorKind::Reduction : FactorKind::Parallel,
-              partial),
-        size);
+    int64_t f = b.dim(
+        size, reduced ? FactorKind::Reduction : FactorKind::Parallel, partial);
     in.push_back(f);
     if (!reduced)
       out.push_back(f);
@@ -288,7 +286,7 @@ std::optional<OpShardingRule> transposeRule(dopt::TransposeOp op) {
   RuleBuilder b;
   Dims in;
   for (int64_t size : *x)
-    in.push_back(b.orNone(b.add(size), size));
+    in.push_back(b.dim(size));
   Dims out;
   for (int64_t p : op.getPerm())
     out.push_back(in[p]);
@@ -406,9 +404,7 @@ std::optional<OpShardingRule> alongAxesRule(mlir::Operation *op,
   RuleBuilder b;
   Dims factors;
   for (auto [d, size] : llvm::enumerate(*y))
-    factors.push_back(fixed(static_cast<int64_t>(d))
-                          ? -1
-                          : b.orNone(b.add(size), size));
+    factors.push_back(fixed(static_cast<int64_t>(d)) ? -1 : b.dim(size));
   for (mlir::Value operand : op->getOperands()) {
     auto shape = shapeOf(operand);
     if (!shape || shape->size() != y->size())
@@ -532,19 +528,18 @@ std::optional<OpShardingRule> gatherRule(dopt::GatherOp op) {
   RuleBuilder b;
   Dims dataDims, idxDims, out;
   for (int64_t d = 0; d < axis; ++d) {
-    int64_t f = b.orNone(b.add((*data)[d]), (*data)[d]);
+    int64_t f = b.dim((*data)[d]);
     dataDims.push_back(f);
     out.push_back(f);
   }
-  dataDims.push_back(
-      b.orNone(b.add((*data)[axis], FactorKind::Reduction), (*data)[axis]));
+  dataDims.push_back(b.dim((*data)[axis], FactorKind::Reduction));
   for (int64_t size : *idx) {
-    int64_t f = b.orNone(b.add(size), size);
+    int64_t f = b.dim(size);
     idxDims.push_back(f);
     out.push_back(f);
   }
   for (size_t d = axis + 1; d < data->size(); ++d) {
-    int64_t f = b.orNone(b.add((*data)[d]), (*data)[d]);
+    int64_t f = b.dim((*data)[d]);
     dataDims.push_back(f);
     out.push_back(f);
   }
@@ -639,13 +634,11 @@ Rule ruleOf(dopt::AttentionOp o) {
   int64_t r = static_cast<int64_t>(q->size());
   Dims lead;
   for (int64_t d = 0; d < r - 2; ++d)
-    lead.push_back(b.orNone(b.add((*q)[d]), (*q)[d]));
-  int64_t tq = b.orNone(b.add((*q)[r - 2]), (*q)[r - 2]);
-  int64_t width =
-      b.orNone(b.add((*q)[r - 1], FactorKind::NeedReplication), (*q)[r - 1]);
-  int64_t tk =
-      b.orNone(b.add((*k)[r - 2], FactorKind::NeedReplication), (*k)[r - 2]);
-  int64_t dv = b.orNone(b.add((*v)[r - 1]), (*v)[r - 1]);
+    lead.push_back(b.dim((*q)[d]));
+  int64_t tq = b.dim((*q)[r - 2]);
+  int64_t width = b.dim((*q)[r - 1], FactorKind::NeedReplication);
+  int64_t tk = b.dim((*k)[r - 2], FactorKind::NeedReplication);
+  int64_t dv = b.dim((*v)[r - 1]);
   auto with = [&](int64_t x, int64_t y) {
     Dims d(lead);
     d.push_back(x);
