@@ -201,10 +201,9 @@ class Bundle:
                 raise DistoptError(proc.stderr.strip() or proc.stdout.strip())
             if mpi_rank() not in (None, 0):
                 return {}  # rank 0 writes the outputs
-            files = sorted((tmp / "out").glob("*.npy"))
             out = {}
             for info in self.outputs:
-                f = _output_file(tmp / "out", info.name, files)
+                f = _output_file(tmp / "out", info.name)
                 out[info.name] = np.load(f)
             return out
 
@@ -350,15 +349,18 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
                *([f"--steps={steps}"] if steps is not None else []),
                *([f"--epochs={epochs}"] if epochs is not None else []),
                f"--log={log}", *flags(hyper)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
-        records: list[dict] = []
-        seen = 0
-        while proc.poll() is None:
+        # The trainer's output goes to a file: a pipe nobody reads while the
+        # log is followed would fill (a progress line a step) and stop it.
+        with open(tmp / "output.txt", "w+") as output:
+            proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, text=True)
+            records: list[dict] = []
+            seen = 0
+            while proc.poll() is None:
+                seen = _read_log(log, seen, callback, records)
+                time.sleep(0.05)
             seen = _read_log(log, seen, callback, records)
-            time.sleep(0.05)
-        stdout, stderr = proc.communicate()
-        seen = _read_log(log, seen, callback, records)
+            output.seek(0)
+            stderr = output.read()
         if proc.returncode != 0:
             raise DistoptError("\n".join(l for l in stderr.splitlines()
                                           if "error" in l.lower()) or stderr.strip())
@@ -367,7 +369,7 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
         return records
 
 
-def _output_file(directory: Path, name: str, files) -> Path:
+def _output_file(directory: Path, name: str) -> Path:
     """The file the runtime wrote output `name` to (sanitized: characters
     other than letters, digits, '.', '_', '-' as '_')."""
     stem = "".join(c if (c.isascii() and (c.isalnum() or c in "._-")) else "_" for c in name)

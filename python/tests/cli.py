@@ -45,3 +45,27 @@ def compile_and_run(model_path, feeds, tmp, *compile_flags):
         np.save(tmp / f"{k}.npy", v)
         args += ["--input", f"{k}={tmp / (k + '.npy')}"]
     return run(bundle / model_path.stem, *args, "--output-dir", tmp / "out")
+
+
+STAND_IN_SSH = """#!/bin/sh
+# ssh's stand-in for Open MPI's launch agent: drops the options, notes the
+# host in {log}, and runs the command here with a session directory of the
+# host's own and over TCP (two daemons on one machine share neither).
+while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+echo "$1" >> "{log}"
+export OMPI_MCA_orte_tmpdir_base="{sessions}/$1" OMPI_MCA_btl=self,tcp
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
+shift
+exec /bin/sh -c "$*"
+"""
+
+
+def stand_in_hosts(directory: Path):
+    """An environment in which mpirun reaches "other hosts" by starting
+    their daemons on this machine, and the file the hosts it reached are
+    noted in, one a line."""
+    log = directory / "hosts.log"
+    agent = directory / "fake-ssh"
+    agent.write_text(STAND_IN_SSH.format(log=log, sessions=directory / "sessions"))
+    agent.chmod(0o755)
+    return {"OMPI_MCA_plm_rsh_agent": str(agent)}, log

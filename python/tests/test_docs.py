@@ -30,7 +30,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli import BUILD, DISTOPT, ROOT, env
+from cli import BUILD, DISTOPT, ROOT, env, stand_in_hosts
 
 import gen_doc_examples  # noqa: E402  (python/testmodels, put on the path by cli)
 
@@ -53,18 +53,6 @@ NOT_YET = {
 FENCE = re.compile(r"(?:<!-- doc-test: (?P<marker>[^>]*?) -->\n *)?```(?P<lang>sh|python)\n"
                    r"(?P<body>.*?)```", re.S)
 
-FAKE_SSH = """#!/bin/sh
-# ssh's stand-in: drops the options and the host, runs the command here,
-# with the host's own session directory, over TCP (two daemons on one
-# machine share no memory segment).
-while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
-export OMPI_MCA_orte_tmpdir_base="{sessions}/$1" OMPI_MCA_btl=self,tcp
-mkdir -p "$OMPI_MCA_orte_tmpdir_base"
-shift
-exec /bin/sh -c "$*"
-"""
-
-
 def blocks(page: str):
     text = (ROOT / page).read_text()
     for m in FENCE.finditer(text):
@@ -85,12 +73,10 @@ def test_examples_run(page, tmp_path):
     gen_doc_examples.write(work)
     for name in ("build", "scripts"):
         (work / name).symlink_to(ROOT / name if name == "scripts" else BUILD)
-    agent = tmp_path / "fake-ssh"
-    agent.write_text(FAKE_SSH.format(sessions=tmp_path / "sessions"))
-    agent.chmod(0o755)
+    remote, _ = stand_in_hosts(tmp_path)
     e = env()
     e.update(PATH=f"{BUILD / 'bin'}:{e['PATH']}", HOME=str(work),
-             OMPI_MCA_plm_rsh_agent=str(agent), DISTOPT=str(DISTOPT))
+             DISTOPT=str(DISTOPT), **remote)
     ran = 0
     for lang, body, marker, line in blocks(page):
         where = f"{page}:{line}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import DISTOPT, env
+from cli import DISTOPT, env, stand_in_hosts
 
 import gen_models  # noqa: E402  (python/testmodels, put on the path by cli)
 
@@ -26,18 +26,6 @@ pytestmark = [
     pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built"),
     pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun"),
 ]
-
-FAKE_SSH = """#!/bin/sh
-# ssh's stand-in: drops the options and the host, runs the command here,
-# with a session directory of the host's own (daemons of two "hosts" on one
-# machine would otherwise share one, and other jobs' too).
-while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
-echo "$1" >> "{log}"
-export OMPI_MCA_orte_tmpdir_base="{sessions}/$1"
-mkdir -p "$OMPI_MCA_orte_tmpdir_base"
-shift
-exec /bin/sh -c "$*"
-"""
 
 FAKE_SRUN = """#!/bin/sh
 # srun's stand-in: records its arguments, starts the tasks with mpirun.
@@ -82,9 +70,8 @@ def gpt(tmp_path_factory):
 
 
 def remote_env(tmp_path):
-    log = tmp_path / "hosts.log"
-    agent = script(tmp_path / "fake-ssh", FAKE_SSH.format(log=log, sessions=tmp_path / "sessions"))
-    return log, {"OMPI_MCA_plm_rsh_agent": str(agent), "OMPI_MCA_btl": "self,tcp"}
+    extra, log = stand_in_hosts(tmp_path)
+    return log, extra
 
 
 @pytest.mark.parametrize("how", ["hosts", "hostfile", "after-bundle"])
