@@ -202,9 +202,10 @@ class Bundle:
             if mpi_rank() not in (None, 0):
                 return {}  # rank 0 writes the outputs
             out = {}
-            for info in self.outputs:
-                f = _output_file(tmp / "out", info.name)
-                out[info.name] = np.load(f)
+            for info, name in zip(self.outputs, _output_files(i.name for i in self.outputs)):
+                if not (tmp / "out" / name).exists():
+                    raise DistoptError(f"the run wrote no output '{info.name}' ({name})")
+                out[info.name] = np.load(tmp / "out" / name)
             return out
 
 
@@ -369,13 +370,19 @@ def train(bundle: "Bundle", data: Data, steps=None, epochs=None,
         return records
 
 
-def _output_file(directory: Path, name: str) -> Path:
-    """The file the runtime wrote output `name` to (sanitized: characters
-    other than letters, digits, '.', '_', '-' as '_')."""
-    stem = "".join(c if (c.isascii() and (c.isalnum() or c in "._-")) else "_" for c in name)
-    if stem.startswith("."):
-        stem = "_" + stem[1:]
-    f = directory / f"{stem or 'output'}.npy"
-    if not f.exists():
-        raise DistoptError(f"the run wrote no output '{name}' ({f.name})")
-    return f
+def _output_files(names) -> list[str]:
+    """The files the runtime writes the outputs `names` to: its
+    outputFileNames (lib/Runtime/Bundle.cpp) -- each byte other than ASCII
+    letters, digits, '.', '_' and '-' as '_', a leading '.' as '_', at most
+    200 bytes, and "_2", "_3", ... after a stem an earlier output took."""
+    files, taken = [], set()
+    for name in names:
+        stem = "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "._-")
+                       else "_" for b in name.encode()) or "output"
+        stem = ("_" + stem[1:] if stem.startswith(".") else stem)[:200]
+        candidate, i = stem, 2
+        while candidate in taken:
+            candidate, i = f"{stem}_{i}", i + 1
+        taken.add(candidate)
+        files.append(candidate + ".npy")
+    return files

@@ -345,3 +345,23 @@ def test_in_process_other_programs(models, tmp_path, flags, tol):
     got = bundle.run({"input_ids": ids})["logits"].astype(np.float32)
     want = ort_run(models / "gpt.onnx", {"input_ids": ids})[0]
     assert np.abs(got - want).max() <= tol * np.abs(want).max()
+
+
+def test_outputs_through_files_keep_their_names(tmp_path):
+    """A bundle run through `distopt run` finds each output in the file the
+    runtime names it (torch-style names, names alike once sanitized)."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3])
+            for n in ("out/a", "out:a", ".hidden")]
+    nodes = [helper.make_node("Neg", ["x"], ["out/a"]), helper.make_node("Abs", ["x"], ["out:a"]),
+             helper.make_node("Relu", ["x"], [".hidden"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], outs),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    bundle = distopt.compile(model, out=tmp_path / "m.dx", shared_library=False)
+    assert not bundle.in_process
+    v = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    got = bundle.run({"x": v})
+    np.testing.assert_array_equal(got["out/a"], -v)
+    np.testing.assert_array_equal(got["out:a"], np.abs(v))
+    np.testing.assert_array_equal(got[".hidden"], np.maximum(v, 0))
