@@ -261,7 +261,13 @@ void writeStageBars(llvm::raw_ostream &os, const Plan &plan,
 
 void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
                                      const PlanReport &report) {
-  const auto &[graph, cluster, options, result, context] = report;
+  // Named references, not a structured binding: lambdas below capture
+  // them (C++17 compilers such as the fuzz build's clang 14 refuse that).
+  const PlanGraph &graph = report.graph;
+  const Cluster &cluster = report.cluster;
+  const PlanOptions &options = report.options;
+  const PlanResult &result = report.result;
+  const PlanContext &context = report.context;
   const Plan &p = result.best;
   bool train = options.mode == PlanMode::Train;
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"

@@ -153,7 +153,13 @@ std::string distopt::planner::stageLabel(const PlanGraph &graph,
 
 void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
                                         const PlanReport &report) {
-  const auto &[graph, cluster, options, result, context] = report;
+  // Named references, not a structured binding: lambdas below capture
+  // them (C++17 compilers such as the fuzz build's clang 14 refuse that).
+  const PlanGraph &graph = report.graph;
+  const Cluster &cluster = report.cluster;
+  const PlanOptions &options = report.options;
+  const PlanResult &result = report.result;
+  const PlanContext &context = report.context;
   const Plan &p = result.best;
   bool train = options.mode == PlanMode::Train;
   os << "distopt plan: " << context.modelName << " on " << context.clusterSpec
@@ -382,7 +388,13 @@ void distopt::planner::printPlanSummary(llvm::raw_ostream &os,
 }
 
 json::Value distopt::planner::planToJSON(const PlanReport &report) {
-  const auto &[graph, cluster, options, result, context] = report;
+  // Named references, not a structured binding: lambdas below capture
+  // them (C++17 compilers such as the fuzz build's clang 14 refuse that).
+  const PlanGraph &graph = report.graph;
+  const Cluster &cluster = report.cluster;
+  const PlanOptions &options = report.options;
+  const PlanResult &result = report.result;
+  const PlanContext &context = report.context;
   auto planObject = [&](const Plan &p) {
     json::Array stages;
     for (auto [k, st] : llvm::enumerate(p.stages)) {
