@@ -12,8 +12,10 @@
 
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
@@ -25,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 using namespace distopt::planner;
@@ -352,11 +355,26 @@ llvm::SmallVector<std::pair<mlir::Operation *, OpCost>>
 distopt::planner::estimateCosts(mlir::Operation *root,
                                 const CostOptions &opts) {
   llvm::SmallVector<std::pair<mlir::Operation *, OpCost>> costs;
-  root->walk([&](mlir::Operation *op) {
-    OpCost c = estimateOpCost(op, opts);
-    if (c.opClass != OpClass::None)
-      costs.emplace_back(op, c);
-  });
+  // A call costs its callee's ops, once per call (the function running one
+  // micro-batch of an accumulated step); a root holding the callee as well
+  // (a module) counts it where it is defined, not again at its calls.
+  std::function<void(mlir::Operation *, bool)> collect =
+      [&](mlir::Operation *scope, bool followCalls) {
+        scope->walk([&](mlir::Operation *op) {
+          if (auto call = llvm::dyn_cast<mlir::func::CallOp>(op)) {
+            if (followCalls)
+              if (auto callee = mlir::SymbolTable::lookupNearestSymbolFrom<
+                      mlir::func::FuncOp>(op, call.getCalleeAttr()))
+                if (!callee.isExternal())
+                  collect(callee, true);
+            return;
+          }
+          OpCost c = estimateOpCost(op, opts);
+          if (c.opClass != OpClass::None)
+            costs.emplace_back(op, c);
+        });
+      };
+  collect(root, llvm::isa<mlir::func::FuncOp>(root));
   return costs;
 }
 

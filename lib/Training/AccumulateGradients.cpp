@@ -5,20 +5,23 @@
 // what its loss's mean divides by, distopt-append-loss counted=true), the
 // step becomes K micro-batches: its data inputs (every input that is not a
 // weight or the random key; samples along dimension 0) hold K times the
-// samples, and the micro-batch program runs on each slice in turn -- its
-// forward and backward complete before the next starts, so only one
-// micro-batch's activations are alive -- and the gradients are summed.
-// Exactly as one batch of K times the samples: each micro-batch weighs by
-// its count over the total (sum_k counted_k grad_k / sum_k counted_k), the
-// loss likewise. distopt-sync-gradients, run after, communicates the sums
-// once per step. A dropout's positions continue across the micro-batches
-// (micro-batch k stacked after the k - 1 before it along dimension 0).
-// Weights the forward pass updates (batch norm's running statistics, ops
-// marked dopt.updates_weight) are updated once per micro-batch, in order:
-// micro-batch k reads what k - 1 wrote, as K forward calls in PyTorch do,
-// and only the last update stays marked. A statistic over the batch is then
-// each micro-batch's own: the driver allows that only where the user asked
-// for it (distopt compile --microbatch-statistics).
+// samples, and the micro-batch program, moved into a function of its own
+// (@dopt_microbatch, compiled once whatever K is), is called on each slice
+// in turn -- its forward and backward complete before the next starts, so
+// only one micro-batch's activations are alive -- and adds its gradients to
+// running sums it takes and returns. Exactly as one batch of K times the
+// samples: each micro-batch weighs by its count over the total
+// (sum_k counted_k grad_k / sum_k counted_k), the loss likewise.
+// distopt-sync-gradients, run after, communicates the sums once per step.
+// A dropout's positions continue across the micro-batches (micro-batch k
+// stacked after the k - 1 before it along dimension 0: the function takes
+// k). Weights the forward pass updates (batch norm's running statistics,
+// ops marked dopt.updates_weight) are returned by the function and passed
+// to the next call: micro-batch k reads what k - 1 wrote, as K forward
+// calls in PyTorch do, and the last call's are marked (dopt.updates_weights)
+// as the step's. A statistic over the batch is then each micro-batch's own:
+// the driver allows that only where the user asked for it (distopt compile
+// --microbatch-statistics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +35,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace distopt {
 #define GEN_PASS_DEF_ACCUMULATEGRADIENTSPASS
@@ -75,7 +79,10 @@ struct AccumulateGradientsPass
     OpBuilder b(ctx);
     SmallVector<unsigned> dataArgs;
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-      if (main.getArgAttr(i, "dopt.weight") || main.getArgAttr(i, "dopt.rng_key"))
+      // Weights, the random key and hyperparameters (fp16's loss scale) are
+      // the step's, not the samples'.
+      if (main.getArgAttr(i, "dopt.weight") || main.getArgAttr(i, "dopt.rng_key") ||
+          main.getArgAttr(i, "dopt.hyper"))
         continue;
       auto t = cast<RankedTensorType>(main.getArgument(i).getType());
       if (t.getRank() == 0) {
@@ -100,17 +107,18 @@ struct AccumulateGradientsPass
     if (failed(autodiff::checkMicrobatchDropouts(
             main, "--accumulate " + std::to_string(k))))
       return signalPassFailure();
-    // The micro-batch program: the old body, moved into a block of its own
-    // that is cloned once per micro-batch.
+    // The micro-batch program: the old body, moved into a function of its
+    // own (compiled once, called once per micro-batch).
     OpBuilder mod = OpBuilder::atBlockEnd(module.getBody());
-    auto holder = func::FuncOp::create(mod, main.getLoc(), "dopt_microbatch",
-                                       main.getFunctionType());
-    Block *micro = holder.addEntryBlock();
+    auto micro = func::FuncOp::create(mod, main.getLoc(), "dopt_microbatch",
+                                      main.getFunctionType());
+    micro.setPrivate();
+    Block *entry = micro.addEntryBlock();
     IRMapping toMicro;
-    for (auto [o, n] : llvm::zip(body.getArguments(), micro->getArguments()))
+    for (auto [o, n] : llvm::zip(body.getArguments(), entry->getArguments()))
       toMicro.map(o, n);
     {
-      OpBuilder mb = OpBuilder::atBlockEnd(micro);
+      OpBuilder mb = OpBuilder::atBlockEnd(entry);
       for (Operation &op : body)
         mb.clone(op, toMicro);
     }
@@ -132,29 +140,84 @@ struct AccumulateGradientsPass
                         TypeAttr::get(RankedTensorType::get(gs, gt.getElementType())));
       }
     }
-    // The weights the forward pass updates, by argument.
+    // The function adds its micro-batch to running sums: it takes the
+    // micro-batch's index (its dropouts' place in the batch), the sums so
+    // far and the count so far, and returns them updated, followed by the
+    // weights its forward pass updates (batch norm's running statistics:
+    // micro-batch m reads what m - 1 wrote).
+    Location loc = main.getLoc();
+    auto microRet = cast<func::ReturnOp>(entry->getTerminator());
+    unsigned results = microRet.getNumOperands();
     SmallVector<Operation *> microOps;
-    for (Operation &op : micro->without_terminator())
+    for (Operation &op : entry->without_terminator())
       microOps.push_back(&op);
     llvm::DenseMap<unsigned, StringAttr> updatedArgs =
         autodiff::forwardUpdatedWeights(main, microOps);
-    llvm::DenseMap<StringAttr, Value> lastUpdate;
+    SmallVector<std::pair<unsigned, Value>> updates; // main argument, new value
+    for (Operation *op : microOps)
+      if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+        op->removeAttr("dopt.updates_weight");
+        for (auto [arg, name] : updatedArgs)
+          if (name == n && op->getNumResults() == 1)
+            updates.push_back({arg, op->getResult(0)});
+      }
+    auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+    Value index = entry->addArgument(i64Scalar, loc);
+    SmallVector<Value> sumsIn, sumsOut;
+    for (unsigned r = 0; r < results; ++r)
+      sumsIn.push_back(entry->addArgument(microRet.getOperand(r).getType(), loc));
+    b.setInsertionPoint(microRet);
+    for (Operation *op : microOps)
+      if (isa<dopt::DropoutOp>(op))
+        autodiff::placeDropoutMicrobatch(b, op, index, k);
+    Value c = microRet.getOperand(countedAt);
+    auto zeroOf = [&](Type elt) -> Value {
+      return dopt::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, elt),
+                                 b.getZeroAttr(elt)));
+    };
+    Value alive = dopt::GreaterOp::create(b, loc, c, zeroOf(b.getF32Type()));
+    for (unsigned r = 0; r < results; ++r) {
+      Value out = microRet.getOperand(r);
+      if (static_cast<int>(r) == countedAt) {
+        sumsOut.push_back(dopt::AddOp::create(b, loc, sumsIn[r], c));
+        continue;
+      }
+      // Weighted by the micro-batch's count (divided by the total below).
+      Value w = c;
+      Type elt = cast<RankedTensorType>(out.getType()).getElementType();
+      if (elt != b.getF32Type())
+        w = dopt::CastOp::create(b, loc, w, TypeAttr::get(elt));
+      // A micro-batch without counted labels adds nothing (its mean, 0/0,
+      // and the gradients of it are NaN).
+      Value part = dopt::WhereOp::create(
+          b, loc, alive, dopt::MulOp::create(b, loc, out, w), zeroOf(elt));
+      sumsOut.push_back(dopt::AddOp::create(b, loc, sumsIn[r], part));
+    }
+    SmallVector<Value> microResults(sumsOut);
+    for (auto [arg, v] : updates)
+      microResults.push_back(v);
+    func::ReturnOp::create(b, loc, microResults);
+    microRet.erase();
+    micro.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
+                                    ValueRange(microResults).getTypes()));
+
+    // @main: K calls on the micro-batches' slices of the data.
     b.setInsertionPointToEnd(&body);
-    Location loc = main.getLoc();
-    auto microRet = cast<func::ReturnOp>(micro->getTerminator());
-    unsigned results = microRet.getNumOperands();
-    SmallVector<Value> sums(results), counts;
-    Value total;
+    SmallVector<Value> sums;
+    for (Value v : sumsIn) {
+      auto t = cast<RankedTensorType>(v.getType());
+      sums.push_back(dopt::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType()))));
+    }
+    SmallVector<Value> weights(main.getArguments());
     for (int64_t m = 0; m < k; ++m) {
-      IRMapping map;
+      SmallVector<Value> args;
       for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-        Value arg = main.getArgument(i);
+        Value arg = weights[i];
         if (!llvm::is_contained(dataArgs, i)) {
-          auto updated = updatedArgs.find(i);
-          if (m > 0 && updated != updatedArgs.end() &&
-              lastUpdate.count(updated->second))
-            arg = lastUpdate[updated->second];
-          map.map(micro->getArgument(i), arg);
+          args.push_back(arg);
           continue;
         }
         auto t = cast<RankedTensorType>(arg.getType());
@@ -164,56 +227,28 @@ struct AccumulateGradientsPass
             stride(t.getRank(), 1);
         starts[d] = m * rows;
         ends[d] = (m + 1) * rows;
-        map.map(micro->getArgument(i),
-                dopt::SliceOp::create(b, loc, arg, b.getDenseI64ArrayAttr(starts),
-                                      b.getDenseI64ArrayAttr(ends),
-                                      b.getDenseI64ArrayAttr(stride)));
+        args.push_back(dopt::SliceOp::create(
+            b, loc, arg, b.getDenseI64ArrayAttr(starts),
+            b.getDenseI64ArrayAttr(ends), b.getDenseI64ArrayAttr(stride)));
       }
-      for (Operation &op : micro->without_terminator()) {
-        Operation *copy = b.clone(op, map);
-        if (isa<dopt::DropoutOp>(copy))
-          autodiff::placeDropoutMicrobatch(b, copy, m, k);
-        copy->walk([&](Operation *c) {
-          auto n = c->getAttrOfType<StringAttr>("dopt.updates_weight");
-          if (!n || c->getNumResults() != 1)
-            return;
-          lastUpdate[n] = c->getResult(0);
-          if (m + 1 < k)
-            c->removeAttr("dopt.updates_weight");
-        });
-      }
-      SmallVector<Value> outs;
-      for (Value v : microRet.getOperands())
-        outs.push_back(map.lookup(v));
-      Value c = outs[countedAt];
-      counts.push_back(c);
-      Value alive = dopt::GreaterOp::create(
-          b, loc, c,
-          dopt::ConstantOp::create(
-              b, loc,
-              DenseElementsAttr::get(cast<RankedTensorType>(c.getType()),
-                                     b.getF32FloatAttr(0.0))));
-      total = total ? Value(dopt::AddOp::create(b, loc, total, c)) : c;
-      // Weighted by the micro-batch's count (divided by the total below).
-      for (unsigned r = 0; r < results; ++r) {
-        if (static_cast<int>(r) == countedAt)
-          continue;
-        Value w = c;
-        Type elt = cast<RankedTensorType>(outs[r].getType()).getElementType();
-        if (elt != b.getF32Type())
-          w = dopt::CastOp::create(b, loc, w, TypeAttr::get(elt));
-        // A micro-batch without counted labels adds nothing (its mean, 0/0,
-        // and the gradients of it are NaN).
-        Value part = dopt::WhereOp::create(
-            b, loc, alive, dopt::MulOp::create(b, loc, outs[r], w),
-            dopt::ConstantOp::create(
-                b, loc,
-                DenseElementsAttr::get(RankedTensorType::get({}, elt),
-                                       b.getZeroAttr(elt))));
-        sums[r] = sums[r] ? Value(dopt::AddOp::create(b, loc, sums[r], part)) : part;
+      args.push_back(dopt::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(i64Scalar, ArrayRef<int64_t>{m})));
+      llvm::append_range(args, sums);
+      auto call = func::CallOp::create(b, loc, micro, args);
+      for (unsigned r = 0; r < results; ++r)
+        sums[r] = call.getResult(r);
+      for (auto [u, update] : llvm::enumerate(updates))
+        weights[update.first] = call.getResult(results + u);
+      // The last micro-batch's updates are the step's.
+      if (m + 1 == k && !updates.empty()) {
+        SmallVector<Attribute> names(results, b.getUnitAttr());
+        for (auto [arg, v] : updates)
+          names.push_back(updatedArgs.lookup(arg));
+        call->setAttr("dopt.updates_weights", b.getArrayAttr(names));
       }
     }
     SmallVector<Value> finals;
+    Value total = sums[countedAt];
     for (unsigned r = 0; r < results; ++r) {
       if (static_cast<int>(r) == countedAt) {
         finals.push_back(total);
@@ -226,7 +261,6 @@ struct AccumulateGradientsPass
       finals.push_back(dopt::DivOp::create(b, loc, sums[r], t));
     }
     func::ReturnOp::create(b, loc, finals);
-    holder.erase();
     // The step's collectives are the plan's K times over
     // (planner::checkBackwardCollectives).
     module->setAttr("dopt.accumulate", b.getI64IntegerAttr(k));

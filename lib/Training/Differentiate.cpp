@@ -132,8 +132,12 @@ static int64_t dropoutBatchDim(Operation *d) {
   return bd ? bd.getInt() : 0;
 }
 
-void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
-                                      int64_t count) {
+/// Places dropout `op` of one micro-batch of `count`: its offsets become
+/// offsets * count + shift(rows) along its batch dimension, `shift` making
+/// the micro-batch's [rank]-vector of offsets from the vector of its rows
+/// (the batch dimension's size there, 0 elsewhere).
+static void placeDropout(OpBuilder &b, Operation *op, int64_t count,
+                         llvm::function_ref<Value(ArrayRef<int64_t>)> shift) {
   auto d = cast<dopt::DropoutOp>(op);
   auto local = cast<RankedTensorType>(d.getInput().getType());
   int64_t bd = dropoutBatchDim(d);
@@ -149,11 +153,10 @@ void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
   b.setInsertionPoint(d);
   Location loc = d.getLoc();
   auto offType = RankedTensorType::get({local.getRank()}, b.getI64Type());
-  SmallVector<int64_t> scale(local.getRank(), 1), shift(local.getRank(), 0);
+  SmallVector<int64_t> scale(local.getRank(), 1), rows(local.getRank(), 0);
   scale[bd] = count;
-  shift[bd] = m * local.getDimSize(bd);
-  Value offsets = dopt::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(offType, ArrayRef<int64_t>(shift)));
+  rows[bd] = local.getDimSize(bd);
+  Value offsets = shift(rows);
   if (Value old = d.getOffsets())
     offsets = dopt::AddOp::create(
         b, loc,
@@ -164,6 +167,43 @@ void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
         offsets);
   d.getOffsetsMutable().assign(offsets);
   d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(whole));
+}
+
+void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
+                                      int64_t count) {
+  placeDropout(b, op, count, [&](ArrayRef<int64_t> rows) -> Value {
+    SmallVector<int64_t> shift;
+    for (int64_t r : rows)
+      shift.push_back(m * r);
+    auto type = RankedTensorType::get({(int64_t)rows.size()}, b.getI64Type());
+    return dopt::ConstantOp::create(b, op->getLoc(),
+                                    DenseElementsAttr::get(type, ArrayRef<int64_t>(shift)));
+  });
+}
+
+void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, Value m,
+                                      int64_t count) {
+  placeDropout(b, op, count, [&](ArrayRef<int64_t> rows) -> Value {
+    auto type = RankedTensorType::get({(int64_t)rows.size()}, b.getI64Type());
+    Value perRow = dopt::ConstantOp::create(b, op->getLoc(),
+                                            DenseElementsAttr::get(type, rows));
+    return dopt::MulOp::create(b, op->getLoc(), perRow, m);
+  });
+}
+
+void autodiff::forEachForwardUpdate(
+    func::FuncOp func, llvm::function_ref<void(StringAttr, Value)> fn) {
+  func.walk([&](Operation *op) {
+    if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+      if (op->getNumResults() == 1)
+        fn(n, op->getResult(0));
+      return;
+    }
+    if (auto names = op->getAttrOfType<ArrayAttr>("dopt.updates_weights"))
+      for (auto [name, result] : llvm::zip(names, op->getResults()))
+        if (auto n = dyn_cast<StringAttr>(name))
+          fn(n, result);
+  });
 }
 
 LogicalResult autodiff::checkMicrobatchDropouts(Operation *scope,

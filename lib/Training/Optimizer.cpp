@@ -366,22 +366,20 @@ struct OptimizerPass
     llvm::StringSet<> trained;
     for (Param &p : params)
       trained.insert(p.name);
-    SmallVector<Operation *> marked;
-    main.walk([&](Operation *op) {
-      if (op->hasAttr("dopt.updates_weight") && op->getNumResults() == 1)
-        marked.push_back(op);
+    SmallVector<std::pair<StringAttr, Value>> forwardUpdates;
+    autodiff::forEachForwardUpdate(main, [&](StringAttr name, Value v) {
+      forwardUpdates.push_back({name, v});
     });
-    for (Operation *op : marked) {
-      auto name = op->getAttrOfType<StringAttr>("dopt.updates_weight");
+    for (auto [name, value] : forwardUpdates) {
       if (!weightArg.count(name.getValue()))
         continue; // not a weight of this program
       if (trained.count(name.getValue())) {
-        op->emitError("weight '")
+        emitError(value.getLoc(), "weight '")
             << name.getValue()
             << "' is both trained and updated by the forward pass";
         return signalPassFailure();
       }
-      update(op->getResult(0), ("update:" + name.getValue()).str(),
+      update(value, ("update:" + name.getValue()).str(),
              b.getNamedAttr("dopt.updates_weight", name));
     }
     func::ReturnOp::create(b, results);

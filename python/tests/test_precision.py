@@ -305,6 +305,26 @@ def test_16bit_training_under_every_plan_kind(torch_models, tmp_path, plan, prec
         assert abs(a["loss"] - b["loss"]) <= 5e-3 * b["loss"], (plan, a, b)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_16bit_training_accumulates_micro_batches(torch_models, tmp_path, precision):
+    """--accumulate 2 in 16 bits follows the fp32 step with --accumulate 2
+    (fp16's loss scale, an input of the step, is not taken for a data input
+    to cut into micro-batches)."""
+    d = torch_models / "train_gpt"
+    cfg = json.loads((d / "meta.json").read_text())["gpt_adamw"]["config"]
+    data = [*batches_as_data(d, tmp_path), "--steps", "6", "--no-shuffle", *train_flags(cfg)]
+    runs = {}
+    for p in ("fp32", precision):
+        bundle = tmp_path / f"{p}.dx"
+        run(DISTOPT, "compile", d / "model.onnx", *step_flags(cfg), "--precision", p,
+            "--accumulate", "2", "-o", bundle)
+        runs[p], _ = train(bundle, 1, *data)
+    for a, b in zip(runs[precision], runs["fp32"]):
+        assert abs(a["loss"] - b["loss"]) <= 5e-3 * b["loss"], (a, b)
+    if precision == "fp16":
+        assert all(s["loss_scale"] == 65536 and not s["skipped"] for s in runs["fp16"])
+
+
 def test_bf16_tensor_parallel_backward_reduce_scatters(tmp_path):
     """A dp 2 x tp 2 plan that all-gathers activations over the tensor axis
     (sequence parallelism) reduce-scatters their adjoints in the backward,

@@ -10,11 +10,17 @@
 // ACC-LABEL: func.func @main(
 // ACC-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
 // ACC: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
-// ACC: %[[O0:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
-// ACC: dopt.dropout %[[S0]], %arg2, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// ACC: %[[I0:.*]] = dopt.constant {value = dense<0> : tensor<i64>}
+// ACC: call @dopt_microbatch(%[[S0]], %arg1, %arg2, %[[I0]],
 // ACC: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
-// ACC: %[[O1:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
-// ACC: dopt.dropout %[[S1]], %arg2, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// ACC: %[[I1:.*]] = dopt.constant {value = dense<1> : tensor<i64>}
+// ACC: call @dopt_microbatch(%[[S1]], %arg1, %arg2, %[[I1]],
+// The function's dropout is at rows m * 2 along dimension 1, m its argument.
+// ACC-LABEL: func.func private @dopt_microbatch(
+// ACC-SAME: %[[X:[^:]*]]: tensor<3x2x5xf32>, %{{.*}}: tensor<5xf32>, %[[KEY:[^:]*]]: tensor<i64>, %[[M:[^:]*]]: tensor<i64>
+// ACC: %[[ROWS:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// ACC: %[[O:.*]] = dopt.mul %[[ROWS]], %[[M]]
+// ACC: dopt.dropout %[[X]], %[[KEY]], %[[O]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
 // A pipeline (one stage here, two micro-batches) places them alike.
 // PIPE-LABEL: func.func @main(
 // PIPE-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
@@ -66,22 +72,16 @@ module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 2 : i64}} {
 // batch, as the loader lays the samples out: offsets * K + m * rows along
 // the batch dimension, in a whole tensor K times as large there.
 // ACC-LABEL: func.func @main(
-// ACC: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
-// ACC: %[[Z:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
+// ACC: call @dopt_microbatch(
+// ACC: call @dopt_microbatch(
+// ACC-LABEL: func.func private @dopt_microbatch(
+// ACC-SAME: %[[OFF:[^:]*]]: tensor<3xi64>, %[[M:[^:]*]]: tensor<i64>
+// ACC: %[[ROWS:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// ACC: %[[SH:.*]] = dopt.mul %[[ROWS]], %[[M]]
 // ACC: %[[K:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
-// ACC: %[[SC:.*]] = dopt.mul %arg3, %[[K]]
-// ACC: %[[O0:.*]] = dopt.add %[[SC]], %[[Z]]
-// ACC: dopt.dropout %[[S0]], %arg2, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
-// ACC: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
-// ACC: %[[SH:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
-// ACC: %[[K1:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
-// ACC: %[[SC1:.*]] = dopt.mul %arg3, %[[K1]]
-// ACC: %[[O1:.*]] = dopt.add %[[SC1]], %[[SH]]
-// ACC: dopt.dropout %[[S1]], %arg2, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
-// PIPE-LABEL: func.func @main(
-// PIPE: %[[K:.*]] = dopt.constant {value = dense<[1, 2, 1]> : tensor<3xi64>}
-// PIPE: dopt.mul %{{.*}}, %[[K]]
-// PIPE: dopt.dropout {{.*}} {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
+// ACC: %[[SC:.*]] = dopt.mul %[[OFF]], %[[K]]
+// ACC: %[[O:.*]] = dopt.add %[[SC]], %[[SH]]
+// ACC: dopt.dropout %{{.*}}, %{{.*}}, %[[O]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 8, 5>
 module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 1 : i64}} {
   shard.grid @dopt_grid(shape = 1x1x1)
   func.func @main(%x: tensor<3x2x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"},

@@ -91,7 +91,8 @@ void registerCostModels(mlir::DialectRegistry &registry);
 OpCost estimateOpCost(mlir::Operation *op, const CostOptions &options = {});
 
 /// estimateOpCost for every op nested under `root`, in walk order, skipping
-/// ops that cost nothing.
+/// ops that cost nothing. Under a function root, a call counts its callee's
+/// ops once per call.
 llvm::SmallVector<std::pair<mlir::Operation *, OpCost>>
 estimateCosts(mlir::Operation *root, const CostOptions &options = {});
 

@@ -51,6 +51,19 @@ forwardUpdatedWeights(mlir::func::FuncOp func,
 /// `count` times as large there.
 void placeDropoutMicrobatch(mlir::OpBuilder &b, mlir::Operation *dropout,
                             int64_t m, int64_t count);
+/// The same with the micro-batch's index a value (a `tensor<i64>` scalar):
+/// one function that every micro-batch calls.
+void placeDropoutMicrobatch(mlir::OpBuilder &b, mlir::Operation *dropout,
+                            mlir::Value m, int64_t count);
+
+/// The weights `func`'s forward pass updates and their new values: the
+/// results of ops marked `dopt.updates_weight` (the weight's name; one
+/// result), and of ops marked `dopt.updates_weights` (an array with a name,
+/// or a unit attribute, per result: a call of the function that runs one
+/// micro-batch, distopt-accumulate-gradients').
+void forEachForwardUpdate(
+    mlir::func::FuncOp func,
+    llvm::function_ref<void(mlir::StringAttr, mlir::Value)> fn);
 
 /// Fails (an error on the op, `cut` saying what cuts the batch: "--accumulate
 /// 2", "a pipeline's 4 micro-batches") where a dropout in `scope` has its

@@ -149,16 +149,24 @@ def AccumulateGradientsPass : Pass<"distopt-accumulate-gradients", "mlir::Module
   let description = [{
     After `distopt-autodiff` on a program returning (loss, counted,
     grad:<w>...) for one micro-batch: the data inputs (not weights, not the
-    random key) hold `steps` times the samples along dimension 0, and the
-    micro-batch program runs on each slice in turn (one micro-batch's
-    activations alive at a time); loss and gradients are the micro-batches'
-    weighted by their `counted` over the total, as one batch of all the
-    samples. Dropout positions continue across the micro-batches. Run
-    `distopt-sync-gradients` after it: the sums are communicated once.
+    random key, not hyperparameters) hold `steps` times the samples along
+    their batch dimension, and the micro-batch program becomes one private
+    function, `@dopt_microbatch`, that `@main` calls on each slice in turn
+    (one micro-batch's activations alive at a time; the program is compiled
+    once whatever `steps` is). The function takes the micro-batch's index
+    (where its dropouts' masks lie in the batch) and the sums so far, and
+    returns them with its loss and gradients added, weighted by its
+    `counted`; `@main` divides by the total, as one batch of all the
+    samples. Weights the forward pass updates (`dopt.updates_weight`) are
+    returned and passed to the next call; the last call's are marked
+    `dopt.updates_weights`. Run `distopt-sync-gradients` after it: the sums
+    are communicated once.
 
     ```mlir
-    // steps=2: %x: tensor<4x8xf32> becomes tensor<8x8xf32>; the body runs on
-    // %x[0:4] and %x[4:8]; grad:w = (g0 * c0 + g1 * c1) / (c0 + c1)
+    // steps=2: %x: tensor<4x8xf32> becomes tensor<8x8xf32>;
+    // %r0:3 = call @dopt_microbatch(%x[0:4], %w, 0, zeros...)
+    // %r1:3 = call @dopt_microbatch(%x[4:8], %w, 1, %r0#0, %r0#1, %r0#2)
+    // grad:w = %r1#2 / %r1#1  (= (g0 * c0 + g1 * c1) / (c0 + c1))
     ```
   }];
   let options = [
