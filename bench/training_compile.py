@@ -15,7 +15,18 @@ form, SGD) with machine code generated on one thread (`--codegen-threads 1`,
 distopt before 2026-11-27) and on every hardware thread (the default), in
 alternation, the median of `--repeat` runs each.
 
-Usage: bench/training_compile.py [--build build] [--repeat 3] [--only gpt|threads]
+A third table (`--only microbatches`) compiles a 4-layer GPT-style decoder
+(d 64, 4 heads, seq 32, vocab 512; batch 2 per micro-batch) as an AdamW
+step with gradient accumulation (`--accumulate K`) and as a two-stage 1F1B
+pipeline (`--pp 2 --microbatches M` on local:2), for K and M in 1 / 8 / 64
+/ 192: wall seconds and peak GiB of `distopt compile` (/usr/bin/time), and
+the same by an earlier distopt (`--baseline PATH/bin/distopt`, e.g. a git
+worktree built before micro-batches became calls; cases over
+`--baseline-max` micro-batches are left out for it, "-" in the table).
+
+Usage: bench/training_compile.py [--build build] [--repeat 3]
+           [--only gpt|threads|microbatches] [--baseline OLD/bin/distopt]
+           [--baseline-max 64]
 """
 from __future__ import annotations
 
@@ -82,13 +93,70 @@ def threads_table(distopt: Path, repeat: int) -> None:
         print(f"| {name} | {one:.1f} | {all_:.1f} | {one / all_:.2f}x |")
 
 
+def time_compile(cmd, tmp: Path):
+    """Wall seconds and peak RSS (GiB) of one `distopt compile`."""
+    report = tmp / "time.txt"
+    r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(report), *map(str, cmd)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{cmd[0]} failed: {r.stderr[-2000:]}")
+    wall, kib = report.read_text().split()[-2:]
+    return float(wall), int(kib) / 2**20
+
+
+def microbatches_table(distopt: Path, baseline, baseline_max: int) -> None:
+    torch.manual_seed(0)
+    model = gpu_models.GPT(vocab=512, d=64, heads=4, layers=4, seq=32)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
+        tmp = Path(tmp)
+        for what in ("accumulate", "pipeline"):
+            for m in (1, 8, 64, 192):
+                path = tmp / f"gpt{m}.onnx"
+                # The exported batch is one micro-batch (--accumulate) or the
+                # whole step's (a pipeline cuts it).
+                batch = 2 if what == "accumulate" else 2 * m
+                model.train()
+                torch.onnx.export(model, (torch.randint(0, 512, (batch, 32)),), str(path),
+                                  input_names=["x"], output_names=["logits"],
+                                  opset_version=17, do_constant_folding=False,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+                flags = (["--accumulate", str(m)] if what == "accumulate" else
+                         ["--cluster", "local:2", "--pp", "2", "--microbatches", str(m),
+                          "--schedule", "1f1b"])
+                row = [what, m]
+                for exe in (distopt, baseline):
+                    if exe is None or (exe is baseline and m > baseline_max):
+                        row += [None, None]
+                        continue
+                    row += list(time_compile(
+                        [exe, "compile", path, "--loss", "cross-entropy:logits",
+                         "--optimizer", "adamw", *flags, "-o", tmp / "m.dx"], tmp))
+                rows.append(row)
+                print(row, file=sys.stderr)
+    fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    print("\nCompile of a 4-layer GPT-style training step (d 64) against its "
+          "micro-batches: distopt, and the baseline\n")
+    print("| micro-batches by | M or K | compile s | peak GiB | baseline s | baseline GiB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for what, m, s, g, bs, bg in rows:
+        print(f"| {what} | {m} | {fmt(s, '.1f')} | {fmt(g, '.2f')} | {fmt(bs, '.1f')} "
+              f"| {fmt(bg, '.2f')} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=str(HERE.parent / "build"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["gpt", "threads"])
+    ap.add_argument("--only", choices=["gpt", "threads", "microbatches"])
+    ap.add_argument("--baseline", help="an earlier distopt, for the micro-batches table")
+    ap.add_argument("--baseline-max", type=int, default=64)
     args = ap.parse_args()
     distopt = Path(args.build) / "bin" / "distopt"
+    if args.only in (None, "microbatches"):
+        microbatches_table(distopt, args.baseline, args.baseline_max)
+    if args.only == "microbatches":
+        return 0
     if args.only != "gpt":
         threads_table(distopt, args.repeat)
     if args.only == "threads":

@@ -3,16 +3,18 @@
 // See Passes.td (PipelineTrainingPass). @main is stage k's forward over one
 // micro-batch (distopt-outline-stages, then distopt-outline-weights); it
 // becomes stage k's whole training step over the M micro-batches of a
-// replica's batch, in the order the schedule gives (GPipe: every forward,
+// replica's batch. The micro-batch's forward and backward become two
+// functions (@dopt_stage_forward, @dopt_stage_backward), compiled once;
+// @main calls them in the order the schedule gives (GPipe: every forward,
 // then every backward; 1F1B: S - 1 - k warm-up forwards, then one forward
 // and one backward in turn, then the remaining backwards), with the
 // activations and their adjoints passed to and from the neighbouring
-// stages by shard.send / shard.recv on the stage axis. Backward uses
-// autodiff::differentiate on the micro-batch's forward ops: the values it
-// reads are the forward's (stashed: kept alive until that backward), or
-// recomputed in the backward from the stashed stage inputs (recompute
-// full: every forward op again; selective: all but the matmuls and
-// convolutions, whose results are kept).
+// stages by shard.send / shard.recv on the stage axis between the calls.
+// The backward uses autodiff::differentiate on a copy of the forward's ops:
+// the values it reads are the forward's (returned by the forward as the
+// stash, kept until that backward), or recomputed in the backward from the
+// stage inputs (recompute full: every forward op again; selective: all but
+// the matmuls and convolutions, whose results are stashed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -313,32 +315,13 @@ struct PipelineTrainingPass
     // micro-batches only under --microbatch-statistics.)
     llvm::DenseMap<unsigned, StringAttr> updatedArgs =
         autodiff::forwardUpdatedWeights(stageFn, forwardOps);
-    llvm::DenseMap<StringAttr, std::pair<int64_t, Value>> lastUpdate;
     auto mapInputs = [&](IRMapping &map, int64_t m) {
       for (auto [j, i] : llvm::enumerate(dataArgs))
         map.map(stageFn.getArgument(i), sliceOf(j, m));
       for (auto [j, i] : llvm::enumerate(keyArgs))
         map.map(stageFn.getArgument(i), entry->getArgument(dataArgs.size() + j));
-      for (auto [j, i] : llvm::enumerate(weightArgs)) {
-        Value w = stepWeights[j];
-        auto updated = updatedArgs.find(i);
-        if (m > 0 && updated != updatedArgs.end()) {
-          auto prev = lastUpdate.find(updated->second);
-          if (prev != lastUpdate.end() && prev->second.first == m - 1)
-            w = prev->second.second;
-        }
-        map.map(stageFn.getArgument(i), w);
-      }
-    };
-    // Clones a forward op for micro-batch m: a dropout draws the mask of
-    // its rows of the whole batch (micro-batch m of the replica's block,
-    // stacked along dimension 0 as in one process), so masks do not depend
-    // on the plan.
-    auto cloneFor = [&](Operation *op, IRMapping &map, int64_t m) {
-      Operation *copy = b.clone(*op, map);
-      if (isa<dopt::DropoutOp>(copy))
-        autodiff::placeDropoutMicrobatch(b, copy, m, microbatches);
-      return copy;
+      for (auto [j, i] : llvm::enumerate(weightArgs))
+        map.map(stageFn.getArgument(i), stepWeights[j]);
     };
 
     // The last stage weighs micro-batch m by its counted labels over all of
@@ -381,140 +364,283 @@ struct PipelineTrainingPass
     auto alive = [&](int64_t m) -> Value {
       return dopt::GreaterOp::create(b, loc, counts[m], constant(scalar, 0.0));
     };
-    SmallVector<IRMapping> forward(microbatches);
-    SmallVector<SmallVector<Operation *>> forwardClones(microbatches);
-    SmallVector<Value> gradSums(params.size());
+
+    // The stage's forward and backward of one micro-batch: two functions,
+    // compiled once and called per micro-batch. Both take m (the
+    // micro-batch's index: where its dropouts' masks lie in the batch) and
+    // the stage's inputs of that micro-batch (data slices, key, weights,
+    // received activations).
+    auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+    auto i1Scalar = RankedTensorType::get({}, b.getI1Type());
+    SmallVector<Type> stageTypes{i64Scalar};
+    llvm::append_range(stageTypes, stageFn.getArgumentTypes());
+    OpBuilder fnb(ctx);
+    fnb.setInsertionPoint(step);
+    auto fwd = func::FuncOp::create(fnb, loc, "dopt_stage_forward",
+                                    fnb.getFunctionType(stageTypes, {}));
+    auto bwd = func::FuncOp::create(fnb, loc, "dopt_stage_backward",
+                                    fnb.getFunctionType(stageTypes, {}));
+    fwd.setPrivate();
+    bwd.setPrivate();
+    Block *fEntry = fwd.addEntryBlock(), *bEntry = bwd.addEntryBlock();
+    auto placeDropout = [&](OpBuilder &at, Operation *copy, Value m) {
+      if (isa<dopt::DropoutOp>(copy))
+        autodiff::placeDropoutMicrobatch(at, copy, m, microbatches);
+    };
+
+    // The forward: returns the activations leaving the stage, the loss (the
+    // last stage), the weights it updates (batch norm's running statistics:
+    // micro-batch m reads what m - 1 wrote, the forwards running in
+    // micro-batch order in either schedule, as M forward calls in PyTorch
+    // do), and what the backward reads of it (the stash, below).
+    OpBuilder fb = OpBuilder::atBlockEnd(fEntry);
+    IRMapping fMap;
+    for (unsigned i = 0; i < stageFn.getNumArguments(); ++i)
+      fMap.map(stageFn.getArgument(i), fEntry->getArgument(i + 1));
+    SmallVector<Operation *> fClones;
+    SmallVector<std::pair<unsigned, Value>> updates; // weightArgs index, value
+    for (Operation *op : forwardOps) {
+      Operation *copy = fb.clone(*op, fMap);
+      placeDropout(fb, copy, fEntry->getArgument(0));
+      fClones.push_back(copy);
+      auto n = copy->getAttrOfType<StringAttr>("dopt.updates_weight");
+      if (!n)
+        continue;
+      copy->removeAttr("dopt.updates_weight");
+      for (auto [j, i] : llvm::enumerate(weightArgs)) {
+        auto it = updatedArgs.find(i);
+        if (it != updatedArgs.end() && it->second == n &&
+            copy->getNumResults() == 1)
+          updates.push_back({static_cast<unsigned>(j), copy->getResult(0)});
+      }
+    }
+    SmallVector<Value> fResults;
+    for (unsigned i : leaving)
+      fResults.push_back(fMap.lookup(fret.getOperand(i)));
+    if (last)
+      fResults.push_back(fMap.lookup(fret.getOperand(lossAt)));
+    for (auto &u : updates)
+      fResults.push_back(u.second);
+
+    // The backward: the forward's ops again (a kept op is a placeholder for
+    // its stashed results; the others are recomputed from the stage's
+    // inputs), then the reverse mode from the seeds: the last stage's loss
+    // weighed by the micro-batch's count over the total, and the adjoints
+    // of the leaving activations from the stage after. It adds the
+    // gradients to the sums it takes and returns them, followed by the
+    // adjoints of the entering activations.
+    OpBuilder bb = OpBuilder::atBlockEnd(bEntry);
+    IRMapping bMap;
+    for (unsigned i = 0; i < stageFn.getNumArguments(); ++i)
+      bMap.map(stageFn.getArgument(i), bEntry->getArgument(i + 1));
+    SmallVector<Operation *> bOps, keptClones;
+    for (Operation *op : forwardOps) {
+      bool keep = recompute == "off" ||
+                  (recompute == "selective" &&
+                   isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
+                       dopt::ConvTransposeOp>(op)) ||
+                  isa<dopt::ConstantOp, dopt::WeightOp>(op);
+      Operation *copy = bb.clone(*op, bMap);
+      placeDropout(bb, copy, bEntry->getArgument(0));
+      // The forward's update is the one; the backward's twin updates
+      // nothing.
+      copy->removeAttr("dopt.updates_weight");
+      if (!keep)
+        copy->setAttr("dopt.recomputed", bb.getUnitAttr());
+      bOps.push_back(copy);
+      keptClones.push_back(keep ? copy : nullptr);
+    }
+    SmallVector<std::pair<Value, Value>> seeds;
+    Value aliveArg;
+    if (last) {
+      Value w = bEntry->addArgument(scalar, loc);
+      aliveArg = bEntry->addArgument(i1Scalar, loc);
+      Value l = bMap.lookup(fret.getOperand(lossAt));
+      auto lt = cast<RankedTensorType>(l.getType());
+      if (lt.getElementType() != f32)
+        w = dopt::CastOp::create(bb, loc, w, TypeAttr::get(lt.getElementType()));
+      seeds.push_back({l, w});
+    }
+    SmallVector<std::pair<unsigned, bool>> adjointsIn; // leaving result, varying
+    for (unsigned i : leaving) {
+      Value v = bMap.lookup(fret.getOperand(i));
+      if (!isFloatTensor(v))
+        continue;
+      seeds.push_back({v, bEntry->addArgument(v.getType(), loc)});
+      adjointsIn.push_back(
+          {i, static_cast<bool>(stageFn.getResultAttr(i, "dopt.tensor_varying"))});
+    }
+    // What differs between tensor-parallel ranks, from the arguments' marks:
+    // split weights, varying activations and adjoints.
+    bwd.setType(FunctionType::get(ctx, bEntry->getArgumentTypes(), {}));
+    for (unsigned i = 0; i < stageFn.getNumArguments(); ++i) {
+      Attribute split = stageFn.getArgAttr(i, "dopt.split_axes");
+      if (auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(i, "dopt.weight"))
+        split = ref.get("split_axes");
+      if (split)
+        bwd.setArgAttr(i + 1, "dopt.split_axes", split);
+      if (stageFn.getArgAttr(i, "dopt.tensor_varying"))
+        bwd.setArgAttr(i + 1, "dopt.tensor_varying", bb.getUnitAttr());
+    }
+    for (auto [k, in] : llvm::enumerate(adjointsIn))
+      if (in.second)
+        bwd.setArgAttr(bEntry->getNumArguments() - adjointsIn.size() + k,
+                       "dopt.tensor_varying", bb.getUnitAttr());
+    SmallVector<Value> wrt;
+    for (unsigned j : params)
+      wrt.push_back(bEntry->getArgument(1 + weightArgs[j]));
+    SmallVector<Value> entering;
+    for (unsigned i : activationArgs) {
+      Value a = bEntry->getArgument(1 + i);
+      if (isFloatTensor(a)) {
+        entering.push_back(a);
+        wrt.push_back(a);
+      }
+    }
+    llvm::DenseSet<Value> varying = grid::tensorVarying(bwd, bOps);
+    FailureOr<SmallVector<Value>> grads =
+        autodiff::differentiate(bb, bOps, seeds, wrt, varying, nullptr);
+    if (failed(grads))
+      return signalPassFailure();
+    // On the last stage a micro-batch without counted labels contributes
+    // nothing: its mean's backward divides 0 by 0.
+    auto zeroLike = [&](OpBuilder &at, Type t) -> Value {
+      auto rt = cast<RankedTensorType>(t);
+      return dopt::ConstantOp::create(
+          at, loc, DenseElementsAttr::get(rt, at.getZeroAttr(rt.getElementType())));
+    };
+    auto masked = [&](Value g) -> Value {
+      if (!last)
+        return g;
+      auto t = cast<RankedTensorType>(g.getType());
+      return dopt::WhereOp::create(
+          bb, loc, aliveArg, g,
+          zeroLike(bb, RankedTensorType::get({}, t.getElementType())));
+    };
+    SmallVector<unsigned> gradParams; // indices into params with a gradient
+    SmallVector<Value> bResults;
+    for (auto [j, raw] :
+         llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
+      if (!raw)
+        continue; // not reached by the loss: no gradient (as PyTorch's None)
+      Value sum = bEntry->addArgument(raw.getType(), loc);
+      bResults.push_back(dopt::AddOp::create(bb, loc, sum, masked(raw)));
+      gradParams.push_back(j);
+    }
+    // The entering activations' adjoints go back to the stage before
+    // (zeros where the loss does not depend on one: it waits for them).
+    for (auto [a, g] : llvm::zip(entering,
+                                 ArrayRef<Value>(*grads).drop_front(params.size())))
+      bResults.push_back(g ? masked(g) : zeroLike(bb, a.getType()));
+    // The stash: the kept ops' results the backward reads, returned by the
+    // forward and passed to the backward of the same micro-batch (alive in
+    // between, as the schedule orders them).
+    for (auto [k, clone] : llvm::enumerate(keptClones)) {
+      if (!clone)
+        continue;
+      for (OpResult r : clone->getResults()) {
+        if (r.use_empty())
+          continue;
+        r.replaceAllUsesWith(bEntry->addArgument(r.getType(), loc));
+        fResults.push_back(fClones[k]->getResult(r.getResultNumber()));
+      }
+    }
+    func::ReturnOp::create(bb, loc, bResults);
+    bwd.setType(FunctionType::get(ctx, bEntry->getArgumentTypes(),
+                                  ValueRange(bResults).getTypes()));
+    for (Operation *clone : llvm::reverse(keptClones))
+      if (clone)
+        clone->erase();
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*bEntry)))
+      if (op.use_empty() && !op.hasTrait<OpTrait::IsTerminator>() &&
+          isMemoryEffectFree(&op))
+        op.erase();
+    func::ReturnOp::create(fb, loc, fResults);
+    fwd.setType(FunctionType::get(ctx, fEntry->getArgumentTypes(),
+                                  ValueRange(fResults).getTypes()));
+
+    // The step: the schedule's calls, with the messages between stages.
+    SmallVector<SmallVector<Value>> stageInputs(microbatches);
+    SmallVector<SmallVector<Value>> stashed(microbatches);
+    SmallVector<Value> weightsNow(stepWeights);
+    SmallVector<Value> gradSums;
+    for (unsigned j : gradParams)
+      gradSums.push_back(zeroLike(b, stepWeights[params[j]].getType()));
+    unsigned firstStash = leaving.size() + (last ? 1 : 0) + updates.size();
     Value lossSum;
     for (auto [isBackward, m] :
          scheduleOf(schedule, stage, stages, microbatches)) {
+      Value index = dopt::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(i64Scalar, ArrayRef<int64_t>{m}));
       if (!isBackward) {
         // Forward of micro-batch m: receive, compute, send on.
         mark(b, loc, 0, m);
-        IRMapping &map = inputs[m];
+        IRMapping map;
         mapInputs(map, m);
+        for (auto [j, i] : llvm::enumerate(weightArgs))
+          map.map(stageFn.getArgument(i), weightsNow[j]);
         for (unsigned i : activationArgs) {
           Value a = stageFn.getArgument(i);
-          Value r = recv(b, loc, cast<RankedTensorType>(a.getType()), stage - 1,
-                         static_cast<bool>(stageFn.getArgAttr(i, "dopt.tensor_varying")));
-          received[m].push_back(r.getDefiningOp());
-          map.map(a, r);
+          map.map(a, recv(b, loc, cast<RankedTensorType>(a.getType()), stage - 1,
+                          static_cast<bool>(stageFn.getArgAttr(i, "dopt.tensor_varying"))));
         }
-        forward[m] = map;
-        for (Operation *op : forwardOps) {
-          Operation *copy = cloneFor(op, forward[m], m);
-          forwardClones[m].push_back(copy);
-          if (auto n = copy->getAttrOfType<StringAttr>("dopt.updates_weight")) {
-            lastUpdate[n] = {m, copy->getResult(0)};
-            if (m + 1 < microbatches)
-              copy->removeAttr("dopt.updates_weight");
-          }
+        for (Value a : stageFn.getArguments())
+          stageInputs[m].push_back(map.lookup(a));
+        SmallVector<Value> args{index};
+        llvm::append_range(args, stageInputs[m]);
+        auto call = func::CallOp::create(b, loc, fwd, args);
+        unsigned r = 0;
+        for (unsigned i : leaving) {
+          (void)i;
+          send(b, loc, call.getResult(r++), stage + 1);
         }
-        for (unsigned i : leaving)
-          send(b, loc, forward[m].lookup(fret.getOperand(i)), stage + 1);
         if (last) {
           // A micro-batch without counted labels adds nothing (its mean is
           // 0/0).
           Value part = dopt::WhereOp::create(
               b, loc, alive(m),
-              dopt::MulOp::create(b, loc,
-                                  forward[m].lookup(fret.getOperand(lossAt)),
-                                  counts[m]),
+              dopt::MulOp::create(b, loc, call.getResult(r++), counts[m]),
               constant(scalar, 0.0));
           lossSum = lossSum ? Value(dopt::AddOp::create(b, loc, lossSum, part))
                             : part;
         }
+        for (auto &u : updates)
+          weightsNow[u.first] = call.getResult(r++);
+        // The last forward's updates are the step's.
+        if (m + 1 == microbatches && !updates.empty()) {
+          SmallVector<Attribute> names(call.getNumResults(), b.getUnitAttr());
+          for (auto [k, u] : llvm::enumerate(updates))
+            names[leaving.size() + (last ? 1 : 0) + k] =
+                updatedArgs.lookup(weightArgs[u.first]);
+          call->setAttr("dopt.updates_weights", b.getArrayAttr(names));
+        }
+        llvm::append_range(stashed[m], call.getResults().drop_front(firstStash));
         mark(b, loc, 1, m);
         continue;
       }
-      // Backward of micro-batch m: the forward's values, or recomputed ones.
+      // Backward of micro-batch m, from its stash.
       mark(b, loc, 2, m);
-      IRMapping map = inputs[m];
-      SmallVector<Operation *> ops;
-      // A kept op reads the forward's values; the recomputed twins of those
-      // get the adjoints.
-      llvm::DenseMap<Value, Value> aliases;
-      for (auto [op, kept] : llvm::zip(forwardOps, forwardClones[m])) {
-        bool keep = recompute == "off" ||
-                    (recompute == "selective" &&
-                     isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
-                         dopt::ConvTransposeOp>(op)) ||
-                    isa<dopt::ConstantOp, dopt::WeightOp>(op);
-        if (keep) {
-          for (auto [o, n] : llvm::zip(op->getResults(), kept->getResults()))
-            map.map(o, n);
-          ops.push_back(kept);
-        } else {
-          Operation *again = cloneFor(op, map, m);
-          again->setAttr("dopt.recomputed", b.getUnitAttr());
-          // The forward's update is the one; a recomputed twin updates
-          // nothing.
-          again->removeAttr("dopt.updates_weight");
-          ops.push_back(again);
-          for (auto [o, n] : llvm::zip(kept->getResults(), again->getResults()))
-            aliases[o] = n;
-        }
-      }
-      SmallVector<std::pair<Value, Value>> seeds;
+      SmallVector<Value> args{index};
+      llvm::append_range(args, stageInputs[m]);
       if (last) {
         Value w = dopt::DivOp::create(b, loc, counts[m], total);
         if (scaleArg)
           w = dopt::MulOp::create(b, loc, w, scaleArg);
-        Value l = map.lookup(fret.getOperand(lossAt));
-        auto lt = cast<RankedTensorType>(l.getType());
-        if (lt.getElementType() != f32)
-          w = dopt::CastOp::create(b, loc, w, TypeAttr::get(lt.getElementType()));
-        seeds.push_back({l, w});
+        args.push_back(w);
+        args.push_back(alive(m));
       }
-      for (unsigned i : leaving) {
-        Value v = map.lookup(fret.getOperand(i));
-        if (!isFloatTensor(v))
-          continue;
-        seeds.push_back(
-            {v, recv(b, loc, cast<RankedTensorType>(v.getType()), stage + 1,
-                     static_cast<bool>(stageFn.getResultAttr(i, "dopt.tensor_varying")))});
+      for (auto [i, isVarying] : adjointsIn) {
+        args.push_back(recv(b, loc, cast<RankedTensorType>(fret.getOperand(i).getType()),
+                            stage + 1, isVarying));
       }
-      SmallVector<Value> wrt;
-      for (unsigned j : params)
-        wrt.push_back(stepWeights[j]);
-      SmallVector<Value> entering;
-      for (unsigned i : activationArgs) {
-        Value a = map.lookup(stageFn.getArgument(i));
-        if (isFloatTensor(a)) {
-          entering.push_back(a);
-          wrt.push_back(a);
-        }
-      }
-      SmallVector<Operation *> scope(received[m]);
-      scope.append(ops);
-      llvm::DenseSet<Value> varying = grid::tensorVarying(step, scope);
-      FailureOr<SmallVector<Value>> grads =
-          autodiff::differentiate(b, ops, seeds, wrt, varying, &aliases);
-      if (failed(grads))
-        return signalPassFailure();
-      // On the last stage a micro-batch without counted labels contributes
-      // nothing: its mean's backward divides 0 by 0.
-      auto masked = [&](Value g) -> Value {
-        if (!last)
-          return g;
-        auto t = cast<RankedTensorType>(g.getType());
-        return dopt::WhereOp::create(
-            b, loc, alive(m), g,
-            constant(RankedTensorType::get({}, t.getElementType()), 0.0));
-      };
-      for (auto [j, raw] : llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
-        if (!raw)
-          continue;
-        Value g = masked(raw);
-        gradSums[j] = gradSums[j] ? Value(dopt::AddOp::create(b, loc, gradSums[j], g))
-                                  : g;
-      }
-      // The entering activations' adjoints go back to the stage before
-      // (zeros where the loss does not depend on one: it waits for them).
-      for (auto [a, g] : llvm::zip(entering,
-                                   ArrayRef<Value>(*grads).drop_front(params.size())))
-        send(b, loc,
-             g ? masked(g) : constant(cast<RankedTensorType>(a.getType()), 0.0),
-             stage - 1);
+      llvm::append_range(args, gradSums);
+      llvm::append_range(args, stashed[m]);
+      stashed[m].clear();
+      auto call = func::CallOp::create(b, loc, bwd, args);
+      for (unsigned k = 0; k < gradSums.size(); ++k)
+        gradSums[k] = call.getResult(k);
+      for (Value g : call.getResults().drop_front(gradSums.size()))
+        send(b, loc, g, stage - 1);
       mark(b, loc, 3, m);
     }
 
@@ -530,10 +656,9 @@ struct PipelineTrainingPass
     SmallVector<Value> results{loss};
     SmallVector<DictionaryAttr> resultAttrs{
         b.getDictionaryAttr({b.getNamedAttr("dopt.name", b.getStringAttr("loss"))})};
-    for (auto [j, g] : llvm::zip(params, gradSums)) {
-      if (!g)
-        continue; // not reached by the loss: no gradient (as PyTorch's None)
-      auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(weightArgs[j], "dopt.weight");
+    for (auto [j, g] : llvm::zip(gradParams, gradSums)) {
+      auto ref = stageFn.getArgAttrOfType<DictionaryAttr>(weightArgs[params[j]],
+                                                          "dopt.weight");
       auto name = cast<StringAttr>(ref.get("name"));
       results.push_back(g);
       resultAttrs.push_back(b.getDictionaryAttr(

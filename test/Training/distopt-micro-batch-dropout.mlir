@@ -21,15 +21,21 @@
 // ACC: %[[ROWS:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
 // ACC: %[[O:.*]] = dopt.mul %[[ROWS]], %[[M]]
 // ACC: dopt.dropout %[[X]], %[[KEY]], %[[O]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
-// A pipeline (one stage here, two micro-batches) places them alike.
+// A pipeline (one stage here, two micro-batches) places them alike: its
+// forward function's dropout at m * 2, the micro-batches' calls with m.
+// PIPE-LABEL: func.func private @dopt_stage_forward(
+// PIPE-SAME: %[[M:[^:]*]]: tensor<i64>, %[[X:[^:]*]]: tensor<3x2x5xf32>, %{{.*}}: tensor<5xf32>, %[[KEY:[^:]*]]: tensor<i64>)
+// PIPE: %[[ROWS:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
+// PIPE: %[[O:.*]] = dopt.mul %[[ROWS]], %[[M]]
+// PIPE: dopt.dropout %[[X]], %[[KEY]], %[[O]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
 // PIPE-LABEL: func.func @main(
 // PIPE-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
 // PIPE: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
 // PIPE: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
-// PIPE: %[[O0:.*]] = dopt.constant {value = dense<0> : tensor<3xi64>}
-// PIPE: dopt.dropout %[[S0]], %arg1, %[[O0]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
-// PIPE: %[[O1:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}
-// PIPE: dopt.dropout %[[S1]], %arg1, %[[O1]] {dopt.batch_dim = 1 : i64, global_shape = array<i64: 3, 4, 5>
+// PIPE: %[[I0:.*]] = dopt.constant {value = dense<0> : tensor<i64>}
+// PIPE: call @dopt_stage_forward(%[[I0]], %[[S0]],
+// PIPE: %[[I1:.*]] = dopt.constant {value = dense<1> : tensor<i64>}
+// PIPE: call @dopt_stage_forward(%[[I1]], %[[S1]],
 module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 1 : i64}} {
   shard.grid @dopt_grid(shape = 1x1x1)
   func.func @main(%x: tensor<3x2x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"},

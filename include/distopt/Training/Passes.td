@@ -101,16 +101,23 @@ def PipelineTrainingPass : Pass<"distopt-pipeline-training", "mlir::ModuleOp"> {
     first backward). Then `distopt-sync-gradients` and `distopt-optimizer`
     run as for any step.
 
-    The micro-batches' forwards (F) and backwards (B) run in the order of
-    `schedule`: `gpipe` (all F, then all B) or `1f1b` (PipeDream-Flush:
-    S - 1 - k warm-up F, then F and B in turn, then the remaining B).
+    One micro-batch's forward (F) and backward (B) are private functions,
+    `@dopt_stage_forward` and `@dopt_stage_backward`, compiled once whatever
+    M is; `@main` calls them in the order of `schedule`: `gpipe` (all F,
+    then all B) or `1f1b` (PipeDream-Flush: S - 1 - k warm-up F, then F and
+    B in turn, then the remaining B). Both take the micro-batch's index
+    (where its dropouts' masks lie in the batch) and its stage inputs.
     Activations go to the next stage and their adjoints come back by
-    `shard.send` / `shard.recv` on the stage axis (sends do not wait for
-    the receive). A B reads the values of its F (kept until then: the stash
-    of in-flight micro-batches), or recomputes them from the stashed stage
-    inputs: `recompute=full` re-runs every forward op in B,
+    `shard.send` / `shard.recv` on the stage axis in `@main` (sends do not
+    wait for the receive). F returns what B reads of it (the stash, kept
+    until that B: the in-flight micro-batches'), or B recomputes it from
+    the stage inputs: `recompute=full` re-runs every forward op in B,
     `recompute=selective` all but the matmuls and convolutions (their
-    results are kept); recomputed ops are marked `dopt.recomputed`. Each
+    results are stashed); recomputed ops are marked `dopt.recomputed`. B
+    adds the micro-batch's gradients to the sums it takes and returns them,
+    with the adjoints of the entering activations. Weights the forward
+    updates (batch norm's running statistics) are returned by F and passed
+    to the next F; the last call's are marked `dopt.updates_weights`. Each
     forward and backward is bracketed by calls to
     `dort_trace_pipeline(kind, micro-batch)` for the timeline.
 

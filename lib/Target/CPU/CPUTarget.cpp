@@ -160,9 +160,11 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
       main.setArgAttr(i, "bufferization.writable",
                       BoolAttr::get(module.getContext(), false));
-    // Each output gets its own buffer: a value returned twice becomes a
-    // copy (buffer-results-to-out-params crashes on repeated results).
-    main.walk([](func::ReturnOp ret) {
+  }
+  // Each result gets its own buffer: a value returned twice becomes a copy
+  // (buffer-results-to-out-params crashes on repeated results), in @dopt_main
+  // and in the functions it calls (a micro-batch's).
+  module.walk([](func::ReturnOp ret) {
       OpBuilder b(ret);
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
         Value v = ret.getOperand(i);
@@ -176,7 +178,6 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
                               .getResult(0));
       }
     });
-  }
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
@@ -222,6 +223,12 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module,
 LogicalResult cpu::lowerLoopsToLLVMDialect(
     ModuleOp module, ArrayRef<MemRefType> argTypes,
     std::optional<int64_t> outlineMinOps) {
+  // The program's own private functions (a micro-batch's forward and
+  // backward) are local to its object file, as the outlined loop nests are.
+  module.walk([](func::FuncOp f) {
+    if (f.isPrivate() && !f.isExternal())
+      f->setAttr("dopt.local", UnitAttr::get(f.getContext()));
+  });
   std::string outline = "distopt-outline-loop-nests";
   if (outlineMinOps)
     outline += "{min-ops=" + std::to_string(*outlineMinOps) + "}";
@@ -241,6 +248,8 @@ LogicalResult cpu::lowerLoopsToLLVMDialect(
   // programs of a bundle each have their own), and the caller's allocations
   // they take are distinct from every other pointer they see.
   module.walk([](LLVM::LLVMFuncOp f) {
+    if (f->removeAttr("dopt.local"))
+      f.setLinkage(LLVM::Linkage::Internal);
     auto positions = f->getAttrOfType<DenseI64ArrayAttr>("dopt.outlined");
     if (!positions)
       return;
