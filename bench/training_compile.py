@@ -24,8 +24,13 @@ the same by an earlier distopt (`--baseline PATH/bin/distopt`, e.g. a git
 worktree built before micro-batches became calls; cases over
 `--baseline-max` micro-batches are left out for it, "-" in the table).
 
+A fourth table (`--only depth`) compiles the same decoder at 6 / 12 / 24 /
+48 layers as an AdamW step, with repeated layers compiled once (the
+default) and with every copy compiled (`--outline-repeats=false`, distopt
+before 2026-11-29), in the same run.
+
 Usage: bench/training_compile.py [--build build] [--repeat 3]
-           [--only gpt|threads|microbatches] [--baseline OLD/bin/distopt]
+           [--only gpt|threads|microbatches|depth] [--baseline OLD/bin/distopt]
            [--baseline-max 64]
 """
 from __future__ import annotations
@@ -144,11 +149,39 @@ def microbatches_table(distopt: Path, baseline, baseline_max: int) -> None:
               f"| {fmt(bg, '.2f')} |")
 
 
+def depth_table(distopt: Path) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
+        tmp = Path(tmp)
+        for layers in (6, 12, 24, 48):
+            torch.manual_seed(0)
+            model = gpu_models.GPT(vocab=512, d=64, heads=4, layers=layers, seq=32)
+            model.train()
+            path = tmp / f"gpt{layers}.onnx"
+            torch.onnx.export(model, (torch.randint(0, 512, (2, 32)),), str(path),
+                              input_names=["x"], output_names=["logits"], opset_version=17,
+                              do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
+            row = [layers]
+            for outline in ("true", "false"):
+                row += list(time_compile(
+                    [distopt, "compile", path, "--loss", "cross-entropy:logits", "--optimizer",
+                     "adamw", f"--outline-repeats={outline}", "-o", tmp / "m.dx"], tmp))
+            rows.append(row)
+            print(row, file=sys.stderr)
+    print("\nCompile of a GPT-style training step (d 64, AdamW) against its depth: "
+          "layers compiled once, and every copy compiled\n")
+    print("| layers | compile s | peak GiB | every copy s | every copy GiB |")
+    print("|---:|---:|---:|---:|---:|")
+    for layers, s, g, es, eg in rows:
+        print(f"| {layers} | {s:.1f} | {g:.2f} | {es:.1f} | {eg:.2f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=str(HERE.parent / "build"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["gpt", "threads", "microbatches"])
+    ap.add_argument("--only", choices=["gpt", "threads", "microbatches", "depth"])
     ap.add_argument("--baseline", help="an earlier distopt, for the micro-batches table")
     ap.add_argument("--baseline-max", type=int, default=64)
     args = ap.parse_args()
@@ -156,6 +189,10 @@ def main() -> int:
     if args.only in (None, "microbatches"):
         microbatches_table(distopt, args.baseline, args.baseline_max)
     if args.only == "microbatches":
+        return 0
+    if args.only in (None, "depth"):
+        depth_table(distopt)
+    if args.only == "depth":
         return 0
     if args.only != "gpt":
         threads_table(distopt, args.repeat)

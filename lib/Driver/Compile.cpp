@@ -1008,7 +1008,7 @@ LogicalResult driver::compile(MLIRContext &context,
     // cuda-emu); im2col + GEMM on CPUs and where cuDNN is absent.
     if (failed(cpu::lowerToLinalg(
             *program, emulateCUDA || (toCUDA && cuda::cudnnConvolutions()),
-            options.fuseAttention)))
+            options.fuseAttention, options.outlineRepeats)))
       return failure();
     if (emit == Emit::Linalg) {
       program->print(printedOS, flags);

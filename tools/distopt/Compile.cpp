@@ -37,6 +37,13 @@ static cl::opt<bool> fuseAttention(
     cl::desc("Compute attention without its score matrix (default true; "
              "false keeps the exported ops, for comparisons)"),
     cl::init(true), cl::Hidden, cl::sub(tool::compileCommand()));
+static cl::opt<bool> outlineRepeats(
+    "outline-repeats",
+    cl::desc("Compile each run of repeated op sequences (a model's layers: "
+             "forward, backward, updates) once, as a function called per "
+             "copy (default true; false compiles every copy, for "
+             "comparisons)"),
+    cl::init(true), cl::Hidden, cl::sub(tool::compileCommand()));
 static cl::opt<bool> sharedLibrary(
     "shared-library",
     cl::desc("Also write the program as <model>.so (single-rank CPU "
@@ -160,6 +167,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   setIfGiven(outlineOps, options.outlineOps);
   options.codegenThreads = codegenThreads;
   options.fuseAttention = fuseAttention;
+  options.outlineRepeats = outlineRepeats;
   options.sharedLibrary = sharedLibrary;
   options.codegenSplitMin = codegenSplitMin;
 

@@ -133,6 +133,10 @@ struct CompileOptions {
   /// without their score matrix (false: the chains as exported; for
   /// comparisons).
   bool fuseAttention = true;
+  /// --outline-repeats: each run of repeated op sequences (a model's
+  /// layers) is compiled once, a function called per copy
+  /// (distopt-outline-repeats; false: every copy, for comparisons).
+  bool outlineRepeats = true;
   /// --shared-library: a single-rank CPU bundle also holds its program as
   /// `<model>.so`, which a host process (the Python package) loads to run
   /// it in process (Runtime/BundleAPI.h).

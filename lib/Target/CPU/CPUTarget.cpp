@@ -80,7 +80,7 @@ LogicalResult cpu::runPipeline(ModuleOp module, StringRef pipeline) {
 }
 
 LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions,
-                                bool fuseAttention) {
+                                bool fuseAttention, bool outlineRepeats) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("no @main function");
@@ -90,6 +90,7 @@ LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions,
   return runPipeline(module,
                      std::string(fuseAttention ? "distopt-fuse-attention,"
                                                : "") +
+                         (outlineRepeats ? "distopt-outline-repeats," : "") +
                          "distopt-expand-attention,"
                          "distopt-convert-dopt-to-linalg" +
                          (libraryConvolutions ? "{library-convolutions=true}" : "") +
@@ -220,15 +221,24 @@ LogicalResult cpu::lowerToLLVMDialect(ModuleOp module,
   return lowerLoopsToLLVMDialect(module, argTypes, outlineMinOps);
 }
 
-LogicalResult cpu::lowerLoopsToLLVMDialect(
-    ModuleOp module, ArrayRef<MemRefType> argTypes,
-    std::optional<int64_t> outlineMinOps) {
-  // The program's own private functions (a micro-batch's forward and
-  // backward) are local to its object file, as the outlined loop nests are.
+void cpu::markLocalFunctions(ModuleOp module) {
   module.walk([](func::FuncOp f) {
     if (f.isPrivate() && !f.isExternal())
       f->setAttr("dopt.local", UnitAttr::get(f.getContext()));
   });
+}
+
+void cpu::internalizeLocalFunctions(ModuleOp module) {
+  module.walk([](LLVM::LLVMFuncOp f) {
+    if (f->removeAttr("dopt.local"))
+      f.setLinkage(LLVM::Linkage::Internal);
+  });
+}
+
+LogicalResult cpu::lowerLoopsToLLVMDialect(
+    ModuleOp module, ArrayRef<MemRefType> argTypes,
+    std::optional<int64_t> outlineMinOps) {
+  cpu::markLocalFunctions(module);
   std::string outline = "distopt-outline-loop-nests";
   if (outlineMinOps)
     outline += "{min-ops=" + std::to_string(*outlineMinOps) + "}";
@@ -247,9 +257,8 @@ LogicalResult cpu::lowerLoopsToLLVMDialect(
   // distopt-outline-loop-nests' functions: local to their object file (the
   // programs of a bundle each have their own), and the caller's allocations
   // they take are distinct from every other pointer they see.
+  cpu::internalizeLocalFunctions(module);
   module.walk([](LLVM::LLVMFuncOp f) {
-    if (f->removeAttr("dopt.local"))
-      f.setLinkage(LLVM::Linkage::Internal);
     auto positions = f->getAttrOfType<DenseI64ArrayAttr>("dopt.outlined");
     if (!positions)
       return;

@@ -310,6 +310,7 @@ LogicalResult cuda::compileKernels(ModuleOp module, const CUDAOptions &options,
 LogicalResult cuda::lowerHostToLLVM(ModuleOp module,
                                     ArrayRef<MemRefType> argTypes,
                                     ArrayRef<int8_t> bufferKinds) {
+  cpu::markLocalFunctions(module);
   if (failed(cpu::runPipeline(
           module,
           "distopt-convert-gpu-launch-to-runtime,"
@@ -320,6 +321,7 @@ LogicalResult cuda::lowerHostToLLVM(ModuleOp module,
           "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
           "convert-index-to-llvm,reconcile-unrealized-casts")))
     return failure();
+  cpu::internalizeLocalFunctions(module);
   if (failed(cpu::addEntryPoint(module, argTypes, "dopt_device_entry")))
     return failure();
   auto device = module.lookupSymbol<LLVM::LLVMFuncOp>("dopt_device_entry");

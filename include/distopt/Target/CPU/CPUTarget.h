@@ -57,10 +57,20 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, llvm::StringRef pipeline)
 /// convolutions are dort_conv2d_backward_data_<type> calls either way.
 /// With `fuseAttention`, attention chains whose scores nothing else reads
 /// become dopt.attention (distopt-fuse-attention); every dopt.attention is
-/// computed over blocks of keys (distopt-expand-attention).
+/// computed over blocks of keys (distopt-expand-attention). With
+/// `outlineRepeats`, each run of repeated op sequences becomes one function
+/// called per copy (distopt-outline-repeats) before anything is lowered.
 mlir::LogicalResult lowerToLinalg(mlir::ModuleOp module,
                                   bool libraryConvolutions = false,
-                                  bool fuseAttention = true);
+                                  bool fuseAttention = true,
+                                  bool outlineRepeats = true);
+
+/// A program's own private functions (a micro-batch's forward and backward,
+/// an outlined layer) are local to its object file: the programs of a
+/// bundle each have their own. Marked on the func ops before lowering to
+/// LLVM, made internal on the LLVM functions after.
+void markLocalFunctions(mlir::ModuleOp module);
+void internalizeLocalFunctions(mlir::ModuleOp module);
 
 /// Contiguous copies of at most this many bytes stay memcpys on CPUs
 /// (distopt-copies-to-linalg's memcpy-max-bytes): an f32 copy that small

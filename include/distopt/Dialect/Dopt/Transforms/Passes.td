@@ -154,4 +154,35 @@ def ExpandAttentionPass : Pass<"distopt-expand-attention", "mlir::ModuleOp"> {
                            "mlir::bufferization::BufferizationDialect"];
 }
 
+def OutlineRepeatsPass : Pass<"distopt-outline-repeats", "mlir::ModuleOp"> {
+  let summary = "Make each run of repeated op sequences one function, called per copy";
+  let description = [{
+    Where a function's body holds one sequence of ops several times in a
+    row -- a transformer's layers: each layer's forward, each layer's
+    backward, each layer's optimizer updates -- the sequence becomes one
+    private function `@dopt_block_<n>`, called once per copy with the
+    values the copy reads from outside it (its weights, the previous copy's
+    output; constants alike in every copy are cloned into the function) and
+    returning the values read after it. Ops are alike when their name,
+    attributes and operand and result types are (not their names in the
+    model); a run is outlined only where every copy's dataflow is the first
+    copy's. The run saving the most ops goes first, then the search repeats,
+    in every function of the module. Lowering and code generation then see
+    each distinct block once, so compile time follows the distinct blocks,
+    not the depth. What is lost: fusion across a copy's boundary, and a
+    copy's temporaries are planned apart from its caller's.
+
+    ```mlir
+    // Before: %h1 = <block ops on %h0, %w0>; %h2 = <the same ops on %h1, %w1>
+    // After:
+    %h1 = call @dopt_block_0(%h0, %w0) : (...) -> tensor<...>
+    %h2 = call @dopt_block_0(%h1, %w1) : (...) -> tensor<...>
+    ```
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", "16",
+           "the fewest ops a repeated sequence must hold to be outlined">,
+  ];
+}
+
 #endif // DISTOPT_DIALECT_DOPT_TRANSFORMS_PASSES_TD
