@@ -767,7 +767,8 @@ struct DropoutPattern : DoptPattern<dopt::DropoutOp> {
               b, l, g, c64((uint64_t(stream) << 40) + 1));
           Value z = arith::AddIOp::create(
               b, l, key,
-              arith::MulIOp::create(b, l, counter, c64(0x9E3779B97F4A7C15ull)));
+              arith::MulIOp::create(b, l, counter,
+                                    c64(dopt::DropoutOp::kCounterStep)));
           auto mix = [&](Value v, int64_t shift, uint64_t mul) -> Value {
             Value x = arith::XOrIOp::create(
                 b, l, v, arith::ShRUIOp::create(b, l, v, c64(shift)));

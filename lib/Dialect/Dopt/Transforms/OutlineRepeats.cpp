@@ -55,6 +55,40 @@ bool alike(Operation *a, Operation *b) {
          a->getNumRegions() == 0 && b->getNumRegions() == 0;
 }
 
+/// A constant: an op without operands whose value is its attributes.
+bool isConstant(Operation *op) {
+  return op->hasTrait<OpTrait::ConstantLike>() && op->getNumOperands() == 0 &&
+         op->getNumResults() == 1;
+}
+
+/// Whether two ops may stand at the same place of two copies: alike, or
+/// constants of one type (a constant that differs between the copies is
+/// an argument of the function).
+bool interchangeable(Operation *a, Operation *b) {
+  if (isConstant(a) && isConstant(b))
+    return a->getName() == b->getName() &&
+           a->getResultTypes() == b->getResultTypes();
+  return alike(a, b);
+}
+
+/// A dropout's stream as part of its key: stream s draws from `key` the
+/// mask stream 0 draws from key + DropoutOp::streamKeyOffset(s), so the
+/// dropouts of different layers become alike (their keys, differing
+/// constants, are arguments).
+void streamsIntoKeys(func::FuncOp f) {
+  // Every dropout, stream 0's too (with 0), so that the copies' ops match.
+  f.walk([](dopt::DropoutOp d) {
+    OpBuilder b(d);
+    auto type = cast<RankedTensorType>(d.getKey().getType());
+    Value offset = dopt::ConstantOp::create(
+        b, d.getLoc(),
+        DenseElementsAttr::get(
+            type, ArrayRef<int64_t>{dopt::DropoutOp::streamKeyOffset(d.getStream())}));
+    d.getKeyMutable().assign(dopt::AddOp::create(b, d.getLoc(), d.getKey(), offset));
+    d.setStream(0);
+  });
+}
+
 struct OutlineRepeatsPass
     : distopt::impl::OutlineRepeatsPassBase<OutlineRepeatsPass> {
   using OutlineRepeatsPassBase::OutlineRepeatsPassBase;
@@ -67,6 +101,8 @@ struct OutlineRepeatsPass
     for (auto f : module.getOps<func::FuncOp>())
       if (!f.isExternal() && f.getBody().hasOneBlock())
         funcs.push_back(f);
+    for (func::FuncOp f : funcs)
+      streamsIntoKeys(f);
     for (func::FuncOp f : funcs)
       for (int round = 0; round < 64; ++round)
         if (!outlineOne(f))
@@ -97,7 +133,7 @@ struct OutlineRepeatsPass
       }
       llvm::hash_code h = llvm::hash_combine(
           op->getName().getAsOpaquePointer(),
-          op->getAttrDictionary().getAsOpaquePointer(),
+          isConstant(op) ? nullptr : op->getAttrDictionary().getAsOpaquePointer(),
           llvm::hash_combine_range(op->getOperandTypes().begin(),
                                    op->getOperandTypes().end()),
           llvm::hash_combine_range(op->getResultTypes().begin(),
@@ -105,7 +141,7 @@ struct OutlineRepeatsPass
       auto &bucket = buckets[h];
       int id = -1;
       for (auto &[other, otherId] : bucket)
-        if (alike(op, other)) {
+        if (interchangeable(op, other)) {
           id = otherId;
           break;
         }
@@ -210,10 +246,20 @@ struct OutlineRepeatsPass
       auto [it, inserted] = argOf.insert({values, argOf.size()});
       argAt[i] = it->second;
     }
+    // Constants that differ between the copies: arguments, each copy's
+    // staying where it is.
+    SmallVector<size_t> varying;
+    for (size_t k = 0; k < p; ++k)
+      for (size_t c = 1; c < run.copies; ++c)
+        if (!alike(opAt(0, k), opAt(c, k))) {
+          varying.push_back(k);
+          break;
+        }
+    auto isVarying = [&](size_t k) { return llvm::is_contained(varying, k); };
     // The results: values of a copy read outside it (in any copy).
     SmallVector<std::pair<size_t, unsigned>> escaping;
     for (size_t k = 0; k < p; ++k)
-      for (unsigned r = 0; r < opAt(0, k)->getNumResults(); ++r) {
+      for (unsigned r = 0; !isVarying(k) && r < opAt(0, k)->getNumResults(); ++r) {
         bool escapes = false;
         for (size_t c = 0; c < run.copies && !escapes; ++c)
           for (Operation *user : opAt(c, k)->getResult(r).getUsers()) {
@@ -234,6 +280,8 @@ struct OutlineRepeatsPass
     SmallVector<Type> argTypes;
     for (auto &entry : argOf)
       argTypes.push_back(entry.first.front().getType());
+    for (size_t k : varying)
+      argTypes.push_back(opAt(0, k)->getResult(0).getType());
     SmallVector<Type> resultTypes;
     for (auto [k, r] : escaping)
       resultTypes.push_back(opAt(0, k)->getResult(r).getType());
@@ -268,6 +316,11 @@ struct OutlineRepeatsPass
         if (s.inside)
           use.set(clones[s.k]->getResult(s.result));
       }
+    for (auto [i, k] : llvm::enumerate(varying)) {
+      clones[k]->getResult(0).replaceAllUsesWith(
+          entry->getArgument(argOf.size() + i));
+      clones[k]->erase();
+    }
     SmallVector<Value> results;
     for (auto [k, r] : escaping)
       results.push_back(clones[k]->getResult(r));
@@ -286,18 +339,25 @@ struct OutlineRepeatsPass
             cloned.insert(def);
         }
     for (size_t c = 0; c < run.copies; ++c) {
-      OpBuilder cb(opAt(c, 0));
+      // After the copy's last op: everything the call reads is defined by
+      // then (its varying constants are the copy's own), and nothing after
+      // the copy has read its results yet.
+      OpBuilder cb(ctx);
+      cb.setInsertionPointAfter(opAt(c, p - 1));
       SmallVector<Value> args(argOf.size());
       // The values read from outside as they are now (an earlier copy's
       // results are its call's by now).
       for (auto [i, pos] : llvm::enumerate(outside))
         if (argAt[i] >= 0)
           args[argAt[i]] = opAt(c, pos.first)->getOperand(pos.second);
+      for (size_t k : varying)
+        args.push_back(opAt(c, k)->getResult(0));
       auto call = func::CallOp::create(cb, opAt(c, 0)->getLoc(), fn, args);
       for (auto [i, kr] : llvm::enumerate(escaping))
         opAt(c, kr.first)->getResult(kr.second).replaceAllUsesWith(call.getResult(i));
       for (size_t k = p; k-- > 0;)
-        opAt(c, k)->erase();
+        if (!isVarying(k))
+          opAt(c, k)->erase();
     }
     // Constants the copies read and the function now has of its own.
     for (Operation *c : cloned)

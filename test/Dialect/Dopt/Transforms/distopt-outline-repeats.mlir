@@ -58,11 +58,20 @@ module {
 
 // -----
 
-// Ops whose attributes differ (each dropout's stream) are not alike: no
-// run of three.
+// Dropouts of different streams: stream s draws from key k the mask stream
+// 0 draws from k + (s << 40) * 0x9E3779B97F4A7C15 (mod 2^64), so each
+// dropout's stream becomes part of its key, a constant that differs between
+// the copies and is passed to the function as an argument.
 // CHECK-LABEL: func.func @main(
-// CHECK-NOT: call
-// CHECK: return
+// CHECK-SAME: %[[X:[^:]*]]: tensor<2x4xf32>, %[[K:[^:]*]]: tensor<i64>)
+// CHECK-NEXT: %[[S0:.*]] = dopt.constant {value = dense<0> : tensor<i64>}
+// CHECK-NEXT: %[[C0:.*]] = call @dopt_block_0(%[[K]], %[[X]], %[[S0]])
+// CHECK-NEXT: %[[S1:.*]] = dopt.constant {value = dense<5367187945662971904> : tensor<i64>}
+// CHECK-NEXT: %[[C1:.*]] = call @dopt_block_0(%[[K]], %[[C0]], %[[S1]])
+// CHECK-NEXT: return %[[C1]]
+// CHECK: func.func private @dopt_block_0(%[[BK:[^:]*]]: tensor<i64>, %[[BX:[^:]*]]: tensor<2x4xf32>, %[[BS:[^:]*]]: tensor<i64>)
+// CHECK-NEXT: %[[KEY:.*]] = dopt.add %[[BK]], %[[BS]]
+// CHECK-NEXT: dopt.dropout %[[BX]], %[[KEY]] {ratio = 1.000000e-01 : f32, stream = 0 : i64}
 module {
   func.func @main(%x: tensor<2x4xf32>, %k: tensor<i64>) -> tensor<2x4xf32> {
     %d0 = dopt.dropout %x, %k {ratio = 1.000000e-01 : f32, stream = 0 : i64} : (tensor<2x4xf32>, tensor<i64>) -> tensor<2x4xf32>

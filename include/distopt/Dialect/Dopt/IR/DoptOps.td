@@ -385,6 +385,16 @@ def Dopt_DropoutOp : Dopt_Op<"dropout", [Dopt_ElementwiseCosted]> {
                    Optional<TensorOf<[I64]>>:$offsets, F32Attr:$ratio,
                    I64Attr:$stream, OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Dopt_Tensor:$output);
+  let extraClassDeclaration = [{
+    /// An element's mask bit mixes key + counter * kCounterStep (mod 2^64),
+    /// counter = (stream << 40) + position + 1: so stream s with `key`
+    /// draws the mask stream 0 draws with key + streamKeyOffset(s).
+    static constexpr uint64_t kCounterStep = 0x9E3779B97F4A7C15ull;
+    static int64_t streamKeyOffset(int64_t stream) {
+      return static_cast<int64_t>((static_cast<uint64_t>(stream) << 40) *
+                                  kCounterStep);
+    }
+  }];
 }
 
 def Dopt_CastOp : Dopt_Op<"cast", [Dopt_Elementwise]> {
