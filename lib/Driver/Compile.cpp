@@ -778,6 +778,10 @@ LogicalResult driver::compile(MLIRContext &context,
       if (!isEval && accumulateSteps > 1) {
         AccumulateGradientsPassOptions acc;
         acc.steps = accumulateSteps;
+        // A loop's carried buffers are freed by checks of their ownership
+        // that run on the host, where the CUDA target's buffers are device
+        // memory: there, K calls (the micro-batch still compiled once).
+        acc.loop = !toCUDA;
         pm.addPass(createAccumulateGradientsPass(acc));
       }
       if (!isEval && !isServer && !worker && (options.gradients || optimizer)) {

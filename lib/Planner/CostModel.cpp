@@ -13,6 +13,8 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/SymbolTable.h"
@@ -357,24 +359,38 @@ distopt::planner::estimateCosts(mlir::Operation *root,
   llvm::SmallVector<std::pair<mlir::Operation *, OpCost>> costs;
   // A call costs its callee's ops, once per call (the function running one
   // micro-batch of an accumulated step); a root holding the callee as well
-  // (a module) counts it where it is defined, not again at its calls.
-  std::function<void(mlir::Operation *, bool)> collect =
-      [&](mlir::Operation *scope, bool followCalls) {
-        scope->walk([&](mlir::Operation *op) {
+  // (a module) counts it where it is defined, not again at its calls. A
+  // loop of known trips costs its body's ops once per trip.
+  std::function<void(mlir::Operation *, bool, int64_t)> collect =
+      [&](mlir::Operation *scope, bool followCalls, int64_t times) {
+        scope->walk<mlir::WalkOrder::PreOrder>([&](mlir::Operation *op) {
           if (auto call = llvm::dyn_cast<mlir::func::CallOp>(op)) {
             if (followCalls)
               if (auto callee = mlir::SymbolTable::lookupNearestSymbolFrom<
                       mlir::func::FuncOp>(op, call.getCalleeAttr()))
                 if (!callee.isExternal())
-                  collect(callee, true);
-            return;
+                  collect(callee, true, times);
+            return mlir::WalkResult::skip();
+          }
+          if (auto loop = llvm::dyn_cast<mlir::scf::ForOp>(op)) {
+            auto lb = mlir::getConstantIntValue(loop.getLowerBound());
+            auto ub = mlir::getConstantIntValue(loop.getUpperBound());
+            auto step = mlir::getConstantIntValue(loop.getStep());
+            if (lb && ub && step && *step > 0) {
+              int64_t trips = *ub > *lb ? (*ub - *lb + *step - 1) / *step : 0;
+              for (mlir::Operation &inner : loop.getBody()->without_terminator())
+                collect(&inner, followCalls, times * trips);
+              return mlir::WalkResult::skip();
+            }
           }
           OpCost c = estimateOpCost(op, opts);
           if (c.opClass != OpClass::None)
-            costs.emplace_back(op, c);
+            for (int64_t t = 0; t < times; ++t)
+              costs.emplace_back(op, c);
+          return mlir::WalkResult::advance();
         });
       };
-  collect(root, llvm::isa<mlir::func::FuncOp>(root));
+  collect(root, llvm::isa<mlir::func::FuncOp>(root), 1);
   return costs;
 }
 

@@ -4,24 +4,25 @@
 // @main returns (loss, counted, grad:<w>...) for one micro-batch (counted:
 // what its loss's mean divides by, distopt-append-loss counted=true), the
 // step becomes K micro-batches: its data inputs (every input that is not a
-// weight or the random key; samples along dimension 0) hold K times the
-// samples, and the micro-batch program, moved into a function of its own
-// (@dopt_microbatch, compiled once whatever K is), is called on each slice
-// in turn -- its forward and backward complete before the next starts, so
-// only one micro-batch's activations are alive -- and adds its gradients to
-// running sums it takes and returns. Exactly as one batch of K times the
-// samples: each micro-batch weighs by its count over the total
+// weight, the random key or a hyperparameter) hold K times the samples
+// along their batch dimension, and the micro-batch program, moved into a
+// function of its own (@dopt_microbatch), is called in a loop over the K
+// slices, so the program does not grow with K. Each micro-batch's forward
+// and backward complete before the next starts (one micro-batch's
+// activations alive), adding its gradients to running sums the function
+// takes and returns. Exactly as one batch of K times the samples: each
+// micro-batch weighs by its count over the total
 // (sum_k counted_k grad_k / sum_k counted_k), the loss likewise.
 // distopt-sync-gradients, run after, communicates the sums once per step.
 // A dropout's positions continue across the micro-batches (micro-batch k
-// stacked after the k - 1 before it along dimension 0: the function takes
-// k). Weights the forward pass updates (batch norm's running statistics,
-// ops marked dopt.updates_weight) are returned by the function and passed
-// to the next call: micro-batch k reads what k - 1 wrote, as K forward
-// calls in PyTorch do, and the last call's are marked (dopt.updates_weights)
-// as the step's. A statistic over the batch is then each micro-batch's own:
-// the driver allows that only where the user asked for it (distopt compile
-// --microbatch-statistics).
+// stacked after the k - 1 before it along the batch dimension: the
+// function takes k). Weights the forward pass updates (batch norm's running
+// statistics, ops marked dopt.updates_weight) are returned by the function
+// and carried to the next iteration: micro-batch k reads what k - 1 wrote,
+// as K forward calls in PyTorch do, and the loop's results are marked
+// (dopt.updates_weights) as the step's. A statistic over the batch is then
+// each micro-batch's own: the driver allows that only where the user asked
+// for it (distopt compile --microbatch-statistics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -203,49 +205,80 @@ struct AccumulateGradientsPass
     micro.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
                                     ValueRange(microResults).getTypes()));
 
-    // @main: K calls on the micro-batches' slices of the data.
+    // @main: a loop over the K micro-batches (the program does not grow
+    // with K), each iteration calling the function on its micro-batch's
+    // slice of the data with the sums and the updated weights it carries.
+    // Without `loop`, K calls one after the other (the CUDA target: see
+    // Passes.td).
     b.setInsertionPointToEnd(&body);
-    SmallVector<Value> sums;
+    SmallVector<Value> carried;
     for (Value v : sumsIn) {
       auto t = cast<RankedTensorType>(v.getType());
-      sums.push_back(dopt::ConstantOp::create(
+      carried.push_back(dopt::ConstantOp::create(
           b, loc, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType()))));
     }
-    SmallVector<Value> weights(main.getArguments());
-    for (int64_t m = 0; m < k; ++m) {
+    for (auto [arg, v] : updates)
+      carried.push_back(main.getArgument(arg));
+    auto constIndex = [&](OpBuilder &at, int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(at, loc, v);
+    };
+    // Micro-batch m (an index) with what is carried: the function's results.
+    auto microbatch = [&](OpBuilder &at, Value m, ValueRange iter) {
       SmallVector<Value> args;
       for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-        Value arg = weights[i];
+        Value arg = main.getArgument(i);
+        auto updated =
+            llvm::find_if(updates, [&](auto &u) { return u.first == i; });
+        if (updated != updates.end()) {
+          args.push_back(iter[results + (updated - updates.begin())]);
+          continue;
+        }
         if (!llvm::is_contained(dataArgs, i)) {
           args.push_back(arg);
           continue;
         }
+        // Rows [m * rows, (m + 1) * rows) along the batch dimension.
         auto t = cast<RankedTensorType>(arg.getType());
         int64_t d = batchDimOf(i);
         int64_t rows = t.getDimSize(d) / k;
-        SmallVector<int64_t> starts(t.getRank(), 0), ends(t.getShape()),
-            stride(t.getRank(), 1);
-        starts[d] = m * rows;
-        ends[d] = (m + 1) * rows;
-        args.push_back(dopt::SliceOp::create(
-            b, loc, arg, b.getDenseI64ArrayAttr(starts),
-            b.getDenseI64ArrayAttr(ends), b.getDenseI64ArrayAttr(stride)));
+        SmallVector<OpFoldResult> offsets(t.getRank(), at.getIndexAttr(0)),
+            sizes, strides(t.getRank(), at.getIndexAttr(1));
+        for (int64_t s : t.getShape())
+          sizes.push_back(at.getIndexAttr(s));
+        sizes[d] = at.getIndexAttr(rows);
+        offsets[d] =
+            arith::MulIOp::create(at, loc, m, constIndex(at, rows)).getResult();
+        SmallVector<int64_t> microShape(t.getShape());
+        microShape[d] = rows;
+        args.push_back(tensor::ExtractSliceOp::create(
+            at, loc, RankedTensorType::get(microShape, t.getElementType()), arg,
+            offsets, sizes, strides));
       }
-      args.push_back(dopt::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(i64Scalar, ArrayRef<int64_t>{m})));
-      llvm::append_range(args, sums);
-      auto call = func::CallOp::create(b, loc, micro, args);
-      for (unsigned r = 0; r < results; ++r)
-        sums[r] = call.getResult(r);
-      for (auto [u, update] : llvm::enumerate(updates))
-        weights[update.first] = call.getResult(results + u);
-      // The last micro-batch's updates are the step's.
-      if (m + 1 == k && !updates.empty()) {
-        SmallVector<Attribute> names(results, b.getUnitAttr());
-        for (auto [arg, v] : updates)
-          names.push_back(updatedArgs.lookup(arg));
-        call->setAttr("dopt.updates_weights", b.getArrayAttr(names));
+      Value m64 = arith::IndexCastOp::create(at, loc, at.getI64Type(), m);
+      args.push_back(tensor::FromElementsOp::create(at, loc, i64Scalar, m64));
+      llvm::append_range(args, iter.take_front(results));
+      return func::CallOp::create(at, loc, micro, args);
+    };
+    Operation *last;
+    if (loop) {
+      last = scf::ForOp::create(
+          b, loc, constIndex(b, 0), constIndex(b, k), constIndex(b, 1), carried,
+          [&](OpBuilder &lb, Location l, Value m, ValueRange iter) {
+            scf::YieldOp::create(lb, l, microbatch(lb, m, iter).getResults());
+          });
+    } else {
+      for (int64_t m = 0; m < k; ++m) {
+        last = microbatch(b, constIndex(b, m), carried);
+        carried.assign(last->getResults().begin(), last->getResults().end());
       }
+    }
+    SmallVector<Value> sums(last->getResults().take_front(results));
+    // The last micro-batch's updates are the step's.
+    if (!updates.empty()) {
+      SmallVector<Attribute> names(results, b.getUnitAttr());
+      for (auto [arg, v] : updates)
+        names.push_back(updatedArgs.lookup(arg));
+      last->setAttr("dopt.updates_weights", b.getArrayAttr(names));
     }
     SmallVector<Value> finals;
     Value total = sums[countedAt];

@@ -9,12 +9,12 @@
 
 // ACC-LABEL: func.func @main(
 // ACC-SAME: %arg0: tensor<3x4x5xf32> {dopt.batch_dim = 1 : i64, dopt.name = "x"}
-// ACC: %[[S0:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 2, 5>, starts = array<i64: 0, 0, 0>
-// ACC: %[[I0:.*]] = dopt.constant {value = dense<0> : tensor<i64>}
-// ACC: call @dopt_microbatch(%[[S0]], %arg1, %arg2, %[[I0]],
-// ACC: %[[S1:.*]] = dopt.slice %arg0 {ends = array<i64: 3, 4, 5>, starts = array<i64: 0, 2, 0>
-// ACC: %[[I1:.*]] = dopt.constant {value = dense<1> : tensor<i64>}
-// ACC: call @dopt_microbatch(%[[S1]], %arg1, %arg2, %[[I1]],
+// ACC: scf.for %[[M:.*]] = %{{.*}} to %{{.*}} step
+// ACC: %[[ROW:.*]] = arith.muli %[[M]], %{{.*}} : index
+// ACC: %[[S:.*]] = tensor.extract_slice %arg0[0, %[[ROW]], 0] [3, 2, 5] [1, 1, 1]
+// ACC: %[[M64:.*]] = arith.index_cast %[[M]] : index to i64
+// ACC: %[[I:.*]] = tensor.from_elements %[[M64]] : tensor<i64>
+// ACC: func.call @dopt_microbatch(%[[S]], %arg1, %arg2, %[[I]],
 // The function's dropout is at rows m * 2 along dimension 1, m its argument.
 // ACC-LABEL: func.func private @dopt_microbatch(
 // ACC-SAME: %[[X:[^:]*]]: tensor<3x2x5xf32>, %{{.*}}: tensor<5xf32>, %[[KEY:[^:]*]]: tensor<i64>, %[[M:[^:]*]]: tensor<i64>
@@ -78,8 +78,8 @@ module attributes {dopt.pipeline = {microbatches = 2 : i64, stages = 2 : i64}} {
 // batch, as the loader lays the samples out: offsets * K + m * rows along
 // the batch dimension, in a whole tensor K times as large there.
 // ACC-LABEL: func.func @main(
-// ACC: call @dopt_microbatch(
-// ACC: call @dopt_microbatch(
+// ACC: scf.for
+// ACC: func.call @dopt_microbatch(
 // ACC-LABEL: func.func private @dopt_microbatch(
 // ACC-SAME: %[[OFF:[^:]*]]: tensor<3xi64>, %[[M:[^:]*]]: tensor<i64>
 // ACC: %[[ROWS:.*]] = dopt.constant {value = dense<[0, 2, 0]> : tensor<3xi64>}

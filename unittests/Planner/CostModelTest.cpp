@@ -10,7 +10,9 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Planner/OpModels.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -32,7 +34,8 @@ protected:
     mlir::DialectRegistry registry;
     registerOpModels(registry); // the ops' sharding rules and costs
     ctx.appendDialectRegistry(registry);
-    ctx.loadDialect<mlir::func::FuncDialect, distopt::dopt::DoptDialect>();
+    ctx.loadDialect<mlir::func::FuncDialect, mlir::scf::SCFDialect,
+                    mlir::arith::ArithDialect, distopt::dopt::DoptDialect>();
   }
 
   /// Parses `source` (a module) and returns the cost of the first op named
@@ -323,6 +326,38 @@ func.func @main(%x: tensor<8x64xf32>) -> tensor<8x128xf32> {
   EXPECT_DOUBLE_EQ(costs[1].second.flops, 1024); // relu: 8·128
   // 128·64 + 128 = 8320 parameters
   EXPECT_DOUBLE_EQ(countParameters(module->getOperation()), 8320);
+}
+
+TEST_F(OpCostTest, CallsAndLoopsCountTheirBodies) {
+  // A step calling one micro-batch's function in a loop of 3 trips, and
+  // once more outside: its relu costs 4 times; the module as a root counts
+  // the function where it is defined, once.
+  const char *src = R"(
+func.func @main(%x: tensor<8x128xf32>) -> tensor<8x128xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%a = %x) -> (tensor<8x128xf32>) {
+    %y = func.call @micro(%a) : (tensor<8x128xf32>) -> tensor<8x128xf32>
+    scf.yield %y : tensor<8x128xf32>
+  }
+  %z = func.call @micro(%r) : (tensor<8x128xf32>) -> tensor<8x128xf32>
+  return %z : tensor<8x128xf32>
+}
+func.func private @micro(%x: tensor<8x128xf32>) -> tensor<8x128xf32> {
+  %0 = dopt.relu %x : (tensor<8x128xf32>) -> tensor<8x128xf32>
+  return %0 : tensor<8x128xf32>
+})";
+  module = mlir::parseSourceString<mlir::ModuleOp>(src, &ctx);
+  ASSERT_TRUE(module);
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  auto costs = estimateCosts(main);
+  ASSERT_EQ(costs.size(), 4u);
+  double flops = 0;
+  for (auto &[op, cost] : costs)
+    flops += cost.flops;
+  EXPECT_DOUBLE_EQ(flops, 4 * 1024);
+  EXPECT_EQ(estimateCosts(module->getOperation()).size(), 1u);
 }
 
 //===----------------------------------------------------------------------===//

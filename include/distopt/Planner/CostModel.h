@@ -92,7 +92,7 @@ OpCost estimateOpCost(mlir::Operation *op, const CostOptions &options = {});
 
 /// estimateOpCost for every op nested under `root`, in walk order, skipping
 /// ops that cost nothing. Under a function root, a call counts its callee's
-/// ops once per call.
+/// ops once per call; a loop of constant trips counts its body's per trip.
 llvm::SmallVector<std::pair<mlir::Operation *, OpCost>>
 estimateCosts(mlir::Operation *root, const CostOptions &options = {});
 

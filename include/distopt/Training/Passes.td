@@ -158,29 +158,36 @@ def AccumulateGradientsPass : Pass<"distopt-accumulate-gradients", "mlir::Module
     grad:<w>...) for one micro-batch: the data inputs (not weights, not the
     random key, not hyperparameters) hold `steps` times the samples along
     their batch dimension, and the micro-batch program becomes one private
-    function, `@dopt_microbatch`, that `@main` calls on each slice in turn
-    (one micro-batch's activations alive at a time; the program is compiled
-    once whatever `steps` is). The function takes the micro-batch's index
-    (where its dropouts' masks lie in the batch) and the sums so far, and
-    returns them with its loss and gradients added, weighted by its
-    `counted`; `@main` divides by the total, as one batch of all the
-    samples. Weights the forward pass updates (`dopt.updates_weight`) are
-    returned and passed to the next call; the last call's are marked
-    `dopt.updates_weights`. Run `distopt-sync-gradients` after it: the sums
-    are communicated once.
+    function, `@dopt_microbatch`, that `@main` calls in an `scf.for` over
+    the `steps` micro-batches, on each one's slice in turn (one
+    micro-batch's activations alive at a time; the program does not grow
+    with `steps`). The function takes the micro-batch's index (where its
+    dropouts' masks lie in the batch) and the sums so far, and returns them
+    with its loss and gradients added, weighted by its `counted`; `@main`
+    divides by the total, as one batch of all the samples. Weights the
+    forward pass updates (`dopt.updates_weight`) are returned and carried
+    to the next iteration; the loop's are marked `dopt.updates_weights`.
+    Run `distopt-sync-gradients` after it: the sums are communicated once.
 
     ```mlir
     // steps=2: %x: tensor<4x8xf32> becomes tensor<8x8xf32>;
-    // %r0:3 = call @dopt_microbatch(%x[0:4], %w, 0, zeros...)
-    // %r1:3 = call @dopt_microbatch(%x[4:8], %w, 1, %r0#0, %r0#1, %r0#2)
-    // grad:w = %r1#2 / %r1#1  (= (g0 * c0 + g1 * c1) / (c0 + c1))
+    // %r:3 = scf.for %m = 0 to 2 iter_args(zeros...) {
+    //   %xm = tensor.extract_slice %x[%m * 4, 0] [4, 8] [1, 1]
+    //   scf.yield call @dopt_microbatch(%xm, %w, %m, %sums...)
+    // }
+    // grad:w = %r#2 / %r#1  (= (g0 * c0 + g1 * c1) / (c0 + c1))
     ```
   }];
   let options = [
     Option<"steps", "steps", "int64_t", /*default=*/"1",
            "Micro-batches per step (1: leave the program alone)">,
+    Option<"loop", "loop", "bool", /*default=*/"true",
+           "Call the function in an scf.for (false: K calls one after the "
+           "other; the CUDA target's host code cannot yet deallocate the "
+           "buffers a loop carries)">,
   ];
-  let dependentDialects = ["distopt::dopt::DoptDialect"];
+  let dependentDialects = ["distopt::dopt::DoptDialect", "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect", "mlir::arith::ArithDialect"];
 }
 
 def OptimizerPass : Pass<"distopt-optimizer", "mlir::ModuleOp"> {

@@ -185,6 +185,7 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           module,
           "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills),"
           "one-shot-bufferize{bufferize-function-boundaries "
+          "allow-return-allocs-from-loops "
           "function-boundary-type-conversion=identity-layout-map},"
           "func.func(distopt-in-place-loop-buffers),"
           "buffer-results-to-out-params{modify-public-functions "
