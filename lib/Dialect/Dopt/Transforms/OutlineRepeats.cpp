@@ -256,6 +256,13 @@ struct OutlineRepeatsPass
           break;
         }
     auto isVarying = [&](size_t k) { return llvm::is_contained(varying, k); };
+    // What the function computes: a copy of constants alone (a pipeline's
+    // micro-batch indices around its calls) is not worth a function.
+    int64_t computing = 0;
+    for (size_t k = 0; k < p; ++k)
+      computing += !isConstant(opAt(0, k)) && !isa<func::CallOp>(opAt(0, k));
+    if (computing < minOps)
+      return false;
     // The results: values of a copy read outside it (in any copy).
     SmallVector<std::pair<size_t, unsigned>> escaping;
     for (size_t k = 0; k < p; ++k)

@@ -1,4 +1,4 @@
-// RUN: distopt-opt %s --split-input-file --distopt-outline-repeats='min-ops=3' | FileCheck %s
+// RUN: distopt-opt %s --split-input-file --distopt-outline-repeats="min-ops=3" | FileCheck %s
 
 // Three layers alike (matmul by the layer's weight, a shared bias, relu):
 // one function called three times, each call with its weight and the
@@ -81,5 +81,27 @@ module {
     %e1 = dopt.exp %d1 : (tensor<2x4xf32>) -> tensor<2x4xf32>
     %n1 = dopt.neg %e1 : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %n1 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// Copies that differ only in constants around a call (a pipeline's
+// micro-batch indices) compute nothing of their own: not outlined.
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: dopt_block
+// CHECK: return
+module {
+  func.func private @work(tensor<i64>, tensor<i64>, tensor<i64>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %a0 = dopt.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+    %b0 = dopt.constant {value = dense<10> : tensor<i64>} : () -> tensor<i64>
+    %c0 = dopt.constant {value = dense<20> : tensor<i64>} : () -> tensor<i64>
+    %y0 = func.call @work(%a0, %b0, %c0, %x) : (tensor<i64>, tensor<i64>, tensor<i64>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %a1 = dopt.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+    %b1 = dopt.constant {value = dense<11> : tensor<i64>} : () -> tensor<i64>
+    %c1 = dopt.constant {value = dense<21> : tensor<i64>} : () -> tensor<i64>
+    %y1 = func.call @work(%a1, %b1, %c1, %y0) : (tensor<i64>, tensor<i64>, tensor<i64>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %y1 : tensor<2x4xf32>
   }
 }
