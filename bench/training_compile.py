@@ -24,13 +24,18 @@ the same by an earlier distopt (`--baseline PATH/bin/distopt`, e.g. a git
 worktree built before micro-batches became calls; cases over
 `--baseline-max` micro-batches are left out for it, "-" in the table).
 
+`--only gpt2-medium` is the first table at GPT-2 medium's shape (d 1024,
+16 heads, 24 layers, vocab 50257, seq 1024; the head not tied: 406M
+parameters), batch 1, two steps.
+
 A fourth table (`--only depth`) compiles the same decoder at 6 / 12 / 24 /
 48 layers as an AdamW step, with repeated layers compiled once (the
 default) and with every copy compiled (`--outline-repeats=false`, distopt
 before 2026-11-29), in the same run.
 
 Usage: bench/training_compile.py [--build build] [--repeat 3]
-           [--only gpt|threads|microbatches|depth] [--baseline OLD/bin/distopt]
+           [--only gpt|gpt2-medium|threads|microbatches|depth]
+           [--baseline OLD/bin/distopt]
            [--baseline-max 64]
 """
 from __future__ import annotations
@@ -177,57 +182,63 @@ def depth_table(distopt: Path) -> None:
         print(f"| {layers} | {s:.1f} | {g:.2f} | {es:.1f} | {eg:.2f} |")
 
 
+def gpt_table(distopt: Path, config: dict, batch: int, samples: int, steps_run: int) -> None:
+    """Compiles bench/gpu_models.py's GPT of `config` as an AdamW step at
+    `batch` and trains `steps_run` steps on `samples` samples."""
+    vocab, seq = config["vocab"], config["seq"]
+    torch.manual_seed(0)
+    model = gpu_models.GPT(**config)
+    params = sum(p.numel() for p in model.parameters())
+    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
+        tmp = Path(tmp)
+        onnx_path = tmp / "gpt.onnx"
+        model.train()
+        torch.onnx.export(model, (torch.randint(0, vocab, (batch, seq)),), str(onnx_path),
+                          input_names=["x"], output_names=["logits"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        del model
+        bundle = tmp / "gpt.dx"
+        compile_s, compile_gib = time_compile(
+            [distopt, "compile", onnx_path, "--loss", "cross-entropy:logits",
+             "--optimizer", "adamw", "-o", bundle], tmp)
+        size = sum(f.stat().st_size for f in bundle.iterdir()) / 2**30
+        ids = np.random.default_rng(0).integers(0, vocab, (samples, seq)).astype(np.int64)
+        np.save(tmp / "x.npy", ids)
+        np.save(tmp / "y.npy", (ids + 1) % vocab)
+        log = tmp / "log.jsonl"
+        _, train_gib = time_compile([bundle / "gpt", "train", "--data", f"x={tmp / 'x.npy'}",
+                                     "--data", f"labels={tmp / 'y.npy'}", "--steps",
+                                     str(steps_run), "--lr", "1e-4", "--log", log], tmp)
+        steps = [json.loads(line) for line in log.read_text().splitlines()]
+    print(f"\nTraining compile of a GPT-style model ({config}), torch {torch.__version__}\n")
+    print(f"| parameters | compile s | compile peak GiB | bundle GiB | step s (batch {batch} x {seq}) "
+          "| training peak GiB |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {params / 1e6:.0f} M | {compile_s:.1f} | {compile_gib:.2f} | {size:.2f} | "
+          f"{steps[-1]['step_s']:.2f} | {train_gib:.2f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=str(HERE.parent / "build"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["gpt", "threads", "microbatches", "depth"])
+    ap.add_argument("--only", choices=["gpt", "gpt2-medium", "threads", "microbatches",
+                                       "depth"])
     ap.add_argument("--baseline", help="an earlier distopt, for the micro-batches table")
     ap.add_argument("--baseline-max", type=int, default=64)
     args = ap.parse_args()
     distopt = Path(args.build) / "bin" / "distopt"
     if args.only in (None, "microbatches"):
         microbatches_table(distopt, args.baseline, args.baseline_max)
-    if args.only == "microbatches":
-        return 0
     if args.only in (None, "depth"):
         depth_table(distopt)
-    if args.only == "depth":
-        return 0
-    if args.only != "gpt":
+    if args.only in (None, "threads"):
         threads_table(distopt, args.repeat)
-    if args.only == "threads":
-        return 0
-    torch.manual_seed(0)
-    model = gpu_models.GPT(vocab=16000, d=768, heads=12, layers=12, seq=128)
-    params = sum(p.numel() for p in model.parameters())
-    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
-        tmp = Path(tmp)
-        onnx_path = tmp / "gpt.onnx"
-        model.train()
-        torch.onnx.export(model, (torch.randint(0, 16000, (2, 128)),), str(onnx_path),
-                          input_names=["x"], output_names=["logits"], opset_version=17,
-                          do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING)
-        bundle = tmp / "gpt.dx"
-        compile_s, compile_gib = timed([str(distopt), "compile", str(onnx_path), "--loss",
-                                        "cross-entropy:logits", "--optimizer", "adamw",
-                                        "-o", str(bundle)])
-        size = sum(f.stat().st_size for f in bundle.iterdir()) / 2**30
-        ids = np.random.default_rng(0).integers(0, 16000, (8, 128)).astype(np.int64)
-        np.save(tmp / "x.npy", ids)
-        np.save(tmp / "y.npy", (ids + 1) % 16000)
-        log = tmp / "log.jsonl"
-        _, train_gib = timed([str(bundle / "gpt"), "train", "--data", f"x={tmp / 'x.npy'}",
-                              "--data", f"labels={tmp / 'y.npy'}", "--steps", "3", "--lr",
-                              "1e-4", "--log", str(log)])
-        steps = [json.loads(line) for line in log.read_text().splitlines()]
-    print(f"\nTraining compile of a GPT-style model, torch {torch.__version__}\n")
-    print("| parameters | compile s | compile peak GiB | bundle GiB | step s (batch 2 x 128) "
-          "| training peak GiB |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {params / 1e6:.0f} M | {compile_s:.1f} | {compile_gib:.2f} | {size:.2f} | "
-          f"{steps[-1]['step_s']:.2f} | {train_gib:.2f} |")
+    if args.only in (None, "gpt"):
+        gpt_table(distopt, dict(vocab=16000, d=768, heads=12, layers=12, seq=128), 2, 8, 3)
+    if args.only == "gpt2-medium":
+        gpt_table(distopt, dict(vocab=50257, d=1024, heads=16, layers=24, seq=1024), 1, 2, 2)
     return 0
 
 
