@@ -17,8 +17,8 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -378,7 +378,8 @@ distopt::planner::estimateCosts(mlir::Operation *root,
             auto step = mlir::getConstantIntValue(loop.getStep());
             if (lb && ub && step && *step > 0) {
               int64_t trips = *ub > *lb ? (*ub - *lb + *step - 1) / *step : 0;
-              for (mlir::Operation &inner : loop.getBody()->without_terminator())
+              for (mlir::Operation &inner :
+                   loop.getBody()->without_terminator())
                 collect(&inner, followCalls, times * trips);
               return mlir::WalkResult::skip();
             }

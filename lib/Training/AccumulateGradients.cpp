@@ -83,7 +83,8 @@ struct AccumulateGradientsPass
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
       // Weights, the random key and hyperparameters (fp16's loss scale) are
       // the step's, not the samples'.
-      if (main.getArgAttr(i, "dopt.weight") || main.getArgAttr(i, "dopt.rng_key") ||
+      if (main.getArgAttr(i, "dopt.weight") ||
+          main.getArgAttr(i, "dopt.rng_key") ||
           main.getArgAttr(i, "dopt.hyper"))
         continue;
       auto t = cast<RankedTensorType>(main.getArgument(i).getType());
@@ -167,7 +168,8 @@ struct AccumulateGradientsPass
     Value index = entry->addArgument(i64Scalar, loc);
     SmallVector<Value> sumsIn, sumsOut;
     for (unsigned r = 0; r < results; ++r)
-      sumsIn.push_back(entry->addArgument(microRet.getOperand(r).getType(), loc));
+      sumsIn.push_back(
+          entry->addArgument(microRet.getOperand(r).getType(), loc));
     b.setInsertionPoint(microRet);
     for (Operation *op : microOps)
       if (isa<dopt::DropoutOp>(op))
@@ -215,7 +217,8 @@ struct AccumulateGradientsPass
     for (Value v : sumsIn) {
       auto t = cast<RankedTensorType>(v.getType());
       carried.push_back(dopt::ConstantOp::create(
-          b, loc, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType()))));
+          b, loc,
+          DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType()))));
     }
     for (auto [arg, v] : updates)
       carried.push_back(main.getArgument(arg));

@@ -176,8 +176,9 @@ void autodiff::placeDropoutMicrobatch(OpBuilder &b, Operation *op, int64_t m,
     for (int64_t r : rows)
       shift.push_back(m * r);
     auto type = RankedTensorType::get({(int64_t)rows.size()}, b.getI64Type());
-    return dopt::ConstantOp::create(b, op->getLoc(),
-                                    DenseElementsAttr::get(type, ArrayRef<int64_t>(shift)));
+    return dopt::ConstantOp::create(
+        b, op->getLoc(),
+        DenseElementsAttr::get(type, ArrayRef<int64_t>(shift)));
   });
 }
 

@@ -458,17 +458,19 @@ struct PipelineTrainingPass
       Value l = bMap.lookup(fret.getOperand(lossAt));
       auto lt = cast<RankedTensorType>(l.getType());
       if (lt.getElementType() != f32)
-        w = dopt::CastOp::create(bb, loc, w, TypeAttr::get(lt.getElementType()));
+        w = dopt::CastOp::create(bb, loc, w,
+                                 TypeAttr::get(lt.getElementType()));
       seeds.push_back({l, w});
     }
-    SmallVector<std::pair<unsigned, bool>> adjointsIn; // leaving result, varying
+    SmallVector<std::pair<unsigned, bool>>
+        adjointsIn; // leaving result, varying
     for (unsigned i : leaving) {
       Value v = bMap.lookup(fret.getOperand(i));
       if (!isFloatTensor(v))
         continue;
       seeds.push_back({v, bEntry->addArgument(v.getType(), loc)});
-      adjointsIn.push_back(
-          {i, static_cast<bool>(stageFn.getResultAttr(i, "dopt.tensor_varying"))});
+      adjointsIn.push_back({i, static_cast<bool>(stageFn.getResultAttr(
+                                   i, "dopt.tensor_varying"))});
     }
     // What differs between tensor-parallel ranks, from the arguments' marks:
     // split weights, varying activations and adjoints.
@@ -507,7 +509,8 @@ struct PipelineTrainingPass
     auto zeroLike = [&](OpBuilder &at, Type t) -> Value {
       auto rt = cast<RankedTensorType>(t);
       return dopt::ConstantOp::create(
-          at, loc, DenseElementsAttr::get(rt, at.getZeroAttr(rt.getElementType())));
+          at, loc,
+          DenseElementsAttr::get(rt, at.getZeroAttr(rt.getElementType())));
     };
     auto masked = [&](Value g) -> Value {
       if (!last)
@@ -529,8 +532,8 @@ struct PipelineTrainingPass
     }
     // The entering activations' adjoints go back to the stage before
     // (zeros where the loss does not depend on one: it waits for them).
-    for (auto [a, g] : llvm::zip(entering,
-                                 ArrayRef<Value>(*grads).drop_front(params.size())))
+    for (auto [a, g] :
+         llvm::zip(entering, ArrayRef<Value>(*grads).drop_front(params.size())))
       bResults.push_back(g ? masked(g) : zeroLike(bb, a.getType()));
     // The stash: the kept ops' results the backward reads, returned by the
     // forward and passed to the backward of the same micro-batch (alive in
@@ -581,8 +584,10 @@ struct PipelineTrainingPass
           map.map(stageFn.getArgument(i), weightsNow[j]);
         for (unsigned i : activationArgs) {
           Value a = stageFn.getArgument(i);
-          map.map(a, recv(b, loc, cast<RankedTensorType>(a.getType()), stage - 1,
-                          static_cast<bool>(stageFn.getArgAttr(i, "dopt.tensor_varying"))));
+          map.map(a,
+                  recv(b, loc, cast<RankedTensorType>(a.getType()), stage - 1,
+                       static_cast<bool>(
+                           stageFn.getArgAttr(i, "dopt.tensor_varying"))));
         }
         for (Value a : stageFn.getArguments())
           stageInputs[m].push_back(map.lookup(a));
@@ -614,7 +619,8 @@ struct PipelineTrainingPass
                 updatedArgs.lookup(weightArgs[u.first]);
           call->setAttr("dopt.updates_weights", b.getArrayAttr(names));
         }
-        llvm::append_range(stashed[m], call.getResults().drop_front(firstStash));
+        llvm::append_range(stashed[m],
+                           call.getResults().drop_front(firstStash));
         mark(b, loc, 1, m);
         continue;
       }
@@ -630,8 +636,9 @@ struct PipelineTrainingPass
         args.push_back(alive(m));
       }
       for (auto [i, isVarying] : adjointsIn) {
-        args.push_back(recv(b, loc, cast<RankedTensorType>(fret.getOperand(i).getType()),
-                            stage + 1, isVarying));
+        args.push_back(
+            recv(b, loc, cast<RankedTensorType>(fret.getOperand(i).getType()),
+                 stage + 1, isVarying));
       }
       llvm::append_range(args, gradSums);
       llvm::append_range(args, stashed[m]);

@@ -10,9 +10,9 @@
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -30,10 +30,10 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/OptimizationLevel.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -81,22 +81,21 @@ LogicalResult cpu::runPipeline(ModuleOp module, StringRef pipeline) {
 }
 
 LogicalResult cpu::lowerToLinalg(ModuleOp module, bool libraryConvolutions,
-                                bool fuseAttention, bool outlineRepeats) {
+                                 bool fuseAttention, bool outlineRepeats) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   if (!main)
     return module.emitError("no @main function");
   // "main" is the C entry symbol of the executable; the model function is
   // dopt_main.
   main.setName("dopt_main");
-  return runPipeline(module,
-                     std::string(fuseAttention ? "distopt-fuse-attention,"
-                                               : "") +
-                         (outlineRepeats ? "distopt-outline-repeats," : "") +
-                         "distopt-expand-attention,"
-                         "distopt-convert-dopt-to-linalg" +
-                         (libraryConvolutions ? "{library-convolutions=true}" : "") +
-                         ",canonicalize,"
-                     "distopt-fuse-elementwise,canonicalize,cse");
+  return runPipeline(
+      module, std::string(fuseAttention ? "distopt-fuse-attention," : "") +
+                  (outlineRepeats ? "distopt-outline-repeats," : "") +
+                  "distopt-expand-attention,"
+                  "distopt-convert-dopt-to-linalg" +
+                  (libraryConvolutions ? "{library-convolutions=true}" : "") +
+                  ",canonicalize,"
+                  "distopt-fuse-elementwise,canonicalize,cse");
 }
 
 /// Adds `int32_t dopt_entry(void **buffers)` calling the lowered dopt_main
@@ -167,19 +166,19 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
   // (buffer-results-to-out-params crashes on repeated results), in @dopt_main
   // and in the functions it calls (a micro-batch's).
   module.walk([](func::ReturnOp ret) {
-      OpBuilder b(ret);
-      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-        Value v = ret.getOperand(i);
-        bool repeated = llvm::is_contained(ret.getOperands().take_front(i), v);
-        if (!repeated)
-          continue;
-        auto t = cast<RankedTensorType>(v.getType());
-        Value empty = tensor::EmptyOp::create(b, ret.getLoc(), t.getShape(),
-                                              t.getElementType());
-        ret.setOperand(i, linalg::CopyOp::create(b, ret.getLoc(), v, empty)
-                              .getResult(0));
-      }
-    });
+    OpBuilder b(ret);
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      Value v = ret.getOperand(i);
+      bool repeated = llvm::is_contained(ret.getOperands().take_front(i), v);
+      if (!repeated)
+        continue;
+      auto t = cast<RankedTensorType>(v.getType());
+      Value empty = tensor::EmptyOp::create(b, ret.getLoc(), t.getShape(),
+                                            t.getElementType());
+      ret.setOperand(
+          i, linalg::CopyOp::create(b, ret.getLoc(), v, empty).getResult(0));
+    }
+  });
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
@@ -193,13 +192,14 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           "distopt-linalg-to-blas{epilogues=" +
               std::string(gemmEpilogues ? "true" : "false") +
               "},"
-          "func.func(distopt-copies-to-linalg{memcpy-max-bytes=" +
+              "func.func(distopt-copies-to-linalg{memcpy-max-bytes=" +
               std::to_string(memcpyMaxBytes) +
               "},convert-linalg-to-parallel-loops,"
-          "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-buffers),"
-          "ownership-based-buffer-deallocation,"
-          "canonicalize,buffer-deallocation-simplification,"
-          "bufferization-lower-deallocations,cse,canonicalize")))
+              "distopt-fuse-parallel-loops,buffer-hoisting,distopt-plan-"
+              "buffers),"
+              "ownership-based-buffer-deallocation,"
+              "canonicalize,buffer-deallocation-simplification,"
+              "bufferization-lower-deallocations,cse,canonicalize")))
     return failure();
   auto main = module.lookupSymbol<func::FuncOp>("dopt_main");
   if (!main)
@@ -395,7 +395,8 @@ static LogicalResult optimizeLLVM(llvm::Module &llvmModule, unsigned optLevel,
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(levels[optLevel]);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(levels[optLevel]);
   mpm.run(llvmModule, mam);
   return success();
 }

@@ -40,6 +40,10 @@ using namespace distopt;
 
 namespace {
 
+/// The longest sequence looked for: a transformer layer's backward is a few
+/// hundred ops; the search costs ops x periods per round.
+constexpr size_t kMaxPeriod = 4096;
+
 /// A run of `copies` consecutive copies of the `period` ops at `start`.
 struct Run {
   size_t start = 0, period = 0, copies = 0;
@@ -83,8 +87,10 @@ void streamsIntoKeys(func::FuncOp f) {
     Value offset = dopt::ConstantOp::create(
         b, d.getLoc(),
         DenseElementsAttr::get(
-            type, ArrayRef<int64_t>{dopt::DropoutOp::streamKeyOffset(d.getStream())}));
-    d.getKeyMutable().assign(dopt::AddOp::create(b, d.getLoc(), d.getKey(), offset));
+            type, ArrayRef<int64_t>{
+                      dopt::DropoutOp::streamKeyOffset(d.getStream())}));
+    d.getKeyMutable().assign(
+        dopt::AddOp::create(b, d.getLoc(), d.getKey(), offset));
     d.setStream(0);
   });
 }
@@ -133,7 +139,8 @@ struct OutlineRepeatsPass
       }
       llvm::hash_code h = llvm::hash_combine(
           op->getName().getAsOpaquePointer(),
-          isConstant(op) ? nullptr : op->getAttrDictionary().getAsOpaquePointer(),
+          isConstant(op) ? nullptr
+                         : op->getAttrDictionary().getAsOpaquePointer(),
           llvm::hash_combine_range(op->getOperandTypes().begin(),
                                    op->getOperandTypes().end()),
           llvm::hash_combine_range(op->getResultTypes().begin(),
@@ -154,7 +161,7 @@ struct OutlineRepeatsPass
     // Runs: for each period p, the maximal stretches where ids[j] ==
     // ids[j + p]; a stretch of length L from s holds 1 + L / p copies.
     SmallVector<Run> runs;
-    for (size_t p = minOps; 2 * p <= n; ++p) {
+    for (size_t p = minOps; 2 * p <= n && p <= kMaxPeriod; ++p) {
       size_t j = 0;
       while (j + p < n) {
         if (ids[j] != ids[j + p]) {
@@ -169,9 +176,8 @@ struct OutlineRepeatsPass
           runs.push_back({s, p, copies});
       }
     }
-    llvm::stable_sort(runs, [](const Run &a, const Run &b) {
-      return a.saved() > b.saved();
-    });
+    llvm::stable_sort(
+        runs, [](const Run &a, const Run &b) { return a.saved() > b.saved(); });
     llvm::DenseMap<Operation *, size_t> position;
     for (size_t i = 0; i < n; ++i)
       position[ops[i]] = i;
@@ -235,8 +241,7 @@ struct OutlineRepeatsPass
         values.push_back(opAt(c, pos.first)->getOperand(pos.second));
       Operation *def = values[0].getDefiningOp();
       if (def && def->hasTrait<OpTrait::ConstantLike>() &&
-          def->getNumResults() == 1 &&
-          llvm::all_of(values, [&](Value v) {
+          def->getNumResults() == 1 && llvm::all_of(values, [&](Value v) {
             Operation *d = v.getDefiningOp();
             return d && alike(d, def);
           })) {
@@ -266,13 +271,15 @@ struct OutlineRepeatsPass
     // The results: values of a copy read outside it (in any copy).
     SmallVector<std::pair<size_t, unsigned>> escaping;
     for (size_t k = 0; k < p; ++k)
-      for (unsigned r = 0; !isVarying(k) && r < opAt(0, k)->getNumResults(); ++r) {
+      for (unsigned r = 0; !isVarying(k) && r < opAt(0, k)->getNumResults();
+           ++r) {
         bool escapes = false;
         for (size_t c = 0; c < run.copies && !escapes; ++c)
           for (Operation *user : opAt(c, k)->getResult(r).getUsers()) {
             auto it = position.find(user);
             size_t lo = run.start + c * p;
-            if (it == position.end() || it->second < lo || it->second >= lo + p) {
+            if (it == position.end() || it->second < lo ||
+                it->second >= lo + p) {
               escapes = true;
               break;
             }
@@ -298,8 +305,8 @@ struct OutlineRepeatsPass
     do
       name = "dopt_block_" + std::to_string(blocks++);
     while (module.lookupSymbol(name));
-    auto fn = func::FuncOp::create(mb, loc, name,
-                                   FunctionType::get(ctx, argTypes, resultTypes));
+    auto fn = func::FuncOp::create(
+        mb, loc, name, FunctionType::get(ctx, argTypes, resultTypes));
     fn.setPrivate();
     Block *entry = fn.addEntryBlock();
     OpBuilder b = OpBuilder::atBlockEnd(entry);
@@ -340,9 +347,11 @@ struct OutlineRepeatsPass
     for (size_t c = 0; c < run.copies; ++c)
       for (auto [i, pos] : llvm::enumerate(outside))
         if (constantAt[i]) {
-          Operation *def = opAt(c, pos.first)->getOperand(pos.second).getDefiningOp();
+          Operation *def =
+              opAt(c, pos.first)->getOperand(pos.second).getDefiningOp();
           auto it = position.find(def);
-          if (it == position.end() || it->second < run.start || it->second >= runEnd)
+          if (it == position.end() || it->second < run.start ||
+              it->second >= runEnd)
             cloned.insert(def);
         }
     for (size_t c = 0; c < run.copies; ++c) {
@@ -361,7 +370,9 @@ struct OutlineRepeatsPass
         args.push_back(opAt(c, k)->getResult(0));
       auto call = func::CallOp::create(cb, opAt(c, 0)->getLoc(), fn, args);
       for (auto [i, kr] : llvm::enumerate(escaping))
-        opAt(c, kr.first)->getResult(kr.second).replaceAllUsesWith(call.getResult(i));
+        opAt(c, kr.first)
+            ->getResult(kr.second)
+            .replaceAllUsesWith(call.getResult(i));
       for (size_t k = p; k-- > 0;)
         if (!isVarying(k))
           opAt(c, k)->erase();
