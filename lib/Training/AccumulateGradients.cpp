@@ -156,14 +156,9 @@ struct AccumulateGradientsPass
       microOps.push_back(&op);
     llvm::DenseMap<unsigned, StringAttr> updatedArgs =
         autodiff::forwardUpdatedWeights(main, microOps);
-    SmallVector<std::pair<unsigned, Value>> updates; // main argument, new value
-    for (Operation *op : microOps)
-      if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
-        op->removeAttr("dopt.updates_weight");
-        for (auto [arg, name] : updatedArgs)
-          if (name == n && op->getNumResults() == 1)
-            updates.push_back({arg, op->getResult(0)});
-      }
+    // (main argument, new value)
+    SmallVector<std::pair<unsigned, Value>> updates =
+        autodiff::takeForwardUpdates(updatedArgs, microOps);
     auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
     Value index = entry->addArgument(i64Scalar, loc);
     SmallVector<Value> sumsIn, sumsOut;

@@ -127,6 +127,20 @@ autodiff::forwardUpdatedWeights(func::FuncOp func, ArrayRef<Operation *> ops) {
   return updated;
 }
 
+SmallVector<std::pair<unsigned, Value>> autodiff::takeForwardUpdates(
+    const llvm::DenseMap<unsigned, StringAttr> &updatedArgs,
+    ArrayRef<Operation *> ops) {
+  SmallVector<std::pair<unsigned, Value>> updates;
+  for (Operation *op : ops)
+    if (auto n = op->getAttrOfType<StringAttr>("dopt.updates_weight")) {
+      op->removeAttr("dopt.updates_weight");
+      for (auto [arg, name] : updatedArgs)
+        if (name == n && op->getNumResults() == 1)
+          updates.push_back({arg, op->getResult(0)});
+    }
+  return updates;
+}
+
 static int64_t dropoutBatchDim(Operation *d) {
   auto bd = d->getAttrOfType<IntegerAttr>("dopt.batch_dim");
   return bd ? bd.getInt() : 0;

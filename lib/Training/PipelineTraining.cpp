@@ -398,22 +398,16 @@ struct PipelineTrainingPass
     for (unsigned i = 0; i < stageFn.getNumArguments(); ++i)
       fMap.map(stageFn.getArgument(i), fEntry->getArgument(i + 1));
     SmallVector<Operation *> fClones;
-    SmallVector<std::pair<unsigned, Value>> updates; // weightArgs index, value
     for (Operation *op : forwardOps) {
       Operation *copy = fb.clone(*op, fMap);
       placeDropout(fb, copy, fEntry->getArgument(0));
       fClones.push_back(copy);
-      auto n = copy->getAttrOfType<StringAttr>("dopt.updates_weight");
-      if (!n)
-        continue;
-      copy->removeAttr("dopt.updates_weight");
-      for (auto [j, i] : llvm::enumerate(weightArgs)) {
-        auto it = updatedArgs.find(i);
-        if (it != updatedArgs.end() && it->second == n &&
-            copy->getNumResults() == 1)
-          updates.push_back({static_cast<unsigned>(j), copy->getResult(0)});
-      }
     }
+    // (weightArgs index, new value)
+    SmallVector<std::pair<unsigned, Value>> updates =
+        autodiff::takeForwardUpdates(updatedArgs, fClones);
+    for (auto &u : updates)
+      u.first = llvm::find(weightArgs, u.first) - weightArgs.begin();
     SmallVector<Value> fResults;
     for (unsigned i : leaving)
       fResults.push_back(fMap.lookup(fret.getOperand(i)));

@@ -41,6 +41,13 @@ llvm::DenseMap<unsigned, mlir::StringAttr>
 forwardUpdatedWeights(mlir::func::FuncOp func,
                       llvm::ArrayRef<mlir::Operation *> ops);
 
+/// The updates among `ops` of the weights `updatedArgs` names (as
+/// forwardUpdatedWeights gives them): (argument, new value) in op order, the
+/// marks removed (the caller marks the step's own).
+llvm::SmallVector<std::pair<unsigned, mlir::Value>>
+takeForwardUpdates(const llvm::DenseMap<unsigned, mlir::StringAttr> &updatedArgs,
+                   llvm::ArrayRef<mlir::Operation *> ops);
+
 /// Micro-batches of a step (--accumulate, a pipeline stage's): each copy of
 /// a dropout draws the mask of its rows of the whole batch. The replica's
 /// block of the batch (the partitioner's offsets, at micro-batch size) holds
