@@ -630,6 +630,36 @@ LogicalResult driver::compile(MLIRContext &context,
     programNames.push_back("eval");
   if (servers.servers > 0)
     programNames.push_back("ps_update");
+  // --rank R: code only for the programs rank R runs. A pipeline's ranks
+  // are numbered row-major over (stages x data x tensor): R runs stage
+  // R / (data x tensor), and the evaluation program where that stage holds
+  // rank 0 (which runs it). Every other program is still built up to its
+  // buffers, so the manifest describes every rank.
+  std::optional<int64_t> rankStage;
+  if (options.rank) {
+    int64_t r = *options.rank;
+    if (r < 0 || r >= ranks) {
+      WithColor::error() << "--rank " << r << ": the plan has " << ranks
+                         << " rank" << (ranks == 1 ? "" : "s") << " (0 to "
+                         << ranks - 1 << ")\n";
+      return failure();
+    }
+    if (servers.servers > 0) {
+      WithColor::error()
+          << "--rank: a parameter-server bundle holds the servers' and the "
+             "workers' programs together; compile it without --rank\n";
+      return failure();
+    }
+    if (pipeline)
+      rankStage = r / (ranks / stages);
+  }
+  auto generatesCode = [&](StringRef name) {
+    if (!rankStage)
+      return true;
+    if (name == "eval")
+      return *rankStage == 0;
+    return name == "dopt_stage_" + std::to_string(*rankStage);
+  };
   // Parameter servers: the trained weights (the worker's gradients, in
   // their order), their placement on the servers, and the update
   // program's buffers.
@@ -1008,6 +1038,8 @@ LogicalResult driver::compile(MLIRContext &context,
         stageBuffers.push_back(std::move(buffers));
     }
 
+    if (!generatesCode(programName))
+      continue; // another rank's program (--rank)
     // Convolutions: cuDNN on the GPU (the CPU runtime's twin under
     // cuda-emu); im2col + GEMM on CPUs and where cuDNN is absent.
     if (failed(cpu::lowerToLinalg(
@@ -1187,6 +1219,7 @@ LogicalResult driver::compile(MLIRContext &context,
   if (optimizer)
     manifest.accumulate = accumulateSteps;
   manifest.grid = grid;
+  manifest.rank = options.rank;
   if (pipeline) {
     manifest.microbatches = microbatches;
     for (StageBuffers &b : stageBuffers) {
@@ -1244,11 +1277,18 @@ LogicalResult driver::compile(MLIRContext &context,
     std::string table = pathIn("stages.c");
     if (failed(printTo(table, [&](llvm::raw_ostream &os) {
           os << "#include <stdint.h>\n";
+          // (--rank: the other stages' entries are null.)
+          auto compiled = [&](int64_t k) {
+            return !rankStage || *rankStage == k;
+          };
           for (int64_t k = 0; k < stages; ++k)
-            os << "int32_t dopt_entry_" << k << "(void **);\n";
+            if (compiled(k))
+              os << "int32_t dopt_entry_" << k << "(void **);\n";
           os << "int32_t (*const dopt_stage_entries[])(void **) = {";
           for (int64_t k = 0; k < stages; ++k)
-            os << (k ? ", " : "") << "dopt_entry_" << k;
+            os << (k ? ", " : "")
+               << (compiled(k) ? "dopt_entry_" + std::to_string(k)
+                               : std::string("0"));
           os << "};\nconst int32_t dopt_num_stages = " << stages << ";\n";
         })))
       return fail("cannot write " + table);

@@ -298,6 +298,8 @@ public:
                          manifest.grid.data()) != 0)
         return fail(dort_last_error_message());
       coords = gridCoords(manifest.grid, rank);
+      if (!holdsProgramOf(manifest, rank, error))
+        return fail(error);
     }
 
     // Inputs: names first, then files; report every problem found.

@@ -410,6 +410,15 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
   if (const JsonValue *ranks = root.get("ranks"))
     if (!check.getInteger(*ranks, "ranks", 1, m.ranks))
       return false;
+  if (const JsonValue *rank = root.get("rank")) {
+    int64_t r;
+    if (!check.getInteger(*rank, "rank", 0, r))
+      return false;
+    if (r >= m.ranks)
+      return check.fail("rank", "rank " + std::to_string(r) + " of a bundle of " +
+                                    std::to_string(m.ranks) + " ranks");
+    m.rank = r;
+  }
   // Parameter servers take ranks of their own, before the workers' grid.
   int64_t serverRanks = 0;
   if (const JsonValue *ps = root.get("parameter_servers")) {
@@ -652,6 +661,8 @@ std::string Manifest::toJson() const {
       {"format", JsonValue::makeInteger(format)},
       {"model", JsonValue::makeString(model)},
       {"ranks", JsonValue::makeInteger(ranks)}};
+  if (rank)
+    members.emplace_back("rank", JsonValue::makeInteger(*rank));
   if (!source.empty())
     members.emplace_back("source", JsonValue::makeString(source));
   if (!compiler.empty())
@@ -720,6 +731,23 @@ std::string Manifest::toJson() const {
                                        {"outputs", tensors(eval->outputs)}}));
   JsonValue root = JsonValue::makeObject(std::move(members));
   return root.serialize() + "\n";
+}
+
+bool holdsProgramOf(const Manifest &m, int64_t rank, std::string &error) {
+  if (!m.rank || m.stages.empty())
+    return true; // every rank runs the same program
+  int64_t perStage = m.ranks / static_cast<int64_t>(m.stages.size());
+  int64_t mine = *m.rank / perStage, theirs = rank / perStage;
+  if (mine == theirs)
+    return true;
+  error = "this bundle holds the program of pipeline stage " +
+          std::to_string(mine) + " (compiled with --rank " +
+          std::to_string(*m.rank) + "), but rank " + std::to_string(rank) +
+          " runs stage " + std::to_string(theirs) +
+          ": compile a bundle for it (distopt compile --rank " +
+          std::to_string(rank) + ") and start each rank from its stage's "
+          "bundle (mpirun -np N a.dx/a ... : -np N b.dx/b ...)";
+  return false;
 }
 
 void applyPrecision(const Manifest &m) {

@@ -94,7 +94,7 @@ bool joinJob(const Manifest &m, TrainArgs &a, std::vector<int64_t> &coords,
   }
   coords = gridCoords(m.grid, gJob.rank);
   gJob.coords = coords;
-  return true;
+  return holdsProgramOf(m, gJob.rank, error);
 }
 
 /// Writes the timeline of every rank to a.trace (Chrome's trace event

@@ -351,3 +351,54 @@ def test_a_micro_batch_without_counted_labels_adds_nothing(torch_models, tmp_pat
                        1, *ldata)
     assert np.allclose([s["loss"] for s in acc], [s["loss"] for s in whole], rtol=1e-5)
     assert rel_err(np.load(acc_w / "w.npy"), np.load(whole_w / "w.npy")) <= 1e-5
+
+
+def test_one_rank_bundles_of_a_plan_train_together(torch_models, tmp_path):
+    """`compile --rank R` generates only the program rank R runs: for dp 2 x
+    pp 2 (ranks 0-1 run stage 0, ranks 2-3 stage 1), a bundle for rank 1
+    and one for rank 2 hold one stage's entry each and the same manifest
+    (every rank's buffers). Started together under one mpirun (MPMD), they
+    train as the whole bundle does: 20 steps follow torch.optim. A bundle
+    started on a rank of another stage says which bundle to build; --rank
+    outside the plan and with parameter servers are refused."""
+    d = torch_models / REFERENCE_DIRS["gpt_adamw"]
+    meta = json.loads((d / "meta.json").read_text())["gpt_adamw"]
+    plan = ["--cluster", "local:4", "--dp", "2", "--pp", "2", "--microbatches", "2"]
+    bundles = {r: compile_step(d / "model.onnx", tmp_path / f"r{r}.dx", "adamw", *plan,
+                               "--rank", str(r)) for r in (1, 2)}
+    manifests = {r: json.loads((b / "manifest.json").read_text()) for r, b in bundles.items()}
+    assert manifests[1].pop("rank") == 1 and manifests[2].pop("rank") == 2
+    assert manifests[1] == manifests[2]
+    for r, stage in ((1, 0), (2, 1)):
+        symbols = {parts[2] for parts in map(str.split, run("nm", bundles[r] / f"r{r}")
+                                                 .stdout.splitlines())
+                   if len(parts) == 3 and parts[1] in "Tt"}  # defined functions
+        assert f"dopt_entry_{stage}" in symbols and f"dopt_entry_{1 - stage}" not in symbols
+        # Rank 0 evaluates a pipelined step: its stage's bundle holds the
+        # evaluation program.
+        assert ("dopt_eval_entry" in symbols) == (stage == 0)
+    data = batches_as_data(d, tmp_path, meta["config"].get("batch_dim", 0))
+    log, saved = tmp_path / "mpmd.jsonl", tmp_path / "mpmd.w"
+    # (Every rank takes the same arguments: saving gathers the stages'
+    # weights.)
+    args = ["train", *data, "--steps", "20", "--no-shuffle", *train_flags(meta["config"]),
+            "--log", log, "--save-weights", saved]
+    run("mpirun", "--oversubscribe", "-np", "2", bundles[1] / "r1", *args,
+        ":", "-np", "2", bundles[2] / "r2", *args)
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert_run_matches_reference(steps, saved, d, meta)
+
+    p = run("mpirun", "--oversubscribe", "-np", "4", bundles[2] / "r2", *args[:-4],
+            check=False)
+    assert p.returncode != 0
+    assert ("this bundle holds the program of pipeline stage 1 (compiled with --rank 2), "
+            "but rank 0 runs stage 0: compile a bundle for it (distopt compile --rank 0)"
+            in p.stdout + p.stderr)
+    for flags, message in (
+            ([*plan, "--rank", "4"], "--rank 4: the plan has 4 ranks (0 to 3)"),
+            (["--cluster", "local:3", "--sync", "ps", "--servers", "1", "--rank", "0"],
+             "--rank: a parameter-server bundle holds the servers' and the workers' "
+             "programs together")):
+        p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+                "--optimizer", "adamw", *flags, "-o", tmp_path / "bad.dx", check=False)
+        assert p.returncode != 0 and message in p.stderr, p.stderr

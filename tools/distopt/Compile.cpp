@@ -44,6 +44,14 @@ static cl::opt<bool> outlineRepeats(
              "copy (default true; false compiles every copy, for "
              "comparisons)"),
     cl::init(true), cl::Hidden, cl::sub(tool::compileCommand()));
+static cl::opt<int64_t> compileRank(
+    "rank",
+    cl::desc("Generate code only for what rank R of the plan runs (its "
+             "pipeline stage; a server's or a worker's program): one "
+             "rank's bundle of a large plan, compiled in the time of one "
+             "stage. Bundles of ranks of different stages run together "
+             "under one mpirun (MPMD: -np A a.dx/a : -np B b.dx/b)"),
+    cl::value_desc("R"), cl::sub(tool::compileCommand()));
 static cl::opt<bool> sharedLibrary(
     "shared-library",
     cl::desc("Also write the program as <model>.so (single-rank CPU "
@@ -185,6 +193,7 @@ int tool::runCompile(MLIRContext &context, StringRef input, StringRef output,
   options.train = compileTrain;
   setIfGiven(accumulateSteps, options.accumulate);
   setIfGiven(freezeWeights, options.freezeWeights);
+  setIfGiven(compileRank, options.rank);
 
   if (!distributionFromFlags(options.distribution, error) ||
       !precisionFromFlags(options.precision, error))

@@ -96,7 +96,7 @@ void expectRoundTrip(const char *text) {
 
 TEST(Manifest, ToJsonWritesTheWholeFormat) {
   // A pipelined training step with its evaluation program.
-  const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2,
+  const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2, "rank": 1,
    "codegen": "cuda-emu", "precision": "bf16", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
    "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0,
                 "indices": {"low": -100, "high": 99, "use": "ONNX node 'wte' (Gather): the indices"}}],
@@ -117,8 +117,18 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
        {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
         "\"codegen\": \"cuda-emu\"", "\"precision\": \"bf16\"",
         "\"activation\": 0", "\"eval\"", "\"microbatches\": 4",
-        "\"low\": -100", "\"high\": 99"})
+        "\"low\": -100", "\"high\": 99", "\"rank\": 1"})
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  // Compiled for rank 1 (stage 1 of 2): rank 0 runs the other stage.
+  EXPECT_TRUE(holdsProgramOf(m, 1, error));
+  EXPECT_FALSE(holdsProgramOf(m, 0, error));
+  EXPECT_NE(error.find("this bundle holds the program of pipeline stage 1 "
+                       "(compiled with --rank 1), but rank 0 runs stage 0"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(manifestError(std::string(pipelined).replace(
+                std::string(pipelined).find("\"rank\": 1"), 9, "\"rank\": 2")),
+            "");
   // Parameter servers: one server rank before two workers.
   expectRoundTrip(R"({"format": 1, "model": "mlp", "ranks": 3, "grid": [1, 2, 1],
    "inputs":  [{"name": "x", "dtype": "float32", "shape": [4, 8]}],

@@ -146,6 +146,11 @@ struct CompileOptions {
   std::vector<std::string> cudaArchs;
   /// --emulate-threads (Target::CUDAEmulation).
   std::optional<EmulatedThreads> emulateThreads;
+  /// --rank R: generate code only for the programs rank R runs (its
+  /// pipeline stage's step; a parameter server's update or a worker's
+  /// step; the evaluation program where R runs it). The manifest still
+  /// describes every rank; the executable refuses to run the others.
+  std::optional<int64_t> rank;
 
   bool training() const { return gradients || !loss.empty() || optimizer; }
   bool trainingStep() const { return optimizer && !loss.empty(); }

@@ -146,6 +146,11 @@ struct Manifest {
   /// unset in inference bundles).
   std::optional<int64_t> accumulate;
   int64_t ranks = 1;
+  /// `distopt compile --rank R`: the executable holds only the programs
+  /// rank R runs (its pipeline stage's, so every rank of that stage; the
+  /// evaluation program where that stage holds rank 0). Unset: every
+  /// rank's.
+  std::optional<int64_t> rank;
   /// Training steps compiled with a loss: the evaluation program.
   std::optional<EvalProgram> eval;
   /// Multi-rank bundles: the device grid (stages x data x tensor), whose
@@ -168,6 +173,10 @@ struct Manifest {
   /// (parseManifest(toJson()) gives this manifest back).
   std::string toJson() const;
 };
+
+/// Whether the bundle's executable holds the program `rank` runs (see
+/// Manifest::rank); if not, `error` says which bundle does.
+bool holdsProgramOf(const Manifest &m, int64_t rank, std::string &error);
 
 /// What a manifest's precision asks of the process: "tf32" lets the CUDA
 /// libraries use TF32 tensor-core math (DISTOPT_CUDA_TF32=1, unless the
