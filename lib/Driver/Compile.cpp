@@ -17,6 +17,7 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 #include "distopt/Distributed/Passes.h"
+#include "distopt/Planner/Cluster.h"
 #include "distopt/Planner/CostModel.h"
 #include "distopt/Planner/PlanGraph.h"
 #include "distopt/Planner/PlanToIR.h"
@@ -40,6 +41,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -570,6 +572,34 @@ LogicalResult driver::compile(MLIRContext &context,
           failed(prepareImported(*evalModule, options.fuseAttention,
                                  options.precision, /*storeWeights=*/false)))
         return failure();
+      // Pipelined and parameter-server steps evaluate the whole model on
+      // rank 0: not compiled where its weights alone exceed a device.
+      if ((pipelinedStep || servers.servers > 0) &&
+          !distribution.cluster.empty()) {
+        int64_t weightBytes = 0;
+        evalModule->walk([&](dopt::WeightOp w) {
+          auto t = cast<RankedTensorType>(w.getType());
+          weightBytes += t.getNumElements() * elementBytes(t.getElementType());
+        });
+        llvm::Expected<planner::Cluster> cluster =
+            planner::resolveCluster(distribution.cluster);
+        if (!cluster)
+          return failure(); // (planning read it)
+        int64_t capacity = cluster->device.memoryCapacity;
+        if (weightBytes > capacity) {
+          WithColor::warning()
+              << "the evaluation program is not compiled: it runs the whole "
+                 "model on rank 0, whose weights ("
+              << llvm::format("%.1f", weightBytes / double(1 << 30))
+              << " GiB) exceed one device ("
+              << llvm::format("%.1f", capacity / double(1 << 30))
+              << " GiB); this bundle has no `eval` and no `train "
+                 "--eval-data`\n";
+          evalModule = nullptr;
+        }
+      }
+    }
+    if (evalModule) {
       std::string error; // the step's annotation succeeded on this model
       if (!annotateBatchDims(*evalModule, error)) {
         WithColor::error() << "cannot compile the evaluation program: "

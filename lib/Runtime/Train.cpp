@@ -434,7 +434,9 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   if (!a.evalData.empty()) {
     if (!m.eval || !gEvalEntry)
       return fail(a, "--eval-data: this bundle has no evaluation program "
-                     "(recompile it with --loss and --optimizer)");
+                     "(a step compiled with --loss and --optimizer has one, "
+                     "unless distopt compile said its whole model exceeds a "
+                     "device)");
     evaluator = std::make_unique<Evaluator>(m, *m.eval);
     if (!evaluator->open(a.evalData, error))
       return fail(a, "--eval-data: " + error);
@@ -783,8 +785,9 @@ int runEvaluation(int argc, char **argv, const std::string &defaultBundle) {
                                              defaultBundle, a, bundleDir, m))
     return *status;
   if (!m.eval || !gEvalEntry)
-    return fail(a, "this bundle has no evaluation program (compile the model "
-                   "with --loss and --optimizer)");
+    return fail(a, "this bundle has no evaluation program (a step compiled "
+                   "with --loss and --optimizer has one, unless distopt "
+                   "compile said its whole model exceeds a device)");
   std::vector<int64_t> coords;
   if (!joinJob(m, a, coords, error))
     return fail(a, error);

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cli import DISTOPT, run
+from cli import DISTOPT, ROOT, run
 from training import (REFERENCE_DIRS, assert_faults_end_the_job_and_resume,
                       assert_follows_reference, assert_plans_equal_one_process,
                       assert_run_matches_reference,
@@ -402,3 +403,19 @@ def test_one_rank_bundles_of_a_plan_train_together(torch_models, tmp_path):
         p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
                 "--optimizer", "adamw", *flags, "-o", tmp_path / "bad.dx", check=False)
         assert p.returncode != 0 and message in p.stderr, p.stderr
+
+
+def test_whole_model_evaluation_is_left_out_where_it_exceeds_a_device(tmp_path):
+    """A pipelined step's evaluation program runs the whole model on rank 0:
+    for GPT-3 175B (650 GiB of fp32 weights) on A100s of 80 GB it is not
+    compiled, and compile says so (the model's weights are not present:
+    compiling reads shapes only)."""
+    run(sys.executable, ROOT / "python/testmodels/gen_models.py", "--out", tmp_path,
+        "--only", "gpt3_175b")
+    p = run(DISTOPT, "compile", tmp_path / "gpt3_175b.onnx", "--cluster", "128xdgx-a100x8",
+            "--dim", "batch=1536", "--dim", "seq=2048", "--precision", "fp16", "--loss",
+            "cross-entropy", "--optimizer", "adam", "--target", "cuda", "--rank", "0",
+            "--emit", "graph", "-o", tmp_path / "g.mlir")
+    assert ("the evaluation program is not compiled: it runs the whole model on rank 0, "
+            "whose weights (650.9 GiB) exceed one device (80.0 GiB)") in p.stderr, p.stderr
+    assert "dp 16 x tp 8 x pp 8 = 1024 ranks" in p.stderr + p.stdout

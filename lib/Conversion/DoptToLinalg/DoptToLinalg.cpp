@@ -874,9 +874,22 @@ struct ConstantPattern : DoptPattern<dopt::ConstantOp> {
         return rewriter.notifyMatchFailure(op, "unsigned dense_resource");
       value = dense.bitcast(rt.getElementType());
     }
+    // A large splat (a loop's initial value: fused attention's running
+    // maximum of every row) is a fill: as a constant it would be a dense
+    // global of that size in the program (and in every GPU kernel reading
+    // it).
+    if (auto dense = dyn_cast<DenseElementsAttr>(value);
+        dense && dense.isSplat() && rt.getNumElements() > kMaxSplatConstant) {
+      Value scalar = arith::ConstantOp::create(
+          rewriter, op.getLoc(), dense.getSplatValue<TypedAttr>());
+      rewriter.replaceOp(op, filled(rewriter, op.getLoc(), rt.getShape(), scalar));
+      return success();
+    }
     rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
     return success();
   }
+  /// Elements of the largest splat kept as a constant.
+  static constexpr int64_t kMaxSplatConstant = 1 << 16;
 };
 
 struct ShapePattern : DoptPattern<dopt::ShapeOp> {

@@ -509,3 +509,18 @@ func.func @long_concat(%a0: tensor<1x2xf32>, %a1: tensor<1x2xf32>, %a2: tensor<1
   %0 = dopt.concat %a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7, %a8, %a9, %a10, %a11, %a12, %a13, %a14, %a15, %a16, %a17, %a18, %a19, %a20, %a21, %a22, %a23, %a24, %a25, %a26, %a27, %a28, %a29, %a30, %a31, %a32, %a33 {axis = 0 : i64} : (tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) -> tensor<34x2xf32>
   return %0 : tensor<34x2xf32>
 }
+
+// -----
+
+// A large splat is a fill (as a constant it would be a dense global of its
+// size); a small one stays a constant.
+// CHECK-LABEL: func.func @large_splat
+// CHECK: %[[NEG:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<64x96x2048x1xf32>
+// CHECK: linalg.fill ins(%[[NEG]] : f32) outs(%[[E]] : tensor<64x96x2048x1xf32>)
+// CHECK: arith.constant dense<0xFF800000> : tensor<4x4xf32>
+func.func @large_splat() -> (tensor<64x96x2048x1xf32>, tensor<4x4xf32>) {
+  %big = dopt.constant {value = dense<0xFF800000> : tensor<64x96x2048x1xf32>} : () -> tensor<64x96x2048x1xf32>
+  %small = dopt.constant {value = dense<0xFF800000> : tensor<4x4xf32>} : () -> tensor<4x4xf32>
+  return %big, %small : tensor<64x96x2048x1xf32>, tensor<4x4xf32>
+}
