@@ -33,8 +33,17 @@ A fourth table (`--only depth`) compiles the same decoder at 6 / 12 / 24 /
 default) and with every copy compiled (`--outline-repeats=false`, distopt
 before 2026-11-29), in the same run.
 
+`--only gpt3-ranks` compiles one rank of GPT-3 175B (python/testmodels'
+generator; its weights are not present: compiling reads shapes) for
+`--target cuda` on 128 DGX A100 nodes, batch 1536, seq 2048, fp16, AdamW
+state in fp32 (`--optimizer adam`): the planner's own plan and the
+Megatron-LM layout of the issue's headline (dp 8 x tp 8 x pp 16, 192
+micro-batches), rank 0 (the first stage) and rank 1023 (the last): compile
+seconds, peak GiB, and the rank's device memory as compiled against the
+plan's prediction (the line `distopt compile` prints).
+
 Usage: bench/training_compile.py [--build build] [--repeat 3]
-           [--only gpt|gpt2-medium|threads|microbatches|depth]
+           [--only gpt|gpt2-medium|threads|microbatches|depth|gpt3-ranks]
            [--baseline OLD/bin/distopt]
            [--baseline-max 64]
 """
@@ -182,6 +191,45 @@ def depth_table(distopt: Path) -> None:
         print(f"| {layers} | {s:.1f} | {g:.2f} | {es:.1f} | {eg:.2f} |")
 
 
+def gpt3_ranks_table(distopt: Path) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
+        tmp = Path(tmp)
+        subprocess.run([sys.executable, HERE.parent / "python/testmodels/gen_models.py",
+                        "--out", tmp, "--only", "gpt3_175b"], check=True,
+                       capture_output=True)
+        plans = [("planner's", []),
+                 ("dp 8 x tp 8 x pp 16, 192 mb", ["--dp", "8", "--tp", "8", "--pp", "16",
+                                                  "--microbatches", "192"])]
+        for name, forced in plans:
+            for rank in (0, 1023):
+                report = tmp / "time.txt"
+                cmd = [distopt, "compile", tmp / "gpt3_175b.onnx", "--cluster",
+                       "128xdgx-a100x8", "--dim", "batch=1536", "--dim", "seq=2048",
+                       "--precision", "fp16", "--loss", "cross-entropy", "--optimizer",
+                       "adam", "--target", "cuda", *forced, "--rank", str(rank),
+                       "-o", tmp / "r.dx"]
+                r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(report),
+                                    *map(str, cmd)], capture_output=True, text=True)
+                if r.returncode:
+                    sys.exit(f"distopt compile failed: {r.stderr[-2000:]}")
+                wall, kib = report.read_text().split()[-2:]
+                out = (r.stdout + r.stderr).splitlines()
+                plan = next(l for l in out if "plan dp" in l)
+                memory = next(l for l in out if "memory of a" in l)
+                compiled = float(memory.split("device: ")[1].split()[0])
+                predicted = float(memory.split("the plan predicted ")[1].split()[0])
+                rows.append((name, plan.split("plan ")[1].split(" = ")[0], rank,
+                             float(wall), int(kib) / 2**20, compiled, predicted))
+                print(rows[-1], file=sys.stderr)
+    print("\nOne rank of GPT-3 175B for 1024 A100s (CUDA, fp16), compiled here\n")
+    print("| plan | degrees | rank | compile s | peak GiB | device GiB compiled | "
+          "device GiB planned |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, degrees, rank, s, g, c, pl in rows:
+        print(f"| {name} | {degrees} | {rank} | {s:.0f} | {g:.2f} | {c:.1f} | {pl:.1f} |")
+
+
 def gpt_table(distopt: Path, config: dict, batch: int, samples: int, steps_run: int) -> None:
     """Compiles bench/gpu_models.py's GPT of `config` as an AdamW step at
     `batch` and trains `steps_run` steps on `samples` samples."""
@@ -224,7 +272,7 @@ def main() -> int:
     ap.add_argument("--build", default=str(HERE.parent / "build"))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["gpt", "gpt2-medium", "threads", "microbatches",
-                                       "depth"])
+                                       "depth", "gpt3-ranks"])
     ap.add_argument("--baseline", help="an earlier distopt, for the micro-batches table")
     ap.add_argument("--baseline-max", type=int, default=64)
     args = ap.parse_args()
@@ -237,6 +285,8 @@ def main() -> int:
         threads_table(distopt, args.repeat)
     if args.only in (None, "gpt"):
         gpt_table(distopt, dict(vocab=16000, d=768, heads=12, layers=12, seq=128), 2, 8, 3)
+    if args.only == "gpt3-ranks":
+        gpt3_ranks_table(distopt)
     if args.only == "gpt2-medium":
         gpt_table(distopt, dict(vocab=50257, d=1024, heads=16, layers=24, seq=1024), 1, 2, 2)
     return 0

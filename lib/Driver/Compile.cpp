@@ -218,6 +218,30 @@ struct StageBuffers {
   std::vector<std::string> weights;
 };
 
+/// The memory plan's bytes alive at the deepest point of `module`'s @main:
+/// each function's arena (distopt-plan-buffers) plus the largest of its
+/// callees' (a call allocates its callee's arena).
+double arenaPeak(ModuleOp module) {
+  llvm::DenseMap<Operation *, double> memo;
+  std::function<double(func::FuncOp)> peak = [&](func::FuncOp f) -> double {
+    if (!f || f.isExternal())
+      return 0;
+    auto [it, fresh] = memo.try_emplace(f, 0);
+    if (!fresh)
+      return it->second; // (also ends recursion)
+    double below = 0;
+    f.walk([&](func::CallOp call) {
+      below = std::max(below, peak(module.lookupSymbol<func::FuncOp>(
+                                  call.getCallee())));
+    });
+    double own = 0;
+    if (auto a = f->getAttrOfType<IntegerAttr>("distopt.arena_bytes"))
+      own = a.getInt();
+    return memo[f] = own + below;
+  };
+  return peak(module.lookupSymbol<func::FuncOp>("dopt_main"));
+}
+
 /// The optimizer whose state the memory plan holds for a compiled step: the
 /// compiled SGD keeps a momentum buffer whatever the run-time --momentum
 /// (0: plain SGD), so it is planned as SGD with momentum.
@@ -781,6 +805,16 @@ LogicalResult driver::compile(MLIRContext &context,
   cpuOptions.codegenSplitMin = options.codegenSplitMin;
   llvm::StringSet<> outerOutputNames;
 
+  // The memory one rank of each compiled training step holds (with a
+  // plan): the runtime's buffers by role, and the memory plan's arenas (the
+  // step's and, below it, the deepest chain of its calls').
+  struct RankMemory {
+    int64_t stage = 0;
+    double weights = 0, optimizerState = 0, inputs = 0, outputs = 0,
+           planned = 0;
+  };
+  std::vector<RankMemory> rankMemory;
+
   for (auto [k, programName] : llvm::enumerate(programNames)) {
     bool isEval = programName == "eval";
     bool isServer = programName == "ps_update";
@@ -880,6 +914,32 @@ LogicalResult driver::compile(MLIRContext &context,
         }
     }
     auto main = program->lookupSymbol<func::FuncOp>("main");
+    // (The memory plan is read after lowering: for a bundle, on the CPU
+    // and the GPU.)
+    bool reportMemory = !isEval && !isServer && optimizer &&
+                        emit == Emit::Bundle && !emulateCUDA &&
+                        generatesCode(programName) &&
+                        !servers.stageMemory.empty();
+    if (reportMemory) {
+      RankMemory mem;
+      mem.stage = pipeline ? static_cast<int64_t>(k) : 0;
+      auto bytes = [](Type t) {
+        auto rt = cast<RankedTensorType>(t);
+        return double(rt.getNumElements()) * elementBytes(rt.getElementType());
+      };
+      for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+        double b = bytes(main.getArgument(i).getType());
+        if (main.getArgAttr(i, "dopt.weight"))
+          mem.weights += b;
+        else if (main.getArgAttr(i, "dopt.optimizer_state"))
+          mem.optimizerState += b;
+        else
+          mem.inputs += b;
+      }
+      for (Type t : main.getResultTypes())
+        mem.outputs += bytes(t);
+      rankMemory.push_back(mem);
+    }
     if (isServer) {
       // Its buffers: inputs, then the shard (its weight), then outputs.
       for (unsigned i = 0; i < main.getNumArguments(); ++i) {
@@ -1086,6 +1146,8 @@ LogicalResult driver::compile(MLIRContext &context,
       std::vector<int8_t> kinds;
       if (failed(cuda::lowerToGPU(*program, argTypes, kinds)))
         return failure();
+      if (reportMemory)
+        rankMemory.back().planned = arenaPeak(*program);
       if (emit == Emit::GPU) {
         program->print(printedOS, flags);
         printedOS << "\n";
@@ -1111,8 +1173,15 @@ LogicalResult driver::compile(MLIRContext &context,
         printedOS << "\n";
         continue;
       }
-    } else if (failed(cpu::lowerToLLVMDialect(*program, options.outlineOps))) {
-      return failure();
+    } else {
+      SmallVector<MemRefType> argTypes;
+      if (failed(cpu::lowerToLoops(*program, argTypes)))
+        return failure();
+      if (reportMemory)
+        rankMemory.back().planned = arenaPeak(*program);
+      if (failed(cpu::lowerLoopsToLLVMDialect(*program, argTypes,
+                                              options.outlineOps)))
+        return failure();
     }
     if (pipeline || isEval || isServer) {
       // Stage k's symbols: dopt_main_k, dopt_entry_k; the evaluation
@@ -1141,6 +1210,36 @@ LogicalResult driver::compile(MLIRContext &context,
       continue;
     }
     llvmModules.push_back(std::move(llvmModule));
+  }
+  // Each compiled step's device memory against the plan's prediction for
+  // its stage.
+  for (const RankMemory &mem : rankMemory) {
+    const Partitioned::StageMemory &plan =
+        servers.stageMemory[std::min<size_t>(mem.stage,
+                                             servers.stageMemory.size() - 1)];
+    double total = mem.weights + mem.optimizerState + mem.inputs +
+                   mem.outputs + mem.planned;
+    // One unit for the line: that of the larger total.
+    double largest = std::max(total, plan.total());
+    auto [unit, name] = largest >= (1 << 30)   ? std::pair(double(1 << 30), "GiB")
+                        : largest >= (1 << 20) ? std::pair(double(1 << 20), "MiB")
+                                               : std::pair(1024.0, "KiB");
+    auto n = [&, unit = unit](double bytes) {
+      return llvm::format("%.2f", bytes / unit);
+    };
+    log << "distopt compile: memory of a "
+        << (pipeline ? "stage-" + std::to_string(mem.stage) + " " : "")
+        << "device: " << n(total) << " " << name << " = weights "
+        << n(mem.weights) << " + optimizer state " << n(mem.optimizerState)
+        << " + inputs " << n(mem.inputs) << " + step outputs "
+        << n(mem.outputs) << " + activations and temporaries (the memory "
+        << "plan) " << n(mem.planned) << "; the plan predicted "
+        << n(plan.total()) << " " << name << " (weights " << n(plan.weights)
+        << ", gradients " << n(plan.gradients) << ", optimizer state "
+        << n(plan.optimizerState) << ", activations " << n(plan.activations)
+        << "): "
+        << llvm::format("%+.0f%%", 100.0 * (total / plan.total() - 1))
+        << "\n";
   }
   if (emit != Emit::Bundle)
     return printTo(output, [&](llvm::raw_ostream &os) { os << printed; });

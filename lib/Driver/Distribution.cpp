@@ -233,6 +233,9 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   out.servers = p.servers;
   out.workers = p.dp;
   out.backupWorkers = p.backupWorkers;
+  for (const StagePlan &st : p.stages)
+    out.stageMemory.push_back({st.weightBytes, st.gradientBytes,
+                               st.optimizerBytes, st.activationBytes});
   llvm::raw_string_ostream os(out.summary);
   if (p.sync != GradientSync::AllReduce)
     os << "plan " << p.servers

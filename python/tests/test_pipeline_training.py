@@ -419,3 +419,24 @@ def test_whole_model_evaluation_is_left_out_where_it_exceeds_a_device(tmp_path):
     assert ("the evaluation program is not compiled: it runs the whole model on rank 0, "
             "whose weights (650.9 GiB) exceed one device (80.0 GiB)") in p.stderr, p.stderr
     assert "dp 16 x tp 8 x pp 8 = 1024 ranks" in p.stderr + p.stdout
+
+
+def test_compile_reports_each_compiled_ranks_memory_against_the_plan(torch_models, tmp_path):
+    """A training step compiled for a plan prints, for each stage it
+    generates code for, the device memory as compiled (the runtime's
+    buffers by role, the memory plan's arenas) beside the plan's prediction:
+    the weights and AdamW's two moments held are what the plan counted."""
+    import re
+    d = torch_models / REFERENCE_DIRS["gpt_adamw"]
+    p = run(DISTOPT, "compile", d / "model.onnx", "--loss", "cross-entropy:logits",
+            "--optimizer", "adamw", "--cluster", "local:2", "--pp", "2", "--microbatches", "2",
+            "--rank", "1", "-o", tmp_path / "s1.dx")
+    lines = [l for l in (p.stdout + p.stderr).splitlines() if "memory of a" in l]
+    assert len(lines) == 1 and "memory of a stage-1 device: " in lines[0], p.stderr
+    number = r"([0-9.]+)"
+    m = re.search(rf"weights {number} \+ optimizer state {number} .* the plan predicted "
+                  rf"{number} \w+ \(weights {number}, gradients {number}, optimizer state "
+                  rf"{number}, activations {number}\)", lines[0])
+    assert m, lines[0]
+    weights, state, _, planned_weights, _, planned_state, _ = map(float, m.groups())
+    assert weights == planned_weights and state == planned_state, lines[0]

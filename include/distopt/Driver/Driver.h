@@ -144,6 +144,14 @@ struct Partitioned {
   /// The plan in one line (`plan dp 2 x tp 1 x pp 1 = 2 ranks on ...`);
   /// empty without a cluster.
   std::string summary;
+  /// The plan's memory per device of each pipeline stage, in bytes.
+  struct StageMemory {
+    double weights = 0, gradients = 0, optimizerState = 0, activations = 0;
+    double total() const {
+      return weights + gradients + optimizerState + activations;
+    }
+  };
+  std::vector<StageMemory> stageMemory;
 };
 
 /// What a partitioned program is for.
