@@ -195,7 +195,10 @@ def gpt3_ranks_table(distopt: Path) -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="distopt-compile-bench-") as tmp:
         tmp = Path(tmp)
-        subprocess.run([sys.executable, HERE.parent / "python/testmodels/gen_models.py",
+        # (The generator needs onnx: the project's virtualenv.)
+        venv = HERE.parent / ".venv/bin/python"
+        subprocess.run([venv if venv.exists() else sys.executable,
+                        HERE.parent / "python/testmodels/gen_models.py",
                         "--out", tmp, "--only", "gpt3_175b"], check=True,
                        capture_output=True)
         plans = [("planner's", []),

@@ -47,10 +47,10 @@ static cl::opt<bool> outlineRepeats(
 static cl::opt<int64_t> compileRank(
     "rank",
     cl::desc("Generate code only for what rank R of the plan runs (its "
-             "pipeline stage; a server's or a worker's program): one "
-             "rank's bundle of a large plan, compiled in the time of one "
-             "stage. Bundles of ranks of different stages run together "
-             "under one mpirun (MPMD: -np A a.dx/a : -np B b.dx/b)"),
+             "pipeline stage's step): one rank's bundle of a large plan, "
+             "compiled in the time of one stage. Bundles of ranks of "
+             "different stages run together under one mpirun (MPMD: -np A "
+             "a.dx/a : -np B b.dx/b)"),
     cl::value_desc("R"), cl::sub(tool::compileCommand()));
 static cl::opt<bool> sharedLibrary(
     "shared-library",

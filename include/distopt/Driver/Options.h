@@ -147,9 +147,9 @@ struct CompileOptions {
   /// --emulate-threads (Target::CUDAEmulation).
   std::optional<EmulatedThreads> emulateThreads;
   /// --rank R: generate code only for the programs rank R runs (its
-  /// pipeline stage's step; a parameter server's update or a worker's
-  /// step; the evaluation program where R runs it). The manifest still
-  /// describes every rank; the executable refuses to run the others.
+  /// pipeline stage's step; the evaluation program where R's stage holds
+  /// rank 0, which runs it). The manifest still describes every rank; the
+  /// executable refuses to run the others. Not with parameter servers.
   std::optional<int64_t> rank;
 
   bool training() const { return gradients || !loss.empty() || optimizer; }
