@@ -70,12 +70,17 @@ LogicalResult distopt::outlinePipelineStages(ModuleOp module) {
     return -1; // a model input
   };
   // Activations crossing stages, in program order, with their last reader.
+  // (A constant is copied into every stage that reads it, below: it does
+  // not travel.)
+  auto isConstant = [](Value v) {
+    return isa_and_nonnull<dopt::ConstantOp>(v.getDefiningOp());
+  };
   SmallVector<Value> crossing;
   llvm::DenseMap<Value, int64_t> lastReader, activationId;
   for (Operation *op : ops)
     for (Value v : op->getOperands()) {
       int64_t from = stageOfValue(v), to = stageOf[op];
-      if (from < 0 || from == to)
+      if (from < 0 || from == to || isConstant(v))
         continue;
       if (from > to)
         return op->emitError("pipeline stage ")
@@ -90,7 +95,7 @@ LogicalResult distopt::outlinePipelineStages(ModuleOp module) {
   // the last stage's ranks hold every output.
   for (Value v : ret.getOperands()) {
     int64_t from = stageOfValue(v);
-    if (from >= 0 && from < stages - 1) {
+    if (from >= 0 && from < stages - 1 && !isConstant(v)) {
       if (!activationId.count(v)) {
         activationId[v] = crossing.size();
         crossing.push_back(v);
@@ -172,8 +177,12 @@ LogicalResult distopt::outlinePipelineStages(ModuleOp module) {
     for (Operation *op : ops)
       if (stageOf[op] == k ||
           (isa<dopt::ConstantOp>(op) &&
-           llvm::any_of(op->getUsers(),
-                        [&](Operation *u) { return stageOf.lookup(u) == k; })))
+           (llvm::any_of(op->getUsers(),
+                         [&](Operation *u) {
+                           return stageOf.lookup(u) == k;
+                         }) ||
+            (k == stages - 1 && llvm::is_contained(ret.getOperands(),
+                                                   op->getResult(0))))))
         fb.clone(*op, map);
     SmallVector<Value> results;
     for (Value v : resultValues)

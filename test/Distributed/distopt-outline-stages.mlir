@@ -1,4 +1,4 @@
-// RUN: distopt-opt %s --distopt-outline-stages | FileCheck %s
+// RUN: distopt-opt %s --distopt-outline-stages --split-input-file | FileCheck %s
 
 // A partitioned 2-stage, tp 2 program (distopt-partition outline-stages=false)
 // whose stage boundary lies inside a tensor-parallel region: the activation
@@ -22,5 +22,27 @@ module attributes {dopt.partitioned, dopt.pipeline = {microbatches = 2 : i64, st
     %y = shard.all_reduce %p on @dopt_grid grid_axes = [2] {dopt.stage = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
     %z = dopt.add %y, %xn {dopt.stage = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
     return %z : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// A constant read by two stages (a causal mask, a scale) is copied into
+// each: it is not an activation sent between them.
+// CHECK: shard.grid @dopt_grid(shape = 2x1x1)
+// CHECK: func.func @dopt_stage_0(%arg0: tensor<2x8xf32> {dopt.model_input = 0 : i64, dopt.name = "x"})
+// CHECK-SAME: -> (tensor<2x8xf32> {dopt.activation = 0 : i64})
+// CHECK: dopt.constant
+// CHECK: func.func @dopt_stage_1(%arg0: tensor<2x8xf32> {dopt.activation = 0 : i64})
+// CHECK-SAME: -> (tensor<2x8xf32> {dopt.model_output = 0 : i64, dopt.name = "y"})
+// CHECK: %[[C:.*]] = dopt.constant
+// CHECK: dopt.mul %arg0, %[[C]]
+module attributes {dopt.partitioned, dopt.pipeline = {microbatches = 2 : i64, stages = 2 : i64}} {
+  shard.grid @dopt_grid(shape = 2x1x1)
+  func.func @main(%x: tensor<2x8xf32> {dopt.name = "x"}) -> (tensor<2x8xf32> {dopt.name = "y"}) {
+    %c = dopt.constant {value = dense<0.5> : tensor<2x8xf32>} : () -> tensor<2x8xf32>
+    %a = dopt.mul %x, %c {dopt.stage = 0 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    %b = dopt.mul %a, %c {dopt.stage = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    return %b : tensor<2x8xf32>
   }
 }
