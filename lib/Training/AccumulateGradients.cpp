@@ -199,6 +199,24 @@ struct AccumulateGradientsPass
       microResults.push_back(v);
     func::ReturnOp::create(b, loc, microResults);
     microRet.erase();
+    // The weights' 16-bit copies (autocast's casts of weight arguments) are
+    // made once per step in @main and passed to every call, after the sums
+    // (the backward differentiates through the cast's adjoint, which does
+    // not read the copy).
+    SmallVector<std::pair<unsigned, TypeAttr>> weightCasts; // (arg, to)
+    for (Operation *op : microOps) {
+      auto cast = dyn_cast<dopt::CastOp>(op);
+      auto arg = cast ? dyn_cast<BlockArgument>(cast.getInput()) : nullptr;
+      if (!arg || arg.getOwner() != entry ||
+          arg.getArgNumber() >= main.getNumArguments() ||
+          !main.getArgAttr(arg.getArgNumber(), "dopt.weight") ||
+          updatedArgs.count(arg.getArgNumber()))
+        continue;
+      weightCasts.push_back({arg.getArgNumber(), cast.getToAttr()});
+      cast.getResult().replaceAllUsesWith(
+          entry->addArgument(cast.getType(), loc));
+      cast.erase();
+    }
     micro.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
                                     ValueRange(microResults).getTypes()));
 
@@ -217,6 +235,10 @@ struct AccumulateGradientsPass
     }
     for (auto [arg, v] : updates)
       carried.push_back(main.getArgument(arg));
+    SmallVector<Value> weightCopies;
+    for (auto [arg, to] : weightCasts)
+      weightCopies.push_back(
+          dopt::CastOp::create(b, loc, main.getArgument(arg), to));
     auto constIndex = [&](OpBuilder &at, int64_t v) -> Value {
       return arith::ConstantIndexOp::create(at, loc, v);
     };
@@ -255,6 +277,7 @@ struct AccumulateGradientsPass
       Value m64 = arith::IndexCastOp::create(at, loc, at.getI64Type(), m);
       args.push_back(tensor::FromElementsOp::create(at, loc, i64Scalar, m64));
       llvm::append_range(args, iter.take_front(results));
+      llvm::append_range(args, weightCopies);
       return func::CallOp::create(at, loc, micro, args);
     };
     Operation *last;

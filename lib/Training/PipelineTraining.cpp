@@ -388,6 +388,19 @@ struct PipelineTrainingPass
         autodiff::placeDropoutMicrobatch(at, copy, m, microbatches);
     };
 
+    // The 16-bit copies of the weights (autocast's casts of weight
+    // arguments) are made once per step, in the step: each micro-batch's
+    // forward and backward take them as arguments (the backward still
+    // differentiates through the cast, to the fp32 weight).
+    SmallVector<Operation *> weightCasts;
+    for (Operation *op : forwardOps)
+      if (auto cast = dyn_cast<dopt::CastOp>(op))
+        if (auto arg = dyn_cast<BlockArgument>(cast.getInput()))
+          if (arg.getOwner() == &body &&
+              llvm::is_contained(weightArgs, arg.getArgNumber()) &&
+              !updatedArgs.count(arg.getArgNumber()))
+            weightCasts.push_back(op);
+
     // The forward: returns the activations leaving the stage, the loss (the
     // last stage), the weights it updates (batch norm's running statistics:
     // micro-batch m reads what m - 1 wrote, the forwards running in
@@ -427,8 +440,15 @@ struct PipelineTrainingPass
     IRMapping bMap;
     for (unsigned i = 0; i < stageFn.getNumArguments(); ++i)
       bMap.map(stageFn.getArgument(i), bEntry->getArgument(i + 1));
-    SmallVector<Operation *> bOps, keptClones;
+    SmallVector<Operation *> bOps, keptClones, castClones;
     for (Operation *op : forwardOps) {
+      if (llvm::is_contained(weightCasts, op)) {
+        Operation *copy = bb.clone(*op, bMap);
+        bOps.push_back(copy);
+        keptClones.push_back(nullptr);
+        castClones.push_back(copy);
+        continue;
+      }
       bool keep = recompute == "off" ||
                   (recompute == "selective" &&
                    isa<dopt::MatMulOp, dopt::GemmOp, dopt::ConvOp,
@@ -542,9 +562,15 @@ struct PipelineTrainingPass
         fResults.push_back(fClones[k]->getResult(r.getResultNumber()));
       }
     }
+    // The weights' 16-bit copies, after the stash.
+    for (Operation *clone : castClones)
+      clone->getResult(0).replaceAllUsesWith(
+          bEntry->addArgument(clone->getResult(0).getType(), loc));
     func::ReturnOp::create(bb, loc, bResults);
     bwd.setType(FunctionType::get(ctx, bEntry->getArgumentTypes(),
                                   ValueRange(bResults).getTypes()));
+    for (Operation *clone : llvm::reverse(castClones))
+      clone->erase();
     for (Operation *clone : llvm::reverse(keptClones))
       if (clone)
         clone->erase();
@@ -552,6 +578,13 @@ struct PipelineTrainingPass
       if (op.use_empty() && !op.hasTrait<OpTrait::IsTerminator>() &&
           isMemoryEffectFree(&op))
         op.erase();
+    for (Operation *op : weightCasts) {
+      Operation *clone = fClones[llvm::find(forwardOps, op) - forwardOps.begin()];
+      Value copy = fEntry->addArgument(clone->getResult(0).getType(), loc);
+      clone->getResult(0).replaceAllUsesWith(copy);
+      std::replace(fResults.begin(), fResults.end(), Value(clone->getResult(0)), copy);
+      clone->erase();
+    }
     func::ReturnOp::create(fb, loc, fResults);
     fwd.setType(FunctionType::get(ctx, fEntry->getArgumentTypes(),
                                   ValueRange(fResults).getTypes()));
@@ -564,6 +597,14 @@ struct PipelineTrainingPass
     for (unsigned j : gradParams)
       gradSums.push_back(zeroLike(b, stepWeights[params[j]].getType()));
     unsigned firstStash = leaving.size() + (last ? 1 : 0) + updates.size();
+    SmallVector<Value> weightCopies;
+    {
+      IRMapping map;
+      for (auto [j, i] : llvm::enumerate(weightArgs))
+        map.map(stageFn.getArgument(i), stepWeights[j]);
+      for (Operation *op : weightCasts)
+        weightCopies.push_back(b.clone(*op, map)->getResult(0));
+    }
     Value lossSum;
     for (auto [isBackward, m] :
          scheduleOf(schedule, stage, stages, microbatches)) {
@@ -587,6 +628,7 @@ struct PipelineTrainingPass
           stageInputs[m].push_back(map.lookup(a));
         SmallVector<Value> args{index};
         llvm::append_range(args, stageInputs[m]);
+        llvm::append_range(args, weightCopies);
         auto call = func::CallOp::create(b, loc, fwd, args);
         unsigned r = 0;
         for (unsigned i : leaving) {
@@ -636,6 +678,7 @@ struct PipelineTrainingPass
       }
       llvm::append_range(args, gradSums);
       llvm::append_range(args, stashed[m]);
+      llvm::append_range(args, weightCopies);
       stashed[m].clear();
       auto call = func::CallOp::create(b, loc, bwd, args);
       for (unsigned k = 0; k < gradSums.size(); ++k)

@@ -97,3 +97,31 @@ module {
     return %l, %c : tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// A weight's 16-bit copy (autocast's cast of the weight argument) is made
+// once, in @main before the loop, and passed to every call after the sums;
+// the micro-batch function reads the copy, not a cast of its own.
+// CHECK: func.func @main(%arg0: tensor<4x3xbf16>
+// CHECK: %[[COPY:.*]] = dopt.cast %arg1 {to = bf16}
+// CHECK: scf.for
+// CHECK: func.call @dopt_microbatch(%{{.*}}, %arg1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[COPY]])
+// CHECK: func.func private @dopt_microbatch(%arg0: tensor<2x3xbf16>
+// CHECK-SAME: %[[WB:[^:]*]]: tensor<3xbf16>)
+// CHECK-NOT: dopt.cast %arg1
+// CHECK: dopt.mul %{{.*}}, %[[WB]]
+module {
+  func.func @main(%x: tensor<2x3xbf16> {dopt.name = "x"}, %w: tensor<3xf32> {dopt.weight = {name = "w"}})
+      -> (tensor<f32> {dopt.name = "loss"}, tensor<f32> {dopt.name = "counted"},
+          tensor<3xf32> {dopt.grad_of = "w", dopt.name = "grad:w"}) {
+    %wb = dopt.cast %w {to = bf16} : (tensor<3xf32>) -> tensor<3xbf16>
+    %y = dopt.mul %x, %wb : (tensor<2x3xbf16>, tensor<3xbf16>) -> tensor<2x3xbf16>
+    %y32 = dopt.cast %y {to = f32} : (tensor<2x3xbf16>) -> tensor<2x3xf32>
+    %l = dopt.reduce_sum %y32 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+    %c = dopt.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+    %x32 = dopt.cast %x {to = f32} : (tensor<2x3xbf16>) -> tensor<2x3xf32>
+    %g = dopt.reduce_sum %x32 {axes = array<i64: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
+    return %l, %c, %g : tensor<f32>, tensor<f32>, tensor<3xf32>
+  }
+}
