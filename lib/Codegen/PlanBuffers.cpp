@@ -95,8 +95,8 @@ struct PlanBuffersPass
           continue; // not alive together
         if (offset + b->bytes <= p->offset)
           break;
-        offset = std::max(offset,
-                          (int64_t)llvm::alignTo(p->offset + p->bytes, kAlignment));
+        offset = std::max(
+            offset, (int64_t)llvm::alignTo(p->offset + p->bytes, kAlignment));
       }
       b->offset = offset;
       placed.insert(llvm::upper_bound(placed, b, byPlace), b);

@@ -177,12 +177,11 @@ LogicalResult distopt::outlinePipelineStages(ModuleOp module) {
     for (Operation *op : ops)
       if (stageOf[op] == k ||
           (isa<dopt::ConstantOp>(op) &&
-           (llvm::any_of(op->getUsers(),
-                         [&](Operation *u) {
-                           return stageOf.lookup(u) == k;
-                         }) ||
-            (k == stages - 1 && llvm::is_contained(ret.getOperands(),
-                                                   op->getResult(0))))))
+           (llvm::any_of(
+                op->getUsers(),
+                [&](Operation *u) { return stageOf.lookup(u) == k; }) ||
+            (k == stages - 1 &&
+             llvm::is_contained(ret.getOperands(), op->getResult(0))))))
         fb.clone(*op, map);
     SmallVector<Value> results;
     for (Value v : resultValues)

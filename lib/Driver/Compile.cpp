@@ -231,8 +231,8 @@ double arenaPeak(ModuleOp module) {
       return it->second; // (also ends recursion)
     double below = 0;
     f.walk([&](func::CallOp call) {
-      below = std::max(below, peak(module.lookupSymbol<func::FuncOp>(
-                                  call.getCallee())));
+      below = std::max(
+          below, peak(module.lookupSymbol<func::FuncOp>(call.getCallee())));
     });
     double own = 0;
     if (auto a = f->getAttrOfType<IntegerAttr>("distopt.arena_bytes"))
@@ -1214,16 +1214,16 @@ LogicalResult driver::compile(MLIRContext &context,
   // Each compiled step's device memory against the plan's prediction for
   // its stage.
   for (const RankMemory &mem : rankMemory) {
-    const Partitioned::StageMemory &plan =
-        servers.stageMemory[std::min<size_t>(mem.stage,
-                                             servers.stageMemory.size() - 1)];
-    double total = mem.weights + mem.optimizerState + mem.inputs +
-                   mem.outputs + mem.planned;
+    const Partitioned::StageMemory &plan = servers.stageMemory[std::min<size_t>(
+        mem.stage, servers.stageMemory.size() - 1)];
+    double total = mem.weights + mem.optimizerState + mem.inputs + mem.outputs +
+                   mem.planned;
     // One unit for the line: that of the larger total.
     double largest = std::max(total, plan.total());
-    auto [unit, name] = largest >= (1 << 30)   ? std::pair(double(1 << 30), "GiB")
-                        : largest >= (1 << 20) ? std::pair(double(1 << 20), "MiB")
-                                               : std::pair(1024.0, "KiB");
+    auto [unit, name] = largest >= (1 << 30) ? std::pair(double(1 << 30), "GiB")
+                        : largest >= (1 << 20)
+                            ? std::pair(double(1 << 20), "MiB")
+                            : std::pair(1024.0, "KiB");
     auto n = [&, unit = unit](double bytes) {
       return llvm::format("%.2f", bytes / unit);
     };
@@ -1231,14 +1231,13 @@ LogicalResult driver::compile(MLIRContext &context,
         << (pipeline ? "stage-" + std::to_string(mem.stage) + " " : "")
         << "device: " << n(total) << " " << name << " = weights "
         << n(mem.weights) << " + optimizer state " << n(mem.optimizerState)
-        << " + inputs " << n(mem.inputs) << " + step outputs "
-        << n(mem.outputs) << " + activations and temporaries (the memory "
+        << " + inputs " << n(mem.inputs) << " + step outputs " << n(mem.outputs)
+        << " + activations and temporaries (the memory "
         << "plan) " << n(mem.planned) << "; the plan predicted "
         << n(plan.total()) << " " << name << " (weights " << n(plan.weights)
         << ", gradients " << n(plan.gradients) << ", optimizer state "
         << n(plan.optimizerState) << ", activations " << n(plan.activations)
-        << "): "
-        << llvm::format("%+.0f%%", 100.0 * (total / plan.total() - 1))
+        << "): " << llvm::format("%+.0f%%", 100.0 * (total / plan.total() - 1))
         << "\n";
   }
   if (emit != Emit::Bundle)

@@ -415,7 +415,8 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
     if (!check.getInteger(*rank, "rank", 0, r))
       return false;
     if (r >= m.ranks)
-      return check.fail("rank", "rank " + std::to_string(r) + " of a bundle of " +
+      return check.fail("rank", "rank " + std::to_string(r) +
+                                    " of a bundle of " +
                                     std::to_string(m.ranks) + " ranks");
     m.rank = r;
   }
@@ -745,7 +746,8 @@ bool holdsProgramOf(const Manifest &m, int64_t rank, std::string &error) {
           std::to_string(*m.rank) + "), but rank " + std::to_string(rank) +
           " runs stage " + std::to_string(theirs) +
           ": compile a bundle for it (distopt compile --rank " +
-          std::to_string(rank) + ") and start each rank from its stage's "
+          std::to_string(rank) +
+          ") and start each rank from its stage's "
           "bundle (mpirun -np N a.dx/a ... : -np N b.dx/b ...)";
   return false;
 }

@@ -579,10 +579,12 @@ struct PipelineTrainingPass
           isMemoryEffectFree(&op))
         op.erase();
     for (Operation *op : weightCasts) {
-      Operation *clone = fClones[llvm::find(forwardOps, op) - forwardOps.begin()];
+      Operation *clone =
+          fClones[llvm::find(forwardOps, op) - forwardOps.begin()];
       Value copy = fEntry->addArgument(clone->getResult(0).getType(), loc);
       clone->getResult(0).replaceAllUsesWith(copy);
-      std::replace(fResults.begin(), fResults.end(), Value(clone->getResult(0)), copy);
+      std::replace(fResults.begin(), fResults.end(), Value(clone->getResult(0)),
+                   copy);
       clone->erase();
     }
     func::ReturnOp::create(fb, loc, fResults);

@@ -96,7 +96,8 @@ void expectRoundTrip(const char *text) {
 
 TEST(Manifest, ToJsonWritesTheWholeFormat) {
   // A pipelined training step with its evaluation program.
-  const char *pipelined = R"({"format": 1, "model": "gpt", "ranks": 2, "rank": 1,
+  const char *pipelined =
+      R"({"format": 1, "model": "gpt", "ranks": 2, "rank": 1,
    "codegen": "cuda-emu", "precision": "bf16", "accumulate": 2, "step_flops": 1.5e9, "grid": [2, 1, 1],
    "inputs":  [{"name": "ids", "dtype": "int64", "shape": [4, 16], "batch_dim": 0,
                 "indices": {"low": -100, "high": 99, "use": "ONNX node 'wte' (Gather): the indices"}}],
@@ -116,8 +117,8 @@ TEST(Manifest, ToJsonWritesTheWholeFormat) {
   for (const char *key :
        {"\"accumulate\": 2", "\"batch_dim\": 0", "\"pipeline\"",
         "\"codegen\": \"cuda-emu\"", "\"precision\": \"bf16\"",
-        "\"activation\": 0", "\"eval\"", "\"microbatches\": 4",
-        "\"low\": -100", "\"high\": 99", "\"rank\": 1"})
+        "\"activation\": 0", "\"eval\"", "\"microbatches\": 4", "\"low\": -100",
+        "\"high\": 99", "\"rank\": 1"})
     EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
   // Compiled for rank 1 (stage 1 of 2): rank 0 runs the other stage.
   EXPECT_TRUE(holdsProgramOf(m, 1, error));

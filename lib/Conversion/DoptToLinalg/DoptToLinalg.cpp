@@ -882,7 +882,8 @@ struct ConstantPattern : DoptPattern<dopt::ConstantOp> {
         dense && dense.isSplat() && rt.getNumElements() > kMaxSplatConstant) {
       Value scalar = arith::ConstantOp::create(
           rewriter, op.getLoc(), dense.getSplatValue<TypedAttr>());
-      rewriter.replaceOp(op, filled(rewriter, op.getLoc(), rt.getShape(), scalar));
+      rewriter.replaceOp(op,
+                         filled(rewriter, op.getLoc(), rt.getShape(), scalar));
       return success();
     }
     rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
