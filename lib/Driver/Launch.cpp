@@ -94,6 +94,13 @@ distopt::driver::launchCommand(StringRef bundle, const LaunchOptions &options,
   if (auto *obj = manifest->getAsObject()) {
     if (auto r = obj->getInteger("ranks"))
       bundleRanks = *r;
+    // A bundle of one rank's stage (compile --rank) cannot run the others.
+    if (auto r = obj->getInteger("rank"); r && obj->get("pipeline"))
+      return fail("'" + bundle + "' holds the program of one pipeline stage "
+                  "(compiled with --rank " + Twine(*r) + "); start every "
+                  "stage's bundle under one mpirun (mpirun -np N s0.dx/s0 "
+                  "ARGS : -np N s1.dx/s1 ARGS ...), or compile without "
+                  "--rank for `distopt run`");
     // The grid is stages x data x tensor: the last axis is the tensor's.
     if (auto *grid = obj->getArray("grid"); grid && !grid->empty())
       tensor = grid->back().getAsInteger().value_or(1);

@@ -395,6 +395,11 @@ def test_one_rank_bundles_of_a_plan_train_together(torch_models, tmp_path):
     assert ("this bundle holds the program of pipeline stage 1 (compiled with --rank 2), "
             "but rank 0 runs stage 0: compile a bundle for it (distopt compile --rank 0)"
             in p.stdout + p.stderr)
+    # `distopt run` starts one bundle on every rank: it says what to do instead.
+    p = run(DISTOPT, "run", "-n", "4", bundles[2], *args[:-4], check=False)
+    assert p.returncode != 0
+    assert ("holds the program of one pipeline stage (compiled with --rank 2); start every "
+            "stage's bundle under one mpirun") in p.stderr, p.stderr
     for flags, message in (
             ([*plan, "--rank", "4"], "--rank 4: the plan has 4 ranks (0 to 3)"),
             (["--cluster", "local:3", "--sync", "ps", "--servers", "1", "--rank", "0"],
