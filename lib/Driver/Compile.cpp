@@ -17,7 +17,6 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 #include "distopt/Distributed/Passes.h"
-#include "distopt/Planner/Cluster.h"
 #include "distopt/Planner/CostModel.h"
 #include "distopt/Planner/PlanGraph.h"
 #include "distopt/Planner/PlanToIR.h"
@@ -598,18 +597,13 @@ LogicalResult driver::compile(MLIRContext &context,
         return failure();
       // Pipelined and parameter-server steps evaluate the whole model on
       // rank 0: not compiled where its weights alone exceed a device.
-      if ((pipelinedStep || servers.servers > 0) &&
-          !distribution.cluster.empty()) {
+      if ((pipelinedStep || servers.servers > 0) && servers.deviceMemory) {
         int64_t weightBytes = 0;
         evalModule->walk([&](dopt::WeightOp w) {
           auto t = cast<RankedTensorType>(w.getType());
           weightBytes += t.getNumElements() * elementBytes(t.getElementType());
         });
-        llvm::Expected<planner::Cluster> cluster =
-            planner::resolveCluster(distribution.cluster);
-        if (!cluster)
-          return failure(); // (planning read it)
-        int64_t capacity = cluster->device.memoryCapacity;
+        int64_t capacity = servers.deviceMemory;
         if (weightBytes > capacity) {
           WithColor::warning()
               << "the evaluation program is not compiled: it runs the whole "

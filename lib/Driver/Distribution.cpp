@@ -233,6 +233,7 @@ driver::partitionForCluster(MLIRContext &context, ModuleOp module,
   out.servers = p.servers;
   out.workers = p.dp;
   out.backupWorkers = p.backupWorkers;
+  out.deviceMemory = cluster->device.memoryCapacity;
   for (const StagePlan &st : p.stages)
     out.stageMemory.push_back({st.weightBytes, st.gradientBytes,
                                st.optimizerBytes, st.activationBytes});

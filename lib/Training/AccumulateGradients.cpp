@@ -204,18 +204,15 @@ struct AccumulateGradientsPass
     // (the backward differentiates through the cast's adjoint, which does
     // not read the copy).
     SmallVector<std::pair<unsigned, TypeAttr>> weightCasts; // (arg, to)
-    for (Operation *op : microOps) {
-      auto cast = dyn_cast<dopt::CastOp>(op);
-      auto arg = cast ? dyn_cast<BlockArgument>(cast.getInput()) : nullptr;
-      if (!arg || arg.getOwner() != entry ||
-          arg.getArgNumber() >= main.getNumArguments() ||
-          !main.getArgAttr(arg.getArgNumber(), "dopt.weight") ||
-          updatedArgs.count(arg.getArgNumber()))
-        continue;
-      weightCasts.push_back({arg.getArgNumber(), cast.getToAttr()});
-      cast.getResult().replaceAllUsesWith(
-          entry->addArgument(cast.getType(), loc));
-      cast.erase();
+    for (Operation *op :
+         autodiff::weightCopies(main, entry, microOps, updatedArgs)) {
+      auto copy = cast<dopt::CastOp>(op);
+      weightCasts.push_back(
+          {cast<BlockArgument>(copy.getInput()).getArgNumber(),
+           copy.getToAttr()});
+      copy.getResult().replaceAllUsesWith(
+          entry->addArgument(copy.getType(), loc));
+      copy.erase();
     }
     micro.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
                                     ValueRange(microResults).getTypes()));

@@ -141,6 +141,22 @@ SmallVector<std::pair<unsigned, Value>> autodiff::takeForwardUpdates(
   return updates;
 }
 
+SmallVector<Operation *> autodiff::weightCopies(
+    func::FuncOp func, Block *args, ArrayRef<Operation *> ops,
+    const llvm::DenseMap<unsigned, StringAttr> &updatedArgs) {
+  SmallVector<Operation *> copies;
+  for (Operation *op : ops) {
+    auto cast = dyn_cast<dopt::CastOp>(op);
+    auto arg = cast ? dyn_cast<BlockArgument>(cast.getInput()) : nullptr;
+    if (arg && arg.getOwner() == args &&
+        arg.getArgNumber() < func.getNumArguments() &&
+        func.getArgAttr(arg.getArgNumber(), "dopt.weight") &&
+        !updatedArgs.count(arg.getArgNumber()))
+      copies.push_back(op);
+  }
+  return copies;
+}
+
 static int64_t dropoutBatchDim(Operation *d) {
   auto bd = d->getAttrOfType<IntegerAttr>("dopt.batch_dim");
   return bd ? bd.getInt() : 0;

@@ -392,14 +392,8 @@ struct PipelineTrainingPass
     // arguments) are made once per step, in the step: each micro-batch's
     // forward and backward take them as arguments (the backward still
     // differentiates through the cast, to the fp32 weight).
-    SmallVector<Operation *> weightCasts;
-    for (Operation *op : forwardOps)
-      if (auto cast = dyn_cast<dopt::CastOp>(op))
-        if (auto arg = dyn_cast<BlockArgument>(cast.getInput()))
-          if (arg.getOwner() == &body &&
-              llvm::is_contained(weightArgs, arg.getArgNumber()) &&
-              !updatedArgs.count(arg.getArgNumber()))
-            weightCasts.push_back(op);
+    SmallVector<Operation *> weightCasts =
+        autodiff::weightCopies(stageFn, &body, forwardOps, updatedArgs);
 
     // The forward: returns the activations leaving the stage, the loss (the
     // last stage), the weights it updates (batch norm's running statistics:

@@ -152,6 +152,8 @@ struct Partitioned {
     }
   };
   std::vector<StageMemory> stageMemory;
+  /// One device's memory, in bytes (0 without a cluster).
+  int64_t deviceMemory = 0;
 };
 
 /// What a partitioned program is for.

@@ -48,6 +48,16 @@ llvm::SmallVector<std::pair<unsigned, mlir::Value>>
 takeForwardUpdates(const llvm::DenseMap<unsigned, mlir::StringAttr> &updatedArgs,
                    llvm::ArrayRef<mlir::Operation *> ops);
 
+/// The 16-bit copies of weights among `ops`: casts (autocast's) whose
+/// input is argument i of `args` where `func`'s argument i holds a weight
+/// that the forward pass does not update (`updatedArgs`, as
+/// forwardUpdatedWeights gives them). A step makes them once and passes
+/// them to each micro-batch's calls.
+llvm::SmallVector<mlir::Operation *>
+weightCopies(mlir::func::FuncOp func, mlir::Block *args,
+             llvm::ArrayRef<mlir::Operation *> ops,
+             const llvm::DenseMap<unsigned, mlir::StringAttr> &updatedArgs);
+
 /// Micro-batches of a step (--accumulate, a pipeline stage's): each copy of
 /// a dropout draws the mask of its rows of the whole batch. The replica's
 /// block of the batch (the partitioner's offsets, at micro-batch size) holds
