@@ -14,6 +14,7 @@
 
 #include "distopt/Driver/Driver.h"
 
+#include "distopt/Codegen/InPlaceUpdates.h"
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 #include "distopt/Distributed/Passes.h"
@@ -908,6 +909,14 @@ LogicalResult driver::compile(MLIRContext &context,
         }
     }
     auto main = program->lookupSymbol<func::FuncOp>("main");
+    // A training step writes its updated weights and optimizer state into
+    // their own buffers (the manifest's in-place outputs; parameter servers
+    // keep theirs apart).
+    if (!isEval && !isServer && optimizer && servers.servers == 0)
+      main->setAttr(kUpdateInPlaceAttr, UnitAttr::get(&context));
+    llvm::DenseMap<unsigned, unsigned> inPlaceOf; // result -> argument
+    for (InPlaceUpdate u : inPlaceUpdates(main))
+      inPlaceOf[u.result] = u.argument;
     // (The memory plan is read after lowering: for a bundle, on the CPU
     // and the GPU.)
     bool reportMemory = !isEval && !isServer && optimizer &&
@@ -930,8 +939,9 @@ LogicalResult driver::compile(MLIRContext &context,
         else
           mem.inputs += b;
       }
-      for (Type t : main.getResultTypes())
-        mem.outputs += bytes(t);
+      for (unsigned i = 0; i < main.getNumResults(); ++i)
+        if (!inPlaceOf.count(i))
+          mem.outputs += bytes(main.getResultTypes()[i]);
       rankMemory.push_back(mem);
     }
     if (isServer) {
@@ -1075,23 +1085,38 @@ LogicalResult driver::compile(MLIRContext &context,
         int64_t index = nextOutput++;
         if (auto mo = main.getResultAttrOfType<IntegerAttr>(i, "dopt.model_output"))
           index = mo.getInt();
+        // Written into the buffer of what it updates: no buffer of its own.
+        std::string inPlace;
+        if (auto arg = inPlaceOf.find(i); arg != inPlaceOf.end()) {
+          if (auto w = main.getArgAttrOfType<DictionaryAttr>(arg->second,
+                                                             "dopt.weight"))
+            inPlace = cast<StringAttr>(w.get("name")).getValue().str();
+          else
+            inPlace =
+                main.getArgAttrOfType<StringAttr>(arg->second, "dopt.name")
+                    .getValue()
+                    .str();
+        }
         if (pipelinedStep && !isEval) {
           auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
           auto [it, fresh] =
               stepOutputIndex.try_emplace(n.getValue(), stepOutputIndex.size());
           index = it->second;
-          buffers.outputs.push_back(
-              modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
+          if (inPlace.empty())
+            buffers.outputs.push_back(
+                modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
           if (!fresh)
             continue; // loss and grad_norm: every stage's
           runtime::TensorSpec out = tensorSpec(n.getValue(), type);
           distribute(out, main.getResultAttr(i, "dopt.split_axes"),
                      main.getResultAttr(i, "dopt.global_type"), nullptr);
+          out.inPlace = inPlace;
           modelOutputs[index] = std::move(out);
           continue;
         }
-        buffers.outputs.push_back(
-            modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
+        if (inPlace.empty())
+          buffers.outputs.push_back(
+              modelBuffer(runtime::StageBuffer::Kind::ModelOutput, index));
         auto attr = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
         std::string name =
             attr ? attr.getValue().str() : "output" + std::to_string(index);
@@ -1114,6 +1139,7 @@ LogicalResult driver::compile(MLIRContext &context,
         if (pipeline)
           if (auto b = main.getResultAttrOfType<IntegerAttr>(i, "dopt.batch_dim"))
             out.batchDim = b.getInt();
+        out.inPlace = inPlace;
         (isEval ? evalOutputs : modelOutputs)[index] = std::move(out);
       }
       if (isEval)

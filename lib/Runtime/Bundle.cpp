@@ -213,7 +213,15 @@ bool runEntry(EntryFn entry, const Manifest &manifest,
       error = "output '" + o.name + "': " + error;
       return false;
     }
-    buffers.push_back(t.data());
+    if (o.inPlace.empty()) {
+      buffers.push_back(t.data());
+    } else {
+      // A training step's update written in place: it starts as a copy of
+      // what it updates and takes its place (the caller's tensors stay).
+      int64_t slot = manifest.bufferOf(o.inPlace);
+      std::memcpy(t.data(), buffers[slot], t.byteSize());
+      buffers[slot] = t.data();
+    }
     outputs.push_back(std::move(t));
   }
   dort_clear_error();

@@ -399,14 +399,34 @@ public:
       buffers.push_back(manifest.weights[i].splitAxes.empty()
                             ? weights.data(i)
                             : weightBlocks[i].data());
-    for (Tensor &t : outputs)
-      buffers.push_back(t.data());
+    // A training step's updates written in place (one step run as a
+    // function): each output starts as a copy of what it updates and takes
+    // its place, so the inputs and the mapped weights stay as they are.
+    std::vector<std::pair<size_t, size_t>> inPlaceOutputs; // output, slot
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const std::string &target = manifest.outputs[o].inPlace;
+      if (target.empty()) {
+        buffers.push_back(outputs[o].data());
+        continue;
+      }
+      if (pipelined)
+        return fail("'" + manifest.outputs[o].name +
+                    "' is a pipelined training step's update: run the step "
+                    "with 'train'");
+      int64_t slot = manifest.bufferOf(target);
+      inPlaceOutputs.emplace_back(o, slot);
+    }
+    std::vector<void *> original = buffers;
+    for (auto [o, slot] : inPlaceOutputs)
+      buffers[slot] = outputs[o].data();
 
     int threads = dort_set_num_threads(0);
     std::vector<double> millis;
     for (int64_t r = 0; r < cl.repeat; ++r) {
       dort_clear_error();
       dort_clear_pending_error();
+      for (auto [o, slot] : inPlaceOutputs)
+        std::memcpy(outputs[o].data(), original[slot], outputs[o].byteSize());
       auto start = std::chrono::steady_clock::now();
       int32_t rc = pipelined
                        ? runStage(manifest, inputs, weights, weightBlocks,

@@ -6,6 +6,7 @@
 
 #include "FileUtil.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -179,6 +180,8 @@ public:
                                " is below low " +
                                std::to_string(spec.indexLow));
     }
+    if (v.get("in_place") && !getString(v, path, "in_place", spec.inPlace))
+      return false;
     if (const JsonValue *b = v.get("batch_dim")) {
       if (!getInteger(*b, child(path, "batch_dim"), 0, spec.batchDim))
         return false;
@@ -563,16 +566,39 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
                                             std::to_string(m.weights.size()));
     }
   }
-  for (size_t i = 0; i < m.outputs.size(); ++i)
-    if (!check.distribution(m.outputs[i],
-                            "outputs[" + std::to_string(i) + "]", m.grid))
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    const TensorSpec &o = m.outputs[i];
+    std::string path = "outputs[" + std::to_string(i) + "]";
+    if (!check.distribution(o, path, m.grid))
       return false;
+    if (o.inPlace.empty())
+      continue;
+    // Written into the buffer of a weight or an input of its type.
+    auto same = [&](const TensorSpec &t) {
+      return t.name == o.inPlace && t.dtype == o.dtype && t.shape == o.shape;
+    };
+    if (std::none_of(m.weights.begin(), m.weights.end(), same) &&
+        std::none_of(m.inputs.begin(), m.inputs.end(), same))
+      return check.fail(path + ".in_place",
+                        "no weight or input '" + o.inPlace + "' of dtype " +
+                            dtypeName(o.dtype) + " and the output's shape");
+  }
   for (size_t i = 0; i < m.weights.size(); ++i)
     if (!check.distribution(m.weights[i],
                             "weights[" + std::to_string(i) + "]", m.grid))
       return false;
   out = std::move(m);
   return true;
+}
+
+int64_t Manifest::bufferOf(const std::string &name) const {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name == name)
+      return static_cast<int64_t>(i);
+  for (size_t w = 0; w < weights.size(); ++w)
+    if (weights[w].name == name)
+      return static_cast<int64_t>(inputs.size() + w);
+  return -1;
 }
 
 bool loadManifest(const std::string &path, Manifest &out, std::string &error) {
@@ -622,6 +648,8 @@ tensorJson(const TensorSpec &spec) {
                                {"use", JsonValue::makeString(spec.indexUse)}}));
   if (spec.batchDim >= 0)
     members.emplace_back("batch_dim", JsonValue::makeInteger(spec.batchDim));
+  if (!spec.inPlace.empty())
+    members.emplace_back("in_place", JsonValue::makeString(spec.inPlace));
   return members;
 }
 

@@ -373,13 +373,18 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       outputSlot[b.index] = slot++;
   } else {
     int64_t slot = 0;
-    for (auto *slots : {&inputSlot, &weightSlot, &outputSlot})
-      for (int64_t &x : *slots)
-        x = slot++;
+    for (int64_t &x : inputSlot)
+      x = slot++;
+    for (int64_t &x : weightSlot)
+      x = slot++;
+    for (size_t o = 0; o < m.outputs.size(); ++o)
+      if (m.outputs[o].inPlace.empty())
+        outputSlot[o] = slot++;
   }
   auto mineIn = [&](size_t i) { return inputSlot[i] >= 0; };
   auto mineOut = [&](size_t o) { return outputSlot[o] >= 0; };
   auto mineW = [&](size_t w) { return weightSlot[w] >= 0; };
+  auto inPlace = [&](size_t o) { return !m.outputs[o].inPlace.empty(); };
   // Rank 0 has the whole of weight w only by gathering it (a collective):
   // a tensor-parallel block, or another pipeline stage's.
   auto wholeElsewhere = [&](size_t w) {
@@ -398,6 +403,11 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       auto o = outputIndex.find(n);
       if (o == outputIndex.end())
         return fail(a, "optimizer state '" + n + "' has no update output");
+      if (inPlace(o->second) && m.outputs[o->second].inPlace != n)
+        return fail(a, "optimizer state '" + n +
+                           "': its update is written "
+                           "in place of '" +
+                           m.outputs[o->second].inPlace + "'");
       stateIO.emplace_back(i, o->second);
     } else {
       hyperInputs.emplace_back(i, n.substr(4));
@@ -406,7 +416,14 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   std::vector<std::pair<size_t, size_t>> weightUpdates; // output, weight
   for (size_t w = 0; w < m.weights.size(); ++w) {
     auto o = outputIndex.find("update:" + m.weights[w].name);
-    if (o != outputIndex.end() && mineOut(o->second))
+    if (o == outputIndex.end())
+      continue;
+    if (inPlace(o->second) && m.outputs[o->second].inPlace != m.weights[w].name)
+      return fail(a, "weight '" + m.weights[w].name +
+                         "': its update is "
+                         "written in place of '" +
+                         m.outputs[o->second].inPlace + "'");
+    if (inPlace(o->second) ? mineW(w) : mineOut(o->second))
       weightUpdates.emplace_back(o->second, w);
   }
   // Only this rank's inputs are filled.
@@ -541,16 +558,16 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
   // On a GPU the updated weights and optimizer state stay on the device
   // from step to step (dort_device_carry; nothing in a CPU bundle): the
   // host buffers are brought up to date (deviceSync) before anything here
-  // reads them.
+  // reads them. An update written in place is carried in its own slot.
   {
     std::vector<int64_t> carriedIn, carriedOut;
     for (auto &[o, w] : weightUpdates) {
       carriedIn.push_back(weightSlot[w]);
-      carriedOut.push_back(outputSlot[o]);
+      carriedOut.push_back(inPlace(o) ? weightSlot[w] : outputSlot[o]);
     }
     for (auto &[i, o] : stateIO) {
       carriedIn.push_back(inputSlot[i]);
-      carriedOut.push_back(outputSlot[o]);
+      carriedOut.push_back(inPlace(o) ? inputSlot[i] : outputSlot[o]);
     }
     dort_device_carry(buffers.data(), static_cast<int32_t>(carriedIn.size()),
                       carriedIn.data(), carriedOut.data());
@@ -655,13 +672,18 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       }
     }
     // The updates become the next step's weights and state by swapping
-    // buffers (the entry overwrites its outputs whole on every step).
+    // buffers (the entry overwrites its outputs whole on every step), where
+    // the program did not write them in place.
     for (auto &[o, w] : weightUpdates) {
+      if (inPlace(o))
+        continue;
       std::swap(weights[w], outputs[o]);
       buffers[weightSlot[w]] = weights[w].data();
       buffers[outputSlot[o]] = outputs[o].data();
     }
     for (auto &[i, o] : stateIO) {
+      if (inPlace(o))
+        continue;
       std::swap(inputs[i], outputs[o]);
       buffers[inputSlot[i]] = inputs[i].data();
       buffers[outputSlot[o]] = outputs[o].data();

@@ -740,6 +740,50 @@ def test_trained_model_saved_as_onnx_runs_in_onnx_runtime(torch_models, tmp_path
     assert p.returncode == 2 and "--save-onnx-external-data needs --save-onnx" in p.stderr
 
 
+def test_updates_are_written_in_place_and_a_step_runs_as_a_function(torch_models, tmp_path):
+    """A training step writes its updated weights and Adam moments into their
+    own buffers (the manifest's in-place outputs: no buffer of their own).
+    Run once as a function (no `train`), the step still writes every output
+    and leaves its inputs and the bundle's weights as they were: two runs
+    give the same updates, equal bit for bit to one step of the train loop."""
+    step = compile_step(torch_models, tmp_path, "adam")
+    manifest = json.loads((step.parent / "manifest.json").read_text())
+    weights = [w["name"] for w in manifest["weights"]]
+    in_place = {o["name"]: o.get("in_place") for o in manifest["outputs"]}
+    assert in_place["loss"] is None and in_place["grad_norm"] is None
+    for w in weights:
+        assert in_place[f"update:{w}"] == w
+        assert in_place[f"opt.m:{w}"] == f"opt.m:{w}"
+        assert in_place[f"opt.v:{w}"] == f"opt.v:{w}"
+    x, data = argmax_data(tmp_path, 48)
+    run(step, "train", *data, "--steps", "1", "--no-shuffle", "--lr", "0.01",
+        "--save-weights", tmp_path / "trained")
+    feeds = {"opt.lr": 0.01, "opt.step": 1.0, "opt.weight_decay": 0.0,
+             "opt.clip_norm": 0.0, "opt.beta1": 0.9, "opt.beta2": 0.999, "opt.eps": 1e-8}
+    inputs = []
+    for spec in manifest["inputs"]:
+        name, f = spec["name"], tmp_path / f"in_{len(inputs)}.npy"
+        if name == "x":
+            value = x[:spec["shape"][0]]
+        elif name == "labels":
+            value = x[:spec["shape"][0], :8].argmax(axis=1).astype(np.int64)
+        elif name in feeds:
+            value = np.array(feeds[name], dtype=np.float32)
+        else:  # Adam's moments, zero before the first step
+            value = np.zeros(spec["shape"], np.float32)
+        np.save(f, value)
+        inputs += ["--input", f"{name}={f}"]
+    before = (step.parent / "weights.bin").read_bytes()
+    # The second run's outputs: had the first written into its inputs (the
+    # moments) or weights, the second would start elsewhere.
+    run(step, *inputs, "--repeat", "2", "--output-dir", tmp_path / "out")
+    assert (step.parent / "weights.bin").read_bytes() == before
+    for w in weights:
+        got = np.load(tmp_path / "out" / f"update_{w}.npy")
+        assert np.array_equal(got, np.load(tmp_path / "trained" / f"{w}.npy")), w
+        assert np.abs(np.load(tmp_path / "out" / f"opt.m_{w}.npy")).max() > 0, w
+
+
 def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):
     """20 steps straight equal 10 steps, stop, resume from the checkpoint, 10
     more -- bit for bit, with shuffling and Adam's state."""

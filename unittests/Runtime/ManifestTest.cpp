@@ -249,6 +249,42 @@ TEST(Manifest, BadValues) {
             "inputs[0].indices: high -1 is below low 0");
 }
 
+TEST(Manifest, InPlaceOutputsHaveNoBuffer) {
+  // A training step's update written into the weight's buffer, and one
+  // into an input's (optimizer state): the entry has no buffer for them.
+  const char *step =
+      R"({"format": 1, "model": "mlp", "ranks": 1,
+   "inputs":  [{"name": "x", "dtype": "float32", "shape": [4, 8]},
+               {"name": "opt.m:w", "dtype": "float32", "shape": [8]}],
+   "outputs": [{"name": "loss", "dtype": "float32", "shape": []},
+               {"name": "opt.m:w", "dtype": "float32", "shape": [8], "in_place": "opt.m:w"},
+               {"name": "update:w", "dtype": "float32", "shape": [8], "in_place": "w"}],
+   "weights": [{"name": "w", "dtype": "float32", "shape": [8], "file": "weights.bin", "offset": 0, "length": 32}]})";
+  expectRoundTrip(step);
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(step, m, error)) << error;
+  EXPECT_EQ(m.outputs[2].inPlace, "w");
+  EXPECT_EQ(m.numBuffers(), 4u); // 2 inputs, 1 weight, the loss
+  EXPECT_EQ(m.bufferOf("opt.m:w"), 1);
+  EXPECT_EQ(m.bufferOf("w"), 2);
+  EXPECT_EQ(m.bufferOf("loss"), -1);
+  // The weight's update written in place of `target`.
+  auto inPlaceOf = [&](const std::string &target) {
+    std::string text = step;
+    std::string key = R"("in_place": "w")";
+    return text.replace(text.find(key), key.size(), R"("in_place": )" + target);
+  };
+  EXPECT_EQ(manifestError(inPlaceOf(R"("v")")),
+            "outputs[2].in_place: no weight or input 'v' of dtype float32 and "
+            "the output's shape");
+  EXPECT_EQ(manifestError(inPlaceOf(R"("x")")),
+            "outputs[2].in_place: no weight or input 'x' of dtype float32 and "
+            "the output's shape");
+  EXPECT_EQ(manifestError(inPlaceOf("2")),
+            "outputs[2].in_place: expected a string, found number");
+}
+
 TEST(Manifest, SyntaxErrorsHaveLineAndColumn) {
   EXPECT_EQ(manifestError(edit("\"ranks\": 1,", "\"ranks\": 1")),
             "line 2, column 2: expected ',' or '}' in object, found '\"'");

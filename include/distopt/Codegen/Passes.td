@@ -346,4 +346,51 @@ def ParallelizeLoopsPass : Pass<"distopt-parallelize-loops", "mlir::func::FuncOp
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
+def UpdateInPlacePass : Pass<"distopt-update-in-place", "mlir::func::FuncOp"> {
+  let summary = "Write a training step's updated weights and optimizer state into their own buffers";
+  let description = [{
+    A training step returns each weight's and each optimizer state's new
+    value; without this pass each gets a buffer of its own, and the train
+    loop swaps it with the old one after the step: the weights and the
+    state are held twice. In a function marked `dopt.update_in_place` (the
+    driver marks the training steps), every result that updates one of the
+    function's arguments (`dopt.updates_weight` names a weight argument,
+    `dopt.updates` a state argument; see `distopt::inPlaceUpdates`) is
+    marked `dopt.in_place_of = <argument>`, the argument becomes writable
+    for one-shot bufferization, and the op computing the new value -- a
+    linalg op whose `outs` is a `tensor.empty` it does not read, reached
+    from the returned value through reshapes -- takes the argument
+    (reshaped alike) as its destination. One-shot bufferization then
+    writes the new value into the argument's buffer where no later read of
+    the old value forbids it; `distopt-drop-in-place-results` removes the
+    results afterwards (copying where bufferization could not write in
+    place).
+
+    ```mlir
+    func.func @dopt_main(%w: tensor<2x2xf32>, ...) -> (tensor<2x2xf32> {dopt.updates_weight = "w"})
+      %e = tensor.empty() : tensor<4xf32>
+      %n = linalg.generic ins(%cw, %g : ...) outs(%e : tensor<4xf32>) ...
+      %r = tensor.expand_shape %n [[0, 1]] ...
+      return %r
+    // becomes: outs(collapse_shape %w), %w writable, the result marked
+    // dopt.in_place_of = 0
+    ```
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
+def DropInPlaceResultsPass : Pass<"distopt-drop-in-place-results", "mlir::func::FuncOp"> {
+  let summary = "Remove the results a function writes into its arguments' buffers";
+  let description = [{
+    After one-shot bufferization: each result marked `dopt.in_place_of = i`
+    (by `distopt-update-in-place`) is removed from the function. Where
+    bufferization wrote it into argument i's buffer (the returned memref is
+    that argument, through casts and reshapes) nothing else is needed;
+    elsewhere a `memref.copy` into the argument is added before the
+    return. The entry point then has no buffer for it: the runtime keeps
+    the updated value where the old one was.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 #endif // DISTOPT_CODEGEN_PASSES_TD

@@ -58,6 +58,10 @@ struct TensorSpec {
   int64_t indexLow = 0, indexHigh = -1;
   std::string indexUse;
   bool hasIndexRange() const { return indexHigh >= indexLow; }
+  /// Outputs of a training step only: the weight or input (by name) whose
+  /// buffer the program writes this updated value into; the entry point
+  /// has no buffer of its own for it (empty: an ordinary output).
+  std::string inPlace;
 
   int64_t numElements() const;
   size_t byteSize() const;
@@ -165,10 +169,17 @@ struct Manifest {
   std::vector<PipelineStage> stages;
   std::optional<ParameterServers> parameterServers;
 
-  /// Number of entries in the `buffers` array of dopt_entry.
+  /// Number of entries in the `buffers` array of dopt_entry (outputs
+  /// written in place have none).
   size_t numBuffers() const {
-    return inputs.size() + weights.size() + outputs.size();
+    size_t n = inputs.size() + weights.size();
+    for (const TensorSpec &o : outputs)
+      n += o.inPlace.empty();
+    return n;
   }
+  /// The position in the `buffers` array of the input, or else the
+  /// weight, named `name` (an in-place output's target); -1 when none.
+  int64_t bufferOf(const std::string &name) const;
   /// Serializes to manifest.json text: every field parseManifest reads
   /// (parseManifest(toJson()) gives this manifest back).
   std::string toJson() const;

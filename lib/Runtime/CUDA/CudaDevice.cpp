@@ -410,9 +410,11 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
     c.carriedOut.assign(count, 0);
     c.bytes.assign(bytes, bytes + count);
     for (auto [in, out] : c.pairs) {
+      // in == out: an update the program writes in place (its input slot
+      // stays on the device).
       if (in < 0 || out < 0 || in >= count || out >= count || kinds[in] != 0 ||
-          kinds[out] != 2 || bytes[in] != bytes[out] || c.carriedIn[in] ||
-          c.carriedOut[out]) {
+          (out != in && kinds[out] != 2) || bytes[in] != bytes[out] ||
+          c.carriedIn[in] || c.carriedOut[out]) {
         c = DeviceState::Carry();
         return dort_set_error(1,
                               "dort_device_carry: slot %lld cannot take output "

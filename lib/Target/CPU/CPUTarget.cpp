@@ -156,7 +156,9 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
                                 SmallVectorImpl<MemRefType> &argTypes,
                                 bool gemmEpilogues, int64_t memcpyMaxBytes) {
   // Inputs and weights belong to the runtime (weights are mapped read-only):
-  // bufferization must never write into them.
+  // bufferization must never write into them, except a training step's
+  // updates into the weights and state they update (distopt-update-in-place:
+  // the train loop's own copies).
   if (auto main = module.lookupSymbol<func::FuncOp>("dopt_main")) {
     for (unsigned i = 0; i < main.getNumArguments(); ++i)
       main.setArgAttr(i, "bufferization.writable",
@@ -182,11 +184,13 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
-          "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills),"
+          "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills,"
+          "distopt-update-in-place),"
           "one-shot-bufferize{bufferize-function-boundaries "
           "allow-return-allocs-from-loops "
           "function-boundary-type-conversion=identity-layout-map},"
-          "func.func(distopt-in-place-loop-buffers),"
+          "func.func(distopt-drop-in-place-results,"
+          "distopt-in-place-loop-buffers),"
           "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},"
           "distopt-linalg-to-blas{epilogues=" +

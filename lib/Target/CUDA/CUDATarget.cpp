@@ -2,6 +2,8 @@
 
 #include "distopt/Target/CUDA/CUDATarget.h"
 
+#include "distopt/Codegen/InPlaceUpdates.h"
+
 #include "distopt/Conversion/RuntimeABI.h"
 #include "distopt/Target/CPU/CPUTarget.h"
 
@@ -147,7 +149,10 @@ LogicalResult cuda::lowerToGPU(ModuleOp module,
   for (unsigned i = 0; i < main.getNumArguments(); ++i)
     bufferKinds.push_back(
         main.getArgAttr(i, "dopt.weight") && !updatesWeights ? 1 : 0);
-  bufferKinds.insert(bufferKinds.end(), main.getNumResults(), 2);
+  // A training step's updates written in place have no buffer of their own.
+  bufferKinds.insert(
+      bufferKinds.end(),
+      main.getNumResults() - distopt::inPlaceUpdates(main).size(), 2);
   if (failed(cpu::lowerToLoops(module, argTypes, /*gemmEpilogues=*/true,
                                  /*memcpyMaxBytes=*/0)))
     return failure();
