@@ -119,10 +119,18 @@ struct UpdateInPlacePass
     : distopt::impl::UpdateInPlacePassBase<UpdateInPlacePass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    SmallVector<distopt::InPlaceUpdate> updates = distopt::inPlaceUpdates(func);
-    if (updates.empty() || !func.getBody().hasOneBlock())
+    if (func.isExternal() || !func.getBody().hasOneBlock())
       return;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    // Sums a function adds to (a micro-batch's gradients): into the buffer
+    // of the sum it takes. A caller still reading the old sum gets a copy
+    // (one-shot bufferization's analysis).
+    for (unsigned r = 0; r < func.getNumResults(); ++r)
+      if (auto arg =
+              func.getResultAttrOfType<IntegerAttr>(r, "dopt.accumulates"))
+        if (arg.getInt() >= 0 && arg.getInt() < func.getNumArguments())
+          tieDestination(ret.getOperand(r), func.getArgument(arg.getInt()));
+    SmallVector<distopt::InPlaceUpdate> updates = distopt::inPlaceUpdates(func);
     MLIRContext *ctx = func.getContext();
     for (auto [result, argument] : updates) {
       Value arg = func.getArgument(argument);

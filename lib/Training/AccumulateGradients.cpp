@@ -216,6 +216,12 @@ struct AccumulateGradientsPass
     }
     micro.setType(FunctionType::get(ctx, entry->getArgumentTypes(),
                                     ValueRange(microResults).getTypes()));
+    // Each sum is added into the buffer of the sum it takes
+    // (distopt-update-in-place): one set of sums for the whole loop.
+    for (unsigned r = 0; r < results; ++r)
+      micro.setResultAttr(
+          r, "dopt.accumulates",
+          b.getI64IntegerAttr(cast<BlockArgument>(sumsIn[r]).getArgNumber()));
 
     // @main: a loop over the K micro-batches (the program does not grow
     // with K), each iteration calling the function on its micro-batch's

@@ -530,11 +530,13 @@ struct PipelineTrainingPass
     };
     SmallVector<unsigned> gradParams; // indices into params with a gradient
     SmallVector<Value> bResults;
+    SmallVector<unsigned> sumArgs; // the backward's argument of each sum
     for (auto [j, raw] :
          llvm::enumerate(ArrayRef<Value>(*grads).take_front(params.size()))) {
       if (!raw)
         continue; // not reached by the loss: no gradient (as PyTorch's None)
       Value sum = bEntry->addArgument(raw.getType(), loc);
+      sumArgs.push_back(bEntry->getNumArguments() - 1);
       bResults.push_back(dopt::AddOp::create(bb, loc, sum, masked(raw)));
       gradParams.push_back(j);
     }
@@ -563,6 +565,10 @@ struct PipelineTrainingPass
     func::ReturnOp::create(bb, loc, bResults);
     bwd.setType(FunctionType::get(ctx, bEntry->getArgumentTypes(),
                                   ValueRange(bResults).getTypes()));
+    // Each gradient is added into the buffer of the sum it takes
+    // (distopt-update-in-place): one set of sums for the whole schedule.
+    for (auto [r, arg] : llvm::enumerate(sumArgs))
+      bwd.setResultAttr(r, "dopt.accumulates", bb.getI64IntegerAttr(arg));
     for (Operation *clone : llvm::reverse(castClones))
       clone->erase();
     for (Operation *clone : llvm::reverse(keptClones))

@@ -1,5 +1,5 @@
 // RUN: distopt-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(distopt-update-in-place))' | FileCheck %s
-// RUN: distopt-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(distopt-update-in-place),one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},func.func(distopt-drop-in-place-results),canonicalize)' | FileCheck %s --check-prefix=BUF
+// RUN: distopt-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(distopt-update-in-place),one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},drop-equivalent-buffer-results,func.func(distopt-drop-in-place-results),canonicalize)' | FileCheck %s --check-prefix=BUF
 
 // A weight's update (computed flat, reshaped back) and an optimizer
 // state's: the ops computing them write into the arguments, which become
@@ -96,3 +96,41 @@ func.func @unmarked(%w: tensor<4xf32> {dopt.weight = {name = "w"}})
 // CHECK: outs(%{{.*}} : tensor<4xf32>)
 // BUF-LABEL: func.func @unmarked
 // BUF-SAME: -> (memref<4xf32> {dopt.updates_weight = "w"})
+
+// -----
+
+// A function adding to a sum it takes (a pipeline stage's backward, an
+// accumulated micro-batch: dopt.accumulates names the sum's argument)
+// adds into that sum's buffer: two calls share one buffer of sums.
+#map = affine_map<(d0) -> (d0)>
+func.func private @backward(%sum: tensor<4xf32>, %g: tensor<4xf32>)
+    -> (tensor<4xf32> {dopt.accumulates = 0 : i64}) {
+  %e = tensor.empty() : tensor<4xf32>
+  %s = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%sum, %g : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %x = arith.addf %a, %b : f32
+    linalg.yield %x : f32
+  } -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+func.func @main(%g: tensor<4xf32>, %h: tensor<4xf32>) -> tensor<4xf32> {
+  %c = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%c : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s1 = call @backward(%z, %g) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s2 = call @backward(%s1, %h) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s2 : tensor<4xf32>
+}
+// CHECK-LABEL: func.func private @backward
+// CHECK-SAME: (%[[SUM:[a-z0-9]+]]: tensor<4xf32>
+// CHECK: linalg.generic {{.*}} outs(%[[SUM]] : tensor<4xf32>)
+
+// BUF-LABEL: func.func private @backward
+// BUF-SAME: (%[[SUM:[a-z0-9]+]]: memref<4xf32>, %{{.*}}: memref<4xf32>) {
+// BUF: linalg.generic {{.*}} outs(%[[SUM]] : memref<4xf32>)
+// BUF-LABEL: func.func @main
+// BUF: %[[SUMS:.*]] = memref.alloc
+// BUF-NOT: memref.alloc
+// BUF: call @backward(%[[SUMS]], %{{.*}})
+// BUF: call @backward(%[[SUMS]], %{{.*}})
+// BUF: return %[[SUMS]]

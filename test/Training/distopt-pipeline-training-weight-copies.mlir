@@ -10,7 +10,7 @@
 // CHECK-NOT: dopt.cast %arg2
 // CHECK: dopt.matmul %{{.*}}, %[[WB]]
 // CHECK-LABEL: func.func private @dopt_stage_backward(
-// CHECK-SAME: %arg6: tensor<4x4xbf16>) -> tensor<4x4xf32>
+// CHECK-SAME: %arg6: tensor<4x4xbf16>) -> (tensor<4x4xf32> {dopt.accumulates = 4 : i64})
 // CHECK-NOT: dopt.cast %arg2 {to = bf16}
 // CHECK-LABEL: func.func @main(
 // CHECK: %[[COPY:.*]] = dopt.cast %arg1 {to = bf16}

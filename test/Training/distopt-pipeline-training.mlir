@@ -18,7 +18,7 @@
 // ONEF: %[[R:.*]] = dopt.relu %[[H]]
 // ONEF: return %[[R]], %[[H]]
 // ONEF-LABEL: func.func private @dopt_stage_backward(
-// ONEF-SAME: %{{.*}}: tensor<i64>, %[[BX:[^:]*]]: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>, %[[ADJ:[^:]*]]: tensor<2x4xf32>, %[[SUM:[^:]*]]: tensor<4x4xf32>, %[[STASH:[^:]*]]: tensor<2x4xf32>) -> tensor<4x4xf32>
+// ONEF-SAME: %{{.*}}: tensor<i64>, %[[BX:[^:]*]]: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>, %[[ADJ:[^:]*]]: tensor<2x4xf32>, %[[SUM:[^:]*]]: tensor<4x4xf32>, %[[STASH:[^:]*]]: tensor<2x4xf32>) -> (tensor<4x4xf32> {dopt.accumulates = 4 : i64})
 // ONEF-NOT: dopt.matmul
 // ONEF: dopt.greater %[[STASH]]
 // ONEF: %[[G:.*]] = dopt.gemm %[[BX]], %{{.*}} {trans_a = true}
@@ -55,7 +55,7 @@
 // FULL-LABEL: func.func private @dopt_stage_forward(
 // FULL-SAME: -> tensor<2x4xf32>
 // FULL-LABEL: func.func private @dopt_stage_backward(
-// FULL-SAME: %{{.*}}: tensor<i64>, %[[X:[^:]*]]: tensor<2x4xf32>, %[[W:[^:]*]]: tensor<4x4xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>) -> tensor<4x4xf32>
+// FULL-SAME: %{{.*}}: tensor<i64>, %[[X:[^:]*]]: tensor<2x4xf32>, %[[W:[^:]*]]: tensor<4x4xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>) -> (tensor<4x4xf32> {dopt.accumulates = 4 : i64})
 // FULL: %[[H:.*]] = dopt.matmul %[[X]], %[[W]] {dopt.recomputed}
 // FULL: dopt.greater %[[H]]
 // FULL-LABEL: func.func @main(

@@ -366,6 +366,12 @@ def UpdateInPlacePass : Pass<"distopt-update-in-place", "mlir::func::FuncOp"> {
     results afterwards (copying where bufferization could not write in
     place).
 
+    Likewise, in any function, a result marked `dopt.accumulates = i` (a
+    pipeline stage's backward, an accumulated micro-batch: the gradient sums
+    it adds to) is computed into argument i: the calls of a schedule or a
+    loop then add into one set of sums (`drop-equivalent-buffer-results`
+    removes such results after bufferization).
+
     ```mlir
     func.func @dopt_main(%w: tensor<2x2xf32>, ...) -> (tensor<2x2xf32> {dopt.updates_weight = "w"})
       %e = tensor.empty() : tensor<4xf32>

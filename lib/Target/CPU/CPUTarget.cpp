@@ -189,6 +189,7 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
           "one-shot-bufferize{bufferize-function-boundaries "
           "allow-return-allocs-from-loops "
           "function-boundary-type-conversion=identity-layout-map},"
+          "drop-equivalent-buffer-results,"
           "func.func(distopt-drop-in-place-results,"
           "distopt-in-place-loop-buffers),"
           "buffer-results-to-out-params{modify-public-functions "
