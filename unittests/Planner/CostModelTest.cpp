@@ -63,6 +63,13 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
 
+void expectCost(const OpCost &c, double flops, double bytesRead,
+                double bytesWritten) {
+  EXPECT_DOUBLE_EQ(c.flops, flops);
+  EXPECT_DOUBLE_EQ(c.bytesRead, bytesRead);
+  EXPECT_DOUBLE_EQ(c.bytesWritten, bytesWritten);
+}
+
 TEST_F(OpCostTest, BatchedMatMul) {
   OpCost c = costOf("dopt.matmul", R"(
 func.func @f(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>) -> tensor<4x8x32xf32> {
@@ -71,12 +78,9 @@ func.func @f(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>) -> tensor<4x8x32xf
 })");
   EXPECT_EQ(c.opClass, OpClass::Gemm);
   EXPECT_EQ(c.dtype, DType::FP32);
-  // 2·batch·M·N·K = 2·4·8·32·16 = 32768
-  EXPECT_DOUBLE_EQ(c.flops, 32768);
-  // (4·8·16 + 4·16·32)·4 B = (512 + 2048)·4 = 10240
-  EXPECT_DOUBLE_EQ(c.bytesRead, 10240);
-  // 4·8·32·4 B = 4096
-  EXPECT_DOUBLE_EQ(c.bytesWritten, 4096);
+  // FLOPs: 2·batch·M·N·K = 2·4·8·32·16 = 32768; read: (4·8·16 + 4·16·32)·4 B
+  // = (512 + 2048)·4 = 10240; written: 4·8·32·4 B = 4096.
+  expectCost(c, 32768, 10240, 4096);
 }
 
 TEST_F(OpCostTest, AttentionCountsItsProductsAndSoftmaxNotItsScores) {
@@ -86,11 +90,9 @@ func.func @f(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x32x16xf32>, %v: tensor<2x4
   return %0 : tensor<2x4x8x8xf32>
 })");
   EXPECT_EQ(c.opClass, OpClass::Gemm);
-  // S = 2·4·8·32 = 2048 scores: 2·S·16 + 2·S·8 + 5·S = 108544.
-  EXPECT_DOUBLE_EQ(c.flops, 108544);
-  // Its operands, (1024 + 4096 + 2048)·4 B, and output, 512·4 B: no scores.
-  EXPECT_DOUBLE_EQ(c.bytesRead, 28672);
-  EXPECT_DOUBLE_EQ(c.bytesWritten, 2048);
+  // S = 2·4·8·32 = 2048 scores: 2·S·16 + 2·S·8 + 5·S = 108544 FLOPs. Its
+  // operands, (1024 + 4096 + 2048)·4 B, and output, 512·4 B: no scores.
+  expectCost(c, 108544, 28672, 2048);
 }
 
 TEST_F(OpCostTest, BroadcastAndVectorMatMul) {
@@ -100,11 +102,9 @@ func.func @f(%a: tensor<2x1x8x16xf16>, %b: tensor<3x16x4xf16>) -> tensor<2x3x8x4
   return %0 : tensor<2x3x8x4xf16>
 })");
   EXPECT_EQ(c.dtype, DType::FP16);
-  // Broadcast batch 2·3: 2·(2·3·8·4)·16 = 2·192·16 = 6144
-  EXPECT_DOUBLE_EQ(c.flops, 6144);
-  // (2·8·16 + 3·16·4)·2 B = (256 + 192)·2 = 896; out 192·2 = 384
-  EXPECT_DOUBLE_EQ(c.bytesRead, 896);
-  EXPECT_DOUBLE_EQ(c.bytesWritten, 384);
+  // Broadcast batch 2·3: 2·(2·3·8·4)·16 = 2·192·16 = 6144 FLOPs;
+  // (2·8·16 + 3·16·4)·2 B = (256 + 192)·2 = 896 read; out 192·2 = 384
+  expectCost(c, 6144, 896, 384);
 
   OpCost v = costOf("dopt.matmul", R"(
 func.func @f(%a: tensor<16xf32>, %b: tensor<16x4xf32>) -> tensor<4xf32> {
@@ -152,12 +152,10 @@ func.func @f(%x: tensor<1x3x224x224xf32>, %w: tensor<64x3x7x7xf32>, %bias: tenso
 })");
   EXPECT_EQ(c.opClass, OpClass::Conv);
   // N·M·Ho·Wo = 1·64·112·112 = 802816; (C/g)·kh·kw = 3·7·7 = 147
-  // 2·802816·147 + 802816 (bias) = 236027904 + 802816 = 236830720
-  EXPECT_DOUBLE_EQ(c.flops, 236830720);
-  // (3·224·224 + 64·3·7·7 + 64)·4 = (150528 + 9408 + 64)·4 = 640000
-  EXPECT_DOUBLE_EQ(c.bytesRead, 640000);
-  // 802816·4 = 3211264
-  EXPECT_DOUBLE_EQ(c.bytesWritten, 3211264);
+  // FLOPs: 2·802816·147 + 802816 (bias) = 236027904 + 802816 = 236830720;
+  // read: (3·224·224 + 64·3·7·7 + 64)·4 = (150528 + 9408 + 64)·4 = 640000;
+  // written: 802816·4 = 3211264.
+  expectCost(c, 236830720, 640000, 3211264);
 
   OpCost dw = costOf("dopt.conv", R"(
 func.func @f(%y: tensor<2x32x14x14xf16>, %w: tensor<32x1x3x3xf16>) -> tensor<2x32x14x14xf16> {
@@ -373,25 +371,20 @@ DeviceSpec a100() {
   return d;
 }
 
+OpCost opCost(OpClass opClass, double flops, double bytesRead,
+              double bytesWritten, DType dtype = DType::FP32) {
+  return OpCost{flops, bytesRead, bytesWritten, opClass, dtype};
+}
+
 TEST(Roofline, ComputeBoundGemm) {
-  OpCost c;
-  c.opClass = OpClass::Gemm;
-  c.dtype = DType::BF16;
-  c.flops = 1e12;
-  c.bytesRead = 0.6e9;
-  c.bytesWritten = 0.4e9;
+  OpCost c = opCost(OpClass::Gemm, 1e12, 0.6e9, 0.4e9, DType::BF16);
   // flops: 1e12 / (312e12 · 0.75) = 1e12 / 234e12 = 4.2735042735e-3 s
   // bytes: 1e9 / (2.039e12 · 0.80) = 1e9 / 1.6312e12 = 6.130456e-4 s
   EXPECT_NEAR(computeTime(c, a100()), 1.0 / 234.0, 1e-15);
 }
 
 TEST(Roofline, MemoryBoundElementwise) {
-  OpCost c;
-  c.opClass = OpClass::Elementwise;
-  c.dtype = DType::FP32;
-  c.flops = 1e9;
-  c.bytesRead = 4e9;
-  c.bytesWritten = 4e9;
+  OpCost c = opCost(OpClass::Elementwise, 1e9, 4e9, 4e9, DType::FP32);
   // flops: 1e9 / (19.5e12 · 0.5) = 1.0256e-4 s
   // bytes: 8e9 / (2.039e12 · 0.85) = 8e9 / 1.73315e12 = 4.61587e-3 s
   EXPECT_NEAR(computeTime(c, a100()), 8e9 / 1.73315e12, 1e-15);
@@ -405,11 +398,7 @@ TEST(Roofline, NoneIsFreeAndProfileChangesTime) {
   DeviceSpec d;
   d.peakFlops = {100, 100, 100, 100};
   d.memoryBandwidth = 10;
-  OpCost c;
-  c.opClass = OpClass::Reduction;
-  c.flops = 50;
-  c.bytesRead = 5;
-  c.bytesWritten = 1;
+  OpCost c = opCost(OpClass::Reduction, 50, 5, 1);
   // defaults: flops 50 / (100·0.5) = 1.0; bytes 6 / (10·0.75) = 0.8 -> 1.0
   EXPECT_DOUBLE_EQ(computeTime(c, d), 1.0);
   auto prof = parseEfficiencyProfile(R"(op_classes:
@@ -474,47 +463,35 @@ TEST(EfficiencyProfile, ErrorsCarryTheLine) {
     }
     return llvm::toString(p.takeError());
   };
-  std::string e = err("op_classes:\n  gemm:\n    memory: 1.5\n");
-  EXPECT_NE(e.find("prof.yaml:3:13: error: expected an efficiency in (0, 1], "
-                   "got '1.5'"),
-            std::string::npos)
-      << e;
-  e = err("op_classes:\n  gemm:\n    memory: 0\n");
-  EXPECT_NE(e.find("prof.yaml:3:13: error: expected an efficiency in (0, 1]"),
-            std::string::npos)
-      << e;
-  e = err("op_classes:\n  gemm: {memory: 0.5}\n  matmul: {memory: 0.5}\n");
-  EXPECT_NE(e.find("prof.yaml:3:3: error: unknown key 'matmul' (op classes "
-                   "are gemm, conv, elementwise, normalization, softmax, "
-                   "reduction, pooling and data_movement)"),
-            std::string::npos)
-      << e;
-  e = err("op_classes:\n  gemm:\n    compute:\n      int8: 0.5\n");
-  EXPECT_NE(e.find("prof.yaml:4:7: error: unknown key 'int8' (compute takes "
-                   "fp32, tf32, bf16 and fp16)"),
-            std::string::npos)
-      << e;
-  e = err("op_class:\n  gemm: {memory: 0.5}\n");
-  EXPECT_NE(e.find("prof.yaml:1:1: error: unknown key 'op_class' (expected "
-                   "op_classes and links)"),
-            std::string::npos)
-      << e;
-  e = err("links: {intra_node: fast}\n");
-  EXPECT_NE(e.find("prof.yaml:1:21: error: expected a number, got 'fast'"),
-            std::string::npos)
-      << e;
+  // Each profile and (a part of) its error.
+  const std::pair<const char *, const char *> cases[] = {
+      {"op_classes:\n  gemm:\n    memory: 1.5\n",
+       "prof.yaml:3:13: error: expected an efficiency in (0, 1], got '1.5'"},
+      {"op_classes:\n  gemm:\n    memory: 0\n",
+       "prof.yaml:3:13: error: expected an efficiency in (0, 1]"},
+      {"op_classes:\n  gemm: {memory: 0.5}\n  matmul: {memory: 0.5}\n",
+       "prof.yaml:3:3: error: unknown key 'matmul' (op classes are gemm, conv, "
+       "elementwise, normalization, softmax, reduction, pooling and "
+       "data_movement)"},
+      {"op_classes:\n  gemm:\n    compute:\n      int8: 0.5\n",
+       "prof.yaml:4:7: error: unknown key 'int8' (compute takes fp32, tf32, "
+       "bf16 and fp16)"},
+      {"op_class:\n  gemm: {memory: 0.5}\n",
+       "prof.yaml:1:1: error: unknown key 'op_class' (expected op_classes and "
+       "links)"},
+      {"links: {intra_node: fast}\n",
+       "prof.yaml:1:21: error: expected a number, got 'fast'"},
+  };
+  for (const auto &[yaml, want] : cases) {
+    std::string e = err(yaml);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  }
 }
 
 TEST(TrainingFlops, BackwardIsTwiceForward) {
-  OpCost f;
-  f.opClass = OpClass::Gemm;
-  f.flops = 100;
-  f.bytesRead = 10;
-  f.bytesWritten = 4;
+  OpCost f = opCost(OpClass::Gemm, 100, 10, 4);
   OpCost b = backwardCost(f);
-  EXPECT_DOUBLE_EQ(b.flops, 200);
-  EXPECT_DOUBLE_EQ(b.bytesRead, 20);
-  EXPECT_DOUBLE_EQ(b.bytesWritten, 8);
+  expectCost(b, 200, 20, 8);
   EXPECT_EQ(b.opClass, OpClass::Gemm);
   // F = 10: forward + backward = 3F = 30; full recomputation adds one more
   // forward: 40; selective adds only the recomputed part (2): 32.

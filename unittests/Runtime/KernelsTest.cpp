@@ -22,6 +22,18 @@ extern "C" int openblas_get_num_threads(void);
 
 namespace {
 
+/// The pending error `call` raises, cleared before and after (a failure if
+/// it raises none).
+template <typename Call> std::string pendingErrorOf(Call call) {
+  dort_clear_pending_error();
+  call();
+  const char *pending = dort_pending_error();
+  EXPECT_NE(pending, nullptr) << "no pending error";
+  std::string error = pending ? pending : "";
+  dort_clear_pending_error();
+  return error;
+}
+
 /// How a stored rows x cols matrix is laid out in its buffer.
 enum class Layout { Row, RowPadded, Col, ColPadded, Strided };
 const Layout kLayouts[] = {Layout::Row, Layout::RowPadded, Layout::Col,
@@ -125,28 +137,14 @@ template <typename T> struct Stored {
     return m;
   }
   template <typename D> D desc2() {
-    D d;
-    d.allocated = buffer.data();
-    d.aligned = buffer.data();
-    d.offset = offset;
-    d.sizes[0] = rows;
-    d.sizes[1] = cols;
-    d.strides[0] = s0;
-    d.strides[1] = s1;
-    return d;
+    return D{buffer.data(), buffer.data(), offset, {rows, cols}, {s0, s1}};
   }
   template <typename D> D desc3(int64_t batchSize) {
-    D d;
-    d.allocated = buffer.data();
-    d.aligned = buffer.data();
-    d.offset = offset;
-    d.sizes[0] = batchSize;
-    d.sizes[1] = rows;
-    d.sizes[2] = cols;
-    d.strides[0] = sb;
-    d.strides[1] = s0;
-    d.strides[2] = s1;
-    return d;
+    return D{buffer.data(),
+             buffer.data(),
+             offset,
+             {batchSize, rows, cols},
+             {sb, s0, s1}};
   }
 };
 
@@ -653,15 +651,12 @@ TEST(Kernels, Conv2dShapeMismatchRaisesPendingError) {
   MemRef4DF32 x{buf.data(), buf.data(), 0, {1, 2, 5, 5}, {50, 25, 5, 1}};
   MemRef4DF32 w{buf.data(), buf.data(), 0, {3, 2, 3, 3}, {18, 9, 3, 1}};
   MemRef4DF32 y{buf.data(), buf.data(), 0, {1, 3, 4, 3}, {36, 12, 3, 1}};
-  dort_clear_pending_error();
-  _mlir_ciface_dort_conv2d_f32(&x, &w, &y, 1, 1, 0, 0, 1, 1, 1);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_NE(std::string(dort_pending_error())
-                .find("dort_conv2d_f32: shapes do not fit: x 1x2x5x5, w "
-                      "3x2x3x3, y 1x3x4x3"),
+  std::string error = pendingErrorOf(
+      [&] { _mlir_ciface_dort_conv2d_f32(&x, &w, &y, 1, 1, 0, 0, 1, 1, 1); });
+  EXPECT_NE(error.find("dort_conv2d_f32: shapes do not fit: x 1x2x5x5, w "
+                       "3x2x3x3, y 1x3x4x3"),
             std::string::npos)
-      << dort_pending_error();
-  dort_clear_pending_error();
+      << error;
 }
 
 // dort_conv2d_backward_data_<type>: the input gradient of a convolution
@@ -772,15 +767,14 @@ TEST(Kernels, Conv2dBackwardDataShapeMismatchNamesTheCall) {
   MemRef4DF32 dy{buf.data(), buf.data(), 0, {1, 3, 4, 3}, {36, 12, 3, 1}};
   MemRef4DF32 w{buf.data(), buf.data(), 0, {3, 2, 3, 3}, {18, 9, 3, 1}};
   MemRef4DF32 dx{buf.data(), buf.data(), 0, {1, 2, 5, 5}, {50, 25, 5, 1}};
-  dort_clear_pending_error();
-  _mlir_ciface_dort_conv2d_backward_data_f32(&dy, &w, &dx, 1, 1, 0, 0, 1, 1, 1);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_NE(std::string(dort_pending_error())
-                .find("dort_conv2d_backward_data_f32: shapes do not fit: x "
-                      "1x2x5x5, w 3x2x3x3, y 1x3x4x3"),
+  std::string error = pendingErrorOf([&] {
+    _mlir_ciface_dort_conv2d_backward_data_f32(&dy, &w, &dx, 1, 1, 0, 0, 1, 1,
+                                               1);
+  });
+  EXPECT_NE(error.find("dort_conv2d_backward_data_f32: shapes do not fit: x "
+                       "1x2x5x5, w 3x2x3x3, y 1x3x4x3"),
             std::string::npos)
-      << dort_pending_error();
-  dort_clear_pending_error();
+      << error;
 }
 
 /// dort_matmul_epilogue_f32 against a naive act(alpha A B^T + beta R + bias):
@@ -845,19 +839,17 @@ TEST(Kernels, MatmulEpilogueMatchesReference) {
   MemRef2DF32 db{b.data(), b.data(), 0, {n, k}, {k, 1}};
   MemRef2DF32 dd{d.data(), d.data(), 0, {m, n}, {n, 1}};
   MemRef1DF32 shortBias{bias.data(), bias.data(), 0, {n - 1}, {1}};
-  dort_clear_pending_error();
-  _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dd, &shortBias, 0, 1,
-                                        1.0f, 0.0f, DORT_ACT_NONE, 1);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_STREQ(dort_pending_error(),
-               "dort_matmul_epilogue_f32: the bias has 6 elements, D 7 columns");
-  dort_clear_pending_error();
-  _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dd, &shortBias, 0, 1,
-                                        1.0f, 0.0f, 9, 0);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_STREQ(dort_pending_error(),
-               "dort_matmul_epilogue_f32: unknown activation 9");
-  dort_clear_pending_error();
+  EXPECT_EQ(pendingErrorOf([&] {
+              _mlir_ciface_dort_matmul_epilogue_f32(&da, &db, &dd, &dd,
+                                                    &shortBias, 0, 1, 1.0f,
+                                                    0.0f, DORT_ACT_NONE, 1);
+            }),
+            "dort_matmul_epilogue_f32: the bias has 6 elements, D 7 columns");
+  EXPECT_EQ(pendingErrorOf([&] {
+              _mlir_ciface_dort_matmul_epilogue_f32(
+                  &da, &db, &dd, &dd, &shortBias, 0, 1, 1.0f, 0.0f, 9, 0);
+            }),
+            "dort_matmul_epilogue_f32: unknown activation 9");
 }
 
 /// The 16-bit epilogue GEMM is the f32 one on the widened values, D rounded
@@ -997,23 +989,20 @@ TEST(Kernels, SixteenBitShapeMismatchNamesTheCall) {
   float c[4] = {9, 9, 9, 9};
   MemRef2DU16 da{a, a, 0, {2, 3}, {3, 1}}, db{b, b, 0, {2, 3}, {3, 1}};
   MemRef2DF32 dc{c, c, 0, {2, 2}, {2, 1}};
-  dort_clear_pending_error();
-  _mlir_ciface_dort_matmul_f16_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_EQ(std::string(dort_pending_error()),
+  EXPECT_EQ(pendingErrorOf([&] {
+              _mlir_ciface_dort_matmul_f16_f32(&da, &db, &dc, 0, 0, 1.0f, 0.0f);
+            }),
             "dort_matmul_f16_f32: shape mismatch: op(A) is 2x3, op(B) is 2x3, "
             "C is 2x2 (transA=0, transB=0)");
   for (float v : c)
     EXPECT_EQ(v, 9.0f);
-  dort_clear_pending_error();
   MemRef3DU16 ta{a, a, 0, {2, 1, 3}, {3, 3, 1}}, tb{b, b, 0, {3, 1, 2}, {2, 2, 1}};
   MemRef3DF32 tc{c, c, 0, {2, 1, 2}, {2, 2, 1}};
-  _mlir_ciface_dort_batch_matmul_bf16_f32(&ta, &tb, &tc, 0, 0, 1.0f, 0.0f);
-  ASSERT_NE(dort_pending_error(), nullptr);
-  EXPECT_NE(std::string(dort_pending_error()).find("dort_batch_matmul_bf16_f32"),
-            std::string::npos)
-      << dort_pending_error();
-  dort_clear_pending_error();
+  std::string error = pendingErrorOf([&] {
+    _mlir_ciface_dort_batch_matmul_bf16_f32(&ta, &tb, &tc, 0, 0, 1.0f, 0.0f);
+  });
+  EXPECT_NE(error.find("dort_batch_matmul_bf16_f32"), std::string::npos)
+      << error;
 }
 
 namespace {

@@ -32,6 +32,17 @@ std::string edit(const std::string &from, const std::string &to) {
     s.replace(at, from.size(), to);
   return s;
 }
+
+/// An edit of the example and the error it must give.
+struct EditCase {
+  const char *from, *to, *error;
+};
+
+void expectEditErrors(std::initializer_list<EditCase> cases) {
+  for (const EditCase &c : cases)
+    EXPECT_EQ(manifestError(edit(c.from, c.to)), c.error)
+        << "editing " << c.from << " to " << c.to;
+}
 } // namespace
 
 TEST(Manifest, ParsesTheExample) {
@@ -150,103 +161,95 @@ TEST(Manifest, RecordsTheCompilerThatWroteIt) {
   ASSERT_TRUE(parseManifest(text, m, error)) << error;
   EXPECT_EQ(m.compiler, "distopt 0.1.0 (LLVM/MLIR 22.1.8, git 0123456789ab)");
   expectRoundTrip(text.c_str());
-  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"compiler\": 1,")),
-            "compiler: expected a string, found number");
+  expectEditErrors({{"\"format\": 1,", "\"format\": 1, \"compiler\": 1,",
+                     "compiler: expected a string, found number"}});
 }
 
 TEST(Manifest, PrecisionIsOneOfTheDtypes) {
-  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"precision\": \"fp8\",")),
-            "precision: unknown precision \"fp8\" (fp32, tf32, bf16 or fp16)");
-  EXPECT_EQ(manifestError(edit("\"format\": 1,", "\"format\": 1, \"precision\": 16,")),
-            "precision: expected a string, found number");
+  expectEditErrors(
+      {{"\"format\": 1,", "\"format\": 1, \"precision\": \"fp8\",",
+        "precision: unknown precision \"fp8\" (fp32, tf32, bf16 or fp16)"},
+       {"\"format\": 1,", "\"format\": 1, \"precision\": 16,",
+        "precision: expected a string, found number"}});
 }
 
 TEST(Manifest, MissingKeysAreNamed) {
-  EXPECT_EQ(manifestError(edit("\"format\": 1,", "")),
-            "missing required key \"format\"");
   EXPECT_EQ(manifestError(R"({"format": 1, "outputs": []})"),
             "missing required key \"inputs\"");
   EXPECT_EQ(manifestError(R"({"format": 1, "inputs": []})"),
             "missing required key \"outputs\"");
-  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\", ", "")),
-            "inputs[0]: missing required key \"name\"");
-  EXPECT_EQ(
-      manifestError(edit("\"dtype\": \"float32\", \"shape\": [2, 16, 100]",
-                         "\"shape\": [2, 16, 100]")),
-      "outputs[0]: missing required key \"dtype\"");
-  EXPECT_EQ(manifestError(edit(", \"shape\": [2, 16]", "")),
-            "inputs[0]: missing required key \"shape\"");
-  EXPECT_EQ(manifestError(edit("\"file\": \"weights.bin\", ", "")),
-            "weights[0]: missing required key \"file\"");
-  EXPECT_EQ(manifestError(edit("\"offset\": 0, ", "")),
-            "weights[0]: missing required key \"offset\"");
-  EXPECT_EQ(manifestError(edit(", \"length\": 12800", "")),
-            "weights[0]: missing required key \"length\"");
+  expectEditErrors(
+      {{"\"format\": 1,", "", "missing required key \"format\""},
+       {"\"name\": \"input_ids\", ", "",
+        "inputs[0]: missing required key \"name\""},
+       {"\"dtype\": \"float32\", \"shape\": [2, 16, 100]",
+        "\"shape\": [2, 16, 100]",
+        "outputs[0]: missing required key \"dtype\""},
+       {", \"shape\": [2, 16]", "",
+        "inputs[0]: missing required key \"shape\""},
+       {"\"file\": \"weights.bin\", ", "",
+        "weights[0]: missing required key \"file\""},
+       {"\"offset\": 0, ", "", "weights[0]: missing required key \"offset\""},
+       {", \"length\": 12800", "",
+        "weights[0]: missing required key \"length\""}});
 }
 
 TEST(Manifest, BadValues) {
   EXPECT_EQ(manifestError("[]"),
             "expected a JSON object at the top level, found array");
-  EXPECT_EQ(
-      manifestError(edit("\"format\": 1", "\"format\": 2")),
-      "format: unsupported manifest format 2 (this runtime reads format 1)");
-  EXPECT_EQ(manifestError(edit("\"format\": 1", "\"format\": \"1\"")),
-            "format: expected an integer, found string");
-  EXPECT_EQ(manifestError(edit("\"format\": 1", "\"format\": 1.5")),
-            "format: expected an integer");
-  EXPECT_EQ(manifestError(edit("\"model\": \"gpt\"", "\"model\": 3")),
-            "model: expected a string, found number");
-  EXPECT_EQ(manifestError(edit("\"ranks\": 1", "\"ranks\": 0")),
-            "ranks: expected an integer >= 1, found 0");
   EXPECT_EQ(manifestError(R"({"format": 1, "inputs": {}, "outputs": []})"),
             "inputs: expected an array, found object");
-  EXPECT_EQ(manifestError(edit("[{\"name\": \"input_ids\"",
-                               "[3, {\"name\": \"input_ids\"")),
-            "inputs[0]: expected an object, found number");
-  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\"", "\"name\": \"\"")),
-            "inputs[0].name: empty name");
-  EXPECT_EQ(manifestError(edit("\"name\": \"input_ids\"", "\"name\": [1]")),
-            "inputs[0].name: expected a string, found array");
-  EXPECT_EQ(
-      manifestError(edit("\"int64\"", "\"int128\"")),
-      "inputs[0].dtype: unknown dtype \"int128\" (expected one of float32, "
-      "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, "
-      "uint16, uint32, uint64)");
-  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, -16]")),
-            "inputs[0].shape[1]: expected an integer >= 0, found -16");
-  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, 1.5]")),
-            "inputs[0].shape[1]: expected an integer");
-  EXPECT_EQ(manifestError(edit("[2, 16]", "\"2x16\"")),
-            "inputs[0].shape: expected an array of dimensions, found string");
-  EXPECT_EQ(manifestError(edit("[2, 16]", "[4611686018427387904, 4]")),
-            "inputs[0].shape: shape [4611686018427387904, 4] is too large");
-  EXPECT_EQ(manifestError(edit("\"length\": 12800", "\"length\": 12801")),
-            "weights[0].length: 12801 bytes, but shape [100, 32] of float32 "
-            "needs 12800");
-  EXPECT_EQ(manifestError(edit("\"offset\": 0", "\"offset\": -8")),
-            "weights[0].offset: expected an integer >= 0, found -8");
-  EXPECT_EQ(manifestError(edit("\"file\": \"weights.bin\"", "\"file\": \"\"")),
-            "weights[0].file: empty file name");
-  EXPECT_EQ(manifestError(edit("\"weights\": [", "\"weights\": 5, \"w\": [")),
-            "weights: expected an array, found number");
-  std::string dup =
-      edit("[{\"name\": \"logits\", \"dtype\": \"float32\", \"shape\": [2, 16, "
-           "100]}]",
-           "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": []}, "
-           "{\"name\": \"y\", \"dtype\": \"int8\", \"shape\": [1]}]");
-  EXPECT_EQ(manifestError(dup),
-            "outputs[1].name: duplicate name \"y\" in outputs");
-  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
-                               "\"shape\": [2, 16], \"indices\": 3")),
-            "inputs[0].indices: expected an object, found number");
-  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
-                               "\"shape\": [2, 16], \"indices\": "
-                               "{\"low\": 0, \"high\": 9}")),
-            "inputs[0].indices: missing required key \"use\"");
-  EXPECT_EQ(manifestError(edit("\"shape\": [2, 16]",
-                               "\"shape\": [2, 16], \"indices\": "
-                               "{\"low\": 0, \"high\": -1, \"use\": \"x\"}")),
-            "inputs[0].indices: high -1 is below low 0");
+  expectEditErrors({
+      {"\"format\": 1", "\"format\": 2",
+       "format: unsupported manifest format 2 (this runtime reads format 1)"},
+      {"\"format\": 1", "\"format\": \"1\"",
+       "format: expected an integer, found string"},
+      {"\"format\": 1", "\"format\": 1.5", "format: expected an integer"},
+      {"\"model\": \"gpt\"", "\"model\": 3",
+       "model: expected a string, found number"},
+      {"\"ranks\": 1", "\"ranks\": 0",
+       "ranks: expected an integer >= 1, found 0"},
+      {"[{\"name\": \"input_ids\"", "[3, {\"name\": \"input_ids\"",
+       "inputs[0]: expected an object, found number"},
+      {"\"name\": \"input_ids\"", "\"name\": \"\"",
+       "inputs[0].name: empty name"},
+      {"\"name\": \"input_ids\"", "\"name\": [1]",
+       "inputs[0].name: expected a string, found array"},
+      {"\"int64\"", "\"int128\"",
+       "inputs[0].dtype: unknown dtype \"int128\" (expected one of float32, "
+       "float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool, "
+       "uint16, uint32, uint64)"},
+      {"[2, 16]", "[2, -16]",
+       "inputs[0].shape[1]: expected an integer >= 0, found -16"},
+      {"[2, 16]", "[2, 1.5]", "inputs[0].shape[1]: expected an integer"},
+      {"[2, 16]", "\"2x16\"",
+       "inputs[0].shape: expected an array of dimensions, found string"},
+      {"[2, 16]", "[4611686018427387904, 4]",
+       "inputs[0].shape: shape [4611686018427387904, 4] is too large"},
+      {"\"length\": 12800", "\"length\": 12801",
+       "weights[0].length: 12801 bytes, but shape [100, 32] of float32 "
+       "needs 12800"},
+      {"\"offset\": 0", "\"offset\": -8",
+       "weights[0].offset: expected an integer >= 0, found -8"},
+      {"\"file\": \"weights.bin\"", "\"file\": \"\"",
+       "weights[0].file: empty file name"},
+      {"\"weights\": [", "\"weights\": 5, \"w\": [",
+       "weights: expected an array, found number"},
+      {"[{\"name\": \"logits\", \"dtype\": \"float32\", \"shape\": [2, 16, "
+       "100]}]",
+       "[{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": []}, "
+       "{\"name\": \"y\", \"dtype\": \"int8\", \"shape\": [1]}]",
+       "outputs[1].name: duplicate name \"y\" in outputs"},
+      {"\"shape\": [2, 16]", "\"shape\": [2, 16], \"indices\": 3",
+       "inputs[0].indices: expected an object, found number"},
+      {"\"shape\": [2, 16]",
+       "\"shape\": [2, 16], \"indices\": {\"low\": 0, \"high\": 9}",
+       "inputs[0].indices: missing required key \"use\""},
+      {"\"shape\": [2, 16]",
+       "\"shape\": [2, 16], \"indices\": "
+       "{\"low\": 0, \"high\": -1, \"use\": \"x\"}",
+       "inputs[0].indices: high -1 is below low 0"},
+  });
 }
 
 TEST(Manifest, InPlaceOutputsHaveNoBuffer) {
@@ -286,10 +289,11 @@ TEST(Manifest, InPlaceOutputsHaveNoBuffer) {
 }
 
 TEST(Manifest, SyntaxErrorsHaveLineAndColumn) {
-  EXPECT_EQ(manifestError(edit("\"ranks\": 1,", "\"ranks\": 1")),
-            "line 2, column 2: expected ',' or '}' in object, found '\"'");
-  EXPECT_EQ(manifestError(edit("[2, 16]", "[2, 16,]")),
-            "line 2, column 70: trailing comma before ']'");
+  expectEditErrors(
+      {{"\"ranks\": 1,", "\"ranks\": 1",
+        "line 2, column 2: expected ',' or '}' in object, found '\"'"},
+       {"[2, 16]", "[2, 16,]",
+        "line 2, column 70: trailing comma before ']'"}});
 }
 
 TEST(Manifest, LoadFromFile) {
