@@ -232,8 +232,11 @@ def run(kit: Path, repeat: int, torch_compile: bool = False) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def kit_main(description: str, add_run_args, export, prepare, run) -> int:
+    """A kit's command line: export, prepare or run a kit directory.
+    `add_run_args(parser)` adds the run command's own options, which
+    `run(kit, args)` reads."""
+    ap = argparse.ArgumentParser(description=description)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for c in ("export", "prepare", "run"):
         p = sub.add_parser(c)
@@ -241,17 +244,25 @@ def main() -> int:
         if c == "prepare":
             p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
         if c == "run":
-            p.add_argument("--repeat", type=int, default=20)
-            p.add_argument("--torch-compile", action="store_true",
-                           help="also time torch.compile (default mode)")
+            add_run_args(p)
     a = ap.parse_args()
     kit = a.kit.resolve()
     if a.cmd == "export":
         return export(kit)
     if a.cmd == "prepare":
         return prepare(kit, a.distopt)
-    return run(kit, a.repeat, a.torch_compile)
+    return run(kit, a)
 
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--torch-compile", action="store_true",
+                   help="also time torch.compile (default mode)")
+
+
+def main() -> int:
+    return kit_main(__doc__.splitlines()[0], _add_run_args, export, prepare,
+                    lambda kit, a: run(kit, a.repeat, a.torch_compile))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -213,27 +213,16 @@ def run(kit: Path, steps: int, profile: bool = False) -> int:
     return 1 if failed else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for c in ("export", "prepare", "run"):
-        p = sub.add_parser(c)
-        p.add_argument("kit", type=Path)
-        if c == "prepare":
-            p.add_argument("--distopt", type=Path, default=ROOT / "build/bin/distopt")
-        if c == "run":
-            p.add_argument("--steps", type=int, default=13)
-            p.add_argument("--profile", action="store_true",
-                           help="also run each bundle with DISTOPT_CUDA_PROFILE=1 and "
-                                "print where its device time goes")
-    a = ap.parse_args()
-    kit = a.kit.resolve()
-    if a.cmd == "export":
-        return export(kit)
-    if a.cmd == "prepare":
-        return prepare(kit, a.distopt)
-    return run(kit, a.steps, a.profile)
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=13)
+    p.add_argument("--profile", action="store_true",
+                   help="also run each bundle with DISTOPT_CUDA_PROFILE=1 and "
+                        "print where its device time goes")
 
+
+def main() -> int:
+    return gpu_inference.kit_main(__doc__.splitlines()[0], _add_run_args, export,
+                                  prepare, lambda kit, a: run(kit, a.steps, a.profile))
 
 if __name__ == "__main__":
     sys.exit(main())

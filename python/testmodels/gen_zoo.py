@@ -144,15 +144,24 @@ def _gpt2():
     return _hf_text(transformers.GPT2LMHeadModel(cfg).eval(), with_mask=False)
 
 
+# The BERT-like encoders' tiny configuration, without dropout.
+_TINY_ENCODER = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=64,
+                     max_position_embeddings=64, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+
+
+def _tiny_encoder(config, model):
+    """A BERT-like encoder of `config` and `model` classes at the tiny size,
+    without its pooling layer, given an attention mask."""
+    torch.manual_seed(0)
+    cfg = config(**_TINY_ENCODER)
+    return _hf_text(model(cfg, add_pooling_layer=False).eval(), with_mask=True)
+
+
 def _bert():
     import transformers
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=4, intermediate_size=64,
-                                  max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                  attention_probs_dropout_prob=0.0)
-    return _hf_text(transformers.BertModel(cfg, add_pooling_layer=False).eval(),
-                    with_mask=True)
+    return _tiny_encoder(transformers.BertConfig, transformers.BertModel)
 
 
 def _llama():
@@ -185,12 +194,8 @@ def _deberta_v2():
     heads."""
     import transformers
     torch.manual_seed(0)
-    cfg = transformers.DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                       num_attention_heads=4, intermediate_size=64,
-                                       max_position_embeddings=64, relative_attention=True,
-                                       position_buckets=16, pos_att_type=["p2c", "c2p"],
-                                       hidden_dropout_prob=0.0,
-                                       attention_probs_dropout_prob=0.0)
+    cfg = transformers.DebertaV2Config(**_TINY_ENCODER, relative_attention=True,
+                                       position_buckets=16, pos_att_type=["p2c", "c2p"])
     return _hf_text(transformers.DebertaV2Model(cfg).eval(), with_mask=True)
 
 
@@ -209,13 +214,7 @@ def _vit():
 def _roberta():
     """RoBERTa's position ids come from the attention mask by a CumSum."""
     import transformers
-    torch.manual_seed(0)
-    cfg = transformers.RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=64,
-                                     max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0)
-    return _hf_text(transformers.RobertaModel(cfg, add_pooling_layer=False).eval(),
-                    with_mask=True)
+    return _tiny_encoder(transformers.RobertaConfig, transformers.RobertaModel)
 
 
 def _t5():
