@@ -78,27 +78,27 @@ bool readWhole(const std::string &root, const Named &t, const JsonValue &f,
   std::vector<int64_t> shape = t.fileShape();
   DType dtype = t.tensor->dtype();
   size_t elem = static_cast<size_t>(dtypeSize(dtype));
+  // The saved tensor is not the bundle's: says what each is.
+  auto mismatch = [&](const std::string &saved, const std::string &bundle) {
+    error =
+        "checkpoint '" + t.name + "' is " + saved + ", the bundle's " + bundle;
+    return false;
+  };
   auto readFile = [&](const std::string &file, Tensor &read) {
     std::string path = detail::joinPath(root, file);
     if (!readNpy(path, read, error)) {
       error = "checkpoint '" + path + "': " + error;
       return false;
     }
-    if (read.dtype() != dtype) {
-      error = "checkpoint '" + t.name + "' is " + dtypeName(read.dtype()) +
-              ", the bundle's " + dtypeName(dtype);
-      return false;
-    }
+    if (read.dtype() != dtype)
+      return mismatch(dtypeName(read.dtype()), dtypeName(dtype));
     return true;
   };
   if (f.isString()) {
     if (!readFile(f.asString(), whole))
       return false;
-    if (whole.shape() != shape) {
-      error = "checkpoint '" + t.name + "' is " + shapeToString(whole.shape()) +
-              ", the bundle's " + shapeToString(shape);
-      return false;
-    }
+    if (whole.shape() != shape)
+      return mismatch(shapeToString(whole.shape()), shapeToString(shape));
     return true;
   }
   std::vector<int64_t> saved = jsonInts(f.get("shape"));

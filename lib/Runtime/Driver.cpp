@@ -87,6 +87,25 @@ bool parseCommandLine(int argc, char **argv, CommandLine &cl,
       }
       value = argv[++i];
     }
+    // Options given at most once: `saw` says whether it was.
+    auto once = [&](bool &saw) {
+      if (saw) {
+        error = option + " given more than once";
+        return false;
+      }
+      saw = true;
+      return true;
+    };
+    auto directory = [&](bool &saw, std::string &dir) {
+      if (!once(saw))
+        return false;
+      if (value.empty()) {
+        error = option + " needs a non-empty directory";
+        return false;
+      }
+      dir = value;
+      return true;
+    };
     if (option == "--input") {
       size_t eq = value.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
@@ -95,22 +114,11 @@ bool parseCommandLine(int argc, char **argv, CommandLine &cl,
       }
       cl.inputs.push_back({value.substr(0, eq), value.substr(eq + 1)});
     } else if (option == "--output-dir") {
-      if (sawOutputDir) {
-        error = "--output-dir given more than once";
+      if (!directory(sawOutputDir, cl.outputDir))
         return false;
-      }
-      sawOutputDir = true;
-      if (value.empty()) {
-        error = "--output-dir needs a non-empty directory";
-        return false;
-      }
-      cl.outputDir = value;
     } else if (option == "--repeat") {
-      if (sawRepeat) {
-        error = "--repeat given more than once";
+      if (!once(sawRepeat))
         return false;
-      }
-      sawRepeat = true;
       char *end = nullptr;
       errno = 0;
       long long n = std::strtoll(value.c_str(), &end, 10);
@@ -120,17 +128,8 @@ bool parseCommandLine(int argc, char **argv, CommandLine &cl,
         return false;
       }
       cl.repeat = n;
-    } else { // --bundle
-      if (sawBundle) {
-        error = "--bundle given more than once";
-        return false;
-      }
-      sawBundle = true;
-      if (value.empty()) {
-        error = "--bundle needs a non-empty directory";
-        return false;
-      }
-      cl.bundleDir = value;
+    } else if (!directory(sawBundle, cl.bundleDir)) { // --bundle
+      return false;
     }
   }
   return true;
@@ -571,37 +570,38 @@ private:
     };
     std::vector<Tensor> ins(stage.inputs.size()), outs(stage.outputs.size());
     std::vector<void *> bufs;
-    for (size_t i = 0; i < stage.inputs.size(); ++i) {
-      const StageBuffer &b = stage.inputs[i];
-      bool model = b.kind == StageBuffer::Kind::ModelInput;
-      const TensorSpec &spec = model ? m.inputs[b.index] : b.spec;
-      if (model && !sliced(spec)) {
-        bufs.push_back(inputs[b.index].data());
-        continue;
+    // Buffers for the stage's inputs (outputs): a whole model input
+    // (output) in place, else a tensor of `own` made here.
+    auto addBuffers = [&](const std::vector<StageBuffer> &buffers,
+                          StageBuffer::Kind modelKind,
+                          const std::vector<TensorSpec> &modelSpecs,
+                          std::vector<Tensor> &modelTensors,
+                          std::vector<Tensor> &own) {
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        const StageBuffer &b = buffers[i];
+        bool model = b.kind == modelKind;
+        const TensorSpec &spec = model ? modelSpecs[b.index] : b.spec;
+        if (model && !sliced(spec)) {
+          bufs.push_back(modelTensors[b.index].data());
+          continue;
+        }
+        std::vector<int64_t> shape =
+            model ? microShape(spec, m.microbatches) : spec.shape;
+        if (!Tensor::create(spec.dtype, shape, own[i], error))
+          return false;
+        bufs.push_back(own[i].data());
       }
-      std::vector<int64_t> shape =
-          model ? microShape(spec, m.microbatches) : spec.shape;
-      if (!Tensor::create(spec.dtype, shape, ins[i], error))
-        return dort_set_error(1, "%s", error.c_str());
-      bufs.push_back(ins[i].data());
-    }
+      return true;
+    };
+    if (!addBuffers(stage.inputs, StageBuffer::Kind::ModelInput, m.inputs,
+                    inputs, ins))
+      return dort_set_error(1, "%s", error.c_str());
     for (int64_t w : stage.weights)
       bufs.push_back(m.weights[w].splitAxes.empty() ? weights.data(w)
                                                     : weightBlocks[w].data());
-    for (size_t i = 0; i < stage.outputs.size(); ++i) {
-      const StageBuffer &b = stage.outputs[i];
-      bool model = b.kind == StageBuffer::Kind::ModelOutput;
-      const TensorSpec &spec = model ? m.outputs[b.index] : b.spec;
-      if (model && !sliced(spec)) {
-        bufs.push_back(outputs[b.index].data());
-        continue;
-      }
-      std::vector<int64_t> shape =
-          model ? microShape(spec, m.microbatches) : spec.shape;
-      if (!Tensor::create(spec.dtype, shape, outs[i], error))
-        return dort_set_error(1, "%s", error.c_str());
-      bufs.push_back(outs[i].data());
-    }
+    if (!addBuffers(stage.outputs, StageBuffer::Kind::ModelOutput, m.outputs,
+                    outputs, outs))
+      return dort_set_error(1, "%s", error.c_str());
     for (int64_t mb = 0; mb < m.microbatches; ++mb) {
       for (size_t i = 0; i < stage.inputs.size(); ++i) {
         const StageBuffer &b = stage.inputs[i];

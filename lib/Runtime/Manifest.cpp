@@ -88,6 +88,31 @@ public:
     return v && getInteger(*v, child(path, key), min, out);
   }
 
+  /// The elements of the array `list`, integers >= `min`, appended to
+  /// `out`.
+  bool appendIntegers(const JsonValue &list, const std::string &path,
+                      int64_t min, std::vector<int64_t> &out) {
+    for (size_t i = 0; i < list.elements().size(); ++i) {
+      int64_t x;
+      if (!getInteger(list.elements()[i], path + "[" + std::to_string(i) + "]",
+                      min, x))
+        return false;
+      out.push_back(x);
+    }
+    return true;
+  }
+
+  /// A required array of integers >= `min`, appended to `out`.
+  bool getIntegers(const JsonValue &object, const std::string &path,
+                   const char *key, int64_t min, std::vector<int64_t> &out) {
+    const JsonValue *list = require(object, path, key);
+    if (!list)
+      return false;
+    if (!list->isArray())
+      return wrongType(child(path, key), "an array", *list);
+    return appendIntegers(*list, child(path, key), min, out);
+  }
+
   bool tensor(const JsonValue &v, const std::string &path, TensorSpec &spec) {
     if (!v.isObject())
       return wrongType(path, "an object", v);
@@ -113,13 +138,8 @@ public:
     if (!shape->isArray())
       return wrongType(shapePath, "an array of dimensions", *shape);
     spec.shape.clear();
-    for (size_t i = 0; i < shape->elements().size(); ++i) {
-      int64_t d;
-      if (!getInteger(shape->elements()[i],
-                      shapePath + "[" + std::to_string(i) + "]", 0, d))
-        return false;
-      spec.shape.push_back(d);
-    }
+    if (!appendIntegers(*shape, shapePath, 0, spec.shape))
+      return false;
     int64_t n;
     if (!checkedNumElements(spec.shape, dtypeSize(spec.dtype), n))
       return fail(shapePath,
@@ -130,13 +150,8 @@ public:
         return fail(gpath, "expected an array of " +
                                std::to_string(spec.shape.size()) +
                                " dimensions");
-      for (size_t i = 0; i < g->elements().size(); ++i) {
-        int64_t d;
-        if (!getInteger(g->elements()[i],
-                        gpath + "[" + std::to_string(i) + "]", 0, d))
-          return false;
-        spec.globalShape.push_back(d);
-      }
+      if (!appendIntegers(*g, gpath, 0, spec.globalShape))
+        return false;
       if (!checkedNumElements(spec.globalShape, dtypeSize(spec.dtype), n))
         return fail(gpath, "shape is too large");
     }
@@ -150,13 +165,8 @@ public:
         if (!axes.isArray())
           return wrongType(apath, "an array of grid axes", axes);
         std::vector<int64_t> list;
-        for (size_t j = 0; j < axes.elements().size(); ++j) {
-          int64_t a;
-          if (!getInteger(axes.elements()[j],
-                          apath + "[" + std::to_string(j) + "]", 0, a))
-            return false;
-          list.push_back(a);
-        }
+        if (!appendIntegers(axes, apath, 0, list))
+          return false;
         spec.splitAxes.push_back(std::move(list));
       }
     }
@@ -213,19 +223,8 @@ public:
       return false;
     if (!parseDType(dtype, b.spec.dtype))
       return fail(child(path, "dtype"), "unknown dtype \"" + dtype + "\"");
-    const JsonValue *shape = require(v, path, "shape");
-    if (!shape)
+    if (!getIntegers(v, path, "shape", 0, b.spec.shape))
       return false;
-    if (!shape->isArray())
-      return wrongType(child(path, "shape"), "an array", *shape);
-    for (size_t i = 0; i < shape->elements().size(); ++i) {
-      int64_t d;
-      if (!getInteger(shape->elements()[i],
-                      child(path, "shape") + "[" + std::to_string(i) + "]", 0,
-                      d))
-        return false;
-      b.spec.shape.push_back(d);
-    }
     b.spec.name = "activation " + std::to_string(b.index);
     return true;
   }
@@ -261,19 +260,8 @@ public:
               .push_back(std::move(b));
         }
       }
-      const JsonValue *ws = require(st, path, "weights");
-      if (!ws)
+      if (!getIntegers(st, path, "weights", 0, stage.weights))
         return false;
-      if (!ws->isArray())
-        return wrongType(child(path, "weights"), "an array", *ws);
-      for (size_t i = 0; i < ws->elements().size(); ++i) {
-        int64_t w;
-        if (!getInteger(ws->elements()[i],
-                        child(path, "weights") + "[" + std::to_string(i) + "]",
-                        0, w))
-          return false;
-        stage.weights.push_back(w);
-      }
       m.stages.push_back(std::move(stage));
     }
     return true;
@@ -476,15 +464,11 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
   if (const JsonValue *grid = root.get("grid")) {
     if (!grid->isArray() || grid->elements().empty())
       return check.fail("grid", "expected a non-empty array of axis sizes");
+    if (!check.appendIntegers(*grid, "grid", 1, m.grid))
+      return false;
     int64_t product = 1;
-    for (size_t i = 0; i < grid->elements().size(); ++i) {
-      int64_t n;
-      if (!check.getInteger(grid->elements()[i],
-                            "grid[" + std::to_string(i) + "]", 1, n))
-        return false;
-      m.grid.push_back(n);
+    for (int64_t n : m.grid)
       product *= n;
-    }
     if (product + serverRanks != m.ranks)
       return check.fail("grid", "the grid holds " + std::to_string(product) +
                                     " ranks" +

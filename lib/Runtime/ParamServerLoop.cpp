@@ -336,16 +336,9 @@ int runParameterServers(TrainArgs &a, const Manifest &m,
     std::vector<std::pair<size_t, std::string>> hyper;
     for (size_t i = 0; i < ins.size(); ++i) {
       const std::string &n = ins[i].name;
-      if (n.rfind("opt.", 0) != 0)
-        continue;
-      if (n.find(':') != std::string::npos) {
-        auto o = outIndex.find(n);
-        if (o == outIndex.end())
-          return fail(a, "optimizer state '" + n + "' has no update output");
-        stateIO.emplace_back(i, o->second);
-      } else {
-        hyper.emplace_back(i, n.substr(4));
-      }
+      if (n.rfind("opt.", 0) == 0 &&
+          !addOptimizerInput(i, n, outIndex, stateIO, hyper, error))
+        return fail(a, error);
     }
     float *shardData = static_cast<float *>(shard.data());
     for (const ServerPiece &piece : p.pieces)

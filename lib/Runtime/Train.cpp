@@ -213,6 +213,24 @@ bool stepsToRun(const TrainArgs &a, int64_t samples, int64_t batch,
   return true;
 }
 
+bool addOptimizerInput(size_t i, const std::string &name,
+                       const std::map<std::string, size_t> &outputIndex,
+                       std::vector<std::pair<size_t, size_t>> &stateIO,
+                       std::vector<std::pair<size_t, std::string>> &hyper,
+                       std::string &error) {
+  if (name.find(':') == std::string::npos) {
+    hyper.emplace_back(i, name.substr(4));
+    return true;
+  }
+  auto o = outputIndex.find(name);
+  if (o == outputIndex.end()) {
+    error = "optimizer state '" + name + "' has no update output";
+    return false;
+  }
+  stateIO.emplace_back(i, o->second);
+  return true;
+}
+
 std::optional<int> openBundle(int argc, char **argv, bool evalMode,
                               const std::string &defaultBundle, TrainArgs &a,
                               std::string &bundleDir, Manifest &m) {
@@ -399,20 +417,16 @@ int runTraining(int argc, char **argv, const std::vector<EntryFn> &entries,
       keyInputs.push_back(i);
     } else if (n.rfind("opt.", 0) != 0) {
       dataInputs.push_back(i);
-    } else if (n.find(':') != std::string::npos) {
-      auto o = outputIndex.find(n);
-      if (o == outputIndex.end())
-        return fail(a, "optimizer state '" + n + "' has no update output");
-      if (inPlace(o->second) && m.outputs[o->second].inPlace != n)
-        return fail(a, "optimizer state '" + n +
-                           "': its update is written "
-                           "in place of '" +
-                           m.outputs[o->second].inPlace + "'");
-      stateIO.emplace_back(i, o->second);
-    } else {
-      hyperInputs.emplace_back(i, n.substr(4));
+    } else if (!addOptimizerInput(i, n, outputIndex, stateIO, hyperInputs,
+                                  error)) {
+      return fail(a, error);
     }
   }
+  for (auto &[i, o] : stateIO)
+    if (inPlace(o) && m.outputs[o].inPlace != m.inputs[i].name)
+      return fail(a, "optimizer state '" + m.inputs[i].name +
+                         "': its update is written in place of '" +
+                         m.outputs[o].inPlace + "'");
   std::vector<std::pair<size_t, size_t>> weightUpdates; // output, weight
   for (size_t w = 0; w < m.weights.size(); ++w) {
     auto o = outputIndex.find("update:" + m.weights[w].name);

@@ -180,6 +180,17 @@ void prepareTerminatedMessage(const std::string &program, int64_t step);
 /// it is ended at once (peers may be waiting in a collective).
 int fail(const TrainArgs &a, const std::string &msg);
 
+/// Files input `i` of a step program, an optimizer input named `name`
+/// ("opt.<...>"): a state (a name with ':'), with the output of the same
+/// name that updates it, in `stateIO`; a hyper-parameter, with its name
+/// after "opt.", in `hyper`. False with `error` set when a state has no
+/// update output.
+bool addOptimizerInput(size_t i, const std::string &name,
+                       const std::map<std::string, size_t> &outputIndex,
+                       std::vector<std::pair<size_t, size_t>> &stateIO,
+                       std::vector<std::pair<size_t, std::string>> &hyper,
+                       std::string &error);
+
 /// The learning rate of step `step` (0-based) of `total`: linear warm-up
 /// over the first `warmup` steps, then constant, or cosine or linear decay
 /// to 0 at the end (the schedules of HuggingFace's

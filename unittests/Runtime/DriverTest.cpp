@@ -394,29 +394,23 @@ TEST_F(DortMain, BundleErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err, "adder: error: " + bundle +
                        "/manifest.json: missing required key \"outputs\"\n");
-  writeFile(
-      bundle + "/manifest.json",
-      std::string(
-          "{\"format\": 1, \"ranks\": 4, \"inputs\": [], \"outputs\": []}"));
-  r = run({});
-  EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.err, "a multi-rank manifest needs a \"grid\""))
-      << r.err;
+  // A 4-rank manifest run as one process: refused, saying `why`.
+  auto expectRefused = [&](const std::string &manifest, const char *why) {
+    writeFile(bundle + "/manifest.json", manifest);
+    Result refused = run({});
+    EXPECT_EQ(refused.code, 1);
+    EXPECT_TRUE(contains(refused.err, why)) << refused.err;
+  };
+  expectRefused(
+      "{\"format\": 1, \"ranks\": 4, \"inputs\": [], \"outputs\": []}",
+      "a multi-rank manifest needs a \"grid\"");
   // A 4-rank bundle started without mpirun: a clear error before any work.
-  writeFile(bundle + "/manifest.json",
-            std::string("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 4, 1], "
-                        "\"inputs\": [], \"outputs\": []}"));
-  r = run({});
-  EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.err, "compiled for 4 ranks, but it was launched on 1"))
-      << r.err;
-  writeFile(bundle + "/manifest.json",
-            std::string("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 2, 1], "
-                        "\"inputs\": [], \"outputs\": []}"));
-  r = run({});
-  EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.err, "the grid holds 2 ranks, but \"ranks\" is 4"))
-      << r.err;
+  expectRefused("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 4, 1], "
+                "\"inputs\": [], \"outputs\": []}",
+                "compiled for 4 ranks, but it was launched on 1");
+  expectRefused("{\"format\": 1, \"ranks\": 4, \"grid\": [1, 2, 1], "
+                "\"inputs\": [], \"outputs\": []}",
+                "the grid holds 2 ranks, but \"ranks\" is 4");
   ::unlink((bundle + "/manifest.json").c_str());
   r = run(goodInputs());
   EXPECT_EQ(r.code, 1);

@@ -59,6 +59,24 @@ std::string mutate(std::string s, std::mt19937 &rng) {
   }
   return s;
 }
+
+/// 20000 mutations of the seeds: each decodes, or `decode` says why not;
+/// some decode.
+template <typename Decode>
+void expectDecodesOrSaysWhy(const std::vector<std::string> &seeds,
+                            std::mt19937 &rng, Decode decode) {
+  int ok = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string b = mutate(seeds[i % seeds.size()], rng);
+    Tensor t;
+    std::string error;
+    if (decode(b.data(), b.size(), t, error))
+      ++ok;
+    else
+      EXPECT_FALSE(error.empty());
+  }
+  EXPECT_GT(ok, 0);
+}
 } // namespace
 
 TEST(Robustness, NpyDecoder) {
@@ -68,17 +86,7 @@ TEST(Robustness, NpyDecoder) {
       bytes(npy_f32_scalar),      bytes(npy_f32_0x3),
       bytes(npy_f32_fortran_2x3), bytes(npy_i32_bigendian_2x2),
       bytes(npy_f32_v2_2x3),      bytes(npy_structured_1)};
-  int ok = 0;
-  for (int i = 0; i < 20000; ++i) {
-    std::string b = mutate(seeds[i % seeds.size()], rng);
-    Tensor t;
-    std::string error;
-    if (decodeNpy(b.data(), b.size(), t, error))
-      ++ok;
-    else
-      EXPECT_FALSE(error.empty());
-  }
-  EXPECT_GT(ok, 0);
+  expectDecodesOrSaysWhy(seeds, rng, decodeNpy);
 }
 
 TEST(Robustness, TensorProtoDecoder) {
@@ -90,17 +98,11 @@ TEST(Robustness, TensorProtoDecoder) {
                                     bytes(pb_f64_2_double_data),
                                     bytes(pb_external),
                                     bytes(pb_string)};
-  int ok = 0;
-  for (int i = 0; i < 20000; ++i) {
-    std::string b = mutate(seeds[i % seeds.size()], rng);
-    Tensor t;
-    std::string error;
-    if (decodeTensorProto(b.data(), b.size(), t, error))
-      ++ok;
-    else
-      EXPECT_FALSE(error.empty());
-  }
-  EXPECT_GT(ok, 0);
+  expectDecodesOrSaysWhy(
+      seeds, rng,
+      [](const char *data, size_t size, Tensor &t, std::string &error) {
+        return decodeTensorProto(data, size, t, error);
+      });
 }
 
 TEST(Robustness, ManifestParser) {

@@ -29,11 +29,6 @@ std::string decodeError(const std::string &b) {
   return error;
 }
 
-template <typename T> std::vector<T> values(const Tensor &t) {
-  const T *p = t.dataAs<T>();
-  return std::vector<T>(p, p + t.numElements());
-}
-
 /// Hand-built protobuf pieces.
 std::string varint(uint64_t v) {
   std::string s;

@@ -2,6 +2,8 @@
 #ifndef DISTOPT_UNITTESTS_RUNTIME_TESTUTIL_H
 #define DISTOPT_UNITTESTS_RUNTIME_TESTUTIL_H
 
+#include "distopt/Runtime/Tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,12 @@
 #include <vector>
 
 namespace distopt::runtime::test {
+
+/// The elements of `t`, of type T.
+template <typename T> std::vector<T> values(const Tensor &t) {
+  const T *p = t.dataAs<T>();
+  return std::vector<T>(p, p + t.numElements());
+}
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {

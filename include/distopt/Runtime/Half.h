@@ -12,6 +12,18 @@
 
 namespace distopt::runtime {
 
+/// The float whose IEEE bits are `bits`, and back.
+inline float floatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint32_t bitsOfFloat(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
 inline float f16ToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f,
            mant = h & 0x3ff, bits;
@@ -32,14 +44,11 @@ inline float f16ToFloat(uint16_t h) {
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return floatFromBits(bits);
 }
 
 inline uint16_t floatToF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = bitsOfFloat(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
   uint32_t mant = x & 0x7fffffu;
@@ -66,15 +75,11 @@ inline uint16_t floatToF16(float f) {
 }
 
 inline float bf16ToFloat(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return floatFromBits(static_cast<uint32_t>(h) << 16);
 }
 
 inline uint16_t floatToBF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = bitsOfFloat(f);
   if ((x & 0x7fffffffu) > 0x7f800000u)
     return static_cast<uint16_t>((x >> 16) | 0x40); // quiet nan
   uint32_t rounding = 0x7fff + ((x >> 16) & 1);

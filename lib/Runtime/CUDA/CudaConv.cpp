@@ -360,6 +360,39 @@ bool cudnnCopy(CudnnApi *api, Scratch &scratch, cudnnTensorDescriptor_t from,
   return true;
 }
 
+/// cuDNN for the call `name`; null with the pending error set when it
+/// cannot be had.
+CudnnApi *cudnnFor(const char *name, std::string &error) {
+  CudnnApi *api = cudnn(error);
+  if (!api)
+    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+  return api;
+}
+
+/// Whether a convolution's plan failed (cuDNN could not describe or choose
+/// it); the failure becomes the pending error naming the call and its plan.
+template <typename Plan> bool planFailed(const char *name, const Plan &plan) {
+  if (plan.error.empty())
+    return false;
+  dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
+                         plan.error.c_str());
+  return true;
+}
+
+/// The library workspace a planned call needs (`work`, null when it needs
+/// none); false with the pending error set when it cannot be had.
+template <typename Plan>
+bool workspaceFor(const char *name, const Plan &plan, void *&work,
+                  std::string &error) {
+  work = libraryWorkspace(plan.workspace, error);
+  if (plan.workspace && !work) {
+    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
+                           error.c_str());
+    return false;
+  }
+  return true;
+}
+
 /// Runs `call` (which sets `st`), under the profiler when it is on; a
 /// failure becomes the pending error naming the call and its plan.
 template <typename Fn>
@@ -405,11 +438,9 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w, MemRef<T, 4> *y,
   if (fresh && captureRefuses())
     return; // cuDNN's start and its search: not inside a graph
   std::string error;
-  CudnnApi *api = cudnn(error);
-  if (!api) {
-    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+  CudnnApi *api = cudnnFor(name, error);
+  if (!api)
     return;
-  }
   ConvPlan &plan = fresh ? cs.plans[key] : found->second;
   const T one = 1, zero = 0;
   cudnnDataType_t type = cudnnType<T>();
@@ -491,11 +522,8 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w, MemRef<T, 4> *y,
               CUDNN_STATUS_SUCCESS;
     }
   }
-  if (!plan.error.empty()) {
-    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                           plan.error.c_str());
+  if (planFailed(name, plan))
     return;
-  }
   Scratch scratch;
   auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
                   cudnnTensorDescriptor_t to, size_t bytes, const void *&dst) {
@@ -603,18 +631,12 @@ void conv2d(const char *name, MemRef<T, 4> *x, MemRef<T, 4> *w, MemRef<T, 4> *y,
     plan.label =
         std::string(plan.asFilterGrad ? "as backward filter " : "forward ") +
         plan.label + " algo " + std::to_string(plan.algo);
-    if (!plan.error.empty()) {
-      dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                             plan.error.c_str());
+    if (planFailed(name, plan))
       return;
-    }
   }
-  void *work = libraryWorkspace(plan.workspace, error);
-  if (plan.workspace && !work) {
-    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
-                           error.c_str());
+  void *work = nullptr;
+  if (!workspaceFor(name, plan, work, error))
     return;
-  }
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   runCudnn(name, plan.label, api, st, [&] {
     if (!plan.asFilterGrad) {
@@ -688,11 +710,9 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
   if (fresh && captureRefuses())
     return; // cuDNN's start and its search: not inside a graph
   std::string error;
-  CudnnApi *api = cudnn(error);
-  if (!api) {
-    dort_set_pending_error(1, "%s: %s", name, error.c_str());
+  CudnnApi *api = cudnnFor(name, error);
+  if (!api)
     return;
-  }
   DataGradPlan &plan = fresh ? plans[key] : found->second;
   const T one = 1, zero = 0;
   Describe describe{api, cudnnType<T>(), s.tf32};
@@ -745,11 +765,8 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
       if (plan.packDx)
         failed(describe.tensor(plan.dxView, vx.dims, vx.strides), "dx view");
   }
-  if (!plan.error.empty()) {
-    dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                           plan.error.c_str());
+  if (planFailed(name, plan))
     return;
-  }
   // Operands in the packed layouts the plan describes.
   Scratch scratch;
   auto copy = [&](cudnnTensorDescriptor_t from, const void *src,
@@ -809,18 +826,12 @@ void conv2dBackwardData(const char *name, MemRef<T, 4> *dy, MemRef<T, 4> *w,
       plan.error =
           std::string("setting the math type: ") + api->errorString(st);
     plan.label += " algo " + std::to_string(plan.algo);
-    if (!plan.error.empty()) {
-      dort_set_pending_error(1, "%s (%s): cuDNN: %s", name, plan.label.c_str(),
-                             plan.error.c_str());
+    if (planFailed(name, plan))
       return;
-    }
   }
-  void *work = libraryWorkspace(plan.workspace, error);
-  if (plan.workspace && !work) {
-    dort_set_pending_error(1, "%s (%s): %s", name, plan.label.c_str(),
-                           error.c_str());
+  void *work = nullptr;
+  if (!workspaceFor(name, plan, work, error))
     return;
-  }
   cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   runCudnn(name, plan.label, api, st, [&] {
     st = api->backwardData(
