@@ -261,18 +261,11 @@ void writeStageBars(llvm::raw_ostream &os, const Plan &plan,
 
 void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
                                      const PlanReport &report) {
-  // Named references, not a structured binding: lambdas below capture
-  // them (C++17 compilers such as the fuzz build's clang 14 refuse that).
-  const PlanGraph &graph = report.graph;
-  const Cluster &cluster = report.cluster;
-  const PlanOptions &options = report.options;
-  const PlanResult &result = report.result;
-  const PlanContext &context = report.context;
-  const Plan &p = result.best;
-  bool train = options.mode == PlanMode::Train;
+  const Plan &p = report.result.best;
+  bool train = report.options.mode == PlanMode::Train;
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-     << "<title>distopt plan: " << escape(context.modelName) << " on "
-     << escape(context.clusterSpec) << "</title>\n<style>\n"
+     << "<title>distopt plan: " << escape(report.context.modelName) << " on "
+     << escape(report.context.clusterSpec) << "</title>\n<style>\n"
      << "body{font-family:sans-serif;margin:24px;color:#222}"
         "h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -285,14 +278,17 @@ void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
         ".activations{fill:#f28e2b}.capacity{stroke:#c00;stroke-width:2}"
         ".note{font-size:12px;color:#555}pre{font-size:12px;"
         "background:#f7f7f7;padding:8px}\n</style></head><body>\n";
-  os << "<h1 id=\"title\">distopt plan: " << escape(context.modelName)
-     << " on " << escape(context.clusterSpec) << "</h1>\n";
-  os << "<p>" << cluster.numDevices() << " × " << escape(cluster.device.name)
-     << " (" << cluster.nodes << (cluster.nodes == 1 ? " node" : " nodes")
-     << "); " << (train ? "training" : "inference") << ", global batch "
-     << options.globalBatch << ", " << dtypeName(options.precision)
-     << "; model: " << format("%.4g", graph.parameters / 1e9)
-     << " billion parameters, " << graph.segments.size() << " segments.</p>\n";
+  os << "<h1 id=\"title\">distopt plan: " << escape(report.context.modelName)
+     << " on " << escape(report.context.clusterSpec) << "</h1>\n";
+  os << "<p>" << report.cluster.numDevices() << " × "
+     << escape(report.cluster.device.name) << " (" << report.cluster.nodes
+     << (report.cluster.nodes == 1 ? " node" : " nodes") << "); "
+     << (train ? "training" : "inference") << ", global batch "
+     << report.options.globalBatch << ", "
+     << dtypeName(report.options.precision)
+     << "; model: " << format("%.4g", report.graph.parameters / 1e9)
+     << " billion parameters, " << report.graph.segments.size()
+     << " segments.</p>\n";
   os << "<h2>Plan</h2>\n<table id=\"plan\"><tr><th>dp</th><th>tp</th>"
         "<th>pp</th><th>devices</th><th>micro-batches</th><th>micro-batch "
         "size</th><th>recompute</th><th>step time</th><th>compute</th>"
@@ -301,32 +297,30 @@ void distopt::planner::writePlanHTML(llvm::raw_ostream &os,
      << "</td><td>" << p.devices() << "</td><td>" << p.microbatches
      << "</td><td>" << p.microbatchSize << "</td><td>"
      << recomputeName(p.recompute) << "</td><td>" << secs(p.stepTime)
-     << "</td><td>" << secs(p.compute) << "</td><td>"
-     << secs(p.communication) << "</td><td>" << secs(p.bubble) << "</td><td>"
-     << gib(p.peakMemory) << " of "
-     << gib(static_cast<double>(cluster.device.memoryCapacity))
+     << "</td><td>" << secs(p.compute) << "</td><td>" << secs(p.communication)
+     << "</td><td>" << secs(p.bubble) << "</td><td>" << gib(p.peakMemory)
+     << " of " << gib(static_cast<double>(report.cluster.device.memoryCapacity))
      << "</td></tr></table>\n";
   os << "<h2>Pipeline schedule of one step</h2>\n";
   writeScheduleSVG(os, p, train);
   os << "<h2>Stages</h2>\n";
-  writeStageBars(os, p, cluster);
+  writeStageBars(os, p, report.cluster);
   os << "<table id=\"stages\"><tr><th>stage</th><th>devices</th><th "
         "class=\"l\">layers</th><th>time / micro-batch</th><th>parameters / "
         "device</th><th>memory</th></tr>\n";
   for (auto [k, s] : llvm::enumerate(p.stages))
     os << "<tr><td>" << k << "</td><td>" << s.firstDevice << "-"
        << s.firstDevice + s.numDevices - 1 << "</td><td class=\"l\">"
-       << escape(stageLabel(graph, s)) << "</td><td>"
-       << secs(s.timePerMicrobatch) << "</td><td>"
-       << format("%.4g", s.params) << "</td><td>" << gib(s.memory())
-       << "</td></tr>\n";
+       << escape(stageLabel(report.graph, s)) << "</td><td>"
+       << secs(s.timePerMicrobatch) << "</td><td>" << format("%.4g", s.params)
+       << "</td><td>" << gib(s.memory()) << "</td></tr>\n";
   os << "</table>\n";
-  if (!result.rejected.empty()) {
+  if (!report.result.rejected.empty()) {
     os << "<h2>Rejected alternatives</h2>\n<table id=\"rejected\"><tr>"
           "<th>dp</th><th>tp</th><th>pp</th><th>micro-batches</th>"
           "<th>recompute</th><th>step time</th><th class=\"l\">why not"
           "</th></tr>\n";
-    for (const RejectedPlan &r : result.rejected)
+    for (const RejectedPlan &r : report.result.rejected)
       os << "<tr><td>" << r.plan.dp << "</td><td>" << r.plan.tp << "</td><td>"
          << r.plan.pp << "</td><td>" << r.plan.microbatches << "</td><td>"
          << recomputeName(r.plan.recompute) << "</td><td>"

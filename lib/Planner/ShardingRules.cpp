@@ -58,6 +58,13 @@ struct RuleBuilder {
     int64_t factor = add(size, kind, partial);
     return size == 1 ? -1 : factor;
   }
+  /// A parallel factor for each dimension of `shape`, and their factors.
+  Dims dims(ArrayRef<int64_t> shape) {
+    Dims factors;
+    for (int64_t size : shape)
+      factors.push_back(dim(size));
+    return factors;
+  }
 };
 
 /// Maps `operandShape`, broadcast NumPy-style to a result whose dimensions
@@ -82,9 +89,7 @@ std::optional<OpShardingRule> elementwiseRule(mlir::Operation *op) {
   if (!resultShape)
     return std::nullopt;
   RuleBuilder b;
-  Dims factors;
-  for (int64_t size : *resultShape)
-    factors.push_back(b.dim(size));
+  Dims factors = b.dims(*resultShape);
   for (mlir::Value operand : op->getOperands()) {
     auto shape = shapeOf(operand);
     if (!shape)
@@ -284,9 +289,7 @@ std::optional<OpShardingRule> transposeRule(dopt::TransposeOp op) {
   if (!x)
     return std::nullopt;
   RuleBuilder b;
-  Dims in;
-  for (int64_t size : *x)
-    in.push_back(b.dim(size));
+  Dims in = b.dims(*x);
   Dims out;
   for (int64_t p : op.getPerm())
     out.push_back(in[p]);

@@ -459,6 +459,29 @@ Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
   return tensor::EmptyOp::create(b, loc, shape, elt);
 }
 
+Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type) {
+  return emptyTensor(b, loc, type.getShape(), type.getElementType());
+}
+
+/// A parallel loop nest over a result of `type`: `body` makes each element
+/// from the element of `input` that `inputMap` (from the result's
+/// coordinates) names.
+Value parallelOver(OpBuilder &b, Location loc, RankedTensorType type,
+                   Value input, AffineMap inputMap,
+                   function_ref<Value(OpBuilder &, Location, Value)> body) {
+  int64_t rank = type.getRank();
+  SmallVector<AffineMap> maps = {
+      inputMap, AffineMap::getMultiDimIdentityMap(rank, b.getContext())};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  auto g = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{input},
+      ValueRange{emptyTensor(b, loc, type)}, maps, iters,
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(nb, l, body(nb, l, a[0]));
+      });
+  return g.getResult(0);
+}
+
 Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Value v) {
   Value e = emptyTensor(b, loc, shape, v.getType());
   return linalg::FillOp::create(b, loc, ValueRange{v}, ValueRange{e})
@@ -2198,26 +2221,16 @@ struct SlicePattern : DoptPattern<dopt::SliceOp> {
     MLIRContext *ctx = rewriter.getContext();
     int64_t rank = rt.getRank();
     if (rt.getNumElements() == 0) {
-      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
-                                         rt.getElementType()));
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt));
       return success();
     }
     SmallVector<AffineExpr> exprs;
     for (int64_t i = 0; i < rank; ++i)
       exprs.push_back(getAffineDimExpr(i, ctx) * steps[i] + starts[i]);
-    SmallVector<AffineMap> maps = {
-        AffineMap::get(rank, 0, exprs, ctx),
-        AffineMap::getMultiDimIdentityMap(rank, ctx)};
-    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-    Value init =
-        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
-    auto g = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getInput()},
-        ValueRange{init}, maps, iters,
-        [](OpBuilder &b, Location l, ValueRange a) {
-          linalg::YieldOp::create(b, l, a[0]);
-        });
-    rewriter.replaceOp(op, g.getResult(0));
+    rewriter.replaceOp(
+        op, parallelOver(rewriter, loc, rt, adaptor.getInput(),
+                         AffineMap::get(rank, 0, exprs, ctx),
+                         [](OpBuilder &, Location, Value x) { return x; }));
     return success();
   }
 };
@@ -2253,36 +2266,27 @@ struct GatherPattern : DoptPattern<dopt::GatherOp> {
     int64_t axis = op.getAxis(), rank = rt.getRank(), ir = it.getRank();
     int64_t dim = dt.getDimSize(axis);
     if (rt.getNumElements() == 0 || dim == 0) {
-      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
-                                         rt.getElementType()));
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt));
       return success();
     }
     // Output dims: data[:axis] ++ indices ++ data[axis+1:].
     SmallVector<AffineExpr> idxExprs;
     for (int64_t i = 0; i < ir; ++i)
       idxExprs.push_back(getAffineDimExpr(axis + i, ctx));
-    SmallVector<AffineMap> maps = {
-        AffineMap::get(rank, 0, idxExprs, ctx),
-        AffineMap::getMultiDimIdentityMap(rank, ctx)};
-    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-    Value init =
-        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
-    auto g = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getIndices()},
-        ValueRange{init}, maps, iters,
-        [&](OpBuilder &b, Location l, ValueRange a) {
-          Value idx = axisIndex(b, l, a[0], dim);
-          SmallVector<Value> coords;
-          for (int64_t i = 0; i < axis; ++i)
-            coords.push_back(linalg::IndexOp::create(b, l, i));
-          coords.push_back(idx);
-          for (int64_t i = axis + 1; i < dt.getRank(); ++i)
-            coords.push_back(linalg::IndexOp::create(b, l, i - 1 + ir));
-          linalg::YieldOp::create(b, l,
-                                  Value(tensor::ExtractOp::create(b, l, data,
-                                                                  coords)));
-        });
-    rewriter.replaceOp(op, g.getResult(0));
+    rewriter.replaceOp(
+        op, parallelOver(rewriter, loc, rt, adaptor.getIndices(),
+                         AffineMap::get(rank, 0, idxExprs, ctx),
+                         [&](OpBuilder &b, Location l, Value index) -> Value {
+                           Value idx = axisIndex(b, l, index, dim);
+                           SmallVector<Value> coords;
+                           for (int64_t i = 0; i < axis; ++i)
+                             coords.push_back(linalg::IndexOp::create(b, l, i));
+                           coords.push_back(idx);
+                           for (int64_t i = axis + 1; i < dt.getRank(); ++i)
+                             coords.push_back(
+                                 linalg::IndexOp::create(b, l, i - 1 + ir));
+                           return tensor::ExtractOp::create(b, l, data, coords);
+                         }));
     return success();
   }
 };
@@ -2302,26 +2306,21 @@ struct GatherElementsPattern : DoptPattern<dopt::GatherElementsOp> {
     int64_t axis = op.getAxis(), rank = rt.getRank();
     int64_t dim = tensorTypeOf(data).getDimSize(axis);
     if (rt.getNumElements() == 0) {
-      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt.getShape(),
-                                         rt.getElementType()));
+      rewriter.replaceOp(op, emptyTensor(rewriter, loc, rt));
       return success();
     }
-    SmallVector<AffineMap> maps(2, AffineMap::getMultiDimIdentityMap(rank, ctx));
-    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-    Value init =
-        emptyTensor(rewriter, loc, rt.getShape(), rt.getElementType());
-    auto g = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{rt}, ValueRange{adaptor.getIndices()},
-        ValueRange{init}, maps, iters,
-        [&](OpBuilder &b, Location l, ValueRange a) {
-          SmallVector<Value> coords;
-          for (int64_t i = 0; i < rank; ++i)
-            coords.push_back(i == axis ? axisIndex(b, l, a[0], dim)
-                                       : Value(linalg::IndexOp::create(b, l, i)));
-          linalg::YieldOp::create(
-              b, l, Value(tensor::ExtractOp::create(b, l, data, coords)));
-        });
-    rewriter.replaceOp(op, g.getResult(0));
+    rewriter.replaceOp(
+        op, parallelOver(rewriter, loc, rt, adaptor.getIndices(),
+                         AffineMap::getMultiDimIdentityMap(rank, ctx),
+                         [&](OpBuilder &b, Location l, Value index) -> Value {
+                           SmallVector<Value> coords;
+                           for (int64_t i = 0; i < rank; ++i)
+                             coords.push_back(
+                                 i == axis
+                                     ? axisIndex(b, l, index, dim)
+                                     : Value(linalg::IndexOp::create(b, l, i)));
+                           return tensor::ExtractOp::create(b, l, data, coords);
+                         }));
     return success();
   }
 };

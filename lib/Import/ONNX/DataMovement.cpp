@@ -160,8 +160,7 @@ LogicalResult importConcat(NodeContext &nc) {
     return nc.error("needs at least one input");
   if (!nc.hasAttr("axis"))
     return nc.error("missing attribute 'axis'");
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  TRY(axis, nc.axisAttr(0, nc.inputType(0).getRank()));
   nc.setOutput(0, nc.create<dopt::ConcatOp>(
                       inputs, nc.builder().getI64IntegerAttr(axis)));
   return success();
@@ -170,8 +169,7 @@ LogicalResult importConcat(NodeContext &nc) {
 LogicalResult importSplit(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   RankedTensorType in = nc.inputType(0);
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  TRY(axis, nc.axisAttr(0, in.getRank()));
   int64_t dim = in.getDimSize(axis);
   SmallVector<int64_t> sizes;
   if (nc.hasAttr("split"))
@@ -333,8 +331,7 @@ std::string dataAxis(int64_t axis, int64_t dim) {
 template <typename OpTy> LogicalResult importGatherLike(NodeContext &nc) {
   TRY(data, nc.requiredInput(0));
   TRY(indices, nc.requiredInput(1));
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  TRY(axis, nc.axisAttr(0, nc.inputType(0).getRank()));
   int64_t dim = nc.inputType(0).getDimSize(axis);
   if (failed(checkConstantIndices(nc, indices, axis, dim)))
     return failure();
@@ -348,8 +345,7 @@ LogicalResult importScatterElements(NodeContext &nc) {
   TRY(data, nc.requiredInput(0));
   TRY(indices, nc.requiredInput(1));
   TRY(updates, nc.requiredInput(2));
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, nc.inputType(0).getRank()));
+  TRY(axis, nc.axisAttr(0, nc.inputType(0).getRank()));
   TRY(reduction, nc.stringAttr("reduction", "none"));
   if (reduction != "none" && reduction != "add" && reduction != "mul" &&
       reduction != "max" && reduction != "min")
@@ -372,8 +368,7 @@ LogicalResult importScatterElements(NodeContext &nc) {
 LogicalResult importTopK(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   RankedTensorType in = nc.inputType(0);
-  TRY(axisAttr, nc.intAttr("axis", -1));
-  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  TRY(axis, nc.axisAttr(-1, in.getRank()));
   TRY(largest, nc.intAttr("largest", 1));
   TRY(ks, nc.constantInts(1, "K"));
   if (ks.size() != 1)
@@ -756,8 +751,7 @@ LogicalResult importTensorScatter(NodeContext &nc) {
   TRY(update, nc.requiredInput(1));
   RankedTensorType ct = nc.inputType(0), ut = nc.inputType(1);
   int64_t rank = ct.getRank();
-  TRY(axisAttr, nc.intAttr("axis", -2));
-  TRY(axis, nc.normalizeAxis(axisAttr, rank));
+  TRY(axis, nc.axisAttr(-2, rank));
   TRY(mode, nc.stringAttr("mode", "linear"));
   if (mode != "linear" && mode != "circular")
     return nc.error("mode '" + mode + "' is not one of linear, circular");

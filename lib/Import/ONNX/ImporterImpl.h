@@ -114,6 +114,8 @@ public:
   /// Normalises `axis` (may be negative) against `rank`; error if out of range.
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
                                          llvm::StringRef what = "axis");
+  /// The "axis" attribute (`dflt` when absent), normalised against `rank`.
+  mlir::FailureOr<int64_t> axisAttr(int64_t dflt, int64_t rank);
 
   /// "ONNX node 'name' (OpType)": how messages name this node.
   std::string label() const;

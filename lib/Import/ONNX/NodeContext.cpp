@@ -182,6 +182,13 @@ FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
+FailureOr<int64_t> NodeContext::axisAttr(int64_t dflt, int64_t rank) {
+  FailureOr<int64_t> axis = intAttr("axis", dflt);
+  if (failed(axis))
+    return failure();
+  return normalizeAxis(*axis, rank);
+}
+
 Value NodeContext::finishCreate(
     OperationState &state,
     function_ref<LogicalResult(SmallVectorImpl<Type> &)> infer) {

@@ -338,8 +338,7 @@ LogicalResult importGroupNorm(NodeContext &nc) {
 LogicalResult importLpNormalization(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   RankedTensorType in = nc.inputType(0);
-  TRY(axisAttr, nc.intAttr("axis", -1));
-  TRY(axis, nc.normalizeAxis(axisAttr, in.getRank()));
+  TRY(axis, nc.axisAttr(-1, in.getRank()));
   TRY(p, nc.intAttr("p", 2));
   if (p != 1 && p != 2)
     return nc.error("p must be 1 or 2, got " + std::to_string(p));

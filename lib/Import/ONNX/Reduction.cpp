@@ -106,8 +106,7 @@ Value argExtreme(NodeContext &nc, Value x, int64_t axis, bool isMax, bool last,
 template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   auto type = cast<RankedTensorType>(x.getType());
-  TRY(axisAttr, nc.intAttr("axis", 0));
-  TRY(axis, nc.normalizeAxis(axisAttr, type.getRank()));
+  TRY(axis, nc.axisAttr(0, type.getRank()));
   TRY(keepdims, nc.intAttr("keepdims", 1));
   TRY(last, nc.intAttr("select_last_index", 0));
   if (type.getElementType().isInteger(1))
@@ -120,8 +119,7 @@ template <bool isMax> LogicalResult importArgExtreme(NodeContext &nc) {
 LogicalResult importHardmax(NodeContext &nc) {
   TRY(x, nc.requiredInput(0));
   auto type = cast<RankedTensorType>(x.getType());
-  TRY(axisAttr, nc.intAttr("axis", -1));
-  TRY(axis, nc.normalizeAxis(axisAttr, type.getRank()));
+  TRY(axis, nc.axisAttr(-1, type.getRank()));
   if (type.getElementType().isInteger(1))
     return nc.error("needs a numeric input, not booleans");
   int64_t n = type.getDimSize(axis);

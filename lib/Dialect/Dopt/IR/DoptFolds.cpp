@@ -200,6 +200,18 @@ bool fitsInteger(double d, IntegerType type) {
     return t >= 0.0 && t < std::ldexp(1.0, width);
   return t >= -std::ldexp(1.0, width - 1) && t < std::ldexp(1.0, width - 1);
 }
+
+/// max or min: `pick` (std::max or std::min, on int64_t and double) of two
+/// constants; a NaN propagates, as in ONNX/NumPy maximum and arith.maximumf.
+template <typename Pick>
+Attribute foldMinMax(Attribute lhs, Attribute rhs, Type resultType, Pick pick) {
+  return foldBinary(
+      lhs, rhs, resultType,
+      [pick](int64_t x, int64_t y) -> OptI { return pick(x, y); },
+      [pick](double x, double y) -> OptF {
+        return std::isnan(x) || std::isnan(y) ? NAN : pick(x, y);
+      });
+}
 } // namespace
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
@@ -239,21 +251,12 @@ OpFoldResult DivOp::fold(FoldAdaptor a) {
       [](double x, double y) -> OptF { return x / y; });
 }
 OpFoldResult MaxOp::fold(FoldAdaptor a) {
-  return foldBinary(
-      a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI { return std::max(x, y); },
-      [](double x, double y) -> OptF {
-        // NaN propagates, as in ONNX/NumPy maximum and arith.maximumf.
-        return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
-      });
+  return foldMinMax(a.getLhs(), a.getRhs(), getType(),
+                    [](auto x, auto y) { return std::max(x, y); });
 }
 OpFoldResult MinOp::fold(FoldAdaptor a) {
-  return foldBinary(
-      a.getLhs(), a.getRhs(), getType(),
-      [](int64_t x, int64_t y) -> OptI { return std::min(x, y); },
-      [](double x, double y) -> OptF {
-        return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
-      });
+  return foldMinMax(a.getLhs(), a.getRhs(), getType(),
+                    [](auto x, auto y) { return std::min(x, y); });
 }
 #define DOPT_COMPARE_FOLD(OP, EXPR)                                            \
   OpFoldResult OP::fold(FoldAdaptor a) {                                       \
