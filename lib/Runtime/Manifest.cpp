@@ -528,26 +528,25 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
                             " stages, but grid axis 0 has " +
                             (m.grid.empty() ? std::string("none")
                                             : std::to_string(m.grid[0])));
+    // A stage's reference to thing `index` of the `count` it names.
+    auto inRange = [&](int64_t index, size_t count, const char *what) {
+      return index < static_cast<int64_t>(count) ||
+             check.fail("pipeline", std::string("a stage ") + what + " " +
+                                        std::to_string(index) + " of " +
+                                        std::to_string(count));
+    };
     for (const PipelineStage &s : m.stages) {
       for (const StageBuffer &b : s.inputs)
         if (b.kind == StageBuffer::Kind::ModelInput &&
-            b.index >= static_cast<int64_t>(m.inputs.size()))
-          return check.fail("pipeline", "a stage reads model input " +
-                                            std::to_string(b.index) +
-                                            " of " +
-                                            std::to_string(m.inputs.size()));
+            !inRange(b.index, m.inputs.size(), "reads model input"))
+          return false;
       for (const StageBuffer &b : s.outputs)
         if (b.kind == StageBuffer::Kind::ModelOutput &&
-            b.index >= static_cast<int64_t>(m.outputs.size()))
-          return check.fail("pipeline", "a stage writes model output " +
-                                            std::to_string(b.index) +
-                                            " of " +
-                                            std::to_string(m.outputs.size()));
+            !inRange(b.index, m.outputs.size(), "writes model output"))
+          return false;
       for (int64_t w : s.weights)
-        if (w >= static_cast<int64_t>(m.weights.size()))
-          return check.fail("pipeline", "a stage uses weight " +
-                                            std::to_string(w) + " of " +
-                                            std::to_string(m.weights.size()));
+        if (!inRange(w, m.weights.size(), "uses weight"))
+          return false;
     }
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {

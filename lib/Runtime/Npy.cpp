@@ -371,16 +371,11 @@ bool finishData(Tensor &t, bool bigEndian, bool fortranOrder,
   return true;
 }
 
+/// The shape as a Python tuple: "(2, 3)", "(2,)", "()".
 std::string shapeRepr(const std::vector<int64_t> &shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1)
-    s += ",";
-  return s + ")";
+  std::string list = shapeToString(shape); // "[2, 3]"
+  return "(" + list.substr(1, list.size() - 2) +
+         (shape.size() == 1 ? ",)" : ")");
 }
 
 std::string truncatedMessage(size_t have, size_t need,

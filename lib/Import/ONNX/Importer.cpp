@@ -258,22 +258,39 @@ FailureOr<Value> GraphImporter::lookup(StringRef name) {
   return *v;
 }
 
+/// Where a tensor's external data lie: its file (relative to the model),
+/// byte offset and length (-1: the tensor's size).
+struct ExternalData {
+  std::string location;
+  int64_t offset = 0, length = -1;
+};
+
+/// The external-data entries of tensor `t` (called `name`); an error when an
+/// offset or length is not an integer.
+static FailureOr<ExternalData> externalData(const onnx::TensorProto &t,
+                                            StringRef name, Location loc) {
+  ExternalData d;
+  for (const onnx::StringStringEntryProto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      d.location = kv.value();
+    else if ((kv.key() == "offset" &&
+              StringRef(kv.value()).getAsInteger(10, d.offset)) ||
+             (kv.key() == "length" &&
+              StringRef(kv.value()).getAsInteger(10, d.length)))
+      return emitError(loc)
+             << "tensor '" << name << "': external-data " << kv.key() << " '"
+             << kv.value() << "' is not an integer";
+  }
+  return d;
+}
+
 FailureOr<std::vector<char>>
 GraphImporter::readExternalBytes(const onnx::TensorProto &t,
                                  RankedTensorType type, Location loc) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const onnx::StringStringEntryProto &kv : t.external_data()) {
-    if (kv.key() == "location")
-      location = kv.value();
-    else if ((kv.key() == "offset" &&
-              StringRef(kv.value()).getAsInteger(10, offset)) ||
-             (kv.key() == "length" &&
-              StringRef(kv.value()).getAsInteger(10, length)))
-      return emitError(loc) << "tensor '" << t.name() << "': external-data "
-                            << kv.key() << " '" << kv.value()
-                            << "' is not an integer";
-  }
+  FailureOr<ExternalData> external = externalData(t, t.name(), loc);
+  if (failed(external))
+    return failure();
+  auto [location, offset, length] = *external;
   SmallString<256> path(modelDir_);
   llvm::sys::path::append(path, location);
   int64_t need = type.getNumElements() * rawElementBytes(type.getElementType());
@@ -420,19 +437,10 @@ FailureOr<Value> GraphImporter::tensorValue(const onnx::TensorProto &t,
   StringAttr location;
   IntegerAttr offset, length;
   if (external) {
-    std::string path;
-    int64_t off = 0, len = -1;
-    for (const onnx::StringStringEntryProto &kv : t.external_data()) {
-      if (kv.key() == "location")
-        path = kv.value();
-      else if ((kv.key() == "offset" &&
-                StringRef(kv.value()).getAsInteger(10, off)) ||
-               (kv.key() == "length" &&
-                StringRef(kv.value()).getAsInteger(10, len)))
-        return emitError(loc) << "tensor '" << name << "': external-data "
-                              << kv.key() << " '" << kv.value()
-                              << "' is not an integer";
-    }
+    FailureOr<ExternalData> data = externalData(t, name, loc);
+    if (failed(data))
+      return failure();
+    auto [path, off, len] = *data;
     if (path.empty())
       return emitError(loc) << "tensor '" << name
                             << "': external data without a location";
