@@ -78,11 +78,7 @@ def torch_run(args) -> int:
     for s in range(args.steps):
         xb, yb = x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch]
         t = time.perf_counter()
-        opt.zero_grad()
-        out = model(xb)
-        loss = nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), yb.reshape(-1))
-        loss.backward()
-        opt.step()
+        loss = gpu_models.train_step(model, opt, xb, yb)
         times.append((time.perf_counter() - t) * 1e3)
         losses.append(float(loss))
     print(json.dumps({"times": times, "losses": losses}))

@@ -100,11 +100,7 @@ def ddp_worker(rank, world, port, name, state, shape, classes, steps, threads, o
         xb, yb = x[lo:lo + per], y[lo:lo + per]
         dist.barrier()
         t = time.perf_counter()
-        opt.zero_grad()
-        logits = ddp(xb)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
-        loss.backward()
-        opt.step()
+        gpu_models.train_step(ddp, opt, xb, yb)
         times.append(time.perf_counter() - t)
     if rank == 0:
         Path(out).write_text(json.dumps(times))

@@ -103,3 +103,14 @@ def build(name: str):
 
 
 NAMES = ["mlp", "cnn", "transformer_encoder", "gpt", "dcgan"]
+
+
+def train_step(model: nn.Module, opt, x, y):
+    """One optimizer step of `model` on a batch: the cross-entropy of its
+    logits (the last axis) against the labels `y`. Returns the loss."""
+    opt.zero_grad()
+    logits = model(x)
+    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    return loss
