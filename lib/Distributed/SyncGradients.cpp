@@ -157,24 +157,32 @@ struct SyncGradientsPass
                 b.getFloatAttr(type.getElementType(), factor)));
         return dopt::MulOp::create(b, loc, v, c);
       };
-      // The all-reduce starts here (dopt.async); what reads its result is
-      // built before the return, so the backward in between overlaps it.
-      auto reduce = [&](Value v) -> Value {
+      // The bucket's collective over `v`, which `make` builds on the value
+      // sent (f32 sent narrower: scaled down first, back up after). It
+      // starts here (dopt.async); what reads its result is built before
+      // the return, so the backward in between overlaps it.
+      auto collective = [&](Value v,
+                            function_ref<Operation *(Value)> make) -> Value {
         auto type = cast<RankedTensorType>(v.getType());
         bool narrow = type.getElementType() == f32 && wire != f32;
         if (narrow)
           v = dopt::CastOp::create(b, loc, scaled(v, 1.0 / double(replicas)),
                                    TypeAttr::get(wire));
-        auto op = shard::AllReduceOp::create(b, loc, v.getType(), gridRef,
-                                             axes, v, sum);
+        Operation *op = make(v);
         op->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
         op->setAttr("dopt.async", b.getUnitAttr());
-        Value r = op.getResult();
+        Value r = op->getResult(0);
         b.setInsertionPoint(ret);
         if (narrow)
           r = scaled(dopt::CastOp::create(b, loc, r, TypeAttr::get(f32)),
                      double(replicas));
         return r;
+      };
+      auto reduce = [&](Value v) {
+        return collective(v, [&](Value sent) -> Operation * {
+          return shard::AllReduceOp::create(b, loc, sent.getType(), gridRef,
+                                            axes, sent, sum);
+        });
       };
       if (zeroStage == 1) {
         // Each gradient as [replicas, chunk], joined along the chunks,
@@ -192,25 +200,14 @@ struct SyncGradientsPass
                            ? rows[0]
                            : Value(dopt::ConcatOp::create(
                                  b, loc, rows, b.getI64IntegerAttr(1)));
-        auto type = cast<RankedTensorType>(joined.getType());
-        bool narrow = type.getElementType() == f32 && wire != f32;
-        if (narrow)
-          joined = dopt::CastOp::create(
-              b, loc, scaled(joined, 1.0 / double(replicas)),
-              TypeAttr::get(wire));
-        auto rs = shard::ReduceScatterOp::create(
-            b, loc,
-            RankedTensorType::get(
-                {1, total},
-                cast<RankedTensorType>(joined.getType()).getElementType()),
-            gridRef, axes, joined, sum, b.getIndexAttr(0));
-        rs->setAttr("dopt.bucket", b.getI64IntegerAttr(int64_t(k)));
-        rs->setAttr("dopt.async", b.getUnitAttr());
-        Value mine = rs.getResult();
-        b.setInsertionPoint(ret);
-        if (narrow)
-          mine = scaled(dopt::CastOp::create(b, loc, mine, TypeAttr::get(f32)),
-                        double(replicas));
+        Value mine = collective(joined, [&](Value sent) -> Operation * {
+          return shard::ReduceScatterOp::create(
+              b, loc,
+              RankedTensorType::get(
+                  {1, total},
+                  cast<RankedTensorType>(sent.getType()).getElementType()),
+              gridRef, axes, sent, sum, b.getIndexAttr(0));
+        });
         SmallVector<Value> pieces{mine};
         if (bucket.size() > 1) {
           auto split = dopt::SplitOp::create(b, loc, mine,

@@ -23,6 +23,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -621,10 +622,9 @@ LogicalResult cpu::linkExecutable(ArrayRef<std::string> objects,
   args.push_back("-Wl,-rpath," DISTOPT_OMP_LIBRARY_DIR);
 #ifdef DISTOPT_MPI_LIBRARIES
   // The runtime's collectives (Comm.h) use MPI.
-  SmallVector<StringRef> mpiLibs;
-  StringRef(DISTOPT_MPI_LIBRARIES).split(mpiLibs, ',', -1, false);
-  for (StringRef lib : mpiLibs)
-    args.push_back(lib.str());
+  for (StringRef lib : llvm::split(DISTOPT_MPI_LIBRARIES, ','))
+    if (!lib.empty())
+      args.push_back(lib.str());
 #endif
   for (const char *lib : {"-lstdc++", "-lm", "-lpthread"})
     args.push_back(lib);

@@ -387,10 +387,9 @@ std::vector<std::string> cuda::linkLibraries() {
 #ifdef DISTOPT_CUDA_RUNTIME_LIBS
   // The CUDA runtime statically (the executable starts without a driver and
   // says so), cuBLAS from the toolkit the runtime was built against.
-  SmallVector<StringRef> parts;
-  StringRef(DISTOPT_CUDA_RUNTIME_LIBS).split(parts, '|', -1, false);
-  for (StringRef p : parts)
-    libs.push_back(p.str());
+  for (StringRef lib : llvm::split(DISTOPT_CUDA_RUNTIME_LIBS, '|'))
+    if (!lib.empty())
+      libs.push_back(lib.str());
 #endif
   return libs;
 }
