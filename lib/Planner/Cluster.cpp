@@ -29,6 +29,7 @@
 #endif
 
 using namespace distopt::planner;
+using distopt::planner::detail::badScalar;
 using llvm::StringRef;
 
 //===----------------------------------------------------------------------===//
@@ -71,10 +72,6 @@ struct PositiveCount {
 struct ByteCount {
   int64_t value = 0;
 };
-/// Messages built per error; ScalarTraits::input returns a StringRef that
-/// YAML I/O reports immediately, so one buffer per thread suffices.
-thread_local std::string scalarMessage;
-
 /// Shortest "%.*g" rendering that reads back to the same double.
 std::string formatDouble(double v) {
   char buf[64];
@@ -147,15 +144,10 @@ template <> struct ScalarTraits<PositiveNumber> {
   }
   static StringRef input(StringRef s, void *, PositiveNumber &v) {
     double d;
-    if (!parseFiniteDouble(s, d)) {
-      scalarMessage = ("expected a number, got '" + s + "'").str();
-      return scalarMessage;
-    }
-    if (!(d > 0)) {
-      scalarMessage =
-          ("expected a number greater than 0, got '" + s + "'").str();
-      return scalarMessage;
-    }
+    if (!parseFiniteDouble(s, d))
+      return badScalar("a number", s);
+    if (!(d > 0))
+      return badScalar("a number greater than 0", s);
     v.value = d;
     return {};
   }
@@ -168,15 +160,10 @@ template <> struct ScalarTraits<PositiveCount> {
   }
   static StringRef input(StringRef s, void *, PositiveCount &v) {
     int64_t n;
-    if (s.trim().getAsInteger(10, n)) {
-      scalarMessage = ("expected a whole number, got '" + s + "'").str();
-      return scalarMessage;
-    }
-    if (n <= 0) {
-      scalarMessage =
-          ("expected a whole number greater than 0, got '" + s + "'").str();
-      return scalarMessage;
-    }
+    if (s.trim().getAsInteger(10, n))
+      return badScalar("a whole number", s);
+    if (n <= 0)
+      return badScalar("a whole number greater than 0", s);
     v.value = n;
     return {};
   }
@@ -190,30 +177,18 @@ template <> struct ScalarTraits<ByteCount> {
   static StringRef input(StringRef s, void *, ByteCount &v) {
     int64_t n;
     if (!s.trim().getAsInteger(10, n)) {
-      if (n <= 0) {
-        scalarMessage =
-            ("expected a byte count greater than 0, got '" + s + "'").str();
-        return scalarMessage;
-      }
+      if (n <= 0)
+        return badScalar("a byte count greater than 0", s);
       v.value = n;
       return {};
     }
     double d;
-    if (!parseFiniteDouble(s, d)) {
-      scalarMessage = ("expected a byte count, got '" + s + "'").str();
-      return scalarMessage;
-    }
-    if (!(d > 0)) {
-      scalarMessage =
-          ("expected a byte count greater than 0, got '" + s + "'").str();
-      return scalarMessage;
-    }
-    if (d != std::floor(d) || d >= 9.2e18) {
-      scalarMessage =
-          ("expected a whole number of bytes below 2^63, got '" + s + "'")
-              .str();
-      return scalarMessage;
-    }
+    if (!parseFiniteDouble(s, d))
+      return badScalar("a byte count", s);
+    if (!(d > 0))
+      return badScalar("a byte count greater than 0", s);
+    if (d != std::floor(d) || d >= 9.2e18)
+      return badScalar("a whole number of bytes below 2^63", s);
     v.value = static_cast<int64_t>(d);
     return {};
   }

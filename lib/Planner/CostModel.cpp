@@ -33,6 +33,7 @@
 #include <map>
 
 using namespace distopt::planner;
+using distopt::planner::detail::badScalar;
 using llvm::StringRef;
 namespace dopt = distopt::dopt;
 
@@ -443,8 +444,6 @@ struct Fraction {
   double value = 1;
 };
 
-thread_local std::string profileScalarMessage;
-
 struct RawComputeEff {
   std::array<std::optional<Fraction>, kNumDTypes> perDType;
 };
@@ -474,15 +473,10 @@ template <> struct ScalarTraits<Fraction> {
   }
   static StringRef input(StringRef s, void *, Fraction &v) {
     double d;
-    if (!llvm::to_float(s.trim(), d) || !std::isfinite(d)) {
-      profileScalarMessage = ("expected a number, got '" + s + "'").str();
-      return profileScalarMessage;
-    }
-    if (!(d > 0 && d <= 1)) {
-      profileScalarMessage =
-          ("expected an efficiency in (0, 1], got '" + s + "'").str();
-      return profileScalarMessage;
-    }
+    if (!llvm::to_float(s.trim(), d) || !std::isfinite(d))
+      return badScalar("a number", s);
+    if (!(d > 0 && d <= 1))
+      return badScalar("an efficiency in (0, 1]", s);
     v.value = d;
     return {};
   }

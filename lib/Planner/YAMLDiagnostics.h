@@ -36,6 +36,15 @@ void collectYAMLDiagnostic(const llvm::SMDiagnostic &diag, void *context);
 /// markers (YAML I/O gives no diagnostic for such input).
 bool isBlankYAML(llvm::StringRef yaml);
 
+/// What a ScalarTraits::input returns for a bad scalar `s`: "expected
+/// <what>, got '<s>'". YAML I/O reports it at once, so one buffer per thread
+/// holds it.
+inline llvm::StringRef badScalar(llvm::StringRef what, llvm::StringRef s) {
+  thread_local std::string message;
+  message = ("expected " + what + ", got '" + s + "'").str();
+  return message;
+}
+
 /// "<bufferName>: error: invalid <what>": YAML I/O failed without saying
 /// why.
 inline llvm::Error invalidYAML(llvm::StringRef bufferName,

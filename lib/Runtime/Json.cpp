@@ -129,26 +129,24 @@ void serializeValue(const JsonValue &v, std::string &out) {
     break;
   case JsonValue::Kind::Array: {
     out += '[';
-    bool first = true;
-    for (const JsonValue &e : v.elements()) {
-      if (!first)
+    const std::vector<JsonValue> &elements = v.elements();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      if (i)
         out += ", ";
-      first = false;
-      serializeValue(e, out);
+      serializeValue(elements[i], out);
     }
     out += ']';
     break;
   }
   case JsonValue::Kind::Object: {
     out += '{';
-    bool first = true;
-    for (const auto &m : v.members()) {
-      if (!first)
+    const auto &members = v.members();
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i)
         out += ", ";
-      first = false;
-      serializeString(m.first, out);
+      serializeString(members[i].first, out);
       out += ": ";
-      serializeValue(m.second, out);
+      serializeValue(members[i].second, out);
     }
     out += '}';
     break;
@@ -275,15 +273,42 @@ private:
     }
   }
 
-  bool parseObject(JsonValue &v, int depth) {
-    v.kind_ = JsonValue::Kind::Object;
-    ++pos; // '{'
+  /// Steps past the '{' or '[' that opens an object or array; whether
+  /// `close` follows at once (an empty one, consumed).
+  bool openIsEmpty(char close) {
+    ++pos;
     skipSpace();
-    if (pos < text.size() && text[pos] == '}') {
+    if (pos < text.size() && text[pos] == close) {
       ++pos;
       return true;
     }
-    for (;;) {
+    return false;
+  }
+
+  /// After a member of an object or an element of an array (`container`,
+  /// which `close` ends): a ',' before another one (`more`), or `close`.
+  bool afterItem(char close, const char *container, bool &more) {
+    skipSpace();
+    if (pos < text.size() && text[pos] == ',') {
+      ++pos;
+      skipSpace();
+      if (pos < text.size() && text[pos] == close)
+        return fail(std::string("trailing comma before '") + close + "'");
+      more = true;
+      return true;
+    }
+    if (pos < text.size() && text[pos] == close) {
+      ++pos;
+      more = false;
+      return true;
+    }
+    return fail(std::string("expected ',' or '") + close + "' in " + container +
+                ", found " + describeHere());
+  }
+
+  bool parseObject(JsonValue &v, int depth) {
+    v.kind_ = JsonValue::Kind::Object;
+    for (bool more = !openIsEmpty('}'); more;) {
       skipSpace();
       if (pos >= text.size() || text[pos] != '"')
         return fail("expected a string key, found " + describeHere());
@@ -303,50 +328,24 @@ private:
       if (!parseValue(member, depth + 1))
         return false;
       v.members_.emplace_back(std::move(key), std::move(member));
-      skipSpace();
-      if (pos < text.size() && text[pos] == ',') {
-        ++pos;
-        skipSpace();
-        if (pos < text.size() && text[pos] == '}')
-          return fail("trailing comma before '}'");
-        continue;
-      }
-      if (pos < text.size() && text[pos] == '}') {
-        ++pos;
-        return true;
-      }
-      return fail("expected ',' or '}' in object, found " + describeHere());
+      if (!afterItem('}', "object", more))
+        return false;
     }
+    return true;
   }
 
   bool parseArray(JsonValue &v, int depth) {
     v.kind_ = JsonValue::Kind::Array;
-    ++pos; // '['
-    skipSpace();
-    if (pos < text.size() && text[pos] == ']') {
-      ++pos;
-      return true;
-    }
-    for (;;) {
+    for (bool more = !openIsEmpty(']'); more;) {
       skipSpace();
       JsonValue element;
       if (!parseValue(element, depth + 1))
         return false;
       v.elements_.push_back(std::move(element));
-      skipSpace();
-      if (pos < text.size() && text[pos] == ',') {
-        ++pos;
-        skipSpace();
-        if (pos < text.size() && text[pos] == ']')
-          return fail("trailing comma before ']'");
-        continue;
-      }
-      if (pos < text.size() && text[pos] == ']') {
-        ++pos;
-        return true;
-      }
-      return fail("expected ',' or ']' in array, found " + describeHere());
+      if (!afterItem(']', "array", more))
+        return false;
     }
+    return true;
   }
 
   bool hex4(uint32_t &cp) {
