@@ -69,3 +69,17 @@ def stand_in_hosts(directory: Path):
     agent.write_text(STAND_IN_SSH.format(log=log, sessions=directory / "sessions"))
     agent.chmod(0o755)
     return {"OMPI_MCA_plm_rsh_agent": str(agent)}, log
+
+
+def save_float_model(path, nodes, inputs: dict, outputs: dict, inits=()):
+    """Saves `nodes` as an ONNX model (opset 17, graph "g") at `path`:
+    `inputs` and `outputs` name float tensors and give their shapes."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def infos(tensors):
+        return [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+                for n, shape in tensors.items()]
+
+    g = helper.make_graph(nodes, "g", infos(inputs), infos(outputs), list(inits))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))

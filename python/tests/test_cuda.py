@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 import pytest
 
-from cli import BUILD, DISTOPT, ROOT, run
+from cli import BUILD, DISTOPT, ROOT, run, save_float_model
 
 import zoo  # noqa: E402  (python/testmodels, via cli)
 
@@ -110,12 +110,8 @@ def test_training_steps_compile_for_cuda(plan, examples, tmp_path):
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
              helper.make_node("Dropout", ["h", "r", "t"], ["d"]),
              helper.make_node("MatMul", ["d", "w2"], ["logits"])]
-    g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 8])],
-                          inits)
     mlp = tmp_path / "drop.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(mlp))
+    save_float_model(mlp, nodes, {"x": [8, 16]}, {"logits": [8, 8]}, inits)
     for name, model, dims in (("gpt", examples / "gpt.onnx", ["--dim", "batch=4"]),
                               ("drop", mlp, [])):
         bundle = tmp_path / f"{name}.dx"
@@ -342,12 +338,8 @@ def test_training_step_convolutions_go_to_cudnn(tmp_path):
              helper.make_node("GlobalAveragePool", ["c2"], ["p"]),
              helper.make_node("Flatten", ["p"], ["f"]),
              helper.make_node("MatMul", ["f", "fc"], ["logits"])]
-    g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 16, 16])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10])],
-                          inits)
     model = tmp_path / "cnn.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    save_float_model(model, nodes, {"x": [4, 3, 16, 16]}, {"logits": [4, 10]}, inits)
     gpu = run(DISTOPT, "compile", model, "--loss", "cross-entropy", "--optimizer", "sgd",
               "--target", "cuda", "--emit=linalg", "-o", "-").stdout
     assert "linalg.batch_matmul" not in gpu

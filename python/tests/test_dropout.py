@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cli import DISTOPT, run
+from cli import DISTOPT, run, save_float_model
 
 pytestmark = pytest.mark.skipif(not DISTOPT.exists(), reason="distopt not built")
 
@@ -62,11 +62,7 @@ def dropout_model(path: Path, shape, ratios, weight=True):
         nodes.append(helper.make_node("Mul", [prev, "w"], ["y"], name="scale"))
     else:
         nodes.append(helper.make_node("Identity", [prev], ["y"]))
-    g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                          inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    save_float_model(path, nodes, {"x": shape}, {"y": shape}, inits)
 
 
 def run_with_key(bundle: Path, x: np.ndarray, key: int, tmp: Path, ranks=1) -> np.ndarray:
@@ -132,12 +128,8 @@ def test_dropout_gradient_is_the_same_mask(tmp_path):
     nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["d"], name="drop"),
              helper.make_node("Mul", ["d", "w"], ["m"], name="mul"),
              helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0, name="sum")]
-    g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                          [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-                          inits)
     path = tmp_path / "g.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    save_float_model(path, nodes, {"x": shape}, {"loss": []}, inits)
     bundle = tmp_path / "g.dx"
     run(DISTOPT, "compile", path, "--gradients", "-o", bundle)
     key = step_key(1, 5)
@@ -166,12 +158,8 @@ def test_training_with_dropout_is_reproducible_and_plan_independent(tmp_path):
              helper.make_node("Relu", ["h"], ["a"], name="relu"),
              helper.make_node("Dropout", ["a", "r", "t"], ["d"], name="drop"),
              helper.make_node("MatMul", ["d", "w2"], ["logits"], name="fc2")]
-    g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [8, 8])],
-                          inits)
     path = tmp_path / "mlp.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    save_float_model(path, nodes, {"x": [8, 16]}, {"logits": [8, 8]}, inits)
     x = rng.standard_normal((80, 16)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", x[:, :8].argmax(axis=1).astype(np.int64))
@@ -211,11 +199,8 @@ def test_accumulated_micro_batches_draw_the_big_batch_masks(tmp_path):
                  numpy_helper.from_array(np.array(True), "t")]
         nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["d"], name="drop"),
                  helper.make_node("MatMul", ["d", "w"], ["logits"], name="fc")]
-        g = helper.make_graph(
-            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
-            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 8])], inits)
         path = tmp_path / f"m{batch}.onnx"
-        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        save_float_model(path, nodes, {"x": [batch, 16]}, {"logits": [batch, 8]}, inits)
         return path
 
     x = rng.standard_normal((40, 16)).astype(np.float32)
