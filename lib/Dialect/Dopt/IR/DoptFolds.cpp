@@ -11,6 +11,8 @@
 #include "distopt/Dialect/Dopt/IR/DoptOps.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 
 #include <cmath>
 
@@ -95,30 +97,39 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
-/// For each element of `outShape`, the linear index of the element of
-/// `inShape` it reads under NumPy broadcasting.
-SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> outShape,
-                                      ArrayRef<int64_t> inShape) {
+/// For each element of a result of `shape`, in row-major order, its linear
+/// index in the source: `source(idx)` of the element's coordinates.
+template <typename Source>
+SmallVector<int64_t> sourceIndices(ArrayRef<int64_t> shape, Source source) {
   int64_t n = 1;
-  for (int64_t d : outShape)
+  for (int64_t d : shape)
     n *= d;
-  SmallVector<int64_t> inStrides = stridesOf(inShape);
-  size_t offset = outShape.size() - inShape.size();
-  SmallVector<int64_t> result(n);
-  SmallVector<int64_t> idx(outShape.size(), 0);
+  SmallVector<int64_t> indices;
+  SmallVector<int64_t> idx(shape.size(), 0);
   for (int64_t lin = 0; lin < n; ++lin) {
-    int64_t src = 0;
-    for (size_t i = 0; i < inShape.size(); ++i)
-      if (inShape[i] != 1)
-        src += idx[offset + i] * inStrides[i];
-    result[lin] = src;
-    for (int64_t d = (int64_t)outShape.size() - 1; d >= 0; --d) {
-      if (++idx[d] < outShape[d])
+    indices.push_back(source(ArrayRef<int64_t>(idx)));
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
         break;
       idx[d] = 0;
     }
   }
-  return result;
+  return indices;
+}
+
+/// For each element of `outShape`, the linear index of the element of
+/// `inShape` it reads under NumPy broadcasting.
+SmallVector<int64_t> broadcastIndices(ArrayRef<int64_t> outShape,
+                                      ArrayRef<int64_t> inShape) {
+  SmallVector<int64_t> inStrides = stridesOf(inShape);
+  size_t offset = outShape.size() - inShape.size();
+  return sourceIndices(outShape, [&](ArrayRef<int64_t> idx) {
+    int64_t src = 0;
+    for (size_t i = 0; i < inShape.size(); ++i)
+      if (inShape[i] != 1)
+        src += idx[offset + i] * inStrides[i];
+    return src;
+  });
 }
 
 /// Gathers `src` elements at `indices` into a tensor of `type`.
@@ -431,29 +442,20 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
 
 OpFoldResult TransposeOp::fold(FoldAdaptor a) {
   ArrayRef<int64_t> perm = getPerm();
-  bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i)
-    identity &= perm[i] == (int64_t)i;
-  if (identity)
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
     return getInput();
   std::optional<HostTensor> t = readConstant(a.getInput());
   if (!t)
     return {};
   RankedTensorType type = getType();
   SmallVector<int64_t> inStrides = stridesOf(t->type.getShape());
-  SmallVector<int64_t> indices;
-  SmallVector<int64_t> idx(perm.size(), 0);
-  for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
-    int64_t src = 0;
-    for (size_t d = 0; d < perm.size(); ++d)
-      src += idx[d] * inStrides[perm[d]];
-    indices.push_back(src);
-    for (int64_t d = (int64_t)perm.size() - 1; d >= 0; --d) {
-      if (++idx[d] < type.getDimSize(d))
-        break;
-      idx[d] = 0;
-    }
-  }
+  SmallVector<int64_t> indices =
+      sourceIndices(type.getShape(), [&](ArrayRef<int64_t> idx) {
+        int64_t src = 0;
+        for (size_t d = 0; d < perm.size(); ++d)
+          src += idx[d] * inStrides[perm[d]];
+        return src;
+      });
   return makeConstant(take(*t, type, indices));
 }
 
@@ -493,32 +495,22 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor a) {
-  if (getInput().getType() == getType()) {
-    bool identity = true;
-    for (int64_t s : getSteps())
-      identity &= s == 1;
-    if (identity)
-      return getInput();
-  }
+  if (getInput().getType() == getType() &&
+      llvm::all_of(getSteps(), [](int64_t s) { return s == 1; }))
+    return getInput();
   std::optional<HostTensor> t = readConstant(a.getInput());
   if (!t)
     return {};
   RankedTensorType type = getType();
   ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
   SmallVector<int64_t> inStrides = stridesOf(t->type.getShape());
-  SmallVector<int64_t> indices;
-  SmallVector<int64_t> idx(type.getRank(), 0);
-  for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
-    int64_t src = 0;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      src += (starts[d] + idx[d] * steps[d]) * inStrides[d];
-    indices.push_back(src);
-    for (int64_t d = type.getRank() - 1; d >= 0; --d) {
-      if (++idx[d] < type.getDimSize(d))
-        break;
-      idx[d] = 0;
-    }
-  }
+  SmallVector<int64_t> indices =
+      sourceIndices(type.getShape(), [&](ArrayRef<int64_t> idx) {
+        int64_t src = 0;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          src += (starts[d] + idx[d] * steps[d]) * inStrides[d];
+        return src;
+      });
   return makeConstant(take(*t, type, indices));
 }
 
@@ -533,19 +525,13 @@ LogicalResult SplitOp::fold(FoldAdaptor a, SmallVectorImpl<OpFoldResult> &result
   SmallVector<int64_t> inStrides = stridesOf(shape);
   for (Value piece : getOutputs()) {
     auto type = cast<RankedTensorType>(piece.getType());
-    SmallVector<int64_t> indices;
-    SmallVector<int64_t> idx(type.getRank(), 0);
-    for (int64_t lin = 0; lin < type.getNumElements(); ++lin) {
-      int64_t src = 0;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        src += (idx[d] + (d == axis ? offset : 0)) * inStrides[d];
-      indices.push_back(src);
-      for (int64_t d = type.getRank() - 1; d >= 0; --d) {
-        if (++idx[d] < type.getDimSize(d))
-          break;
-        idx[d] = 0;
-      }
-    }
+    SmallVector<int64_t> indices =
+        sourceIndices(type.getShape(), [&](ArrayRef<int64_t> idx) {
+          int64_t src = 0;
+          for (int64_t d = 0; d < type.getRank(); ++d)
+            src += (idx[d] + (d == axis ? offset : 0)) * inStrides[d];
+          return src;
+        });
     results.push_back(makeConstant(take(*t, type, indices)));
     offset += type.getDimSize(axis);
   }
