@@ -16,18 +16,11 @@ namespace {
 #include "Fixtures.inc"
 
 Tensor decodeOk(const std::string &bytes) {
-  Tensor t;
-  std::string error;
-  EXPECT_TRUE(decodeNpy(bytes.data(), bytes.size(), t, error)) << error;
-  return t;
+  return decodedBy(decodeNpy, bytes);
 }
 
 std::string decodeError(const std::string &bytes) {
-  Tensor t;
-  std::string error;
-  EXPECT_FALSE(decodeNpy(bytes.data(), bytes.size(), t, error));
-  EXPECT_FALSE(t.valid());
-  return error;
+  return refusalBy(decodeNpy, bytes);
 }
 
 /// A tensor of `dtype` with distinct, valid bytes.

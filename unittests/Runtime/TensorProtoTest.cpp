@@ -15,18 +15,19 @@ namespace {
 #include "Fixtures.inc"
 
 Tensor decodeOk(const std::string &b, std::string *name = nullptr) {
-  Tensor t;
-  std::string error;
-  EXPECT_TRUE(decodeTensorProto(b.data(), b.size(), t, error, name)) << error;
-  return t;
+  return decodedBy(
+      [&](const void *data, size_t size, Tensor &t, std::string &error) {
+        return decodeTensorProto(data, size, t, error, name);
+      },
+      b);
 }
 
 std::string decodeError(const std::string &b) {
-  Tensor t;
-  std::string error;
-  EXPECT_FALSE(decodeTensorProto(b.data(), b.size(), t, error));
-  EXPECT_FALSE(t.valid());
-  return error;
+  return refusalBy(
+      [](const void *data, size_t size, Tensor &t, std::string &error) {
+        return decodeTensorProto(data, size, t, error);
+      },
+      b);
 }
 
 /// Hand-built protobuf pieces.

@@ -19,6 +19,26 @@
 
 namespace distopt::runtime::test {
 
+/// The tensor a reader (`decode(data, size, tensor, error)`, as decodeNpy)
+/// reads from `bytes`; a test failure if it cannot.
+template <typename Decode>
+Tensor decodedBy(Decode decode, const std::string &bytes) {
+  Tensor t;
+  std::string error;
+  EXPECT_TRUE(decode(bytes.data(), bytes.size(), t, error)) << error;
+  return t;
+}
+
+/// What a reader says of `bytes` it must refuse (leaving no tensor).
+template <typename Decode>
+std::string refusalBy(Decode decode, const std::string &bytes) {
+  Tensor t;
+  std::string error;
+  EXPECT_FALSE(decode(bytes.data(), bytes.size(), t, error));
+  EXPECT_FALSE(t.valid());
+  return error;
+}
+
 /// The elements of `t`, of type T.
 template <typename T> std::vector<T> values(const Tensor &t) {
   const T *p = t.dataAs<T>();
