@@ -463,21 +463,22 @@ Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type) {
   return emptyTensor(b, loc, type.getShape(), type.getElementType());
 }
 
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
 /// A parallel loop nest over a result of `type`: `body` makes each element
-/// from the element of `input` that `inputMap` (from the result's
-/// coordinates) names.
+/// from the elements of `inputs` that `inputMaps` (from the result's
+/// coordinates) name.
 Value parallelOver(OpBuilder &b, Location loc, RankedTensorType type,
-                   Value input, AffineMap inputMap,
-                   function_ref<Value(OpBuilder &, Location, Value)> body) {
+                   ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                   BodyFn body) {
   int64_t rank = type.getRank();
-  SmallVector<AffineMap> maps = {
-      inputMap, AffineMap::getMultiDimIdentityMap(rank, b.getContext())};
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, b.getContext()));
   SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
   auto g = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{input},
-      ValueRange{emptyTensor(b, loc, type)}, maps, iters,
-      [&](OpBuilder &nb, Location l, ValueRange a) {
-        linalg::YieldOp::create(nb, l, body(nb, l, a[0]));
+      b, loc, TypeRange{type}, inputs, ValueRange{emptyTensor(b, loc, type)},
+      maps, iters, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(nb, l, body(nb, l, a.drop_back()));
       });
   return g.getResult(0);
 }
@@ -501,26 +502,15 @@ AffineMap broadcastMap(MLIRContext *ctx, ArrayRef<int64_t> inShape,
   return AffineMap::get(outShape.size(), 0, exprs, ctx);
 }
 
-using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
-
 /// out[i] = body(ins[bcast(i)]...) over the shape of `outShape`.
 Value elementwise(OpBuilder &b, Location loc, ArrayRef<int64_t> outShape,
                   Type outElt, ValueRange ins, BodyFn body) {
-  MLIRContext *ctx = b.getContext();
   SmallVector<AffineMap> maps;
   for (Value v : ins)
-    maps.push_back(broadcastMap(ctx, tensorTypeOf(v).getShape(), outShape));
-  maps.push_back(AffineMap::getMultiDimIdentityMap(outShape.size(), ctx));
-  SmallVector<utils::IteratorType> iters(outShape.size(),
-                                         utils::IteratorType::parallel);
-  Value init = emptyTensor(b, loc, outShape, outElt);
-  auto op = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, ins, ValueRange{init}, maps, iters,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value r = body(nb, nloc, args.drop_back());
-        linalg::YieldOp::create(nb, nloc, r);
-      });
-  return op.getResult(0);
+    maps.push_back(
+        broadcastMap(b.getContext(), tensorTypeOf(v).getShape(), outShape));
+  return parallelOver(b, loc, RankedTensorType::get(outShape, outElt), ins,
+                      maps, body);
 }
 
 /// A reshape that is a view: collapse to 1-D, expand to the target.
@@ -2227,10 +2217,10 @@ struct SlicePattern : DoptPattern<dopt::SliceOp> {
     SmallVector<AffineExpr> exprs;
     for (int64_t i = 0; i < rank; ++i)
       exprs.push_back(getAffineDimExpr(i, ctx) * steps[i] + starts[i]);
-    rewriter.replaceOp(
-        op, parallelOver(rewriter, loc, rt, adaptor.getInput(),
-                         AffineMap::get(rank, 0, exprs, ctx),
-                         [](OpBuilder &, Location, Value x) { return x; }));
+    rewriter.replaceOp(op, parallelOver(rewriter, loc, rt, adaptor.getInput(),
+                                        AffineMap::get(rank, 0, exprs, ctx),
+                                        [](OpBuilder &, Location,
+                                           ValueRange x) { return x[0]; }));
     return success();
   }
 };
@@ -2274,19 +2264,19 @@ struct GatherPattern : DoptPattern<dopt::GatherOp> {
     for (int64_t i = 0; i < ir; ++i)
       idxExprs.push_back(getAffineDimExpr(axis + i, ctx));
     rewriter.replaceOp(
-        op, parallelOver(rewriter, loc, rt, adaptor.getIndices(),
-                         AffineMap::get(rank, 0, idxExprs, ctx),
-                         [&](OpBuilder &b, Location l, Value index) -> Value {
-                           Value idx = axisIndex(b, l, index, dim);
-                           SmallVector<Value> coords;
-                           for (int64_t i = 0; i < axis; ++i)
-                             coords.push_back(linalg::IndexOp::create(b, l, i));
-                           coords.push_back(idx);
-                           for (int64_t i = axis + 1; i < dt.getRank(); ++i)
-                             coords.push_back(
-                                 linalg::IndexOp::create(b, l, i - 1 + ir));
-                           return tensor::ExtractOp::create(b, l, data, coords);
-                         }));
+        op, parallelOver(
+                rewriter, loc, rt, adaptor.getIndices(),
+                AffineMap::get(rank, 0, idxExprs, ctx),
+                [&](OpBuilder &b, Location l, ValueRange index) -> Value {
+                  Value idx = axisIndex(b, l, index[0], dim);
+                  SmallVector<Value> coords;
+                  for (int64_t i = 0; i < axis; ++i)
+                    coords.push_back(linalg::IndexOp::create(b, l, i));
+                  coords.push_back(idx);
+                  for (int64_t i = axis + 1; i < dt.getRank(); ++i)
+                    coords.push_back(linalg::IndexOp::create(b, l, i - 1 + ir));
+                  return tensor::ExtractOp::create(b, l, data, coords);
+                }));
     return success();
   }
 };
@@ -2310,17 +2300,17 @@ struct GatherElementsPattern : DoptPattern<dopt::GatherElementsOp> {
       return success();
     }
     rewriter.replaceOp(
-        op, parallelOver(rewriter, loc, rt, adaptor.getIndices(),
-                         AffineMap::getMultiDimIdentityMap(rank, ctx),
-                         [&](OpBuilder &b, Location l, Value index) -> Value {
-                           SmallVector<Value> coords;
-                           for (int64_t i = 0; i < rank; ++i)
-                             coords.push_back(
-                                 i == axis
-                                     ? axisIndex(b, l, index, dim)
-                                     : Value(linalg::IndexOp::create(b, l, i)));
-                           return tensor::ExtractOp::create(b, l, data, coords);
-                         }));
+        op, parallelOver(
+                rewriter, loc, rt, adaptor.getIndices(),
+                AffineMap::getMultiDimIdentityMap(rank, ctx),
+                [&](OpBuilder &b, Location l, ValueRange index) -> Value {
+                  SmallVector<Value> coords;
+                  for (int64_t i = 0; i < rank; ++i)
+                    coords.push_back(
+                        i == axis ? axisIndex(b, l, index[0], dim)
+                                  : Value(linalg::IndexOp::create(b, l, i)));
+                  return tensor::ExtractOp::create(b, l, data, coords);
+                }));
     return success();
   }
 };
