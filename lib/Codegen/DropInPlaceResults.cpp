@@ -2,6 +2,8 @@
 
 #include "distopt/Codegen/Passes.h"
 
+#include "FunctionBody.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/BitVector.h"
@@ -31,9 +33,9 @@ struct DropInPlaceResultsPass
     : distopt::impl::DropInPlaceResultsPassBase<DropInPlaceResultsPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (func.isExternal() || !func.getBody().hasOneBlock())
+    func::ReturnOp ret = distopt::singleBlockReturn(func);
+    if (!ret)
       return;
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     llvm::BitVector dropped(func.getNumResults());
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       auto of = func.getResultAttrOfType<IntegerAttr>(r, "dopt.in_place_of");

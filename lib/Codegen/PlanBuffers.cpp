@@ -2,6 +2,8 @@
 
 #include "distopt/Codegen/Passes.h"
 
+#include "FunctionBody.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -33,7 +35,7 @@ struct PlanBuffersPass
     : distopt::impl::PlanBuffersPassBase<PlanBuffersPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (func.isExternal() || !func.getBody().hasOneBlock())
+    if (!distopt::singleBlockReturn(func))
       return;
     Block &body = func.getBody().front();
     DenseMap<Operation *, int64_t> index;

@@ -8,6 +8,8 @@
 #include "distopt/Codegen/InPlaceUpdates.h"
 #include "distopt/Codegen/Passes.h"
 
+#include "FunctionBody.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseSet.h"
@@ -119,9 +121,9 @@ struct UpdateInPlacePass
     : distopt::impl::UpdateInPlacePassBase<UpdateInPlacePass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (func.isExternal() || !func.getBody().hasOneBlock())
+    func::ReturnOp ret = distopt::singleBlockReturn(func);
+    if (!ret)
       return;
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     // Sums a function adds to (a micro-batch's gradients): into the buffer
     // of the sum it takes. A caller still reading the old sum gets a copy
     // (one-shot bufferization's analysis).
