@@ -474,8 +474,14 @@ int32_t dort_cuda_run(void **host, int32_t (*entry)(void **), int32_t count,
   int32_t rc = runEntry(key, entry, dev, firstRun);
   if (rc != 0)
     return rc;
+  // Outputs come back, and the inputs the program updated in place where
+  // they do not stay on the device.
+  bool writtenBack = !carrying && host == c.writtenHost;
   for (int32_t i = 0; i < count; ++i) {
-    if (kinds[i] != 2 || (carrying && c.carriedOut[i]))
+    bool written =
+        writtenBack && kinds[i] == 0 &&
+        std::find(c.written.begin(), c.written.end(), i) != c.written.end();
+    if ((kinds[i] != 2 && !written) || (carrying && c.carriedOut[i]))
       continue;
     cudaError_t e = cudaSuccess;
     profiled(s.stream, "download of outputs", [&] {
@@ -520,6 +526,10 @@ namespace {
 void carryHook(void **host, int32_t n, const int64_t *in, const int64_t *out) {
   DeviceState::Carry &c = state().carry;
   c = DeviceState::Carry();
+  c.writtenHost = host;
+  for (int32_t k = 0; k < n; ++k)
+    if (in[k] == out[k])
+      c.written.push_back(in[k]);
   // DISTOPT_CUDA_RESIDENT=0: upload and download them every run instead.
   const char *v = std::getenv("DISTOPT_CUDA_RESIDENT");
   if ((v && std::strcmp(v, "0") == 0) || n <= 0)

@@ -63,6 +63,11 @@ struct DeviceState {
     std::vector<int8_t> carriedIn, carriedOut;      // by slot
     std::vector<int64_t> bytes;                     // by slot
     bool resident = false, hostFresh = false;
+    // Input slots the program writes in place (pairs of one slot), of the
+    // runs given `writtenHost`: downloaded after each run when they are
+    // not carried (DISTOPT_CUDA_RESIDENT=0).
+    void **writtenHost = nullptr;
+    std::vector<int64_t> written;
   } carry;
   int rank = 0; // for the profile's title
   // CUDA graphs (DISTOPT_CUDA_GRAPH=1): per entry point, one executable
