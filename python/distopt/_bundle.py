@@ -91,7 +91,8 @@ class Bundle:
             if a.shape != info.shape:
                 raise ValueError(f"input '{info.name}': wrong shape: expected "
                                  f"{list(info.shape)}, got {list(a.shape)}")
-            arrays.append(np.ascontiguousarray(a))
+            # (np.ascontiguousarray makes a scalar 1-d: keep its shape.)
+            arrays.append(np.ascontiguousarray(a).reshape(a.shape))
         return arrays
 
     def _open(self):

@@ -202,6 +202,35 @@ def test_train_on_an_iterable_of_batches(step, tmp_path):
         bundle.train({"input_ids": data["input_ids"]}, steps=1)
 
 
+def test_a_training_step_runs_as_a_function(step):
+    """One step run as a function, in process and through `distopt run`:
+    every output comes back (the updated weights and moments, which the
+    program writes in place), the caller's arrays and the bundle's weights
+    stay as they were, so two runs give the same outputs."""
+    bundle, data = step
+    assert bundle.in_process
+    hyper = {"opt.lr": 3e-3, "opt.step": 1.0, "opt.weight_decay": 0.01, "opt.clip_norm": 0.0,
+             "opt.beta1": 0.9, "opt.beta2": 0.95, "opt.eps": 1e-8}
+    feeds = {}
+    for info in bundle.inputs:
+        if info.name in data:
+            feeds[info.name] = data[info.name][:info.shape[0]]
+        elif info.name in hyper:
+            feeds[info.name] = np.array(hyper[info.name], dtype=info.dtype)
+        else:  # AdamW's moments
+            feeds[info.name] = np.zeros(info.shape, info.dtype)
+    kept = {k: v.copy() for k, v in feeds.items()}
+    first, second = bundle.run(feeds), bundle.run(feeds)
+    through_cli = bundle._run_process(bundle._check(feeds))
+    assert all(np.array_equal(feeds[k], kept[k]) for k in feeds)
+    updates = [n for n in first if n.startswith("update:")]
+    assert updates and all(n.replace("update:", "opt.m:") in first for n in updates)
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+        np.testing.assert_array_equal(first[name], through_cli[name], err_msg=name)
+    assert all(np.abs(first[n.replace("update:", "opt.m:")]).max() > 0 for n in updates)
+
+
 def test_train_data_parallel(models, step, tmp_path):
     if shutil.which("mpirun") is None:
         pytest.skip("no mpirun")
