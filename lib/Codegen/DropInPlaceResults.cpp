@@ -6,9 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/BitVector.h"
-#include "llvm/ADT/SmallPtrSet.h"
 
 namespace distopt {
 #define GEN_PASS_DEF_DROPINPLACERESULTSPASS
@@ -29,43 +27,6 @@ Value viewedBuffer(Value v) {
     v = def->getOperand(0);
   }
   return v;
-}
-
-/// The buffer behind `v`: up through every view.
-Value rootBuffer(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    v = view.getViewSource();
-  }
-  return v;
-}
-
-/// The last op of `block` (before its terminator) that may touch `root`'s
-/// memory: its definition, a user of it or of anything a user makes (views,
-/// loop results, an asynchronous collective's handle that a later wait
-/// takes), taken at its ancestor in `block`; null when none.
-Operation *lastToucher(Value root, Block *block) {
-  Operation *last = nullptr;
-  if (Operation *def = root.getDefiningOp())
-    last = block->findAncestorOpInBlock(*def);
-  SmallVector<Value> work{root};
-  llvm::SmallPtrSet<Value, 16> seen{root};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      Operation *at = block->findAncestorOpInBlock(*user);
-      if (!at || at == block->getTerminator())
-        continue;
-      if (!last || last->isBeforeInBlock(at))
-        last = at;
-      for (Value r : user->getResults())
-        if (seen.insert(r).second)
-          work.push_back(r);
-    }
-  }
-  return last;
 }
 
 struct DropInPlaceResultsPass
@@ -90,20 +51,9 @@ struct DropInPlaceResultsPass
         return signalPassFailure();
       }
       if (viewedBuffer(value) != arg) {
-        // Bufferization wrote it elsewhere: into the argument after the
-        // last op touching either (every read of the old value, every
-        // write of the new), so that its buffer is free from there.
-        Block *block = ret->getBlock();
-        Operation *after = nullptr;
-        for (Value root : {value, rootBuffer(value), Value(arg)})
-          if (Operation *op = lastToucher(root, block))
-            if (!after || after->isBeforeInBlock(op))
-              after = op;
+        // Bufferization wrote it elsewhere: into the argument now, after
+        // every read of the old value (the function's last op).
         OpBuilder b(ret);
-        if (after)
-          b.setInsertionPointAfter(after);
-        else
-          b.setInsertionPointToStart(block);
         memref::CopyOp::create(b, ret.getLoc(), value, arg);
       }
       dropped.set(r);

@@ -12,7 +12,6 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -60,37 +59,17 @@ SmallVector<distopt::InPlaceUpdate> distopt::inPlaceUpdates(func::FuncOp func) {
 
 namespace {
 
-/// A function's result to compute into the buffer of one of its
-/// arguments.
-struct Tie {
-  func::FuncOp func;
-  unsigned result, argument;
-};
-
 /// Gives the op computing `value` (through reshapes) the argument `arg`
 /// as its destination, reshaped as the value is on its way to the return.
-/// Where a call of a function of this module computes it from `arg` (an
-/// outlined block adding to the sum it is passed), that function's result
-/// is tied to its argument in turn: `more`. Nothing when the op is neither
-/// a linalg op writing a fresh tensor it does not read nor such a call.
-void tieDestination(Value value, Value arg, SmallVectorImpl<Tie> &more) {
+/// Nothing when that op is not a linalg op writing a fresh tensor it does
+/// not read.
+void tieDestination(Value value, Value arg) {
   SmallVector<Operation *> reshapes; // from the returned value back
   while (Operation *def = value.getDefiningOp()) {
     if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def))
       break;
     reshapes.push_back(def);
     value = def->getOperand(0);
-  }
-  if (auto call = value.getDefiningOp<func::CallOp>()) {
-    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-        call, call.getCalleeAttr());
-    auto at = llvm::find(call.getOperands(), arg);
-    if (!reshapes.empty() || !callee || callee.isExternal() ||
-        !callee.isPrivate() || at == call.getOperands().end())
-      return;
-    more.push_back({callee, cast<OpResult>(value).getResultNumber(),
-                    static_cast<unsigned>(at - call.getOperands().begin())});
-    return;
   }
   auto producer = value.getDefiningOp<linalg::LinalgOp>();
   if (!producer || !producer.hasPureTensorSemantics())
@@ -141,41 +120,27 @@ void tieDestination(Value value, Value arg, SmallVectorImpl<Tie> &more) {
 struct UpdateInPlacePass
     : distopt::impl::UpdateInPlacePassBase<UpdateInPlacePass> {
   void runOnOperation() override {
-    MLIRContext *ctx = &getContext();
-    auto i64 = IntegerType::get(ctx, 64);
-    SmallVector<Tie> work;
-    getOperation().walk([&](func::FuncOp func) {
-      if (!distopt::singleBlockReturn(func))
-        return;
-      // Sums a function adds to (a micro-batch's gradients): into the
-      // buffer of the sum it takes. A caller still reading the old sum
-      // gets a copy (one-shot bufferization's analysis).
-      for (unsigned r = 0; r < func.getNumResults(); ++r)
-        if (auto arg =
-                func.getResultAttrOfType<IntegerAttr>(r, "dopt.accumulates"))
-          if (arg.getInt() >= 0 && arg.getInt() < func.getNumArguments())
-            work.push_back({func, r, static_cast<unsigned>(arg.getInt())});
-      // A training step's updates: into the weights and state they update.
-      for (auto [result, argument] : distopt::inPlaceUpdates(func)) {
-        func.setArgAttr(argument, "bufferization.writable",
-                        BoolAttr::get(ctx, true));
-        func.setResultAttr(result, "dopt.in_place_of",
-                           IntegerAttr::get(i64, argument));
-        work.push_back({func, result, argument});
-      }
-    });
-    // Calls pass the tie on to their callees (each result once).
-    llvm::DenseSet<std::pair<Operation *, unsigned>> done;
-    while (!work.empty()) {
-      Tie t = work.pop_back_val();
-      func::ReturnOp ret = distopt::singleBlockReturn(t.func);
-      if (!ret || t.argument >= t.func.getNumArguments() ||
-          !done.insert({t.func, t.result}).second)
-        continue;
-      SmallVector<Tie> more;
-      tieDestination(ret.getOperand(t.result), t.func.getArgument(t.argument),
-                     more);
-      work.append(more.begin(), more.end());
+    func::FuncOp func = getOperation();
+    func::ReturnOp ret = distopt::singleBlockReturn(func);
+    if (!ret)
+      return;
+    // Sums a function adds to (a micro-batch's gradients): into the buffer
+    // of the sum it takes. A caller still reading the old sum gets a copy
+    // (one-shot bufferization's analysis).
+    for (unsigned r = 0; r < func.getNumResults(); ++r)
+      if (auto arg =
+              func.getResultAttrOfType<IntegerAttr>(r, "dopt.accumulates"))
+        if (arg.getInt() >= 0 && arg.getInt() < func.getNumArguments())
+          tieDestination(ret.getOperand(r), func.getArgument(arg.getInt()));
+    SmallVector<distopt::InPlaceUpdate> updates = distopt::inPlaceUpdates(func);
+    MLIRContext *ctx = func.getContext();
+    for (auto [result, argument] : updates) {
+      Value arg = func.getArgument(argument);
+      func.setArgAttr(argument, "bufferization.writable",
+                      BoolAttr::get(ctx, true));
+      func.setResultAttr(result, "dopt.in_place_of",
+                         IntegerAttr::get(IntegerType::get(ctx, 64), argument));
+      tieDestination(ret.getOperand(result), arg);
     }
   }
 };

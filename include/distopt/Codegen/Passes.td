@@ -346,7 +346,7 @@ def ParallelizeLoopsPass : Pass<"distopt-parallelize-loops", "mlir::func::FuncOp
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
-def UpdateInPlacePass : Pass<"distopt-update-in-place", "mlir::ModuleOp"> {
+def UpdateInPlacePass : Pass<"distopt-update-in-place", "mlir::func::FuncOp"> {
   let summary = "Write a training step's updated weights and optimizer state into their own buffers";
   let description = [{
     A training step returns each weight's and each optimizer state's new
@@ -370,10 +370,7 @@ def UpdateInPlacePass : Pass<"distopt-update-in-place", "mlir::ModuleOp"> {
     pipeline stage's backward, an accumulated micro-batch: the gradient sums
     it adds to) is computed into argument i: the calls of a schedule or a
     loop then add into one set of sums (`drop-equivalent-buffer-results`
-    removes such results after bufferization). Where a call of a private
-    function computes such a value from the argument (an outlined block of
-    repeated layers adding to the sums it is passed), that function's result
-    is computed into its own argument the same way.
+    removes such results after bufferization).
 
     ```mlir
     func.func @dopt_main(%w: tensor<2x2xf32>, ...) -> (tensor<2x2xf32> {dopt.updates_weight = "w"})

@@ -9,7 +9,6 @@
 #include "distopt/Dialect/Dopt/IR/DoptDialect.h"
 #include "distopt/Dialect/Dopt/Transforms/Passes.h"
 
-#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -186,30 +185,12 @@ LogicalResult cpu::lowerToLoops(ModuleOp module,
   // Bufferize; results become out-parameters allocated by the caller.
   if (failed(runPipeline(
           module,
-          "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills),"
-          "distopt-update-in-place,"
+          "distopt-convert-shard-to-runtime,func.func(distopt-privatize-fills,"
+          "distopt-update-in-place),"
           "one-shot-bufferize{bufferize-function-boundaries "
           "allow-return-allocs-from-loops "
-          "function-boundary-type-conversion=identity-layout-map}")))
-    return failure();
-  // A private function's results that are its arguments' buffers (the
-  // sums it adds to in place) go; a caller returning what such a call
-  // returned becomes one in turn, so until none is left.
-  auto countResults = [&] {
-    size_t n = 0;
-    module.walk([&](func::FuncOp f) { n += f.getNumResults(); });
-    return n;
-  };
-  for (size_t before = countResults();;) {
-    if (failed(bufferization::dropEquivalentBufferResults(module)))
-      return failure();
-    size_t after = countResults();
-    if (after == before)
-      break;
-    before = after;
-  }
-  if (failed(runPipeline(
-          module,
+          "function-boundary-type-conversion=identity-layout-map},"
+          "drop-equivalent-buffer-results,"
           "func.func(distopt-drop-in-place-results,"
           "distopt-in-place-loop-buffers),"
           "buffer-results-to-out-params{modify-public-functions "
