@@ -782,6 +782,16 @@ def test_updates_are_written_in_place_and_a_step_runs_as_a_function(torch_models
         got = np.load(tmp_path / "out" / f"update_{w}.npy")
         assert np.array_equal(got, np.load(tmp_path / "trained" / f"{w}.npy")), w
         assert np.abs(np.load(tmp_path / "out" / f"opt.m_{w}.npy")).max() > 0, w
+    # A manifest whose update lands in another buffer than the one it
+    # updates is refused before any step.
+    for o in manifest["outputs"]:
+        if o["name"] == f"opt.m:{weights[0]}":
+            o["in_place"] = f"opt.v:{weights[0]}"
+    (step.parent / "manifest.json").write_text(json.dumps(manifest))
+    p = run(step, "train", *data, "--steps", "1", check=False)
+    assert p.returncode == 1, p.stderr
+    assert (f"optimizer state 'opt.m:{weights[0]}': its update is written in place of "
+            f"'opt.v:{weights[0]}'") in p.stderr
 
 
 def test_checkpoint_resume_is_bit_identical(torch_models, tmp_path):

@@ -231,6 +231,20 @@ def test_a_training_step_runs_as_a_function(step):
     assert all(np.abs(first[n.replace("update:", "opt.m:")]).max() > 0 for n in updates)
 
 
+def test_a_pipelined_training_step_is_not_run_as_a_function(models, tmp_path):
+    """A pipelined step's updates are written in place on each stage's
+    ranks; run as a function it is refused with what to do instead."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    bundle = distopt.compile(models / "gpt.onnx", out=tmp_path / "pp.dx", dims={"batch": 4},
+                             loss="cross-entropy:logits", optimizer="adamw",
+                             cluster="local:2", pp=2)
+    feeds = {i.name: np.zeros(i.shape, i.dtype) for i in bundle.inputs}
+    with pytest.raises(distopt.DistoptError,
+                       match="is a pipelined training step's update: run the step with 'train'"):
+        bundle.run(feeds)
+
+
 def test_train_data_parallel(models, step, tmp_path):
     if shutil.which("mpirun") is None:
         pytest.skip("no mpirun")
