@@ -1,5 +1,4 @@
-//===- FunctionBody.h - a function body of one block -------------*- C++
-//-*-===//
+//===- FunctionBody.h - a function body of one block ------------*- C++ -*-===//
 //
 // The passes that work on a whole function body at once (the memory plan,
 // the in-place updates) take functions of one block: the form bufferized

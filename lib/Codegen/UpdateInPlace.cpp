@@ -38,21 +38,18 @@ SmallVector<distopt::InPlaceUpdate> distopt::inPlaceUpdates(func::FuncOp func) {
   llvm::DenseSet<unsigned> taken;
   for (unsigned r = 0; r < func.getNumResults(); ++r) {
     std::optional<unsigned> arg;
-    if (auto w =
-            func.getResultAttrOfType<StringAttr>(r, "dopt.updates_weight")) {
-      auto it = weights.find(w.getValue());
-      if (it != weights.end())
+    StringAttr target =
+        func.getResultAttrOfType<StringAttr>(r, "dopt.updates_weight");
+    auto &args = target ? weights : named;
+    if (!target)
+      target = func.getResultAttrOfType<StringAttr>(r, "dopt.updates");
+    if (target)
+      if (auto it = args.find(target.getValue()); it != args.end())
         arg = it->second;
-    } else if (auto s =
-                   func.getResultAttrOfType<StringAttr>(r, "dopt.updates")) {
-      auto it = named.find(s.getValue());
-      if (it != named.end())
-        arg = it->second;
-    }
     if (!arg || func.getArgument(*arg).getType() != func.getResultTypes()[r] ||
         !taken.insert(*arg).second)
       continue;
-    updates.push_back({r, *arg});
+    updates.push_back({r, *arg, target});
   }
   return updates;
 }
@@ -134,7 +131,7 @@ struct UpdateInPlacePass
           tieDestination(ret.getOperand(r), func.getArgument(arg.getInt()));
     SmallVector<distopt::InPlaceUpdate> updates = distopt::inPlaceUpdates(func);
     MLIRContext *ctx = func.getContext();
-    for (auto [result, argument] : updates) {
+    for (auto [result, argument, target] : updates) {
       Value arg = func.getArgument(argument);
       func.setArgAttr(argument, "bufferization.writable",
                       BoolAttr::get(ctx, true));

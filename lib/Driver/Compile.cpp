@@ -914,9 +914,9 @@ LogicalResult driver::compile(MLIRContext &context,
     // keep theirs apart).
     if (!isEval && !isServer && optimizer && servers.servers == 0)
       main->setAttr(kUpdateInPlaceAttr, UnitAttr::get(&context));
-    llvm::DenseMap<unsigned, unsigned> inPlaceOf; // result -> argument
+    llvm::DenseMap<unsigned, StringAttr> inPlaceOf; // result -> target
     for (InPlaceUpdate u : inPlaceUpdates(main))
-      inPlaceOf[u.result] = u.argument;
+      inPlaceOf[u.result] = u.target;
     // (The memory plan is read after lowering: for a bundle, on the CPU
     // and the GPU.)
     bool reportMemory = !isEval && !isServer && optimizer &&
@@ -1087,16 +1087,8 @@ LogicalResult driver::compile(MLIRContext &context,
           index = mo.getInt();
         // Written into the buffer of what it updates: no buffer of its own.
         std::string inPlace;
-        if (auto arg = inPlaceOf.find(i); arg != inPlaceOf.end()) {
-          if (auto w = main.getArgAttrOfType<DictionaryAttr>(arg->second,
-                                                             "dopt.weight"))
-            inPlace = cast<StringAttr>(w.get("name")).getValue().str();
-          else
-            inPlace =
-                main.getArgAttrOfType<StringAttr>(arg->second, "dopt.name")
-                    .getValue()
-                    .str();
-        }
+        if (auto t = inPlaceOf.find(i); t != inPlaceOf.end())
+          inPlace = t->second.str();
         if (pipelinedStep && !isEval) {
           auto n = main.getResultAttrOfType<StringAttr>(i, "dopt.name");
           auto [it, fresh] =

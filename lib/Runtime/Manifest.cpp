@@ -6,7 +6,6 @@
 
 #include "FileUtil.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -556,12 +555,14 @@ bool parseManifest(std::string_view text, Manifest &out, std::string &error) {
       return false;
     if (o.inPlace.empty())
       continue;
-    // Written into the buffer of a weight or an input of its type.
-    auto same = [&](const TensorSpec &t) {
-      return t.name == o.inPlace && t.dtype == o.dtype && t.shape == o.shape;
-    };
-    if (std::none_of(m.weights.begin(), m.weights.end(), same) &&
-        std::none_of(m.inputs.begin(), m.inputs.end(), same))
+    // Written into the buffer of a weight or an input of its type (the
+    // buffer the runtime gives it: bufferOf).
+    int64_t at = m.bufferOf(o.inPlace);
+    int64_t inputs = static_cast<int64_t>(m.inputs.size());
+    const TensorSpec *target = at < 0        ? nullptr
+                               : at < inputs ? &m.inputs[at]
+                                             : &m.weights[at - inputs];
+    if (!target || target->dtype != o.dtype || target->shape != o.shape)
       return check.fail(path + ".in_place",
                         "no weight or input '" + o.inPlace + "' of dtype " +
                             dtypeName(o.dtype) + " and the output's shape");

@@ -1,5 +1,4 @@
-//===- InPlaceUpdates.h - a step's updates in their old buffers --*- C++
-//-*-===//
+//===- InPlaceUpdates.h - a step's updates in their old buffers -*- C++ -*-===//
 //
 // A training step returns the new value of each weight and optimizer state
 // it updates. Those written into the buffer of the argument they update
@@ -25,6 +24,8 @@ inline constexpr llvm::StringLiteral kUpdateInPlaceAttr =
 struct InPlaceUpdate {
   unsigned result;
   unsigned argument;
+  /// What the result updates: the weight's or the input's name.
+  mlir::StringAttr target;
 };
 
 /// The results of `func` written into an argument's buffer: in a function
